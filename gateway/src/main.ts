@@ -1,1 +1,97 @@
-export {};
+import http from 'node:http';
+import { createClient } from '@connectrpc/connect';
+import { readInt, readString, serviceNames, serviceUrl, type ServiceName } from '@switchboard/runtime/config';
+import { createPeerClient, createPeerTransport } from '@switchboard/runtime/clients';
+import { createLogger } from '@switchboard/runtime/log';
+import { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/runtime/gen/grpc/health/v1/health_pb';
+import { AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import { KeyService } from '@switchboard/runtime/gen/switchboard/keys/v1/keys_pb';
+import { Authenticator } from './auth.js';
+import { handleDocs } from './docs.js';
+import { buildOpenApiDocument } from './openapi.js';
+import { createRestHandler, sendJson } from './rest.js';
+import { Router } from './router.js';
+import { buildRoutes } from './routes.js';
+
+const log = createLogger('gateway');
+
+async function main() {
+  const meshSecret = readString('SWITCHBOARD_MESH_SECRET');
+  if (Buffer.byteLength(meshSecret) < 32) throw new Error('SWITCHBOARD_MESH_SECRET must be at least 32 bytes');
+  const port = readInt('PORT', 8080);
+  const meshTokens = new MeshTokens(meshSecret);
+  const urls = Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name)])) as Record<ServiceName, string>;
+  const transports = Object.fromEntries(serviceNames.map((name) => [name, createPeerTransport(urls[name])])) as Record<
+    ServiceName,
+    ReturnType<typeof createPeerTransport>
+  >;
+  const asGateway = { caller: 'gateway' };
+  const authenticator = new Authenticator(
+    createPeerClient(AuthService, { name: 'identity', url: urls.identity }, meshTokens, asGateway),
+    createPeerClient(OrganizationService, { name: 'identity', url: urls.identity }, meshTokens, asGateway),
+    createPeerClient(KeyService, { name: 'keys', url: urls.keys }, meshTokens, asGateway),
+    log,
+  );
+  const routes = buildRoutes();
+  const openApi = JSON.stringify(buildOpenApiDocument(routes));
+  const healthClients = serviceNames.map((name) => [name, createClient(Health, transports[name])] as const);
+
+  const readiness = async () => {
+    const states = await Promise.all(
+      healthClients.map(async ([name, client]) => {
+        try {
+          const { status } = await client.check({}, { timeoutMs: 1500 });
+          return [name, status === ServingStatus.SERVING ? 'serving' : 'not_serving'] as const;
+        } catch {
+          return [name, 'unreachable'] as const;
+        }
+      }),
+    );
+    return { ready: states.every(([, state]) => state === 'serving'), services: Object.fromEntries(states) };
+  };
+
+  const handler = createRestHandler({
+    router: new Router(routes),
+    authenticator,
+    transports,
+    meshTokens,
+    log,
+    async builtIn(req, res, pathname) {
+      if (req.method !== 'GET') return false;
+      if (pathname === '/healthz') {
+        sendJson(res, 200, { status: 'ok' });
+        return true;
+      }
+      if (pathname === '/readyz') {
+        const state = await readiness();
+        sendJson(res, state.ready ? 200 : 503, { status: state.ready ? 'ready' : 'not_ready', services: state.services });
+        return true;
+      }
+      if (pathname === '/v1/openapi.json') {
+        res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'public, max-age=300' });
+        res.end(openApi);
+        return true;
+      }
+      return handleDocs(pathname, res);
+    },
+  });
+
+  const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 30_000, headersTimeout: 20_000 }, handler);
+  await new Promise<void>((resolve) => server.listen(port, process.env.HOST ?? '0.0.0.0', resolve));
+  log.info({ port, routes: routes.length }, 'gateway listening');
+
+  const stop = (signal: string) => {
+    log.info({ signal }, 'shutting down');
+    server.close(() => process.exit(0));
+    server.closeIdleConnections();
+    setTimeout(() => process.exit(0), 10_000).unref();
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((err) => {
+  log.fatal({ err }, 'gateway failed to start');
+  process.exit(1);
+});

@@ -1,1 +1,9 @@
-export {};
+import { fileURLToPath } from 'node:url';
+import { runService } from '@switchboard/runtime/service';
+import { routes } from './server.js';
+
+await runService({
+  name: 'keys',
+  migrationsDir: fileURLToPath(new URL('../migrations', import.meta.url)),
+  routes,
+});

@@ -1,0 +1,148 @@
+import { Code, ConnectError, type Client } from '@connectrpc/connect';
+import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { createLocalJWKSet, jwtVerify, errors as joseErrors, type JSONWebKeySet } from 'jose';
+import type { Logger } from '@switchboard/runtime/log';
+import { AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import { KeyService } from '@switchboard/runtime/gen/switchboard/keys/v1/keys_pb';
+import { HttpError } from './http-error.js';
+
+/** Who is calling: a user with an access token, or an API key acting as its creator. */
+export interface Principal {
+  type: 'user' | 'key';
+  userId: string;
+  sessionId?: string;
+  keyId?: string;
+  /** An API key's own workspace. */
+  keyWorkspaceId?: string;
+}
+
+export interface Workspace {
+  workspaceId: string;
+  role: string;
+}
+
+/** How long a resolved role is reused: a role change or removal shows within this time. */
+export const roleCacheMs = 2_000;
+const jwksRefreshMinIntervalMs = 10_000;
+const cacheLimit = 50_000;
+
+const unauthenticated = (message: string, code = 'unauthenticated') =>
+  new HttpError(401, code, message, { headers: { 'WWW-Authenticate': 'Bearer' } });
+
+/**
+ * Turns credentials into a principal and a workspace: access tokens are verified locally
+ * against identity's JWKS; API keys and roles are asked of the keys and identity services.
+ */
+export class Authenticator {
+  private keySet?: ReturnType<typeof createLocalJWKSet>;
+  private keySetLoadedAt = 0;
+  private keySetLoading?: Promise<void>;
+  private readonly verifiedTokens = new Map<string, { principal: Principal; expiresAt: number }>();
+  private readonly roles = new Map<string, { workspace: Workspace; expiresAt: number }>();
+
+  constructor(
+    private readonly identityAuth: Client<typeof AuthService>,
+    private readonly organizations: Client<typeof OrganizationService>,
+    private readonly keys: Client<typeof KeyService>,
+    private readonly log: Logger,
+  ) {}
+
+  /** The principal of an `Authorization: Bearer …` header; 401 when absent or not valid. */
+  async authenticate(authorization: string | undefined): Promise<Principal> {
+    if (!authorization) throw unauthenticated('Authentication required: send Authorization: Bearer <access token or API key>.');
+    const match = /^Bearer\s+(\S+)$/i.exec(authorization);
+    if (!match) throw unauthenticated('The Authorization header must be "Bearer <token>".');
+    const credential = match[1];
+    return credential.startsWith('sb_') ? this.authenticateKey(credential) : this.authenticateAccessToken(credential);
+  }
+
+  private async authenticateAccessToken(token: string): Promise<Principal> {
+    const cached = this.verifiedTokens.get(token);
+    if (cached && cached.expiresAt > Date.now()) return cached.principal;
+    const payload = await this.verifyJwt(token);
+    if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') throw unauthenticated('The access token is not valid.', 'invalid_token');
+    const principal: Principal = { type: 'user', userId: payload.sub, sessionId: payload.sid };
+    if (this.verifiedTokens.size >= cacheLimit) this.verifiedTokens.clear();
+    this.verifiedTokens.set(token, { principal, expiresAt: payload.exp! * 1000 });
+    return principal;
+  }
+
+  private async verifyJwt(token: string, retried = false): Promise<{ sub?: string; sid?: unknown; exp?: number }> {
+    if (!this.keySet) await this.loadKeySet();
+    try {
+      const { payload } = await jwtVerify(token, this.keySet!, {
+        issuer: 'switchboard',
+        audience: 'switchboard-api',
+        algorithms: ['ES256', 'EdDSA'],
+        requiredClaims: ['exp', 'sub', 'sid'],
+      });
+      return payload;
+    } catch (err) {
+      if (err instanceof joseErrors.JWKSNoMatchingKey && !retried && Date.now() - this.keySetLoadedAt > jwksRefreshMinIntervalMs) {
+        // A key rotation: fetch the new key set once, then try again.
+        await this.loadKeySet();
+        return this.verifyJwt(token, true);
+      }
+      if (err instanceof joseErrors.JWTExpired) throw unauthenticated('The access token has expired; refresh the session.', 'token_expired');
+      throw unauthenticated('The access token is not valid.', 'invalid_token');
+    }
+  }
+
+  private loadKeySet(): Promise<void> {
+    this.keySetLoading ??= (async () => {
+      try {
+        const jwks = await this.identityAuth.getJwks({}, { timeoutMs: 5000 });
+        this.keySet = createLocalJWKSet({ keys: jwks.keys.map((key) => ({ ...key })) } as JSONWebKeySet);
+        this.keySetLoadedAt = Date.now();
+        this.log.info({ kids: jwks.keys.map((key) => key.kid) }, 'loaded the access-token JWKS');
+      } finally {
+        this.keySetLoading = undefined;
+      }
+    })();
+    return this.keySetLoading;
+  }
+
+  private async authenticateKey(fullKey: string): Promise<Principal> {
+    const result = await this.keys.authenticateKey({ fullKey }, { timeoutMs: 5000 });
+    if (result.reason === 'spend_cap_exceeded') {
+      throw new HttpError(402, 'spend_cap_exceeded', 'This key has reached its monthly spend cap; raise or clear the cap to continue.', {
+        metadata: {
+          scope: 'key',
+          cap_usd: result.capUsd ?? null,
+          spend_usd: result.spendUsd ?? null,
+          resets_at: result.resetsAt ? timestampDate(result.resetsAt).toISOString() : null,
+        },
+      });
+    }
+    if (result.reason) throw unauthenticated('The API key is not valid.', 'invalid_api_key');
+    return { type: 'key', userId: result.createdBy, keyId: result.keyId, keyWorkspaceId: result.workspaceId };
+  }
+
+  /**
+   * The workspace a request acts in and the principal's role there: X-Workspace-Id (a user must
+   * be a member: else 404), the personal workspace by default, an API key's own workspace.
+   */
+  async resolveWorkspace(principal: Principal, requested: string | undefined): Promise<Workspace> {
+    if (principal.type === 'key' && requested && requested !== principal.keyWorkspaceId) {
+      throw new HttpError(403, 'workspace_mismatch', 'An API key can only act in its own workspace.');
+    }
+    const workspaceId = principal.type === 'key' ? principal.keyWorkspaceId! : (requested ?? '');
+    const cacheKey = `${principal.userId}|${workspaceId}`;
+    const cached = this.roles.get(cacheKey);
+    if (cached && cached.expiresAt > Date.now()) return cached.workspace;
+    let resolved;
+    try {
+      resolved = await this.organizations.resolveWorkspace({ userId: principal.userId, workspaceId }, { timeoutMs: 5000 });
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.NotFound) {
+        throw new HttpError(404, 'workspace_not_found', 'No such workspace, or you are not a member of it.');
+      }
+      throw err;
+    }
+    if (resolved.deactivated) throw unauthenticated('This account is deactivated.', 'account_deactivated');
+    const workspace = { workspaceId: resolved.workspaceId, role: resolved.role };
+    if (this.roles.size >= cacheLimit) this.roles.clear();
+    this.roles.set(cacheKey, { workspace, expiresAt: Date.now() + roleCacheMs });
+    return workspace;
+  }
+}

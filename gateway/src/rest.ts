@@ -1,0 +1,220 @@
+import type http from 'node:http';
+import { Code, ConnectError, type Transport } from '@connectrpc/connect';
+import { create, type DescField, type JsonValue, type Message } from '@bufbuild/protobuf';
+import type { ServiceName } from '@switchboard/runtime/config';
+import { errorBody, toHttpError, type ErrorBody } from '@switchboard/runtime/errors';
+import { newId } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
+import type { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { HttpBodySchema, type HttpBody } from '@switchboard/runtime/gen/google/api/httpbody_pb';
+import type { Authenticator, Principal, Workspace } from './auth.js';
+import { InputError, decodeRequest, encodeResponse } from './codec.js';
+import { HttpError } from './http-error.js';
+import { Access, type Route } from './routes.js';
+import type { Router } from './router.js';
+
+export const maxBodyBytes = 1024 * 1024;
+/** Deadline of one service call made for a REST request. */
+export const callTimeoutMs = 10_000;
+/** A service may set this response header to answer with another 2xx than the route's. */
+export const statusOverrideHeader = 'sb-http-status';
+/** Request headers that fill request fields of the same meaning (raw-body provider webhooks). */
+const headerFields: Record<string, string> = { stripe_signature: 'stripe-signature' };
+
+export interface RestOptions {
+  router: Router;
+  authenticator: Authenticator;
+  transports: Record<ServiceName, Transport>;
+  meshTokens: MeshTokens;
+  log: Logger;
+  /** Built-in endpoints (health, OpenAPI, docs): return true when handled. */
+  builtIn(req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string): Promise<boolean>;
+}
+
+const requestIdPattern = /^[\w.:-]{1,128}$/;
+
+/** The REST surface: every request is authenticated, translated to an RPC, and translated back. */
+export function createRestHandler(options: RestOptions): http.RequestListener {
+  const { log } = options;
+  return (req, res) => {
+    const started = performance.now();
+    const incomingId = req.headers['x-request-id'];
+    const requestId = typeof incomingId === 'string' && requestIdPattern.test(incomingId) ? incomingId : newId('req');
+    res.setHeader('X-Request-Id', requestId);
+    let template = '-';
+    handle(options, req, res, requestId, (matched) => (template = matched))
+      .catch((err) => sendError(res, err, requestId, log))
+      .finally(() => {
+        log.info({ request_id: requestId, method: req.method, route: template, status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request');
+      });
+  };
+}
+
+async function handle(
+  options: RestOptions,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  requestId: string,
+  onRoute: (template: string) => void,
+): Promise<void> {
+  let url: URL;
+  try {
+    url = new URL(req.url ?? '/', 'http://gateway');
+  } catch {
+    throw new HttpError(400, 'invalid_request', 'The request URL is malformed.');
+  }
+  if (await options.builtIn(req, res, url.pathname, requestId)) {
+    onRoute(url.pathname);
+    return;
+  }
+  const match = options.router.match(req.method ?? 'GET', url.pathname);
+  if (!match) throw new HttpError(404, 'route_not_found', `No route for ${req.method} ${url.pathname}.`);
+  if ('allowed' in match) {
+    throw new HttpError(405, 'method_not_allowed', `${req.method} is not allowed here; use ${match.allowed.join(', ')}.`, {
+      headers: { Allow: match.allowed.join(', ') },
+    });
+  }
+  const { route, pathValues } = match;
+  onRoute(route.template);
+
+  // Order of checks (SPEC §10): credentials, then the workspace, then the input.
+  let principal: Principal | undefined;
+  let workspace: Workspace | undefined;
+  if (route.access !== Access.PUBLIC) {
+    principal = await options.authenticator.authenticate(req.headers.authorization);
+    if (route.access === Access.USER && principal.type === 'key') {
+      throw new HttpError(403, 'api_key_not_allowed', 'This operation needs a user access token, not an API key.');
+    }
+    const requested = req.headers['x-workspace-id'];
+    workspace = await options.authenticator.resolveWorkspace(principal, typeof requested === 'string' && requested ? requested : undefined);
+  }
+
+  const input = await readInput(route, req, url.searchParams, pathValues);
+  const token = await options.meshTokens.mint(route.owner, {
+    caller: 'gateway',
+    principalId: principal?.userId,
+    principalType: principal?.type,
+    sessionId: principal?.sessionId,
+    keyId: principal?.keyId,
+    workspaceId: workspace?.workspaceId,
+    role: workspace?.role,
+  });
+  const abort = new AbortController();
+  res.once('close', () => abort.abort());
+  const response = await options.transports[route.owner].unary(
+    route.method,
+    abort.signal,
+    callTimeoutMs,
+    { authorization: `Bearer ${token}`, 'x-request-id': requestId },
+    input,
+  );
+  const override = Number(response.header.get(statusOverrideHeader));
+  const status = override >= 200 && override < 300 ? override : route.successStatus;
+  sendResult(res, route, status, response.message);
+}
+
+async function readInput(route: Route, req: http.IncomingMessage, query: URLSearchParams, pathValues: Map<DescField, string>): Promise<Message> {
+  let body: JsonValue | undefined;
+  const hasBody = route.body !== '';
+  const raw = hasBody ? await readBody(req) : undefined;
+  const rawBodyField = route.body && route.body !== '*' ? route.method.input.fields.find((f) => f.name === route.body) : undefined;
+  const wantsRawBody = rawBodyField?.fieldKind === 'message' && rawBodyField.message.typeName === 'google.api.HttpBody';
+  if (raw && raw.length > 0 && !wantsRawBody) {
+    const contentType = req.headers['content-type'] ?? '';
+    if (!/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
+      throw new HttpError(415, 'unsupported_media_type', 'Send the request body as JSON (Content-Type: application/json).');
+    }
+    try {
+      body = JSON.parse(raw.toString('utf8')) as JsonValue;
+    } catch {
+      throw new HttpError(400, 'invalid_json', 'The request body is not valid JSON.');
+    }
+  }
+  const message = decodeRequest(route, pathValues, query, body) as Message & Record<string, unknown>;
+  if (wantsRawBody && raw) {
+    const localName = rawBodyField!.localName;
+    message[localName] = create(HttpBodySchema, { contentType: req.headers['content-type'] ?? '', data: raw });
+  }
+  for (const [fieldName, header] of Object.entries(headerFields)) {
+    const field = route.method.input.fields.find((f) => f.name === fieldName);
+    const value = req.headers[header];
+    if (field && typeof value === 'string') message[field.localName] = value;
+  }
+  return message;
+}
+
+function readBody(req: http.IncomingMessage): Promise<Buffer> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > maxBodyBytes) {
+    req.resume();
+    return Promise.reject(tooLarge());
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBodyBytes) {
+        req.removeAllListeners('data');
+        req.resume();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.once('end', () => resolve(Buffer.concat(chunks)));
+    req.once('error', reject);
+  });
+}
+
+const tooLarge = () => new HttpError(413, 'payload_too_large', `The request body is larger than ${maxBodyBytes} bytes.`);
+
+function sendResult(res: http.ServerResponse, route: Route, status: number, message: Message): void {
+  res.setHeader('Cache-Control', 'no-store');
+  if (status === 204) {
+    res.writeHead(204).end();
+    return;
+  }
+  if (route.method.output.typeName === 'google.api.HttpBody') {
+    const page = message as HttpBody;
+    res.writeHead(status, { 'Content-Type': page.contentType || 'application/octet-stream', 'Content-Length': page.data.length });
+    res.end(page.data);
+    return;
+  }
+  let json = encodeResponse(route.method.output, message);
+  if (route.responseBody) json = (json as Record<string, JsonValue>)[route.responseBody] ?? null;
+  sendJson(res, status, json);
+}
+
+export function sendJson(res: http.ServerResponse, status: number, json: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(json);
+  res.writeHead(status, { ...headers, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendError(res: http.ServerResponse, err: unknown, requestId: string, log: Logger): void {
+  let status: number;
+  let body: ErrorBody;
+  let headers: Record<string, string> = {};
+  if (err instanceof HttpError) {
+    status = err.status;
+    body = errorBody(err.code, err.message, requestId, err.options.field ?? null, err.options.metadata);
+    headers = err.options.headers ?? {};
+  } else if (err instanceof InputError) {
+    status = 400;
+    body = errorBody('invalid_request', err.message, requestId, err.field);
+  } else {
+    const connectError = ConnectError.from(err);
+    ({ status, body } = toHttpError(connectError, requestId));
+    if (connectError.code === Code.Unavailable || connectError.code === Code.DeadlineExceeded || status >= 500) {
+      log.warn({ request_id: requestId, code: Code[connectError.code], err: connectError.rawMessage }, 'service call failed');
+    }
+    const retryAfter = connectError.metadata.get('retry-after');
+    if (retryAfter) headers['Retry-After'] = retryAfter;
+  }
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  sendJson(res, status, body, headers);
+}

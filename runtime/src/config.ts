@@ -1,0 +1,86 @@
+/** Configuration from the environment, with errors that name the variable and what it wants. */
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+export function readString(name: string, fallback?: string, env: Env = process.env): string {
+  const value = env[name];
+  if (value !== undefined && value !== '') return value;
+  if (fallback !== undefined) return fallback;
+  throw new ConfigError(`${name} is required but not set`);
+}
+
+export function readInt(name: string, fallback: number, env: Env = process.env): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a non-negative integer, got "${raw}"`);
+  return Number(raw);
+}
+
+export function readBool(name: string, fallback: boolean, env: Env = process.env): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'true' || raw === '1') return true;
+  if (raw === 'false' || raw === '0') return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+const durationUnits: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Parses "250ms", "5s", "30m", "2h", "30d" into milliseconds. */
+export function parseDuration(raw: string): number {
+  const match = /^(\d+)(ms|s|m|h|d)$/.exec(raw.trim());
+  if (!match) throw new ConfigError(`"${raw}" is not a duration (use e.g. 250ms, 5s, 30m, 2h, 30d)`);
+  return Number(match[1]) * durationUnits[match[2]];
+}
+
+export function readDuration(name: string, fallback: string, env: Env = process.env): number {
+  const raw = env[name] || fallback;
+  try {
+    return parseDuration(raw);
+  } catch (err) {
+    throw new ConfigError(`${name}: ${(err as Error).message}`);
+  }
+}
+
+/** The components of the mesh and their default ports (SPEC §8). */
+export const servicePorts = {
+  identity: 50051,
+  keys: 50052,
+  billing: 50053,
+  conversations: 50054,
+  webhooks: 50055,
+} as const;
+
+export type ServiceName = keyof typeof servicePorts;
+export const serviceNames = Object.keys(servicePorts) as ServiceName[];
+
+/** Where a peer service answers: `<NAME>_URL`, else localhost on its default port. */
+export function serviceUrl(name: ServiceName, env: Env = process.env): string {
+  return readString(`${name.toUpperCase()}_URL`, `http://127.0.0.1:${servicePorts[name]}`, env);
+}
+
+/** Settings every process of the mesh shares. */
+export interface CommonConfig {
+  databaseUrl: string;
+  natsUrl: string;
+  meshSecret: string;
+  logLevel: string;
+  eventsSubjectPrefix: string;
+  eventsStream: string;
+}
+
+export function readCommonConfig(env: Env = process.env): CommonConfig {
+  const meshSecret = readString('SWITCHBOARD_MESH_SECRET', undefined, env);
+  if (Buffer.byteLength(meshSecret) < 32) {
+    throw new ConfigError('SWITCHBOARD_MESH_SECRET must be at least 32 bytes');
+  }
+  return {
+    databaseUrl: readString('DATABASE_URL', undefined, env),
+    natsUrl: readString('NATS_URL', 'nats://127.0.0.1:4222', env),
+    meshSecret,
+    logLevel: readString('LOG_LEVEL', 'info', env),
+    eventsSubjectPrefix: readString('EVENTS_SUBJECT_PREFIX', 'switchboard.events', env),
+    eventsStream: readString('EVENTS_STREAM', 'SWITCHBOARD_EVENTS', env),
+  };
+}

@@ -1,0 +1,207 @@
+import { fromJson, toJson, type JsonObject, type JsonValue } from '@bufbuild/protobuf';
+import { TimestampSchema } from '@bufbuild/protobuf/wkt';
+import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstreamManager, type ConsumerConfig, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
+import type { Knex } from './db.js';
+import { EventSchema } from './gen/switchboard/events/v1/events_pb.js';
+import type { Logger } from './log.js';
+import type { NatsConnection } from './nats.js';
+import { sleepUnless, withTimeout } from './outbox.js';
+
+/**
+ * The event envelope as consumers see it: the proto3 JSON form with proto field names, every
+ * field present (empty strings and `{}` where the wire form omits defaults).
+ */
+export interface EventEnvelopeJson {
+  event_id: string;
+  type: string;
+  workspace_id: string;
+  /** RFC 3339 UTC. */
+  occurred_at: string;
+  data: JsonObject;
+  producer: string;
+  request_id: string;
+}
+
+/** Parses a message body into an envelope; throws on anything that is not a valid Event. */
+export function parseEventEnvelope(body: Uint8Array | string): EventEnvelopeJson {
+  const text = typeof body === 'string' ? body : new TextDecoder('utf-8', { fatal: true }).decode(body);
+  const json = JSON.parse(text) as JsonValue;
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new Error('event is not a JSON object');
+  const event = fromJson(EventSchema, json, { ignoreUnknownFields: true });
+  if (!event.eventId) throw new Error('event has no event_id');
+  if (!event.type) throw new Error('event has no type');
+  return {
+    event_id: event.eventId,
+    type: event.type,
+    workspace_id: event.workspaceId,
+    occurred_at: event.occurredAt ? (toJson(TimestampSchema, event.occurredAt) as string) : '',
+    data: event.data ?? {},
+    producer: event.producer,
+    request_id: event.requestId,
+  };
+}
+
+export interface ConsumerOptions {
+  db: Knex;
+  nats: Promise<NatsConnection> | NatsConnection;
+  stream: string;
+  /** Durable consumer name; also the `consumer` column of `processed_events`. */
+  durable: string;
+  filterSubjects: string[];
+  log: Logger;
+  /** Runs once per event id, inside the transaction that records the event as processed. */
+  handle: (event: EventEnvelopeJson, trx: Knex.Transaction) => Promise<void>;
+  /** How long NATS waits for an ack before redelivering (default 30 s; kept alive while handling). */
+  ackWaitMs?: number;
+  /** Cap of the redelivery delay after a failed handler (default 30 s). */
+  maxRetryDelayMs?: number;
+}
+
+export interface EventConsumer {
+  stop(): Promise<void>;
+}
+
+const ms = (millis: number) => millis * 1_000_000; // JetStream durations are nanoseconds
+
+/** Delay before redelivering a message whose handler failed `deliveryCount` times. */
+function retryDelay(deliveryCount: number, cap: number): number {
+  return Math.min(200 * 2 ** Math.max(0, Math.min(deliveryCount - 1, 20)), cap);
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}
+
+/**
+ * Consumes events from a durable JetStream consumer, exactly once per event id per durable:
+ * `processed_events` (in the handler's transaction) absorbs redeliveries and duplicates.
+ * Survives NATS restarts; stops cleanly.
+ */
+export function startConsumer(options: ConsumerOptions): EventConsumer {
+  const { db, stream, durable, log, handle } = options;
+  const ackWaitMs = options.ackWaitMs ?? 30_000;
+  const maxRetryDelayMs = options.maxRetryDelayMs ?? 30_000;
+  const consumerLog = log.child({ component: 'event-consumer', stream, durable });
+  if (options.filterSubjects.length === 0) throw new Error('startConsumer needs at least one filter subject');
+  const natsReady = Promise.resolve(options.nats);
+  natsReady.catch(() => undefined); // reported where it is awaited
+
+  let stopped = false;
+  let resolveStopped!: () => void;
+  const stoppedPromise = new Promise<void>((resolve) => (resolveStopped = resolve));
+  let messages: ConsumerMessages | undefined;
+
+  // One filter goes in `filter_subject` (every server); several need NATS ≥ 2.10.
+  const filters: Partial<ConsumerConfig> =
+    options.filterSubjects.length === 1
+      ? { filter_subject: options.filterSubjects[0], filter_subjects: undefined }
+      : { filter_subjects: options.filterSubjects, filter_subject: undefined };
+
+  const ensureConsumer = async (nc: NatsConnection) => {
+    const jsm = await jetstreamManager(nc, { timeout: 5000 });
+    const wanted: Partial<ConsumerConfig> = { ack_wait: ms(ackWaitMs), max_deliver: -1, ...filters };
+    let info;
+    try {
+      info = await jsm.consumers.info(stream, durable);
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
+    }
+    if (!info) {
+      await jsm.consumers.add(stream, {
+        durable_name: durable,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        max_ack_pending: 1000,
+        ...wanted,
+      });
+      return;
+    }
+    const current = info.config;
+    const sameFilters =
+      (current.filter_subject ?? '') === (filters.filter_subject ?? '') &&
+      JSON.stringify(current.filter_subjects ?? []) === JSON.stringify(filters.filter_subjects ?? []);
+    if (!sameFilters || current.ack_wait !== wanted.ack_wait || current.max_deliver !== -1) {
+      await jsm.consumers.update(stream, durable, wanted);
+      consumerLog.info('updated durable consumer');
+    }
+  };
+
+  const processMessage = async (msg: JsMsg) => {
+    let event: EventEnvelopeJson;
+    try {
+      event = parseEventEnvelope(msg.data);
+    } catch (err) {
+      consumerLog.error({ err: errorMessage(err), subject: msg.subject, seq: msg.seq }, 'malformed event: terminated');
+      msg.term(); // no reason text: NATS < 2.10 does not parse `+TERM <reason>` and would redeliver
+      return;
+    }
+    // Long handlers keep the message from being redelivered meanwhile.
+    const keepAlive = setInterval(() => msg.working(), Math.max(1000, Math.floor(ackWaitMs / 2)));
+    try {
+      await db.transaction(async (trx) => {
+        const inserted = await trx.raw('INSERT INTO processed_events (consumer, event_id) VALUES (?, ?) ON CONFLICT DO NOTHING', [durable, event.event_id]);
+        if ((inserted as { rowCount?: number }).rowCount === 1) await handle(event, trx);
+      });
+      msg.ack();
+    } catch (err) {
+      const delay = retryDelay(msg.info.deliveryCount, maxRetryDelayMs);
+      consumerLog.warn({ err: errorMessage(err), event_id: event.event_id, type: event.type, delivery: msg.info.deliveryCount, retry_in_ms: delay }, 'event handler failed; retrying');
+      msg.nak(delay);
+    } finally {
+      clearInterval(keepAlive);
+    }
+  };
+
+  const run = async () => {
+    let failures = 0;
+    while (!stopped) {
+      try {
+        const nc = await withTimeout(Promise.race([natsReady, stoppedPromise.then(() => undefined)]), 5000, 'waiting for NATS');
+        if (!nc || stopped) break;
+        await ensureConsumer(nc);
+        const consumer = await jetstream(nc, { timeout: 5000 }).consumers.get(stream, durable);
+        const iterator = await consumer.consume({ max_messages: 64 });
+        messages = iterator;
+        if (stopped) break;
+        failures = 0;
+        consumerLog.debug('consuming');
+        // The client recovers from reconnects itself; a vanished consumer or stream needs us.
+        void (async () => {
+          for await (const status of iterator.status()) {
+            if (status.type === 'consumer_deleted' || (status.type === 'consumer_not_found' && status.count > 1) || status.type === 'stream_not_found') {
+              consumerLog.warn({ status: status.type }, 'consumer lost; re-creating');
+              iterator.stop();
+            }
+          }
+        })().catch(() => undefined);
+        for await (const msg of iterator) {
+          if (stopped) break; // unacked messages are redelivered after ack_wait
+          await processMessage(msg);
+        }
+        if (!stopped) consumerLog.warn('consume iterator ended; restarting');
+      } catch (err) {
+        if (!stopped) consumerLog.warn({ err: errorMessage(err) }, 'consumer failed; restarting');
+      } finally {
+        messages?.stop();
+        messages = undefined;
+      }
+      if (stopped) break;
+      failures++;
+      await sleepUnless(Math.min(100 * 2 ** failures, 2000), stoppedPromise);
+    }
+  };
+
+  const loop = run();
+
+  return {
+    async stop() {
+      if (!stopped) {
+        stopped = true;
+        resolveStopped();
+        messages?.stop();
+      }
+      // Lets a running handler finish (its statements are bounded by statement_timeout).
+      await withTimeout(loop, 15_000, 'consumer stop').catch((err) => consumerLog.warn({ err: errorMessage(err) }, 'consumer stop'));
+    },
+  };
+}

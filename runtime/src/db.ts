@@ -1,0 +1,82 @@
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+
+export type { Knex };
+
+// numeric stays a string (money is decimal.js, never a float); bigint counts fit in a JS number.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+/** A knex pool whose search_path is the service's own schema. */
+export function createDb(databaseUrl: string, schema: string, poolMax = 10): Knex {
+  return knexFactory({
+    client: 'pg',
+    connection: { connectionString: databaseUrl, connectionTimeoutMillis: 3000, statement_timeout: 10_000 } as Knex.PgConnectionConfig,
+    searchPath: [schema],
+    pool: { min: 0, max: poolMax },
+    // A database outage must surface as 503 within seconds, not hang the request.
+    acquireConnectionTimeout: 4000,
+  });
+}
+
+interface MigrationModule {
+  up(knex: Knex): Promise<void>;
+  down?(knex: Knex): Promise<void>;
+}
+
+/** Loads compiled migrations (`NNN_name.js`) from a directory, in name order. */
+class DirectoryMigrationSource implements Knex.MigrationSource<string> {
+  constructor(private readonly directory: string) {}
+
+  async getMigrations(): Promise<string[]> {
+    const files = await readdir(this.directory);
+    return files.filter((file) => file.endsWith('.js')).sort();
+  }
+
+  getMigrationName(file: string): string {
+    return file.replace(/\.js$/, '');
+  }
+
+  async getMigration(file: string): Promise<Knex.Migration> {
+    const module = (await import(pathToFileURL(path.join(this.directory, file)).href)) as MigrationModule;
+    return { up: module.up, down: module.down ?? (async () => undefined) };
+  }
+}
+
+/**
+ * Creates the service's schema and brings it to the latest migration. Each service has its own
+ * migrations table inside its own schema and never touches another schema.
+ */
+export async function migrate(db: Knex, schema: string, migrationsDirectory: string): Promise<void> {
+  // CREATE SCHEMA needs the database-wide CREATE right even when the schema exists; a
+  // production role that owns only its schema must not need it.
+  const existing = await db('pg_catalog.pg_namespace').where({ nspname: schema }).first();
+  if (!existing) await db.raw('CREATE SCHEMA IF NOT EXISTS ??', [schema]);
+  const config = {
+    schemaName: schema,
+    tableName: 'knex_migrations',
+    migrationSource: new DirectoryMigrationSource(migrationsDirectory),
+  };
+  // Replicas starting together: one migrates, the others wait for its lock to go.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await db.migrate.latest(config);
+      return;
+    } catch (err) {
+      if ((err as Error).name !== 'MigrationLocked' || attempt > 50) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}
+
+/** True for errors that mean the database is unreachable (→ 503), not a bug. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const error = err as { code?: string; name?: string; message?: string };
+  return (
+    error?.name === 'KnexTimeoutError' ||
+    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P03', '53300', '08006', '08001'].includes(error?.code ?? '') ||
+    /Connection terminated|timeout exceeded when trying to connect/i.test(error?.message ?? '')
+  );
+}

@@ -1,0 +1,166 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { serviceNames, servicePorts, type ServiceName } from '../config.js';
+import { freePort, resolveNats, resolvePostgres, type Dependency } from '../infra.js';
+import { createLogger } from '../log.js';
+
+export type Component = ServiceName | 'gateway';
+export const components: Component[] = [...serviceNames, 'gateway'];
+
+export const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
+
+const entryOf = (component: Component) =>
+  path.join(repoRoot, component === 'gateway' ? 'gateway/dist/src/main.js' : `services/${component}/dist/src/main.js`);
+
+export interface MeshOptions {
+  /** Where embedded Postgres, NATS data, the dev mesh secret and the mailbox live. */
+  dataDir: string;
+  /** Free ports for everything (tests, benchmarks) instead of the defaults of SPEC §8. */
+  randomPorts?: boolean;
+  /** Database name when Postgres is discovered (not DATABASE_URL). */
+  database?: string;
+  /** Each output line of a component; by default lines are kept in memory only. */
+  onLine?: (component: Component, line: string) => void;
+  /** Extra environment for every component. */
+  env?: Record<string, string>;
+  /** Let tests use a testcontainer when a Docker engine runs and nothing local answers. */
+  allowContainers?: boolean;
+}
+
+export interface Mesh {
+  gatewayUrl: string;
+  urls: Record<ServiceName, string>;
+  env: Record<string, string>;
+  /** Everything a component printed so far (JSON log lines). */
+  output(component: Component): string;
+  pid(component: Component): number | undefined;
+  /** Stops one component (SIGTERM, then SIGKILL after 5 s). */
+  stopComponent(component: Component): Promise<void>;
+  startComponent(component: Component): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** The dev mesh secret: SWITCHBOARD_MESH_SECRET, else one generated once per data dir. */
+async function meshSecret(dataDir: string): Promise<string> {
+  if (process.env.SWITCHBOARD_MESH_SECRET) return process.env.SWITCHBOARD_MESH_SECRET;
+  const file = path.join(dataDir, 'mesh-secret');
+  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
+  const secret = randomBytes(32).toString('base64url');
+  await writeFile(file, secret, { mode: 0o600 });
+  return secret;
+}
+
+/**
+ * Runs the whole mesh on this machine: Postgres and NATS as SPEC §11 says, each service and
+ * the gateway as its own process, and waits until the gateway reports every service ready.
+ */
+export async function startMesh(options: MeshOptions): Promise<Mesh> {
+  const log = createLogger('mesh', 'info');
+  await mkdir(options.dataDir, { recursive: true });
+  const dependencies: Dependency[] = [];
+  const postgres = await resolvePostgres({ dataDir: options.dataDir, database: options.database ?? 'switchboard', log, allowContainers: options.allowContainers });
+  dependencies.push(postgres);
+  const nats = await resolveNats({ dataDir: options.dataDir, log, allowContainers: options.allowContainers });
+  dependencies.push(nats);
+
+  const ports = {} as Record<Component, number>;
+  for (const name of serviceNames) ports[name] = options.randomPorts ? await freePort() : servicePorts[name];
+  ports.gateway = options.randomPorts ? await freePort() : Number(process.env.PORT ?? 8080);
+  const urls = Object.fromEntries(serviceNames.map((name) => [name, `http://127.0.0.1:${ports[name]}`])) as Record<ServiceName, string>;
+  const env: Record<string, string> = {
+    DATABASE_URL: postgres.url,
+    NATS_URL: nats.url,
+    SWITCHBOARD_MESH_SECRET: await meshSecret(options.dataDir),
+    MAILBOX_DIR: process.env.MAILBOX_DIR ?? path.join(options.dataDir, 'mailbox'),
+    ...Object.fromEntries(serviceNames.map((name) => [`${name.toUpperCase()}_URL`, urls[name]])),
+    ...options.env,
+  };
+
+  const children = new Map<Component, ChildProcess>();
+  const outputs = new Map<Component, string[]>();
+  const start = (component: Component) => {
+    const child = spawn(process.execPath, [entryOf(component)], {
+      cwd: repoRoot,
+      env: { ...process.env, ...env, PORT: String(ports[component]) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.set(component, child);
+    const lines = outputs.get(component) ?? [];
+    outputs.set(component, lines);
+    for (const stream of [child.stdout!, child.stderr!]) {
+      let pending = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (chunk: string) => {
+        pending += chunk;
+        const parts = pending.split('\n');
+        pending = parts.pop()!;
+        for (const line of parts) {
+          lines.push(line);
+          options.onLine?.(component, line);
+        }
+      });
+    }
+    return child;
+  };
+  const stopComponent = async (component: Component) => {
+    const child = children.get(component);
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  };
+  const gatewayUrl = `http://127.0.0.1:${ports.gateway}`;
+  const stopAll = async () => {
+    await Promise.all(components.map(stopComponent));
+    for (const dependency of dependencies.reverse()) await dependency.stop?.();
+  };
+
+  try {
+    for (const name of serviceNames) start(name);
+    start('gateway');
+    await waitUntilReady(gatewayUrl, children, outputs, 60_000);
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+  return {
+    gatewayUrl,
+    urls,
+    env,
+    output: (component) => (outputs.get(component) ?? []).join('\n'),
+    pid: (component) => children.get(component)?.pid,
+    stopComponent,
+    async startComponent(component) {
+      start(component);
+      await waitUntilReady(gatewayUrl, children, outputs, 30_000);
+    },
+    stop: stopAll,
+  };
+}
+
+async function waitUntilReady(gatewayUrl: string, children: Map<Component, ChildProcess>, outputs: Map<Component, string[]>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    for (const [component, child] of children) {
+      if (child.exitCode !== null) {
+        throw new Error(`${component} exited with code ${child.exitCode}:\n${(outputs.get(component) ?? []).slice(-20).join('\n')}`);
+      }
+    }
+    try {
+      const response = await fetch(`${gatewayUrl}/readyz`, { signal: AbortSignal.timeout(2000) });
+      last = await response.text();
+      if (response.ok) return;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`the mesh did not become ready within ${timeoutMs} ms: ${last}`);
+}

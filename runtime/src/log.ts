@@ -1,0 +1,26 @@
+import { pino, type Logger } from 'pino';
+
+export type { Logger };
+
+/** Field names whose values never reach a log line, at any of the first four levels. */
+const secretFields = [
+  'authorization', 'password', 'new_password', 'current_password', 'newPassword', 'currentPassword',
+  'full_key', 'fullKey', 'secret', 'signing_secret', 'token', 'access_token', 'accessToken',
+  'refresh_token', 'refreshToken', 'mfa_token', 'mfaToken', 'code', 'recovery_code', 'recovery_codes',
+  'cookie', 'set-cookie',
+];
+
+export const redactPaths = secretFields.flatMap((field) => {
+  const key = /^[A-Za-z_$][\w$]*$/.test(field) ? field : `["${field}"]`;
+  const dot = key.startsWith('[') ? '' : '.';
+  return [key, `*${dot}${key}`, `*.*${dot}${key}`, `*.*.*${dot}${key}`];
+});
+
+export function createLogger(component: string, level = process.env.LOG_LEVEL ?? 'info'): Logger {
+  return pino({
+    level,
+    base: { svc: component },
+    redact: { paths: redactPaths, censor: '[redacted]' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  });
+}

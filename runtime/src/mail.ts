@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ConfigError, readString } from './config.js';
+import type { Logger } from './log.js';
+
+/**
+ * The mail adapter of SPEC §3: verification, reset, invitation and credential-change mails go
+ * through a `Mailer`. Without SMTP, each message becomes one RFC 822 `.eml` file in MAILBOX_DIR
+ * (development and tests read them there). SMTP delivery is another `Mailer` behind the same
+ * interface, chosen by `createMailer` from the environment.
+ */
+
+export interface MailMessage {
+  to: string;
+  subject: string;
+  /** Plain-text body (UTF-8). It may contain a token: it is never logged. */
+  text: string;
+  /** What the mail is for, e.g. "email_verification"; logged and sent as X-Switchboard-Mail-Kind. */
+  kind: string;
+}
+
+export interface SentMail {
+  /** The Message-ID header, without angle brackets. */
+  messageId: string;
+  /** Where the message went (the file path for the mailbox). */
+  location: string;
+}
+
+export interface Mailer {
+  send(message: MailMessage): Promise<SentMail>;
+}
+
+type Env = Record<string, string | undefined>;
+
+export interface MailerOptions {
+  log: Logger;
+  env?: Env;
+}
+
+export const defaultMailboxDir = '.data/mailbox';
+const defaultFrom = 'Switchboard <no-reply@switchboard.local>';
+
+/**
+ * The mailer the environment asks for: MAILBOX_DIR (default `.data/mailbox`) and MAIL_FROM.
+ * SMTP_URL is reserved for SMTP delivery, which is not built yet: setting it is an error rather
+ * than mail silently landing in files.
+ */
+export function createMailer(options: MailerOptions): Mailer {
+  const env = options.env ?? process.env;
+  if (env.SMTP_URL) {
+    throw new ConfigError('SMTP_URL is set, but SMTP delivery is not implemented yet; unset it to write mail to MAILBOX_DIR');
+  }
+  return new MailboxMailer({
+    directory: path.resolve(readString('MAILBOX_DIR', defaultMailboxDir, env)),
+    from: readString('MAIL_FROM', defaultFrom, env),
+    log: options.log,
+  });
+}
+
+let sequence = 0;
+
+/** A file name that sorts by creation time: `20250102T030405.678Z-000001-<random>.eml`. */
+export function mailFileName(now: Date = new Date()): string {
+  const stamp = now.toISOString().replace(/[-:]/g, '');
+  sequence = (sequence + 1) % 1_000_000;
+  return `${stamp}-${String(sequence).padStart(6, '0')}-${randomBytes(4).toString('hex')}.eml`;
+}
+
+/** Writes each message as an RFC 822 file; the file appears whole (written aside, then renamed). */
+export class MailboxMailer implements Mailer {
+  private ready: Promise<unknown> | undefined;
+
+  constructor(private readonly options: { directory: string; from: string; log: Logger }) {}
+
+  get directory(): string {
+    return this.options.directory;
+  }
+
+  async send(message: MailMessage): Promise<SentMail> {
+    this.ready ??= mkdir(this.options.directory, { recursive: true }).catch((err) => {
+      this.ready = undefined;
+      throw err;
+    });
+    await this.ready;
+    const now = new Date();
+    const messageId = `${randomBytes(16).toString('hex')}@switchboard.local`;
+    const name = mailFileName(now);
+    const target = path.join(this.options.directory, name);
+    const temporary = path.join(this.options.directory, `.${name}.tmp`);
+    await writeFile(temporary, renderMessage(message, { from: this.options.from, messageId, date: now }), { mode: 0o600 });
+    await rename(temporary, target);
+    this.options.log.info({ mail_kind: message.kind, to: maskAddress(message.to), message_id: messageId, file: name }, 'mail written to the mailbox');
+    return { messageId, location: target };
+  }
+}
+
+/** The RFC 822 (5322) text of a message: CRLF lines, UTF-8 body, encoded non-ASCII headers. */
+export function renderMessage(message: MailMessage, envelope: { from: string; messageId: string; date: Date }): string {
+  const headers = [
+    `From: ${headerValue(envelope.from)}`,
+    `To: ${headerValue(message.to)}`,
+    `Subject: ${encodeHeaderWord(headerValue(message.subject))}`,
+    `Date: ${rfc5322Date(envelope.date)}`,
+    `Message-ID: <${envelope.messageId}>`,
+    `X-Switchboard-Mail-Kind: ${headerValue(message.kind)}`,
+    'MIME-Version: 1.0',
+    'Content-Type: text/plain; charset=utf-8',
+    'Content-Transfer-Encoding: 8bit',
+  ];
+  const body = message.text.replace(/\r?\n/g, '\r\n');
+  return `${headers.join('\r\n')}\r\n\r\n${body}${body.endsWith('\r\n') ? '' : '\r\n'}`;
+}
+
+/** Header values never carry line breaks (no header injection). */
+function headerValue(value: string): string {
+  return value.replace(/[\r\n]+/g, ' ').trim();
+}
+
+/** RFC 2047 encoded word for non-ASCII text. */
+function encodeHeaderWord(value: string): string {
+  return /^[\x20-\x7e]*$/.test(value) ? value : `=?UTF-8?B?${Buffer.from(value, 'utf8').toString('base64')}?=`;
+}
+
+const weekdays = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+const months = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+function rfc5322Date(date: Date): string {
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${weekdays[date.getUTCDay()]}, ${pad(date.getUTCDate())} ${months[date.getUTCMonth()]} ${date.getUTCFullYear()} ${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())} +0000`;
+}
+
+/** `j***@example.com`: enough to follow a mail in the log without writing the address. */
+export function maskAddress(address: string): string {
+  const at = address.lastIndexOf('@');
+  if (at <= 0) return '***';
+  return `${address[0]}***${address.slice(at)}`;
+}

@@ -1,0 +1,102 @@
+import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
+
+/** What a service knows about the caller of an internal RPC (SPEC §8). */
+export interface MeshClaims {
+  /** The calling component: gateway, data-plane or a service name. */
+  caller: string;
+  /** The principal the call is made for, if any: a user id. */
+  principalId?: string;
+  /** "user" (access token) or "key" (API key acting as its creator). */
+  principalType?: 'user' | 'key';
+  workspaceId?: string;
+  role?: string;
+  /** The user's session (access tokens only). */
+  sessionId?: string;
+  /** The API key used (API keys only). */
+  keyId?: string;
+}
+
+const issuer = 'switchboard';
+const lifetimeSeconds = 300;
+/** Reuse a minted token while it has at least this long to live. */
+const reuseMarginSeconds = 60;
+const cacheLimit = 10_000;
+
+/**
+ * Mints and verifies the mesh tokens of SPEC §8: HS256 over SWITCHBOARD_MESH_SECRET. Both sides
+ * cache, because every REST request mints one and every RPC verifies one.
+ */
+export class MeshTokens {
+  private readonly key: Uint8Array;
+  private readonly minted = new Map<string, { token: string; exp: number }>();
+  private readonly verified = new Map<string, { claims: MeshClaims; exp: number }>();
+
+  constructor(secret: string, private readonly now: () => number = Date.now) {
+    this.key = new TextEncoder().encode(secret);
+  }
+
+  async mint(audience: string, claims: MeshClaims): Promise<string> {
+    const cacheKey = `${audience}|${claims.caller}|${claims.principalType ?? ''}|${claims.principalId ?? ''}|${claims.workspaceId ?? ''}|${claims.role ?? ''}|${claims.sessionId ?? ''}|${claims.keyId ?? ''}`;
+    const nowSeconds = Math.floor(this.now() / 1000);
+    const cached = this.minted.get(cacheKey);
+    if (cached && cached.exp - nowSeconds > reuseMarginSeconds) return cached.token;
+    const exp = nowSeconds + lifetimeSeconds;
+    const payload: Record<string, string> = {};
+    if (claims.principalId) payload.principal_id = claims.principalId;
+    if (claims.principalType) payload.principal_type = claims.principalType;
+    if (claims.workspaceId) payload.workspace_id = claims.workspaceId;
+    if (claims.role) payload.role = claims.role;
+    if (claims.sessionId) payload.sid = claims.sessionId;
+    if (claims.keyId) payload.key_id = claims.keyId;
+    const token = await new SignJWT(payload)
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setIssuer(issuer)
+      .setSubject(claims.caller)
+      .setAudience(audience)
+      .setIssuedAt(nowSeconds)
+      .setExpirationTime(exp)
+      .sign(this.key);
+    if (this.minted.size >= cacheLimit) this.minted.clear();
+    this.minted.set(cacheKey, { token, exp });
+    return token;
+  }
+
+  /** Verifies a token meant for `audience`; throws MeshTokenError when it is not acceptable. */
+  async verify(token: string, audience: string): Promise<MeshClaims> {
+    const nowSeconds = Math.floor(this.now() / 1000);
+    const cached = this.verified.get(token);
+    if (cached && cached.exp > nowSeconds) return cached.claims;
+    let payload;
+    try {
+      ({ payload } = await jwtVerify(token, this.key, {
+        algorithms: ['HS256'],
+        issuer,
+        audience,
+        requiredClaims: ['exp', 'sub'],
+        currentDate: new Date(nowSeconds * 1000),
+      }));
+    } catch (err) {
+      const reason = err instanceof joseErrors.JOSEError ? err.code : 'ERR_INVALID';
+      throw new MeshTokenError(`mesh token refused (${reason})`);
+    }
+    if (payload.exp! - nowSeconds > lifetimeSeconds + 5) throw new MeshTokenError('mesh token lives too long');
+    const claims: MeshClaims = {
+      caller: payload.sub!,
+      principalId: optionalString(payload.principal_id),
+      principalType: payload.principal_type === 'user' || payload.principal_type === 'key' ? payload.principal_type : undefined,
+      workspaceId: optionalString(payload.workspace_id),
+      role: optionalString(payload.role),
+      sessionId: optionalString(payload.sid),
+      keyId: optionalString(payload.key_id),
+    };
+    if (this.verified.size >= cacheLimit) this.verified.clear();
+    this.verified.set(token, { claims, exp: payload.exp! });
+    return claims;
+  }
+}
+
+export class MeshTokenError extends Error {}
+
+function optionalString(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}

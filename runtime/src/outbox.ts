@@ -1,0 +1,333 @@
+import { create, toJson, type JsonObject } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
+import pg from 'pg';
+import type { Knex } from './db.js';
+import { EventSchema } from './gen/switchboard/events/v1/events_pb.js';
+import { newId } from './ids.js';
+import type { Logger } from './log.js';
+import type { NatsConnection } from './nats.js';
+
+/**
+ * Transactional outbox (SPEC §1, events): a service writes its state change and the event row
+ * in one transaction; a relay publishes committed rows to JetStream with `Nats-Msg-Id` =
+ * event id, so the stream drops duplicates within its window, and consumers dedupe the rest.
+ */
+
+/** Postgres caps identifiers (channel names included) at 63 bytes. */
+const maxIdentifierLength = 63;
+const channelPrefix = 'outbox_';
+
+/** The LISTEN/NOTIFY channel of a schema's outbox. */
+export function outboxChannel(schema: string): string {
+  return `${channelPrefix}${schema}`.slice(0, maxIdentifierLength);
+}
+
+/**
+ * Creates `outbox` and `processed_events` in the current schema (the knex search_path). Call it
+ * from the service's first migration.
+ */
+export async function createOutboxTables(knex: Knex): Promise<void> {
+  await knex.raw(`
+    CREATE TABLE IF NOT EXISTS outbox (
+      id bigserial PRIMARY KEY,
+      event_id text NOT NULL UNIQUE,
+      subject text NOT NULL,
+      payload jsonb NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      published_at timestamptz NULL,
+      attempts integer NOT NULL DEFAULT 0,
+      last_error text NULL
+    )`);
+  await knex.raw('CREATE INDEX IF NOT EXISTS outbox_unpublished_idx ON outbox (id) WHERE published_at IS NULL');
+  await knex.raw(`
+    CREATE TABLE IF NOT EXISTS processed_events (
+      consumer text NOT NULL,
+      event_id text NOT NULL,
+      processed_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (consumer, event_id)
+    )`);
+}
+
+export interface RecordEventInput {
+  /** Dotted event type, e.g. "key.created"; the subject is `<prefix>.<type>`. */
+  type: string;
+  workspaceId?: string;
+  data: JsonObject;
+  requestId?: string;
+}
+
+export interface RecordEventOptions {
+  /** The component writing the event ("identity", "keys", ...). */
+  producer: string;
+  subjectPrefix: string;
+}
+
+/** The proto3 JSON form (proto field names) of a new Event envelope. */
+export function buildEventPayload(eventId: string, input: RecordEventInput, producer: string, occurredAt = new Date()): JsonObject {
+  const event = create(EventSchema, {
+    eventId,
+    type: input.type,
+    workspaceId: input.workspaceId ?? '',
+    occurredAt: timestampFromDate(occurredAt),
+    data: input.data,
+    producer,
+    requestId: input.requestId ?? '',
+  });
+  return toJson(EventSchema, event, { useProtoFieldName: true }) as JsonObject;
+}
+
+/**
+ * Writes an event into the outbox inside `trx`: it is published only if (and after) the
+ * transaction commits. Returns the event id (`evt_…`).
+ */
+export async function recordEvent(trx: Knex.Transaction, input: RecordEventInput, options: RecordEventOptions): Promise<string> {
+  if (!/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(input.type)) throw new Error(`invalid event type ${JSON.stringify(input.type)}`);
+  const eventId = newId('evt');
+  const payload = buildEventPayload(eventId, input, options.producer);
+  await trx('outbox').insert({ event_id: eventId, subject: `${options.subjectPrefix}.${input.type}`, payload: JSON.stringify(payload) });
+  // NOTIFY is transactional: the relay wakes on commit, never for a rolled-back event.
+  await trx.raw(`SELECT pg_notify(left(? || current_schema(), ${maxIdentifierLength}), '')`, [channelPrefix]);
+  return eventId;
+}
+
+export interface OutboxRelayOptions {
+  db: Knex;
+  /** The schema holding the `outbox` table (the service's schema). */
+  schema: string;
+  nats: Promise<NatsConnection> | NatsConnection;
+  log: Logger;
+  /** Rows claimed per transaction (default 100). */
+  batchSize?: number;
+  /** How long to wait for each PubAck (default 5000 ms). */
+  publishTimeoutMs?: number;
+  /** Fallback poll interval when no notification arrives (default 1000 ms). */
+  pollIntervalMs?: number;
+  /** Cap of the retry back-off while NATS or Postgres fail (default 2000 ms). */
+  maxBackoffMs?: number;
+}
+
+export interface OutboxRelay {
+  stop(): Promise<void>;
+}
+
+interface OutboxRow {
+  id: number;
+  event_id: string;
+  subject: string;
+  payload: unknown;
+}
+
+/** A wake-up flag with a waitable, time-bounded edge. */
+class Signal {
+  private pending = false;
+  private release: (() => void) | undefined;
+
+  notify(): void {
+    this.pending = true;
+    this.release?.();
+  }
+
+  /** Clears a pending notification; true when there was one. */
+  take(): boolean {
+    const was = this.pending;
+    this.pending = false;
+    return was;
+  }
+
+  /** Resolves on the next notification (or a pending one) or after `ms`. */
+  wait(ms: number): Promise<void> {
+    if (this.take()) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.release = undefined;
+        this.pending = false;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.release = done;
+    });
+  }
+}
+
+/** Sleeps `ms`, or less when `stopped` resolves first. */
+export function sleepUnless(ms: number, stopped: Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))), stopped]).finally(() => clearTimeout(timer));
+}
+
+/** `promise`, or a rejection after `ms`. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms))),
+  ]).finally(() => clearTimeout(timer));
+}
+
+function errorMessage(err: unknown): string {
+  return (err instanceof Error ? `${err.name}: ${err.message}` : String(err)).slice(0, 1000);
+}
+
+/** The pg connection settings behind a knex instance, for a dedicated LISTEN connection. */
+function listenConnectionConfig(db: Knex): pg.ClientConfig | undefined {
+  const connection = (db.client as { config?: Knex.Config }).config?.connection;
+  if (typeof connection === 'string') return { connectionString: connection };
+  if (connection && typeof connection === 'object') return { ...(connection as pg.ClientConfig) };
+  return undefined;
+}
+
+/**
+ * Publishes committed outbox rows of `schema` to JetStream, in id order, until stopped. Wakes on
+ * NOTIFY (dedicated connection, re-established after loss) and polls as a fallback; keeps rows
+ * and retries with a capped back-off while NATS or Postgres are unavailable.
+ */
+export function startOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
+  const { db, schema, log } = options;
+  const batchSize = options.batchSize ?? 100;
+  const publishTimeoutMs = options.publishTimeoutMs ?? 5000;
+  const pollIntervalMs = options.pollIntervalMs ?? 1000;
+  const maxBackoffMs = options.maxBackoffMs ?? 2000;
+  const relayLog = log.child({ component: 'outbox-relay', schema });
+  const natsReady = Promise.resolve(options.nats);
+  natsReady.catch(() => undefined); // reported where it is awaited
+
+  let stopped = false;
+  let resolveStopped!: () => void;
+  const stoppedPromise = new Promise<void>((resolve) => (resolveStopped = resolve));
+  const wake = new Signal();
+
+  // --- LISTEN connection -------------------------------------------------------------------
+  const channel = outboxChannel(schema);
+  const listenConfig = listenConnectionConfig(db);
+
+  const listenLoop = async () => {
+    if (!listenConfig) {
+      relayLog.warn('no connection settings for LISTEN: polling only');
+      return;
+    }
+    let failures = 0;
+    while (!stopped) {
+      const client = new pg.Client({ ...listenConfig, keepAlive: true, connectionTimeoutMillis: 3000 });
+      const lost = new Promise<void>((resolve) => {
+        client.on('error', (err) => {
+          if (!stopped) relayLog.warn({ err: errorMessage(err) }, 'outbox listen connection error');
+          resolve();
+        });
+        client.on('end', () => resolve());
+      });
+      client.on('notification', (message) => {
+        if (message.channel === channel) wake.notify();
+      });
+      try {
+        await withTimeout(client.connect(), 5000, 'listen connect');
+        await withTimeout(client.query(`LISTEN "${channel.replace(/"/g, '""')}"`), 5000, 'LISTEN');
+        failures = 0;
+        wake.notify(); // rows committed while we were not listening
+        await Promise.race([lost, stoppedPromise]);
+      } catch (err) {
+        if (!stopped) relayLog.warn({ err: errorMessage(err) }, 'outbox listen failed');
+      }
+      await withTimeout(client.end(), 2000, 'listen end').catch(() => undefined);
+      if (stopped) break;
+      failures++;
+      await sleepUnless(Math.min(100 * 2 ** failures, maxBackoffMs), stoppedPromise);
+    }
+  };
+
+  // --- publishing --------------------------------------------------------------------------
+  let js: { nc: NatsConnection; client: JetStreamClient } | undefined;
+
+  const jetStreamClient = async (): Promise<JetStreamClient> => {
+    const nc = await withTimeout(natsReady, publishTimeoutMs, 'waiting for NATS');
+    if (nc.isClosed()) throw new Error('NATS connection is closed');
+    if (js?.nc !== nc) js = { nc, client: jetstream(nc, { timeout: publishTimeoutMs }) };
+    return js.client;
+  };
+
+  /** Publishes one batch; returns whether a full batch went out (more may be waiting). */
+  const publishBatch = async (): Promise<{ published: number; full: boolean; error?: unknown }> => {
+    const client = await jetStreamClient();
+    return db.transaction(async (trx) => {
+      const rows: OutboxRow[] = await trx
+        .withSchema(schema)
+        .from('outbox')
+        .select('id', 'event_id', 'subject', 'payload')
+        .whereNull('published_at')
+        .orderBy('id')
+        .limit(batchSize)
+        .forUpdate()
+        .skipLocked();
+      if (rows.length === 0) return { published: 0, full: false };
+      // Sent in id order on one connection (so stored in that order); acks awaited together.
+      const results = await Promise.allSettled(
+        rows.map((row) =>
+          client.publish(row.subject, typeof row.payload === 'string' ? row.payload : JSON.stringify(row.payload), {
+            msgID: row.event_id,
+            timeout: publishTimeoutMs,
+          }),
+        ),
+      );
+      const publishedIds = rows.filter((_, i) => results[i].status === 'fulfilled').map((row) => row.id);
+      if (publishedIds.length > 0) {
+        await trx
+          .withSchema(schema)
+          .table('outbox')
+          .whereIn('id', publishedIds)
+          .update({ published_at: trx.fn.now(), attempts: trx.raw('attempts + 1') });
+      }
+      let firstError: unknown;
+      for (const [i, result] of results.entries()) {
+        if (result.status === 'fulfilled') continue;
+        firstError ??= result.reason;
+        await trx
+          .withSchema(schema)
+          .table('outbox')
+          .where('id', rows[i].id)
+          .update({ attempts: trx.raw('attempts + 1'), last_error: errorMessage(result.reason) });
+      }
+      return { published: publishedIds.length, full: rows.length === batchSize && firstError === undefined, error: firstError };
+    });
+  };
+
+  const publishLoop = async () => {
+    let failures = 0;
+    while (!stopped) {
+      wake.take();
+      let outcome: { published: number; full: boolean; error?: unknown };
+      try {
+        outcome = await publishBatch();
+      } catch (err) {
+        outcome = { published: 0, full: false, error: err };
+      }
+      if (stopped) break;
+      if (outcome.error !== undefined) {
+        failures++;
+        if (failures === 1 || failures % 30 === 0) relayLog.warn({ err: errorMessage(outcome.error), failures }, 'outbox publish failed; retrying');
+        await sleepUnless(Math.min(100 * 2 ** (failures - 1), maxBackoffMs), stoppedPromise);
+        continue;
+      }
+      if (failures > 0) relayLog.info({ failures }, 'outbox publishing recovered');
+      failures = 0;
+      if (outcome.full) {
+        await new Promise((resolve) => setImmediate(resolve));
+        continue;
+      }
+      await wake.wait(pollIntervalMs);
+    }
+  };
+
+  const loops = Promise.allSettled([listenLoop(), publishLoop()]);
+
+  return {
+    async stop() {
+      if (stopped) return void (await loops);
+      stopped = true;
+      resolveStopped();
+      wake.notify();
+      // Every wait inside the loops is bounded; this is a last guard against a stuck stop.
+      await withTimeout(loops, 15_000, 'outbox relay stop').catch((err) => relayLog.warn({ err: errorMessage(err) }, 'outbox relay stop'));
+    },
+  };
+}

@@ -1,0 +1,96 @@
+import type { ConnectRouter } from '@connectrpc/connect';
+import type { JsonObject } from '@bufbuild/protobuf';
+import { readCommonConfig, readInt, servicePorts, type CommonConfig, type ServiceName } from './config.js';
+import { createDb, migrate, type Knex } from './db.js';
+import { createLogger, type Logger } from './log.js';
+import { MeshTokens } from './mesh-token.js';
+import { connectNats, ensureEventStream, type NatsConnection } from './nats.js';
+import { recordEvent, startOutboxRelay } from './outbox.js';
+import { startRpcServer } from './server.js';
+
+/** What a service's wiring gets: its config, log, database, NATS and event writer. */
+export interface ServiceRuntime {
+  name: ServiceName;
+  config: CommonConfig;
+  log: Logger;
+  db: Knex;
+  /** Resolves once NATS is reachable (services start without it; events wait in the outbox). */
+  nats: Promise<NatsConnection>;
+  meshTokens: MeshTokens;
+  /** Writes an event in the caller's transaction (outbox); it is published after commit. */
+  recordEvent(trx: Knex.Transaction, event: { type: string; workspaceId?: string; data: JsonObject; requestId?: string }): Promise<string>;
+}
+
+/** Something a service runs beside its RPC server (a relay, a consumer, a sweeper). */
+export interface BackgroundTask {
+  stop(): Promise<void>;
+}
+
+export interface ServiceDefinition {
+  name: ServiceName;
+  /** Directory of the compiled migrations (dist/migrations). */
+  migrationsDir: string;
+  routes(router: ConnectRouter, runtime: ServiceRuntime): void;
+  /** Consumers and jobs, started after migrations. */
+  background?(runtime: ServiceRuntime): BackgroundTask[];
+}
+
+/**
+ * The whole life of a service process: config, migrations, RPC server, outbox relay and
+ * background tasks, and a graceful stop on SIGTERM/SIGINT.
+ */
+export async function runService(definition: ServiceDefinition): Promise<void> {
+  const { name } = definition;
+  const log = createLogger(name);
+  try {
+    const config = readCommonConfig();
+    const port = readInt('PORT', servicePorts[name]);
+    const db = createDb(config.databaseUrl, name);
+    await migrate(db, name, definition.migrationsDir);
+    const nats = connectNats(config.natsUrl, name, log).then(async (nc) => {
+      await ensureEventStream(nc, config.eventsStream, config.eventsSubjectPrefix);
+      return nc;
+    });
+    nats.catch((err) => log.error({ err }, 'nats unavailable'));
+    const runtime: ServiceRuntime = {
+      name,
+      config,
+      log,
+      db,
+      nats,
+      meshTokens: new MeshTokens(config.meshSecret),
+      recordEvent: (trx, event) => recordEvent(trx, event, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
+    };
+    const server = await startRpcServer({
+      name,
+      port,
+      routes: (router) => definition.routes(router, runtime),
+      meshTokens: runtime.meshTokens,
+      log,
+      isHealthy: async () => {
+        await db.raw('select 1').timeout(1000);
+        return true;
+      },
+    });
+    const tasks: BackgroundTask[] = [startOutboxRelay({ db, schema: name, nats, log }), ...(definition.background?.(runtime) ?? [])];
+
+    let stopping = false;
+    const stop = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      log.info({ signal }, 'shutting down');
+      await server.close();
+      await Promise.allSettled(tasks.map((task) => task.stop()));
+      // NATS may never have come up: do not wait for it forever.
+      await Promise.race([nats.then((nc) => nc.drain()), new Promise((resolve) => setTimeout(resolve, 2000))]).catch(() => undefined);
+      await db.destroy();
+      log.info('stopped');
+      process.exit(0);
+    };
+    process.once('SIGTERM', () => void stop('SIGTERM'));
+    process.once('SIGINT', () => void stop('SIGINT'));
+  } catch (err) {
+    log.fatal({ err }, `${name} failed to start`);
+    process.exit(1);
+  }
+}

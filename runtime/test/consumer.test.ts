@@ -1,0 +1,155 @@
+import { randomBytes } from 'node:crypto';
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startConsumer, type EventEnvelopeJson } from '../src/consumer.js';
+import { createDb, type Knex } from '../src/db.js';
+import { newId } from '../src/ids.js';
+import { createLogger } from '../src/log.js';
+import { connectNats, ensureEventStream, type NatsConnection } from '../src/nats.js';
+import { buildEventPayload, createOutboxTables } from '../src/outbox.js';
+
+/** Polls `check` until it returns a truthy value or the deadline passes. */
+async function waitFor<T>(check: () => T | Promise<T>, what: string, timeoutMs = 10_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+const log = createLogger('consumer-test', process.env.LOG_LEVEL ?? 'silent');
+const runId = randomBytes(4).toString('hex');
+const schema = `consumer_test_${runId}`;
+let stream: string;
+let prefix: string;
+let nc: NatsConnection;
+let js: JetStreamClient;
+let jsm: JetStreamManager;
+let db: Knex;
+const durables: string[] = [];
+
+beforeAll(async () => {
+  const databaseUrl = process.env.DATABASE_URL;
+  const natsUrl = process.env.NATS_URL;
+  stream = process.env.EVENTS_STREAM ?? '';
+  const streamPrefix = process.env.EVENTS_SUBJECT_PREFIX ?? '';
+  if (!databaseUrl || !natsUrl || !stream || !streamPrefix) throw new Error('test environment not set (global setup)');
+  prefix = `${streamPrefix}.ctest_${runId}`;
+  nc = await connectNats(natsUrl, 'consumer-test', log);
+  await ensureEventStream(nc, stream, streamPrefix);
+  js = jetstream(nc);
+  jsm = await jetstreamManager(nc);
+
+  db = createDb(databaseUrl, schema, 5);
+  await db.raw('CREATE SCHEMA ??', [schema]);
+  await createOutboxTables(db);
+  await db.schema.createTable('effects', (table) => {
+    table.text('event_id').notNullable();
+  });
+});
+
+afterAll(async () => {
+  for (const durable of durables) await jsm?.consumers.delete(stream, durable).catch(() => false);
+  await nc?.close().catch(() => undefined);
+  await db?.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
+  await db?.destroy();
+});
+
+/** An envelope on `<prefix>.<group>.<type>`, as the outbox relay would publish it. */
+function envelope(group: string, type = 'thing.happened') {
+  const eventId = newId('evt');
+  const fullType = `ctest_${runId}.${group}.${type}`;
+  const body = JSON.stringify(buildEventPayload(eventId, { type: fullType, data: { n: 1 } }, 'consumer-test'));
+  return { eventId, subject: `${prefix}.${group}.${type}`, body };
+}
+
+/** Starts a consumer on `<prefix>.<group>.>` that counts handler runs per event id. */
+function consume(group: string, handle: (event: EventEnvelopeJson, trx: Knex.Transaction) => Promise<void>) {
+  const durable = `ctest_${runId}_${group}`;
+  durables.push(durable);
+  const consumer = startConsumer({ db, nats: nc, stream, durable, filterSubjects: [`${prefix}.${group}.>`], log, handle });
+  return { durable, consumer };
+}
+
+async function processedRows(durable: string, eventId: string): Promise<number> {
+  const rows = await db('processed_events').where({ consumer: durable, event_id: eventId });
+  return rows.length;
+}
+
+describe('event consumer', () => {
+  it('handles an event published twice under different msg ids once', async () => {
+    const calls = new Map<string, number>();
+    const { durable, consumer } = consume('dup', async (event) => {
+      calls.set(event.event_id, (calls.get(event.event_id) ?? 0) + 1);
+    });
+    try {
+      const event = envelope('dup');
+      const first = await js.publish(event.subject, event.body, { msgID: `${event.eventId}-a` });
+      const second = await js.publish(event.subject, event.body, { msgID: `${event.eventId}-b` });
+      expect(second.duplicate).toBe(false);
+      expect(second.seq).toBeGreaterThan(first.seq);
+
+      // Barrier: a later event on the same consumer is handled after both copies.
+      const barrier = envelope('dup');
+      await js.publish(barrier.subject, barrier.body, { msgID: barrier.eventId });
+      await waitFor(() => calls.get(barrier.eventId), 'the barrier event');
+      await waitFor(async () => (await jsm.consumers.info(stream, durable)).num_ack_pending === 0, 'all messages acked');
+
+      expect(calls.get(event.eventId)).toBe(1);
+      expect(await processedRows(durable, event.eventId)).toBe(1);
+      const info = await jsm.consumers.info(stream, durable);
+      expect(info.delivered.stream_seq).toBeGreaterThanOrEqual(second.seq);
+    } finally {
+      await consumer.stop();
+    }
+  });
+
+  it('retries a handler that throws and commits its work exactly once', async () => {
+    let calls = 0;
+    const { durable, consumer } = consume('retry', async (event, trx) => {
+      calls++;
+      await trx('effects').insert({ event_id: event.event_id });
+      if (calls === 1) throw new Error('transient failure');
+    });
+    try {
+      const event = envelope('retry');
+      await js.publish(event.subject, event.body, { msgID: event.eventId });
+      await waitFor(async () => (await processedRows(durable, event.eventId)) === 1, 'the event to be processed');
+      await waitFor(async () => (await jsm.consumers.info(stream, durable)).num_ack_pending === 0, 'the message to be acked');
+
+      expect(calls).toBe(2);
+      const effects = await db('effects').where({ event_id: event.eventId });
+      expect(effects).toHaveLength(1); // the failed attempt's insert was rolled back
+    } finally {
+      await consumer.stop();
+    }
+  });
+
+  it('terminates malformed messages without blocking the following ones', async () => {
+    const seen: EventEnvelopeJson[] = [];
+    const { durable, consumer } = consume('malformed', async (event) => {
+      seen.push(event);
+    });
+    try {
+      await js.publish(`${prefix}.malformed.bad`, 'not json {', { msgID: newId('bad') });
+      await js.publish(`${prefix}.malformed.bad`, JSON.stringify({ type: 'x.y', data: {} }), { msgID: newId('bad') }); // no event_id
+      await js.publish(`${prefix}.malformed.bad`, JSON.stringify({ event_id: 'evt_x', type: 'x.y', data: 'oops' }), { msgID: newId('bad') });
+      const good = envelope('malformed');
+      await js.publish(good.subject, good.body, { msgID: good.eventId });
+
+      await waitFor(() => seen.some((event) => event.event_id === good.eventId), 'the valid event');
+      await waitFor(async () => (await jsm.consumers.info(stream, durable)).num_ack_pending === 0, 'nothing left pending');
+
+      expect(seen.map((event) => event.event_id)).toEqual([good.eventId]);
+      expect(seen[0]).toMatchObject({ workspace_id: '', request_id: '', producer: 'consumer-test', data: { n: 1 } });
+      const info = await jsm.consumers.info(stream, durable);
+      expect(info.num_redelivered).toBe(0);
+      expect(info.num_pending).toBe(0);
+      expect(await processedRows(durable, good.eventId)).toBe(1);
+    } finally {
+      await consumer.stop();
+    }
+  });
+});

@@ -1,0 +1,50 @@
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { dropDatabase, resolveNats, resolvePostgres, type Dependency } from '../src/infra.js';
+import { createLogger } from '../src/log.js';
+
+/**
+ * One fresh database and one private event stream per test run, on the Postgres and NATS the
+ * mesh would use (SPEC §11), so runs never see each other's data.
+ */
+export default async function setup() {
+  const log = createLogger('test-setup', 'warn');
+  const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'switchboard-test-'));
+  const saved = process.env.DATABASE_URL;
+  const postgres: Dependency = await resolvePostgres({ dataDir, database: `sb_test_${runId}`, log, allowContainers: true });
+  const nats: Dependency = await resolveNats({ dataDir, log, allowContainers: true });
+  // resolvePostgres used DATABASE_URL as is when set: point at a fresh database beside it instead.
+  let databaseUrl = postgres.url;
+  if (saved) {
+    const url = new URL(saved);
+    url.pathname = `/sb_test_${runId}`;
+    databaseUrl = url.toString();
+    const { ensureDatabase } = await import('../src/infra.js');
+    await ensureDatabase(databaseUrl);
+  }
+  process.env.DATABASE_URL = databaseUrl;
+  process.env.NATS_URL = nats.url;
+  process.env.EVENTS_SUBJECT_PREFIX = `sbtest.${runId}`;
+  process.env.EVENTS_STREAM = `SBTEST_${runId}`;
+  process.env.SWITCHBOARD_MESH_SECRET = randomBytes(32).toString('base64url');
+  process.env.TEST_DATA_DIR = dataDir;
+
+  return async () => {
+    try {
+      const nc = await connect({ servers: nats.url, timeout: 2000 });
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.delete(`SBTEST_${runId}`).catch(() => false);
+      await nc.close();
+    } catch {
+      // NATS gone at teardown: nothing to clean.
+    }
+    await dropDatabase(databaseUrl).catch(() => undefined);
+    await nats.stop?.();
+    await postgres.stop?.();
+  };
+}

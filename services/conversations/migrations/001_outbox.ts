@@ -1,0 +1,10 @@
+import type { Knex } from 'knex';
+import { createOutboxTables } from '@switchboard/runtime/outbox';
+
+export async function up(knex: Knex): Promise<void> {
+  await createOutboxTables(knex);
+}
+
+export async function down(knex: Knex): Promise<void> {
+  await knex.schema.dropTableIfExists('processed_events').dropTableIfExists('outbox');
+}

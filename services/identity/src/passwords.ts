@@ -1,0 +1,82 @@
+import { randomBytes } from 'node:crypto';
+import argon2 from 'argon2';
+import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import { Code } from '@connectrpc/connect';
+import { commonPasswords } from './common-passwords.js';
+
+/**
+ * Password policy and hashing (SPEC §3): argon2id with OWASP's m=19456 KiB, t=2, p=1; the
+ * parameters live in the PHC string, so a parameter change rehashes on the next login.
+ */
+
+export const argon2Parameters = { memoryCost: 19456, timeCost: 2, parallelism: 1 } as const;
+
+export const minPasswordLength = 8;
+export const maxPasswordLength = 128;
+
+/** Length in Unicode code points (an emoji counts once). */
+export function codePointLength(value: string): number {
+  let count = 0;
+  for (const _ of value) count++;
+  return count;
+}
+
+/**
+ * Throws a 400 on `field` when `password` breaks the policy: 8..128 characters, not the email,
+ * not a common password. No composition rules.
+ */
+export function assertAcceptablePassword(password: string, email: string, field = 'password'): void {
+  const length = codePointLength(password);
+  if (length === 0) throw invalidArgument(field, 'A password is required.');
+  if (length < minPasswordLength) {
+    throw apiError(Code.InvalidArgument, 'weak_password', `The password must be at least ${minPasswordLength} characters long.`, { field });
+  }
+  if (length > maxPasswordLength) throw invalidArgument(field, `The password must be at most ${maxPasswordLength} characters long.`);
+  const lowered = password.toLowerCase();
+  if (email !== '' && lowered === email.toLowerCase()) {
+    throw apiError(Code.InvalidArgument, 'weak_password', 'The password must not be your email address.', { field });
+  }
+  if (commonPasswords.has(lowered)) {
+    throw apiError(Code.InvalidArgument, 'weak_password', 'This password is too common; choose another one.', { field });
+  }
+}
+
+export interface PasswordCheck {
+  ok: boolean;
+  /** The stored hash uses other parameters than the current ones: store a fresh hash. */
+  needsRehash: boolean;
+}
+
+export class PasswordHasher {
+  private dummyHash: Promise<string> | undefined;
+
+  /** Computes the dummy hash (same cost as real ones) so the first unknown-email login is not faster. */
+  prepare(): Promise<string> {
+    this.dummyHash ??= this.hash(randomBytes(32).toString('base64url')).catch((err) => {
+      this.dummyHash = undefined;
+      throw err;
+    });
+    return this.dummyHash;
+  }
+
+  hash(password: string): Promise<string> {
+    return argon2.hash(password, { type: argon2.argon2id, ...argon2Parameters });
+  }
+
+  async verify(hash: string, password: string): Promise<PasswordCheck> {
+    let ok: boolean;
+    try {
+      ok = await argon2.verify(hash, password);
+    } catch {
+      // A malformed stored hash never lets anyone in.
+      return { ok: false, needsRehash: false };
+    }
+    return { ok, needsRehash: ok && argon2.needsRehash(hash, argon2Parameters) };
+  }
+
+  /** Spends the time of a real verification for an account that does not exist; always false. */
+  async verifyDummy(password: string): Promise<false> {
+    await this.verify(await this.prepare(), password);
+    return false;
+  }
+}

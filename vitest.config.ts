@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['runtime/test/**/*.test.ts', 'services/*/test/**/*.test.ts', 'gateway/test/**/*.test.ts'],
+    globalSetup: ['runtime/test/global-setup.ts'],
+    pool: 'forks',
+    // Suites boot real processes against one Postgres and one NATS: run files one at a time
+    // (2 cores) so timings stay sane and nothing competes for ports.
+    fileParallelism: false,
+    testTimeout: 30_000,
+    hookTimeout: 120_000,
+  },
+});
