@@ -1,0 +1,149 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { InsertLoopResult } from './baselines.js';
+import type { LoadResult } from './load.js';
+
+export interface MemoryRow {
+  name: string;
+  pid?: number;
+  /** VmRSS a few seconds after the mesh was ready. */
+  idleRssMb?: number;
+  /** VmHWM after the load. */
+  peakRssMb?: number;
+  /** Part of the idle-mesh total (the services and the gateway). */
+  counted: boolean;
+}
+
+export interface TargetCheck {
+  name: string;
+  value: number;
+  comparison: '<' | '>=';
+  limit: number;
+  unit: string;
+  pass: boolean;
+}
+
+export interface ScenarioReport {
+  name: string;
+  description: string;
+  connections: number;
+  durationSeconds: number;
+  warmupSeconds: number;
+  mesh?: LoadResult;
+  baselines: Array<{ name: string; primary: boolean; result?: LoadResult; ratio?: number }>;
+  /** Mesh req/s ÷ the primary baseline's req/s. */
+  ratio?: number;
+  /** Mesh req/s ÷ raw Postgres inserts/s. */
+  ratioToInserts?: number;
+  /** Whether the mesh and the primary baseline answered the same JSON to the first request. */
+  sameResponse?: boolean;
+  error?: string;
+}
+
+export interface BenchReport {
+  startedAt: string;
+  finishedAt?: string;
+  host: { node: string; platform: string; cpus: number; cpuModel: string; memoryGb: number; loadAverage: number[] };
+  setup: Record<string, string | number | boolean>;
+  memory: MemoryRow[];
+  idleMeshTotalMb?: number;
+  peakMeshTotalMb?: number;
+  scenarios: ScenarioReport[];
+  postgresInserts?: InsertLoopResult;
+  targets: TargetCheck[];
+  /** Crashes and failures: any makes the run exit non-zero. */
+  errors: string[];
+}
+
+export function check(name: string, value: number, comparison: '<' | '>=', limit: number, unit: string): TargetCheck {
+  return { name, value, comparison, limit, unit, pass: comparison === '<' ? value < limit : value >= limit };
+}
+
+const fmt = (value: number | undefined, digits = 0) => (value === undefined || Number.isNaN(value) ? '-' : value.toFixed(digits));
+const verdict = (pass: boolean) => (pass ? 'PASS' : 'FAIL');
+
+function table(header: string[], rows: string[][], alignLeft = 1): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, i) => (i < alignLeft ? cell.padEnd(widths[i]) : cell.padStart(widths[i])))
+      .join('  ')
+      .trimEnd();
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].map((l) => `  ${l}`).join('\n');
+}
+
+export function formatReport(report: BenchReport): string {
+  const out: string[] = [];
+  const { host } = report;
+  out.push(`Switchboard bench  ${report.startedAt}`);
+  out.push(`  node ${host.node}, ${host.platform}, ${host.cpus} CPU (${host.cpuModel}), ${host.memoryGb} GB RAM, load avg at start ${host.loadAverage.map((l) => l.toFixed(2)).join(' ')}`);
+  out.push(`  ${Object.entries(report.setup).map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  out.push('');
+
+  out.push('Memory (MB; idle = VmRSS 2 s after ready, peak = VmHWM after the load)');
+  out.push(
+    table(
+      ['process', 'pid', 'idle RSS', 'peak RSS'],
+      [
+        ...report.memory.map((m) => [m.counted ? m.name : `${m.name} (not in total)`, String(m.pid ?? '-'), fmt(m.idleRssMb, 1), fmt(m.peakRssMb, 1)]),
+        ['mesh total (services + gateway)', '', fmt(report.idleMeshTotalMb, 1), fmt(report.peakMeshTotalMb, 1)],
+      ],
+    ),
+  );
+  out.push('');
+
+  for (const scenario of report.scenarios) {
+    out.push(`Scenario ${scenario.name}: ${scenario.description}`);
+    out.push(`  ${scenario.connections} connections, ${scenario.durationSeconds} s measured after ${scenario.warmupSeconds} s warm-up`);
+    if (scenario.error) out.push(`  ERROR: ${scenario.error}`);
+    const row = (name: string, result: LoadResult | undefined, ratio: number | undefined) => [
+      name,
+      fmt(result?.rps),
+      fmt(result?.latencyMs.p50, 1),
+      fmt(result?.latencyMs.p99, 1),
+      fmt(result?.non2xx),
+      fmt(result === undefined ? undefined : result.errors + result.timeouts),
+      ratio === undefined ? '-' : ratio.toFixed(2),
+    ];
+    const inserts = report.postgresInserts;
+    out.push(
+      table(
+        ['target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'mesh ÷ it'],
+        [
+          row('mesh: gateway → identity', scenario.mesh, undefined),
+          ...scenario.baselines.map((b) => row(`baseline: ${b.name}${b.primary ? ' *' : ''}`, b.result, b.ratio)),
+          ['reference: raw Postgres single-row INSERTs', fmt(inserts?.insertsPerSecond), fmt(inserts?.latencyMs.p50, 2), fmt(inserts?.latencyMs.p99, 2), '-', fmt(inserts?.errors), scenario.ratioToInserts === undefined ? '-' : scenario.ratioToInserts.toFixed(2)],
+        ],
+      ),
+    );
+    if (scenario.sameResponse !== undefined) out.push(`  mesh and baseline * answered ${scenario.sameResponse ? 'the same' : 'DIFFERENT'} JSON`);
+    out.push('');
+  }
+
+  if (report.postgresInserts) {
+    const p = report.postgresInserts;
+    out.push(
+      `Raw Postgres: ${p.inserts} single-row INSERTs (autocommit) in ${p.seconds} s at concurrency ${p.concurrency}: ${p.insertsPerSecond}/s, p50 ${p.latencyMs.p50} ms, p99 ${p.latencyMs.p99} ms, ${p.errors} errors`,
+    );
+    out.push('');
+  }
+
+  out.push('Targets');
+  for (const t of report.targets) {
+    out.push(`  ${verdict(t.pass)}  ${t.name}: ${fmt(t.value, t.unit === 'MB' ? 1 : 2)}${t.unit === 'MB' ? ' MB' : ''} (target ${t.comparison} ${t.limit}${t.unit === 'MB' ? ' MB' : ''})`);
+  }
+  if (report.errors.length) {
+    out.push('');
+    out.push('Errors');
+    for (const error of report.errors) out.push(`  ${error}`);
+  }
+  return out.join('\n');
+}
+
+/** Writes the report as bench/results/<ISO timestamp, ':' and '.' as '-'>.json. */
+export async function writeReport(report: BenchReport, directory: string): Promise<string> {
+  await mkdir(directory, { recursive: true });
+  const file = path.join(directory, `${report.startedAt.replace(/[:.]/g, '-')}.json`);
+  await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+  return file;
+}

@@ -1,0 +1,390 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { handleDocs } from '../src/docs.js';
+import { buildOpenApiDocument } from '../src/openapi.js';
+import { buildRoutes } from '../src/routes.js';
+
+type Json = Record<string, any>;
+
+/** Every REST route of SPEC §3–§7 (paths as the SPEC writes them; variable names may differ). */
+const specRoutes: Array<[string, string]> = [
+  // §3 account
+  ['POST', '/v1/auth/register'],
+  ['POST', '/v1/auth/login'],
+  ['POST', '/v1/auth/login/2fa'],
+  ['POST', '/v1/auth/refresh'],
+  ['POST', '/v1/auth/logout'],
+  ['POST', '/v1/auth/password-reset'],
+  ['POST', '/v1/auth/password-reset/confirm'],
+  ['POST', '/v1/auth/verify-email'],
+  ['GET', '/v1/.well-known/jwks.json'],
+  ['GET', '/v1/account'],
+  ['PATCH', '/v1/account'],
+  ['POST', '/v1/account/password'],
+  ['GET', '/v1/account/2fa'],
+  ['POST', '/v1/account/2fa/enroll'],
+  ['POST', '/v1/account/2fa/activate'],
+  ['POST', '/v1/account/2fa/disable'],
+  ['POST', '/v1/account/2fa/recovery-codes'],
+  ['POST', '/v1/account/deactivate'],
+  // §3 organizations
+  ['POST', '/v1/organizations'],
+  ['GET', '/v1/organizations'],
+  ['GET', '/v1/organizations/{org_id}'],
+  ['POST', '/v1/organizations/{org_id}/invitations'],
+  ['POST', '/v1/invitations/accept'],
+  ['GET', '/v1/organizations/{org_id}/members'],
+  ['PATCH', '/v1/organizations/{org_id}/members/{user_id}'],
+  ['DELETE', '/v1/organizations/{org_id}/members/{user_id}'],
+  ['POST', '/v1/organizations/{org_id}/transfer-ownership'],
+  ['DELETE', '/v1/organizations/{org_id}'],
+  ['GET', '/v1/organizations/{org_id}/invitations'],
+  ['DELETE', '/v1/organizations/{org_id}/invitations/{invitation_id}'],
+  // §4 keys
+  ['POST', '/v1/keys'],
+  ['GET', '/v1/keys'],
+  ['GET', '/v1/keys/{key_id}'],
+  ['PATCH', '/v1/keys/{key_id}'],
+  ['PATCH', '/v1/keys/{key_id}/spend-cap'],
+  ['PUT', '/v1/keys/{key_id}/alert-webhook'],
+  ['DELETE', '/v1/keys/{key_id}/alert-webhook'],
+  ['PUT', '/v1/keys/{key_id}/routing-policy'],
+  ['DELETE', '/v1/keys/{key_id}'],
+  // §5 billing
+  ['GET', '/v1/billing/balance'],
+  ['GET', '/v1/billing/usage'],
+  ['GET', '/v1/billing/usage/by-tier'],
+  ['GET', '/v1/billing/plan'],
+  ['GET', '/v1/billing/upgrade-hint'],
+  ['POST', '/v1/billing/checkout'],
+  ['POST', '/v1/billing/topup'],
+  ['GET', '/v1/billing/topups'],
+  ['POST', '/v1/billing/providers/stripe/webhook'],
+  ['GET', '/v1/billing/sandbox/checkout/{token}'],
+  ['POST', '/v1/billing/sandbox/checkout/{token}/complete'],
+  // §6 conversations and feedback
+  ['POST', '/v1/conversations'],
+  ['GET', '/v1/conversations'],
+  ['GET', '/v1/conversations/{id}'],
+  ['PATCH', '/v1/conversations/{id}'],
+  ['DELETE', '/v1/conversations/{id}'],
+  ['POST', '/v1/conversations/{id}/messages'],
+  ['GET', '/v1/conversations/{id}/messages'],
+  ['POST', '/v1/feedback'],
+  ['GET', '/v1/feedback/summary'],
+  // §7 webhooks (the seed's six, plus the SPEC's additions)
+  ['POST', '/v1/workspaces/{workspace_id}/webhooks'],
+  ['GET', '/v1/workspaces/{workspace_id}/webhooks'],
+  ['GET', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}'],
+  ['PATCH', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}'],
+  ['DELETE', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}'],
+  ['POST', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/test'],
+  ['GET', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries'],
+  ['POST', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/rotate-secret'],
+  ['POST', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver'],
+  ['POST', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/recover'],
+];
+
+/** /v1/conversations/{id} and /v1/conversations/{conversation_id} are the same route. */
+const shape = (template: string) => template.replace(/\{[^}]+\}/g, '{}');
+
+const methods = ['get', 'put', 'post', 'patch', 'delete'] as const;
+
+function operations(doc: Json): Array<{ method: string; path: string; op: Json }> {
+  return Object.entries(doc.paths as Record<string, Json>).flatMap(([path, item]) =>
+    methods.filter((m) => item[m]).map((m) => ({ method: m.toUpperCase(), path, op: item[m] as Json })),
+  );
+}
+
+function find(doc: Json, method: string, specPath: string): Json | undefined {
+  return operations(doc).find((o) => o.method === method && shape(o.path) === shape(specPath))?.op;
+}
+
+/** Follows a local $ref. */
+function deref(doc: Json, node: Json): Json {
+  let current = node;
+  while (current && typeof current.$ref === 'string') {
+    current = current.$ref
+      .replace(/^#\//, '')
+      .split('/')
+      .map((p: string) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+      .reduce((acc: Json, key: string) => acc[key], doc);
+  }
+  return current;
+}
+
+/** Every $ref reachable from a schema (through properties, items, anyOf...). */
+function refsOf(doc: Json, schema: unknown, seen = new Set<string>()): Set<string> {
+  if (!schema || typeof schema !== 'object') return seen;
+  if (Array.isArray(schema)) {
+    for (const s of schema) refsOf(doc, s, seen);
+    return seen;
+  }
+  const node = schema as Json;
+  if (typeof node.$ref === 'string') {
+    if (seen.has(node.$ref)) return seen;
+    seen.add(node.$ref);
+    refsOf(doc, deref(doc, node), seen);
+  }
+  for (const [key, value] of Object.entries(node)) if (key !== '$ref') refsOf(doc, value, seen);
+  return seen;
+}
+
+describe('OpenAPI document', () => {
+  const routes = buildRoutes();
+  const doc = buildOpenApiDocument(routes, { version: '1.2.3' }) as Json;
+
+  it('is a valid OpenAPI 3.1 document', async () => {
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.info.title).toBe('Switchboard API');
+    expect(doc.info.version).toBe('1.2.3');
+    const validated = (await SwaggerParser.validate(structuredClone(doc) as any)) as Json;
+    expect(validated.openapi).toBe('3.1.0');
+  });
+
+  it('is deterministic', () => {
+    expect(JSON.stringify(buildOpenApiDocument(buildRoutes(), { version: '1.2.3' }))).toBe(JSON.stringify(doc));
+  });
+
+  it('lists every route of SPEC §3–§7 with its method', () => {
+    const missing = specRoutes.filter(([method, path]) => !find(doc, method, path)).map(([m, p]) => `${m} ${p}`);
+    expect(missing).toEqual([]);
+  });
+
+  it('lists exactly the canonical /v1 routes', () => {
+    const listed = operations(doc).map((o) => `${o.method} ${o.path}`);
+    expect(listed.sort()).toEqual(routes.map((r) => `${r.httpMethod} ${r.template}`).sort());
+    for (const path of Object.keys(doc.paths)) expect(path.startsWith('/v1/')).toBe(true);
+    expect(doc.info.description).toMatch(/without the `\/v1` prefix/);
+  });
+
+  it('documents registration: 201 with the account and the session', () => {
+    const op = find(doc, 'POST', '/v1/auth/register')!;
+    expect(op.operationId).toBe('AuthService_Register');
+    expect(op.security).toEqual([]);
+    expect(op.summary).toBeTruthy();
+    expect(op.responses['200']).toBeUndefined();
+    const schema = op.responses['201'].content['application/json'].schema;
+    const body = deref(doc, schema);
+    expect(Object.keys(body.properties)).toEqual(['user', 'session']);
+    expect(body.required).toEqual(['user', 'session']);
+    const refs = [...refsOf(doc, schema)];
+    expect(refs).toContain('#/components/schemas/switchboard.identity.v1.Account');
+    expect(refs).toContain('#/components/schemas/switchboard.identity.v1.Session');
+
+    const request = deref(doc, op.requestBody.content['application/json'].schema);
+    expect(op.requestBody.required).toBe(true);
+    expect(Object.keys(request.properties)).toEqual(['email', 'password', 'full_name']);
+    expect(request.properties.full_name.type).toBe('string');
+  });
+
+  it('renders the response mapping: null for unset, omitted when marked, int64 as numbers', () => {
+    const schemas = doc.components.schemas as Record<string, Json>;
+    const account = schemas['switchboard.identity.v1.Account'];
+    expect(account.required).toContain('full_name');
+    expect(account.properties.full_name.type).toEqual(['string', 'null']);
+    expect(account.properties.created_at).toMatchObject({ type: ['string', 'null'], format: 'date-time' });
+
+    const key = schemas['switchboard.keys.v1.Key'];
+    expect(key.required).not.toContain('signing_secret');
+    expect(key.properties.signing_secret.type).toBe('string');
+    expect(key.properties.monthly_spend_cap_usd.type).toEqual(['string', 'null']);
+
+    const login = schemas['switchboard.identity.v1.LoginResponse'];
+    expect(login.required ?? []).toEqual([]);
+    expect(login.properties.session.$ref).toBe('#/components/schemas/switchboard.identity.v1.Session');
+
+    const day = schemas['switchboard.billing.v1.UsageDay'];
+    expect(day.properties.requests).toMatchObject({ type: 'integer', format: 'int64' });
+
+    const list = schemas['switchboard.keys.v1.ListKeysResponse'];
+    expect(list.required).toEqual(['data', 'has_more', 'next_cursor']);
+    expect(list.properties.data).toEqual({ type: 'array', items: { $ref: '#/components/schemas/switchboard.keys.v1.Key' } });
+    expect(list.properties.next_cursor.type).toEqual(['string', 'null']);
+
+    const summary = schemas['switchboard.conversations.v1.FeedbackSummary'];
+    expect(summary.properties.by_tag.type).toBe('object');
+    expect(summary.properties.by_tag.additionalProperties.$ref).toBe('#/components/schemas/switchboard.conversations.v1.FeedbackCounts');
+
+    const conversation = schemas['switchboard.conversations.v1.Conversation'];
+    expect(conversation.properties.metadata.type).toBe('object'); // an unset Struct is written as {}
+    expect(conversation.required).toContain('metadata');
+
+    for (const [name, schema] of Object.entries(schemas)) {
+      expect(JSON.stringify(schema), name).not.toContain('"nullable"');
+    }
+  });
+
+  it('documents list routes with limit and after query parameters', () => {
+    const op = find(doc, 'GET', '/v1/keys')!;
+    const limit = op.parameters.find((p: Json) => p.name === 'limit');
+    expect(limit).toMatchObject({ in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } });
+    expect(op.parameters.find((p: Json) => p.name === 'after')).toMatchObject({ in: 'query' });
+    expect(op.parameters.find((p: Json) => p.name === 'status')).toMatchObject({ in: 'query', schema: { type: 'string' } });
+    expect(op.requestBody).toBeUndefined();
+
+    const usage = find(doc, 'GET', '/v1/billing/usage')!;
+    expect(usage.parameters.find((p: Json) => p.name === 'days')).toMatchObject({ in: 'query', schema: { minimum: 1, maximum: 365, default: 30 } });
+  });
+
+  it('documents path variables as required parameters and keeps them out of the body', () => {
+    const op = find(doc, 'PATCH', '/v1/keys/{key_id}')!;
+    expect(op.parameters.find((p: Json) => p.name === 'key_id')).toEqual({ name: 'key_id', in: 'path', required: true, schema: { type: 'string' } });
+    const body = deref(doc, op.requestBody.content['application/json'].schema);
+    expect(Object.keys(body.properties)).toEqual(['name']);
+
+    const test = find(doc, 'POST', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/test')!;
+    expect(test.requestBody.required).toBe(false);
+    expect(Object.keys(test.responses)).toContain('202');
+    expect(test.parameters.some((p: Json) => p.$ref === '#/components/parameters/WorkspaceId')).toBe(false);
+    expect(find(doc, 'GET', '/v1/keys')!.parameters.some((p: Json) => p.$ref === '#/components/parameters/WorkspaceId')).toBe(true);
+  });
+
+  it('documents statuses: 204 without content, HTML for the sandbox page', () => {
+    const del = find(doc, 'DELETE', '/v1/conversations/{id}')!;
+    expect(del.responses['204']).toBeDefined();
+    expect(del.responses['204'].content).toBeUndefined();
+    const page = find(doc, 'GET', '/v1/billing/sandbox/checkout/{token}')!;
+    expect(page.responses['200'].content['text/html'].schema).toEqual({ type: 'string' });
+    const revoke = find(doc, 'DELETE', '/v1/keys/{key_id}')!;
+    expect(revoke.responses['200'].content['application/json'].schema.$ref).toBe('#/components/schemas/switchboard.keys.v1.Key');
+    const stripe = find(doc, 'POST', '/v1/billing/providers/stripe/webhook')!;
+    expect(stripe.parameters).toEqual([expect.objectContaining({ name: 'Stripe-Signature', in: 'header', required: true })]);
+    expect(stripe.responses['204']).toBeDefined();
+  });
+
+  it('declares every path variable as a path parameter, and every security scheme it uses', () => {
+    const schemes = new Set(Object.keys(doc.components.securitySchemes));
+    for (const { method, path, op } of operations(doc)) {
+      const label = `${method} ${path}`;
+      const variables = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+      const declared = (op.parameters ?? []).map((p: Json) => deref(doc, p)).filter((p: Json) => p.in === 'path');
+      expect(declared.map((p: Json) => p.name), label).toEqual(variables);
+      for (const p of declared) expect(p.required, label).toBe(true);
+      for (const requirement of op.security as Json[]) for (const name of Object.keys(requirement)) expect(schemes.has(name), label).toBe(true);
+    }
+  });
+
+  it('describes amounts that accept a number or a decimal string', () => {
+    const op = find(doc, 'POST', '/v1/billing/checkout')!;
+    const body = deref(doc, op.requestBody.content['application/json'].schema);
+    expect(body.properties.amount_usd.type).toEqual(['number', 'string']);
+    expect(body.properties.idempotency_key.type).toBe('string');
+  });
+
+  it('sets security by access', () => {
+    const schemes = doc.components.securitySchemes;
+    expect(schemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
+    expect(schemes.apiKey).toMatchObject({ type: 'http', scheme: 'bearer' });
+    for (const path of ['/v1/auth/register', '/v1/auth/login', '/v1/auth/login/2fa', '/v1/auth/refresh', '/v1/auth/password-reset', '/v1/auth/verify-email']) {
+      const op = find(doc, 'POST', path)!;
+      expect(op.security, path).toEqual([]);
+      expect(op.responses['401'], path).toBeUndefined();
+    }
+    expect(find(doc, 'GET', '/v1/.well-known/jwks.json')!.security).toEqual([]);
+    expect(find(doc, 'POST', '/v1/auth/logout')!.security).toEqual([{ bearerAuth: [] }]);
+    expect(find(doc, 'GET', '/v1/keys')!.security).toEqual([{ bearerAuth: [] }, { apiKey: [] }]);
+    expect(find(doc, 'GET', '/v1/keys')!.responses['401']).toEqual({ $ref: '#/components/responses/Unauthorized' });
+  });
+
+  it('gives every operation an id, a summary, a tag and error responses with the error schema', () => {
+    const ids = new Set<string>();
+    const tagNames = new Set((doc.tags as Json[]).map((t) => t.name));
+    for (const { method, path, op } of operations(doc)) {
+      const label = `${method} ${path}`;
+      expect(op.operationId, label).toMatch(/^[A-Za-z]+Service_[A-Za-z]+$/);
+      expect(ids.has(op.operationId), label).toBe(false);
+      ids.add(op.operationId);
+      expect(op.summary, label).toBeTruthy();
+      expect(tagNames.has(op.tags[0]), label).toBe(true);
+      expect(Array.isArray(op.security), label).toBe(true);
+      const errors = Object.entries(op.responses as Record<string, Json>).filter(([status]) => status === 'default' || Number(status) >= 400);
+      expect(errors.map(([s]) => s), label).toEqual(expect.arrayContaining(['400', '429', '503', 'default']));
+      for (const [status, response] of errors) {
+        expect(deref(doc, response).content['application/json'].schema, `${label} ${status}`).toEqual({ $ref: '#/components/schemas/Error' });
+      }
+    }
+    const error = doc.components.schemas.Error;
+    expect(error.properties.error.required).toEqual(['code', 'message', 'field', 'request_id']);
+    expect(error.properties.error.properties.field.type).toEqual(['string', 'null']);
+    expect(doc.components.responses.TooManyRequests.headers['Retry-After']).toBeDefined();
+  });
+});
+
+describe('/docs', () => {
+  let server: http.Server;
+  let base: string;
+
+  beforeAll(async () => {
+    server = http.createServer((req, res) => {
+      const { pathname } = new URL(req.url ?? '/', 'http://localhost');
+      handleDocs(pathname, res).then(
+        (handled) => {
+          if (!handled) {
+            res.statusCode = 404;
+            res.end('not docs');
+          }
+        },
+        () => {
+          res.statusCode = 500;
+          res.end();
+        },
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('serves the page with a strict CSP and only local assets', async () => {
+    const res = await fetch(`${base}/docs`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    const csp = res.headers.get('content-security-policy')!;
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain("style-src 'self' 'unsafe-inline'");
+    expect(csp).toContain("img-src 'self' data:");
+    expect(res.headers.get('cache-control')).toBe('no-cache');
+    const page = await res.text();
+    expect(page).not.toMatch(/https?:\/\//);
+    expect(page).not.toMatch(/<script>/); // no inline script
+    const sources = [...page.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
+    for (const src of sources.filter((s) => s.startsWith('/docs/assets/'))) {
+      const asset = await fetch(`${base}${src}`);
+      expect(asset.status, src).toBe(200);
+      await asset.arrayBuffer();
+    }
+    expect((await fetch(`${base}/docs/`)).status).toBe(200);
+  });
+
+  it('serves assets with content types, caching and revalidation', async () => {
+    const js = await fetch(`${base}/docs/assets/swagger-ui-bundle.js`);
+    expect(js.status).toBe(200);
+    expect(js.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    expect(js.headers.get('cache-control')).toContain('max-age=');
+    expect((await js.text()).length).toBeGreaterThan(100_000);
+    const css = await fetch(`${base}/docs/assets/swagger-ui.css`);
+    expect(css.headers.get('content-type')).toBe('text/css; charset=utf-8');
+    const etag = css.headers.get('etag')!;
+    await css.arrayBuffer();
+    const again = await fetch(`${base}/docs/assets/swagger-ui.css`, { headers: { 'If-None-Match': etag } });
+    expect(again.status).toBe(304);
+    const init = await fetch(`${base}/docs/assets/init.js`);
+    expect(await init.text()).toContain('"/v1/openapi.json"');
+  });
+
+  it('ignores other paths and never leaves the whitelist', async () => {
+    for (const path of ['/docs/assets/package.json', '/docs/assets/../../package.json', '/docs/assets/%2e%2e%2fpackage.json', '/docs/assets/index.html', '/docsx', '/v1/openapi.json']) {
+      const res = await fetch(`${base}${path}`);
+      expect(res.status, path).toBe(404);
+      expect(await res.text(), path).toBe('not docs');
+    }
+    const post = await fetch(`${base}/docs`, { method: 'POST' });
+    expect(post.status).toBe(405);
+  });
+});

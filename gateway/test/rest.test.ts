@@ -1,0 +1,167 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { bootMesh, newUser, restClient, type ApiResponse } from './mesh.js';
+
+let mesh: Mesh;
+let call: ReturnType<typeof restClient>;
+
+beforeAll(async () => {
+  mesh = await bootMesh();
+  call = restClient(mesh.gatewayUrl);
+});
+
+afterAll(async () => {
+  await mesh?.stop();
+});
+
+function expectErrorBody(response: ApiResponse, status: number, code?: string) {
+  expect(response.status).toBe(status);
+  expect(response.headers.get('x-request-id')).toBeTruthy();
+  expect(response.json?.error).toMatchObject({ message: expect.any(String), request_id: response.headers.get('x-request-id') });
+  expect(typeof response.json.error.code).toBe('string');
+  expect('field' in response.json.error).toBe(true);
+  if (code) expect(response.json.error.code).toBe(code);
+}
+
+describe('the account walk-through through REST', () => {
+  it('registers, logs in and reads the account', async () => {
+    const user = newUser();
+    const registered = await call('POST', '/v1/auth/register', { body: user });
+    expect(registered.status).toBe(201);
+    expect(registered.json.user).toMatchObject({
+      user_id: expect.stringMatching(/^usr_/),
+      email: user.email,
+      email_verified: false,
+      full_name: user.full_name,
+      two_factor_enabled: false,
+      personal_workspace_id: expect.stringMatching(/^org_/),
+    });
+    expect(registered.json.session).toMatchObject({ token_type: 'Bearer', expires_in: 900 });
+
+    const login = await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
+    expect(login.status).toBe(200);
+    expect(Object.keys(login.json)).toEqual(['session']);
+
+    const account = await call('GET', '/v1/account', { token: login.json.session.access_token });
+    expect(account.status).toBe(200);
+    expect(account.json).toEqual(registered.json.user);
+
+    // The unversioned alias answers the same.
+    const alias = await call('GET', '/account', { token: login.json.session.access_token });
+    expect(alias.json).toEqual(registered.json.user);
+  });
+
+  it('refuses a wrong password with the same body as an unknown email', async () => {
+    const user = newUser();
+    await call('POST', '/v1/auth/register', { body: user });
+    const wrong = await call('POST', '/v1/auth/login', { body: { email: user.email, password: 'not the password at all' } });
+    const unknown = await call('POST', '/v1/auth/login', { body: { email: `nobody-${user.email}`, password: 'not the password at all' } });
+    expectErrorBody(wrong, 401, 'invalid_credentials');
+    expectErrorBody(unknown, 401, 'invalid_credentials');
+    expect({ ...wrong.json.error, request_id: '' }).toEqual({ ...unknown.json.error, request_id: '' });
+  });
+
+  it('keeps passwords and tokens out of every log', async () => {
+    const user = newUser();
+    const registered = await call('POST', '/v1/auth/register', { body: user });
+    const login = await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
+    await call('GET', '/v1/account', { token: login.json.session.access_token });
+    const logs = ['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'].map((c) => mesh.output(c as never)).join('\n');
+    expect(logs).toContain(registered.headers.get('x-request-id'));
+    for (const secret of [user.password, registered.json.session.access_token, registered.json.session.refresh_token, login.json.session.access_token, login.json.session.refresh_token]) {
+      expect(logs).not.toContain(secret);
+    }
+  });
+});
+
+describe('authentication', () => {
+  it('needs credentials on protected routes', async () => {
+    expectErrorBody(await call('GET', '/v1/account'), 401, 'unauthenticated');
+    expectErrorBody(await call('GET', '/v1/account', { token: 'not-a-jwt' }), 401, 'invalid_token');
+    expectErrorBody(await call('GET', '/v1/account', { headers: { authorization: 'Basic abc' } }), 401);
+  });
+
+  it('answers 404 for a workspace the user is not a member of', async () => {
+    const user = newUser();
+    const registered = await call('POST', '/v1/auth/register', { body: user });
+    const other = await call('POST', '/v1/auth/register', { body: newUser() });
+    const response = await call('GET', '/v1/account', {
+      token: registered.json.session.access_token,
+      headers: { 'x-workspace-id': other.json.user.personal_workspace_id },
+    });
+    expectErrorBody(response, 404, 'workspace_not_found');
+  });
+});
+
+describe('the error model', () => {
+  it('answers malformed JSON with 400', async () => {
+    expectErrorBody(await call('POST', '/v1/auth/login', { rawBody: '{"email": ', headers: { 'content-type': 'application/json' } }), 400, 'invalid_json');
+  });
+
+  it('names the field of a wrong type', async () => {
+    const response = await call('POST', '/v1/auth/register', { body: { email: 42, password: 'x' } });
+    expectErrorBody(response, 400);
+    expect(response.json.error.field).toBe('email');
+  });
+
+  it('refuses a body that is not JSON with 415', async () => {
+    expectErrorBody(await call('POST', '/v1/auth/login', { rawBody: 'email=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'unsupported_media_type');
+  });
+
+  it('refuses a body over 1 MiB with 413', async () => {
+    const big = JSON.stringify({ email: 'a@example.com', password: 'x'.repeat(1024 * 1024) });
+    expectErrorBody(await call('POST', '/v1/auth/login', { rawBody: big, headers: { 'content-type': 'application/json' } }), 413, 'payload_too_large');
+  });
+
+  it('answers an unknown route with 404 and a wrong method with 405', async () => {
+    expectErrorBody(await call('GET', '/v1/nothing-here'), 404, 'route_not_found');
+    const wrongMethod = await call('DELETE', '/v1/auth/login');
+    expectErrorBody(wrongMethod, 405, 'method_not_allowed');
+    expect(wrongMethod.headers.get('allow')).toBe('POST');
+  });
+
+  it('keeps a request id the client sends', async () => {
+    const response = await call('GET', '/v1/nothing-here', { headers: { 'x-request-id': 'client-chosen-id-1' } });
+    expect(response.headers.get('x-request-id')).toBe('client-chosen-id-1');
+    expect(response.json.error.request_id).toBe('client-chosen-id-1');
+  });
+
+  it('answers an RPC that is not built yet with an honest 501', async () => {
+    const registered = await call('POST', '/v1/auth/register', { body: newUser() });
+    const response = await call('GET', '/v1/conversations', { token: registered.json.session.access_token });
+    expectErrorBody(response, 501, 'not_implemented');
+  });
+});
+
+describe('health and documents', () => {
+  it('serves health, readiness, the OpenAPI document and the docs page', async () => {
+    expect((await call('GET', '/healthz')).status).toBe(200);
+    const ready = await call('GET', '/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.json.services).toEqual({ identity: 'serving', keys: 'serving', billing: 'serving', conversations: 'serving', webhooks: 'serving' });
+    const openapi = await call('GET', '/v1/openapi.json');
+    expect(openapi.status).toBe(200);
+    expect(openapi.json.openapi).toMatch(/^3\.1\./);
+    expect(openapi.json.paths['/v1/auth/register'].post).toBeTruthy();
+    const docs = await call('GET', '/docs');
+    expect(docs.status).toBe(200);
+    expect(docs.headers.get('content-type')).toMatch(/text\/html/);
+  });
+});
+
+describe('a service outage', () => {
+  it('answers 503 quickly while a service is down, and recovers when it is back', async () => {
+    const registered = await call('POST', '/v1/auth/register', { body: newUser() });
+    await mesh.stopComponent('conversations');
+    const started = Date.now();
+    const response = await call('GET', '/v1/conversations', { token: registered.json.session.access_token });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expectErrorBody(response, 503, 'service_unavailable');
+    const ready = await call('GET', '/readyz');
+    expect(ready.status).toBe(503);
+    expect(ready.json.services.conversations).toBe('unreachable');
+    await mesh.startComponent('conversations');
+    const back = await call('GET', '/v1/conversations', { token: registered.json.session.access_token });
+    expect(back.status).toBe(501);
+  });
+});

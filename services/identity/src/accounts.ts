@@ -1,0 +1,148 @@
+import { Code, ConnectError } from '@connectrpc/connect';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { Knex } from '@switchboard/runtime/db';
+import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import { newId } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
+import type { AccountSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import type { EmailVerifications } from './email-verification.js';
+import type { PasswordHasher } from './passwords.js';
+import type { Sessions, SessionTokens } from './sessions.js';
+import { DuplicateEmailError, emailRegistered, findUserByEmail, findUserById, insertUser, replacePasswordHash, type UserRow } from './store.js';
+import { addOwner, insertPersonalWorkspace, personalWorkspaceName, type EventWriter } from './workspaces.js';
+
+/** Accounts: registration, password sign-in and the account record (SPEC §3). */
+
+export const maxEmailLength = 254;
+const maxFullNameLength = 200;
+
+// Local part: RFC 5322 dot-atom characters, no leading, trailing or doubled dots. Domain: at
+// least two LDH labels (punycode for IDNs), the last alphabetic or an xn-- label.
+const localPartPattern = /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
+const domainLabelPattern = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** Trims and lower-cases an email address; throws a 400 on `field` unless its syntax is sane. */
+export function normalizeEmail(raw: string, field = 'email'): string {
+  const email = raw.trim().toLowerCase();
+  if (email === '') throw invalidArgument(field, 'An email address is required.');
+  if (email.length > maxEmailLength) throw invalidArgument(field, `The email address must be at most ${maxEmailLength} characters long.`);
+  const at = email.lastIndexOf('@');
+  const local = email.slice(0, at);
+  const labels = email.slice(at + 1).split('.');
+  const valid =
+    at > 0 &&
+    local.length <= 64 &&
+    localPartPattern.test(local) &&
+    labels.length >= 2 &&
+    labels.every((label) => domainLabelPattern.test(label)) &&
+    /^([a-z]{2,63}|xn--[a-z0-9-]{1,59})$/.test(labels[labels.length - 1]);
+  if (!valid) throw invalidArgument(field, 'Enter a valid email address, like name@example.com.');
+  return email;
+}
+
+/** An optional full name: trimmed, 1..200 characters, no control characters; absent stays null. */
+export function normalizeFullName(raw: string | undefined, field = 'full_name'): string | null {
+  if (raw === undefined) return null;
+  const name = raw.trim();
+  const length = Array.from(name).length;
+  if (length === 0) throw invalidArgument(field, 'The full name must not be empty; leave it out instead.');
+  if (length > maxFullNameLength) throw invalidArgument(field, `The full name must be at most ${maxFullNameLength} characters long.`);
+  if (/\p{Cc}/u.test(name)) throw invalidArgument(field, 'The full name must not contain control characters.');
+  return name;
+}
+
+export const invalidCredentials = () => apiError(Code.Unauthenticated, 'invalid_credentials', 'The email address or password is incorrect.');
+
+export function toAccount(user: UserRow): MessageInitShape<typeof AccountSchema> {
+  return {
+    userId: user.id,
+    email: user.email,
+    emailVerified: user.email_verified_at !== null,
+    fullName: user.full_name ?? undefined,
+    twoFactorEnabled: user.two_factor_enabled,
+    personalWorkspaceId: user.personal_workspace_id,
+    createdAt: timestampFromDate(user.created_at),
+  };
+}
+
+export interface AccountsDeps {
+  db: Knex;
+  log: Logger;
+  passwords: PasswordHasher;
+  sessions: Sessions;
+  verifications: EmailVerifications;
+  recordEvent: EventWriter;
+}
+
+export class Accounts {
+  constructor(private readonly deps: AccountsDeps) {}
+
+  /**
+   * Creates the user, the personal workspace with the user as owner, a session and a
+   * verification token, and the events, in one transaction; then mails the token.
+   * The input is validated already (normalizeEmail, assertAcceptablePassword, normalizeFullName).
+   */
+  async register(input: { email: string; password: string; fullName: string | null }, requestId?: string): Promise<{ user: UserRow; session: SessionTokens }> {
+    const { db, passwords, sessions, verifications, recordEvent } = this.deps;
+    // Cheap early answer; the unique index decides under concurrent sign-ups.
+    if (await emailRegistered(db, input.email)) throw emailTaken();
+    const passwordHash = await passwords.hash(input.password);
+    const userId = newId('usr');
+    let result: { user: UserRow; session: SessionTokens; verificationToken: string };
+    try {
+      result = await db.transaction(async (trx) => {
+        const orgId = await insertPersonalWorkspace(trx, personalWorkspaceName(input.fullName, input.email));
+        const user = await insertUser(trx, { id: userId, email: input.email, fullName: input.fullName, passwordHash, personalWorkspaceId: orgId });
+        await recordEvent(trx, { type: 'user.registered', data: { user_id: userId, personal_workspace_id: orgId }, requestId });
+        await addOwner(trx, recordEvent, { orgId, userId, personal: true, requestId });
+        const verificationToken = await verifications.issue(trx, user);
+        const session = await sessions.open(trx, userId);
+        return { user, session, verificationToken };
+      });
+    } catch (err) {
+      if (err instanceof DuplicateEmailError) throw emailTaken();
+      throw err;
+    }
+    this.deps.log.info({ user_id: userId, request_id: requestId }, 'account registered');
+    await verifications.send({ id: userId, email: result.user.email, fullName: result.user.full_name }, result.verificationToken);
+    return { user: result.user, session: result.session };
+  }
+
+  /**
+   * Password sign-in. Unknown addresses verify against a dummy hash of the same cost, and every
+   * failure is the same 401, so neither the answer nor its timing tells whether an account exists.
+   */
+  async login(input: { email: string; password: string }): Promise<SessionTokens> {
+    const { db, passwords, sessions, log } = this.deps;
+    const user = await findUserByEmail(db, input.email);
+    if (!user || user.deactivated_at !== null) {
+      await passwords.verifyDummy(input.password);
+      throw invalidCredentials();
+    }
+    const check = await passwords.verify(user.password_hash, input.password);
+    if (!check.ok) throw invalidCredentials();
+    if (user.two_factor_enabled) {
+      // Never hand out a session that skips the second factor.
+      throw new ConnectError('sign-in with two-factor authentication is not implemented yet', Code.Unimplemented);
+    }
+    const rehashed = check.needsRehash ? await passwords.hash(input.password) : undefined;
+    return db.transaction(async (trx) => {
+      if (rehashed && (await replacePasswordHash(trx, user.id, user.password_hash, rehashed))) {
+        log.info({ user_id: user.id }, 'password rehashed with the current argon2 parameters');
+      }
+      return sessions.open(trx, user.id);
+    });
+  }
+
+  /** The account of `userId`; 404 when it does not exist. */
+  async get(userId: string): Promise<UserRow> {
+    const user = await findUserById(this.deps.db, userId);
+    if (!user) throw apiError(Code.NotFound, 'account_not_found', 'The account does not exist.');
+    return user;
+  }
+}
+
+function emailTaken(): ConnectError {
+  return apiError(Code.AlreadyExists, 'email_taken', 'An account with this email address already exists.', { field: 'email' });
+}

@@ -1,0 +1,56 @@
+import type { Logger } from '@switchboard/runtime/log';
+import type { Mailer } from '@switchboard/runtime/mail';
+import { newToken } from '@switchboard/runtime/ids';
+import { sha256Hex } from '@switchboard/runtime/secrets';
+import { insertEmailVerification, type Db } from './store.js';
+
+/**
+ * Email verification: a single-use token (256 bits, stored as its SHA-256) valid for 24 hours,
+ * mailed to the address; POST /v1/auth/verify-email redeems it (a later issue).
+ */
+
+export const verificationLifetimeMs = 24 * 3600 * 1000;
+
+export class EmailVerifications {
+  constructor(
+    private readonly mailer: Mailer,
+    private readonly log: Logger,
+  ) {}
+
+  /** Stores a new token for `email` in `trx` and returns it (to mail after commit). */
+  async issue(trx: Db, user: { id: string; email: string }): Promise<string> {
+    const token = newToken();
+    await insertEmailVerification(trx, {
+      tokenHash: sha256Hex(token),
+      userId: user.id,
+      email: user.email,
+      expiresAt: new Date(Date.now() + verificationLifetimeMs),
+    });
+    return token;
+  }
+
+  /**
+   * Mails the token. Called after the account is committed; a mail failure is logged and does
+   * not undo the registration (the token stays valid; a resend can follow).
+   */
+  async send(user: { id: string; email: string; fullName: string | null }, token: string): Promise<void> {
+    const greeting = user.fullName ? `Hello ${user.fullName},` : 'Hello,';
+    const text = [
+      greeting,
+      '',
+      `please confirm that ${user.email} is your email address for Switchboard.`,
+      'Your verification token (valid for 24 hours):',
+      '',
+      token,
+      '',
+      'Send it to POST /v1/auth/verify-email as {"token": "..."}, or paste it where the app asks for it.',
+      '',
+      'If you did not create a Switchboard account, ignore this message.',
+    ].join('\n');
+    try {
+      await this.mailer.send({ to: user.email, subject: 'Confirm your email address', text, kind: 'email_verification' });
+    } catch (err) {
+      this.log.error({ user_id: user.id, err: (err as Error).message }, 'could not send the verification mail');
+    }
+  }
+}

@@ -1,0 +1,79 @@
+import { Code, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import type { Knex } from '@switchboard/runtime/db';
+import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import { callerOf, requestIdOf } from '@switchboard/runtime/server';
+import { AccountService, AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import { normalizeEmail, normalizeFullName, toAccount, type Accounts } from './accounts.js';
+import { assertAcceptablePassword } from './passwords.js';
+import type { SigningKeys } from './signing-keys.js';
+import { resolveWorkspace } from './workspaces.js';
+
+/**
+ * The RPC surface of the identity service: validation and translation only; the work happens in
+ * the domain modules. RPCs left out of these objects answer Unimplemented (connect-es does it).
+ */
+
+export interface IdentityHandlers {
+  db: Knex;
+  accounts: Accounts;
+  signingKeys: SigningKeys;
+}
+
+/** Components allowed to call ResolveWorkspace (it answers for any user). */
+const workspaceResolvers = new Set(['gateway']);
+
+/** The signed-in user a call is made for; 401 when the mesh token names none. */
+function principalOf(ctx: HandlerContext): string {
+  const { principalId } = callerOf(ctx);
+  if (!principalId) throw apiError(Code.Unauthenticated, 'unauthenticated', 'This call needs a signed-in user.');
+  return principalId;
+}
+
+export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers): void {
+  const { accounts, signingKeys } = handlers;
+
+  const auth: Partial<ServiceImpl<typeof AuthService>> = {
+    async register(req, ctx) {
+      const email = normalizeEmail(req.email);
+      assertAcceptablePassword(req.password, email);
+      const fullName = normalizeFullName(req.fullName);
+      const { user, session } = await accounts.register({ email, password: req.password, fullName }, requestIdOf(ctx));
+      return { user: toAccount(user), session };
+    },
+
+    async login(req) {
+      if (req.email.trim() === '') throw invalidArgument('email', 'An email address is required.');
+      if (req.password === '') throw invalidArgument('password', 'A password is required.');
+      // No syntax check: a malformed address is just an unknown one (same 401, same timing).
+      const session = await accounts.login({ email: req.email.trim().toLowerCase(), password: req.password });
+      return { session };
+    },
+
+    async getJwks() {
+      return { keys: await signingKeys.publicKeys() };
+    },
+  };
+
+  const account: Partial<ServiceImpl<typeof AccountService>> = {
+    async getAccount(_req, ctx) {
+      return toAccount(await accounts.get(principalOf(ctx)));
+    },
+  };
+
+  const organizations: Partial<ServiceImpl<typeof OrganizationService>> = {
+    async resolveWorkspace(req, ctx) {
+      const { caller } = callerOf(ctx);
+      if (!workspaceResolvers.has(caller)) {
+        throw apiError(Code.PermissionDenied, 'forbidden', `ResolveWorkspace is not available to ${caller}.`);
+      }
+      if (req.userId === '') throw invalidArgument('user_id', 'user_id is required.');
+      const membership = await resolveWorkspace(handlers.db, req.userId, req.workspaceId);
+      if (!membership) throw apiError(Code.NotFound, 'workspace_not_found', 'The workspace does not exist or you are not a member of it.');
+      return { workspaceId: membership.org_id, role: membership.role, deactivated: membership.deactivated };
+    },
+  };
+
+  router.service(AuthService, auth);
+  router.service(AccountService, account);
+  router.service(OrganizationService, organizations);
+}

@@ -1,0 +1,129 @@
+import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
+import type { Knex } from '@switchboard/runtime/db';
+import { randomBase62 } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
+import { decryptSecret, encryptSecret, type KeyMaterial } from '@switchboard/runtime/secrets';
+import { findActiveSigningKey, findPublishedSigningKeys, insertActiveSigningKeyIfNone, type SigningKeyRow } from './store.js';
+
+/**
+ * The ES256 key pair that signs access tokens (SPEC §3). The first start generates it; the
+ * private JWK is stored encrypted (AES-256-GCM, key from SWITCHBOARD_MESH_SECRET via HKDF);
+ * a unique index lets only one active key exist, so replicas starting together converge on the
+ * first one written. The gateway verifies tokens against GET /v1/.well-known/jwks.json.
+ */
+
+export const accessTokenIssuer = 'switchboard';
+export const accessTokenAudience = 'switchboard-api';
+export const accessTokenLifetimeSeconds = 15 * 60;
+export const signingAlgorithm = 'ES256';
+/** The purpose label of the private keys' encryption (runtime/src/secrets.ts). */
+export const signingKeyPurpose = 'identity.signing-key';
+/** Retired keys stay published this long, past the life of the tokens they signed. */
+const retiredKeyPublishedMs = 24 * 3600 * 1000;
+const jwksCacheMs = 30_000;
+
+export interface PublicJwk {
+  kty: string;
+  crv: string;
+  x: string;
+  y: string;
+  kid: string;
+  alg: string;
+  use: string;
+}
+
+export interface AccessTokenSubject {
+  userId: string;
+  sessionId: string;
+  /** aal1 (password) or aal2 (second factor). */
+  aal: string;
+}
+
+export interface ActiveKey {
+  kid: string;
+  privateKey: CryptoKey;
+}
+
+/** A fresh key pair: the public JWK, the encrypted private JWK and its thumbprint as kid. */
+export async function generateSigningKey(encryptionKey?: KeyMaterial): Promise<{ kid: string; alg: string; publicJwk: PublicJwk; privateJwkEncrypted: string }> {
+  const { publicKey, privateKey } = await generateKeyPair(signingAlgorithm, { extractable: true });
+  const publicPart = await exportJWK(publicKey);
+  const kid = await calculateJwkThumbprint(publicPart, 'sha256');
+  const privateJwk: JWK = { ...(await exportJWK(privateKey)), kid, alg: signingAlgorithm };
+  return {
+    kid,
+    alg: signingAlgorithm,
+    publicJwk: { kty: publicPart.kty!, crv: publicPart.crv!, x: publicPart.x!, y: publicPart.y!, kid, alg: signingAlgorithm, use: 'sig' },
+    privateJwkEncrypted: encryptSecret(JSON.stringify(privateJwk), signingKeyPurpose, encryptionKey),
+  };
+}
+
+export class SigningKeys {
+  private active: Promise<ActiveKey> | undefined;
+  private published: { keys: PublicJwk[]; until: number } | undefined;
+
+  constructor(
+    private readonly db: Knex,
+    private readonly log: Logger,
+    /** Defaults to SWITCHBOARD_MESH_SECRET. */
+    private readonly encryptionKey?: KeyMaterial,
+  ) {}
+
+  /** Ensures an active key exists (generating the first one) and loads it; retried after a failure. */
+  ready(): Promise<ActiveKey> {
+    this.active ??= this.loadActiveKey().catch((err) => {
+      this.active = undefined;
+      throw err;
+    });
+    return this.active;
+  }
+
+  /** Returns the active key, creating it when there is none; safe under concurrent first starts. */
+  async ensureActiveKey(): Promise<SigningKeyRow> {
+    const existing = await findActiveSigningKey(this.db);
+    if (existing) return existing;
+    const candidate = await generateSigningKey(this.encryptionKey);
+    if (await insertActiveSigningKeyIfNone(this.db, candidate)) {
+      this.log.info({ kid: candidate.kid }, 'generated the access-token signing key');
+    }
+    const active = await findActiveSigningKey(this.db);
+    if (!active) throw new Error('no active signing key after inserting one');
+    return active;
+  }
+
+  private async loadActiveKey(): Promise<ActiveKey> {
+    const row = await this.ensureActiveKey();
+    const jwk = JSON.parse(decryptSecret(row.private_jwk_encrypted, signingKeyPurpose, this.encryptionKey)) as JWK;
+    const privateKey = (await importJWK(jwk, signingAlgorithm)) as CryptoKey;
+    return { kid: row.kid, privateKey };
+  }
+
+  /** A 15-minute access token with exactly sub, sid, aal, iss, aud, exp, iat and jti. */
+  async signAccessToken(subject: AccessTokenSubject): Promise<{ token: string; expiresIn: number }> {
+    const { kid, privateKey } = await this.ready();
+    const issuedAt = Math.floor(Date.now() / 1000);
+    const token = await new SignJWT({ sid: subject.sessionId, aal: subject.aal })
+      .setProtectedHeader({ alg: signingAlgorithm, kid, typ: 'JWT' })
+      .setSubject(subject.userId)
+      .setIssuer(accessTokenIssuer)
+      .setAudience(accessTokenAudience)
+      .setIssuedAt(issuedAt)
+      .setExpirationTime(issuedAt + accessTokenLifetimeSeconds)
+      .setJti(randomBase62(22))
+      .sign(privateKey);
+    return { token, expiresIn: accessTokenLifetimeSeconds };
+  }
+
+  /** The public keys that verify access tokens (cached briefly; they change only at rotation). */
+  async publicKeys(): Promise<PublicJwk[]> {
+    if (this.published && this.published.until > Date.now()) return this.published.keys;
+    await this.ready();
+    const rows = await findPublishedSigningKeys(this.db, new Date(Date.now() - retiredKeyPublishedMs));
+    const keys = rows.map((row) => {
+      const jwk = row.public_jwk as Partial<PublicJwk>;
+      return { kty: jwk.kty!, crv: jwk.crv!, x: jwk.x!, y: jwk.y!, kid: row.kid, alg: row.alg, use: 'sig' };
+    });
+    this.published = { keys, until: Date.now() + jwksCacheMs };
+    return keys;
+  }
+}

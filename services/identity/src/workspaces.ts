@@ -1,0 +1,55 @@
+import type { JsonObject } from '@bufbuild/protobuf';
+import type { Knex } from '@switchboard/runtime/db';
+import { newId } from '@switchboard/runtime/ids';
+import type { ServiceRuntime } from '@switchboard/runtime/service';
+import { findMembership, insertMembership, insertOrganization, type Db, type ResolvedMembership } from './store.js';
+
+/**
+ * Workspaces are organizations (SPEC §3). Registration creates the personal one; the gateway
+ * resolves the workspace and role of every user request here.
+ */
+
+export type EventWriter = ServiceRuntime['recordEvent'];
+
+export type Role = 'owner' | 'admin' | 'developer';
+
+const maxOrganizationNameLength = 200;
+const personalSuffix = "'s workspace";
+
+/** "<full name or email local part>'s workspace", within the 200-character name limit. */
+export function personalWorkspaceName(fullName: string | null, email: string): string {
+  const base = fullName ?? email.slice(0, email.lastIndexOf('@'));
+  const room = maxOrganizationNameLength - personalSuffix.length;
+  return `${Array.from(base).slice(0, room).join('')}${personalSuffix}`;
+}
+
+/** Inserts a personal workspace (before its user: the user row points at it). */
+export async function insertPersonalWorkspace(trx: Knex.Transaction, name: string): Promise<string> {
+  const orgId = newId('org');
+  await insertOrganization(trx, { id: orgId, name, personal: true });
+  return orgId;
+}
+
+/**
+ * Makes `userId` the owner of the new workspace `orgId` and writes organization.created and
+ * organization.member.added in the same transaction.
+ */
+export async function addOwner(
+  trx: Knex.Transaction,
+  recordEvent: EventWriter,
+  input: { orgId: string; userId: string; personal: boolean; requestId?: string },
+): Promise<void> {
+  await insertMembership(trx, { orgId: input.orgId, userId: input.userId, role: 'owner' });
+  const created: JsonObject = { org_id: input.orgId, owner_user_id: input.userId, personal: input.personal };
+  await recordEvent(trx, { type: 'organization.created', workspaceId: input.orgId, data: created, requestId: input.requestId });
+  const added: JsonObject = { org_id: input.orgId, user_id: input.userId, role: 'owner', invitation_id: null };
+  await recordEvent(trx, { type: 'organization.member.added', workspaceId: input.orgId, data: added, requestId: input.requestId });
+}
+
+/**
+ * The user's membership in `workspaceId` (empty: the personal workspace), or undefined when the
+ * user is not a member (or does not exist). One indexed query.
+ */
+export function resolveWorkspace(db: Db, userId: string, workspaceId: string): Promise<ResolvedMembership | undefined> {
+  return findMembership(db, userId, workspaceId);
+}
