@@ -76,6 +76,7 @@ export interface InsertLoopResult {
   insertsPerSecond: number;
   latencyMs: { p50: number; p90: number; p99: number; max: number };
   errors: number;
+  server: { version: string; synchronousCommit: string };
 }
 
 function percentile(sorted: Float64Array, p: number): number {
@@ -101,6 +102,10 @@ export async function runInsertLoop(options: {
   const table = `"${schema}".inserts`;
   const pool = new pg.Pool({ connectionString: options.databaseUrl, max: concurrency, connectionTimeoutMillis: 3000 });
   try {
+    const settings = await pool.query<{ version: string; synchronous_commit: string }>(
+      `SELECT current_setting('server_version') AS version, current_setting('synchronous_commit') AS synchronous_commit`,
+    );
+    const server = { version: settings.rows[0].version, synchronousCommit: settings.rows[0].synchronous_commit };
     await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
     await pool.query(`CREATE TABLE ${table} (id bigserial PRIMARY KEY, account_id text NOT NULL, payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`);
     const sql = `INSERT INTO ${table} (account_id, payload) VALUES ($1, $2)`;
@@ -140,6 +145,7 @@ export async function runInsertLoop(options: {
       insertsPerSecond: Math.round(done / seconds),
       latencyMs: { p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99), max: percentile(sorted, 100) },
       errors,
+      server,
     };
   } finally {
     await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);

@@ -1,4 +1,5 @@
 import autocannon from 'autocannon';
+import { cpuMeter, type CpuUse } from './proc.js';
 
 /** One HTTP request to send over and over. */
 export interface Target {
@@ -28,6 +29,8 @@ export interface LoadResult {
   errors: number;
   timeouts: number;
   statusCodes: Record<string, number>;
+  /** CPU use during the measured run (not the warm-up). */
+  cpu: CpuUse;
 }
 
 /** A hard cap on the requests of one run, whatever the duration: loops are bounded in count too. */
@@ -53,10 +56,18 @@ function fire(target: Target, connections: number, durationSeconds: number): Pro
   });
 }
 
-/** Warms up, then measures `shape.durationSeconds` of load on `target`. */
-export async function runLoad(target: Target, shape: LoadShape): Promise<LoadResult> {
+/** Groups of processes whose CPU use to measure, asked for after the warm-up (pools are full then). */
+export type CpuWatch = () => Promise<Record<string, Array<number | undefined>>>;
+
+/**
+ * Warms up, then measures `shape.durationSeconds` of load on `target`, and the CPU the `watch`ed
+ * processes use meanwhile (the load generator is this process).
+ */
+export async function runLoad(target: Target, shape: LoadShape, watch: CpuWatch = async () => ({})): Promise<LoadResult> {
   if (shape.warmupSeconds > 0) await fire(target, shape.connections, shape.warmupSeconds);
+  const stopMeter = cpuMeter({ ...(await watch()), 'load generator': [process.pid] });
   const result = await fire(target, shape.connections, shape.durationSeconds);
+  const cpu = stopMeter();
   const statusCodes = Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, stats]) => [code, stats.count]));
   const ok = result['2xx'];
   return {
@@ -76,5 +87,6 @@ export async function runLoad(target: Target, shape: LoadShape): Promise<LoadRes
     errors: result.errors,
     timeouts: result.timeouts,
     statusCodes,
+    cpu,
   };
 }

@@ -35,3 +35,66 @@ export function readMemory(pid: number | undefined): ProcessMemory | undefined {
 }
 
 export const roundMb = (value: number) => Math.round(value * 10) / 10;
+
+/** Clock ticks per second of /proc times (USER_HZ): 100 on every mainstream Linux build. */
+const ticksPerSecond = 100;
+
+/** CPU seconds (user + system) a process has used so far, or undefined when it is gone. */
+export function readCpuSeconds(pid: number | undefined): number | undefined {
+  if (!pid) return undefined;
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // The command name (field 2) may contain spaces: count fields after its closing parenthesis.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+  return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+}
+
+/** Busy and total CPU seconds of the whole host so far (all cores, from /proc/stat). */
+export function readHostCpu(): { busy: number; total: number } {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0];
+  const values = line.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal (guest time is already in user).
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = values;
+  const busy = user + nice + system + irq + softirq + (steal ?? 0);
+  return { busy: busy / ticksPerSecond, total: (busy + idle + iowait) / ticksPerSecond };
+}
+
+/**
+ * CPU use of groups of processes over an interval, as % of one core per group, and of the host
+ * as % of all its cores: call it before, call what it returns after. A process that is gone by
+ * then counts for nothing.
+ */
+export function cpuMeter(groups: Record<string, Array<number | undefined>>) {
+  const cpuOf = (pids: Array<number | undefined>) => pids.map((pid) => readCpuSeconds(pid));
+  const before = Object.fromEntries(Object.entries(groups).map(([name, pids]) => [name, cpuOf(pids)]));
+  const hostBefore = readHostCpu();
+  const started = performance.now();
+  return (): CpuUse => {
+    const seconds = (performance.now() - started) / 1000;
+    const hostAfter = readHostCpu();
+    const processes: Record<string, number> = {};
+    for (const [name, pids] of Object.entries(groups)) {
+      const after = cpuOf(pids);
+      let used = 0;
+      after.forEach((value, i) => {
+        const start = before[name][i];
+        if (value !== undefined && start !== undefined) used += value - start;
+      });
+      processes[name] = Math.round((used / seconds) * 100);
+    }
+    const total = hostAfter.total - hostBefore.total;
+    return { processes, hostBusyPercent: total > 0 ? Math.round(((hostAfter.busy - hostBefore.busy) / total) * 100) : 0 };
+  };
+}
+
+export interface CpuUse {
+  /** % of one core, per process. */
+  processes: Record<string, number>;
+  /** % of all the host's cores. */
+  hostBusyPercent: number;
+}

@@ -116,6 +116,17 @@ export function formatReport(report: BenchReport): string {
         ],
       ),
     );
+    const cpuLine = (name: string, result: LoadResult | undefined) => {
+      if (!result) return;
+      const processes = Object.entries(result.cpu.processes)
+        .filter(([, percent]) => percent > 0)
+        .map(([process, percent]) => `${process} ${percent}%`)
+        .join(', ');
+      out.push(`    ${name}: ${processes}; host ${result.cpu.hostBusyPercent}% busy`);
+    };
+    out.push('  CPU during the measured runs (% of one core; postgres = the backends of the bench database; host = % of all cores, every process on it):');
+    cpuLine('mesh', scenario.mesh);
+    for (const b of scenario.baselines) cpuLine(`baseline${b.primary ? ' *' : ''} (${b.name})`, b.result);
     if (scenario.sameResponse !== undefined) out.push(`  mesh and baseline * answered ${scenario.sameResponse ? 'the same' : 'DIFFERENT'} JSON`);
     out.push('');
   }

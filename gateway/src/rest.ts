@@ -100,7 +100,10 @@ async function handle(
     role: workspace?.role,
   });
   const abort = new AbortController();
-  res.once('close', () => abort.abort());
+  // Cancel the call when the client goes away (aborting after a normal end would cost a DOMException per request).
+  res.once('close', () => {
+    if (!res.writableFinished) abort.abort();
+  });
   const response = await options.transports[route.owner].unary(
     route.method,
     abort.signal,

@@ -10,7 +10,7 @@ import type { MeshClaims, MeshTokens } from './mesh-token.js';
 export function createPeerTransport(baseUrl: string, options: { interceptors?: Interceptor[]; timeoutMs?: number } = {}): Transport {
   return createConnectTransport({
     baseUrl,
-    httpVersion: '2',
+    httpVersion: process.env.PEER_HTTP === '1.1' ? '1.1' : '2',
     useBinaryFormat: true,
     pingIntervalMs: 5_000,
     pingTimeoutMs: 3_000,

@@ -50,24 +50,27 @@ class DirectoryMigrationSource implements Knex.MigrationSource<string> {
  * migrations table inside its own schema and never touches another schema.
  */
 export async function migrate(db: Knex, schema: string, migrationsDirectory: string): Promise<void> {
-  // CREATE SCHEMA needs the database-wide CREATE right even when the schema exists; a
-  // production role that owns only its schema must not need it.
-  const existing = await db('pg_catalog.pg_namespace').where({ nspname: schema }).first();
-  if (!existing) await db.raw('CREATE SCHEMA IF NOT EXISTS ??', [schema]);
-  const config = {
-    schemaName: schema,
-    tableName: 'knex_migrations',
-    migrationSource: new DirectoryMigrationSource(migrationsDirectory),
-  };
-  // Replicas starting together: one migrates, the others wait for its lock to go.
-  for (let attempt = 0; ; attempt++) {
+  const lockKey = `switchboard.migrate.${schema}`;
+  // Replicas starting together: a session advisory lock, held on a connection of its own,
+  // lets one migrate at a time (knex's lock table cannot protect the creation of itself).
+  const lockConnection = await db.client.acquireConnection();
+  try {
+    await db.raw('SELECT pg_advisory_lock(hashtext(?))', [lockKey]).connection(lockConnection);
     try {
-      await db.migrate.latest(config);
-      return;
-    } catch (err) {
-      if ((err as Error).name !== 'MigrationLocked' || attempt > 50) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // CREATE SCHEMA needs the database-wide CREATE right even when the schema exists; a
+      // production role that owns only its schema must not need it.
+      const existing = await db('pg_catalog.pg_namespace').where({ nspname: schema }).first();
+      if (!existing) await db.raw('CREATE SCHEMA IF NOT EXISTS ??', [schema]);
+      await db.migrate.latest({
+        schemaName: schema,
+        tableName: 'knex_migrations',
+        migrationSource: new DirectoryMigrationSource(migrationsDirectory),
+      });
+    } finally {
+      await db.raw('SELECT pg_advisory_unlock(hashtext(?))', [lockKey]).connection(lockConnection);
     }
+  } finally {
+    await db.client.releaseConnection(lockConnection);
   }
 }
 

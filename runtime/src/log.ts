@@ -2,11 +2,14 @@ import { pino, type Logger } from 'pino';
 
 export type { Logger };
 
-/** Field names whose values never reach a log line, at any of the first four levels. */
+/**
+ * Field names whose values never reach a log line, at any of the first four levels. (`code` is
+ * not among them: it is how errors name themselves; no request body is ever logged.)
+ */
 const secretFields = [
   'authorization', 'password', 'new_password', 'current_password', 'newPassword', 'currentPassword',
   'full_key', 'fullKey', 'secret', 'signing_secret', 'token', 'access_token', 'accessToken',
-  'refresh_token', 'refreshToken', 'mfa_token', 'mfaToken', 'code', 'recovery_code', 'recovery_codes',
+  'refresh_token', 'refreshToken', 'mfa_token', 'mfaToken', 'recovery_code', 'recovery_codes', 'otp',
   'cookie', 'set-cookie',
 ];
 

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError, readString } from './config.js';
@@ -42,7 +43,8 @@ export const defaultMailboxDir = '.data/mailbox';
 const defaultFrom = 'Switchboard <no-reply@switchboard.local>';
 
 /**
- * The mailer the environment asks for: MAILBOX_DIR (default `.data/mailbox`) and MAIL_FROM.
+ * The mailer the environment asks for: MAILBOX_DIR (default `.data/mailbox`, created here) and
+ * MAIL_FROM.
  * SMTP_URL is reserved for SMTP delivery, which is not built yet: setting it is an error rather
  * than mail silently landing in files.
  */
@@ -51,8 +53,11 @@ export function createMailer(options: MailerOptions): Mailer {
   if (env.SMTP_URL) {
     throw new ConfigError('SMTP_URL is set, but SMTP delivery is not implemented yet; unset it to write mail to MAILBOX_DIR');
   }
+  const directory = path.resolve(readString('MAILBOX_DIR', defaultMailboxDir, env));
+  // Created at start-up, so a directory that cannot be written fails the start, not a sign-up.
+  mkdirSync(directory, { recursive: true });
   return new MailboxMailer({
-    directory: path.resolve(readString('MAILBOX_DIR', defaultMailboxDir, env)),
+    directory,
     from: readString('MAIL_FROM', defaultFrom, env),
     log: options.log,
   });

@@ -26,11 +26,13 @@ export interface BackgroundTask {
   stop(): Promise<void>;
 }
 
-export interface ServiceDefinition {
+export interface ServiceDefinition<Prepared = void> {
   name: ServiceName;
   /** Directory of the compiled migrations (dist/migrations). */
   migrationsDir: string;
-  routes(router: ConnectRouter, runtime: ServiceRuntime): void;
+  /** Work that must finish before the service answers (loading keys, building its domain). */
+  prepare?(runtime: ServiceRuntime): Promise<Prepared>;
+  routes(router: ConnectRouter, runtime: ServiceRuntime, prepared: Prepared): void;
   /** Consumers and jobs, started after migrations. */
   background?(runtime: ServiceRuntime): BackgroundTask[];
 }
@@ -39,7 +41,7 @@ export interface ServiceDefinition {
  * The whole life of a service process: config, migrations, RPC server, outbox relay and
  * background tasks, and a graceful stop on SIGTERM/SIGINT.
  */
-export async function runService(definition: ServiceDefinition): Promise<void> {
+export async function runService<Prepared = void>(definition: ServiceDefinition<Prepared>): Promise<void> {
   const { name } = definition;
   const log = createLogger(name);
   try {
@@ -61,10 +63,11 @@ export async function runService(definition: ServiceDefinition): Promise<void> {
       meshTokens: new MeshTokens(config.meshSecret),
       recordEvent: (trx, event) => recordEvent(trx, event, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
     };
+    const prepared = (await definition.prepare?.(runtime)) as Prepared;
     const server = await startRpcServer({
       name,
       port,
-      routes: (router) => definition.routes(router, runtime),
+      routes: (router) => definition.routes(router, runtime, prepared),
       meshTokens: runtime.meshTokens,
       log,
       isHealthy: async () => {

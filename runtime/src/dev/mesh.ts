@@ -27,6 +27,8 @@ export interface MeshOptions {
   onLine?: (component: Component, line: string) => void;
   /** Extra environment for every component. */
   env?: Record<string, string>;
+  /** Node flags for every component (e.g. --cpu-prof when profiling). */
+  nodeFlags?: string[];
   /** Let tests use a testcontainer when a Docker engine runs and nothing local answers. */
   allowContainers?: boolean;
 }
@@ -83,7 +85,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const children = new Map<Component, ChildProcess>();
   const outputs = new Map<Component, string[]>();
   const start = (component: Component) => {
-    const child = spawn(process.execPath, [entryOf(component)], {
+    const child = spawn(process.execPath, [...(options.nodeFlags ?? []), entryOf(component)], {
       cwd: repoRoot,
       env: { ...process.env, ...env, PORT: String(ports[component]) },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -93,7 +93,17 @@ export class SigningKeys {
 
   private async loadActiveKey(): Promise<ActiveKey> {
     const row = await this.ensureActiveKey();
-    const jwk = JSON.parse(decryptSecret(row.private_jwk_encrypted, signingKeyPurpose, this.encryptionKey)) as JWK;
+    let plaintext: string;
+    try {
+      plaintext = decryptSecret(row.private_jwk_encrypted, signingKeyPurpose, this.encryptionKey);
+    } catch (err) {
+      // Not repaired automatically: a replica with a wrong secret must not replace the good key.
+      throw new Error(
+        `the active signing key ${row.kid} cannot be decrypted (${(err as Error).message}); was SWITCHBOARD_MESH_SECRET changed? ` +
+          'Restore it, or retire the key (UPDATE identity.signing_keys SET status = \'retired\', retired_at = now()) to generate a new one',
+      );
+    }
+    const jwk = JSON.parse(plaintext) as JWK;
     const privateKey = (await importJWK(jwk, signingAlgorithm)) as CryptoKey;
     return { kid: row.kid, privateKey };
   }
@@ -117,8 +127,13 @@ export class SigningKeys {
   /** The public keys that verify access tokens (cached briefly; they change only at rotation). */
   async publicKeys(): Promise<PublicJwk[]> {
     if (this.published && this.published.until > Date.now()) return this.published.keys;
-    await this.ready();
-    const rows = await findPublishedSigningKeys(this.db, new Date(Date.now() - retiredKeyPublishedMs));
+    const retiredSince = () => new Date(Date.now() - retiredKeyPublishedMs);
+    let rows = await findPublishedSigningKeys(this.db, retiredSince());
+    if (rows.length === 0) {
+      // Publishing needs no private key: only make sure the first key exists.
+      await this.ensureActiveKey();
+      rows = await findPublishedSigningKeys(this.db, retiredSince());
+    }
     const keys = rows.map((row) => {
       const jwk = row.public_jwk as Partial<PublicJwk>;
       return { kty: jwk.kty!, crv: jwk.crv!, x: jwk.x!, y: jwk.y!, kid: row.kid, alg: row.alg, use: 'sig' };

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -71,27 +71,32 @@ export async function startIdentity(options: { env?: Record<string, string>; hea
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
 
   const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(timer);
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    await rm(mailboxDir, { recursive: true, force: true });
   };
 
   const baseUrl = `http://127.0.0.1:${port}`;
   const health = createClient(Health, createConnectTransport({ baseUrl, httpVersion: '1.1' }));
   const timeoutMs = options.healthTimeoutMs ?? 30_000;
   try {
-    await eventually(
-      async () => {
-        if (child.exitCode !== null) throw new Error(`identity exited with code ${child.exitCode}`);
-        const response = await health.check({}, { timeoutMs: 1000 });
-        return response.status === HealthCheckResponse_ServingStatus.SERVING ? true : undefined;
-      },
-      'identity to report SERVING',
-      timeoutMs,
-      100,
-    );
+    // Fails at once when the process exits; otherwise polls health until the deadline.
+    await Promise.race([
+      exited.then(() => Promise.reject(new Error(`identity exited with code ${child.exitCode} before it was healthy`))),
+      eventually(
+        async () => {
+          const response = await health.check({}, { timeoutMs: 1000 });
+          return response.status === HealthCheckResponse_ServingStatus.SERVING ? true : undefined;
+        },
+        'identity to report SERVING',
+        timeoutMs,
+        100,
+      ),
+    ]);
   } catch (err) {
     await stop();
     throw new Error(`${(err as Error).message}\n--- identity output ---\n${output}`);

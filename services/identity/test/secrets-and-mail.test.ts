@@ -1,0 +1,80 @@
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '@switchboard/runtime/log';
+import { createMailer, mailFileName, maskAddress, renderMessage } from '@switchboard/runtime/mail';
+import { constantTimeEqual, decryptSecret, encryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
+
+/** runtime/src/secrets.ts and runtime/src/mail.ts, which this slice introduced. */
+
+const key = 'k'.repeat(32);
+
+describe('secrets', () => {
+  it('round-trips and never repeats a ciphertext', () => {
+    const first = encryptSecret('{"d":"private"}', 'test.purpose', key);
+    const second = encryptSecret('{"d":"private"}', 'test.purpose', key);
+    expect(first).not.toBe(second);
+    expect(first).not.toContain('private');
+    expect(decryptSecret(first, 'test.purpose', key)).toBe('{"d":"private"}');
+  });
+
+  it('refuses another purpose, another key and tampered data', () => {
+    const sealed = encryptSecret('secret', 'test.purpose', key);
+    expect(() => decryptSecret(sealed, 'test.other', key)).toThrow(/cannot decrypt/);
+    expect(() => decryptSecret(sealed, 'test.purpose', 'x'.repeat(32))).toThrow(/cannot decrypt/);
+    const parts = sealed.split('.');
+    parts[2] = Buffer.from('tampered').toString('base64url');
+    expect(() => decryptSecret(parts.join('.'), 'test.purpose', key)).toThrow(/cannot decrypt/);
+    expect(() => decryptSecret('plain text', 'test.purpose', key)).toThrow(/format/);
+  });
+
+  it('refuses keys shorter than 32 bytes', () => {
+    expect(() => encryptSecret('secret', 'test.purpose', 'short')).toThrow(/32 bytes/);
+  });
+
+  it('hashes and compares', () => {
+    expect(sha256Hex('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    expect(constantTimeEqual('same', 'same')).toBe(true);
+    expect(constantTimeEqual('same', 'other')).toBe(false);
+    expect(constantTimeEqual('same', 'sam')).toBe(false);
+  });
+});
+
+describe('mail adapter', () => {
+  it('writes one RFC 822 file per message, names sorting by time', async () => {
+    const root = await mkdtemp(path.join(tmpdir(), 'mail-test-'));
+    const dir = path.join(root, 'nested/mailbox');
+    const mailer = createMailer({ log: createLogger('test', 'silent'), env: { MAILBOX_DIR: dir } });
+    for (let i = 0; i < 5; i++) await mailer.send({ to: 'a@example.com', subject: `n${i}`, text: `body ${i}\nline two`, kind: 'test' });
+    const names = (await readdir(dir)).filter((name) => name.endsWith('.eml'));
+    expect(names).toHaveLength(5);
+    const subjects = await Promise.all([...names].sort().map(async (name) => /^Subject: (.*)$/m.exec(await readFile(path.join(dir, name), 'utf8'))![1].trim()));
+    expect(subjects).toEqual(['n0', 'n1', 'n2', 'n3', 'n4']);
+    expect(await readdir(dir)).toHaveLength(5); // no temporary files left
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('keeps headers on one line and encodes non-ASCII subjects', () => {
+    const text = renderMessage(
+      { to: 'a@example.com\r\nBcc: evil@example.com', subject: 'Grüße', text: 'x', kind: 'test' },
+      { from: 'S <s@example.com>', messageId: 'id@example.com', date: new Date('2025-01-02T03:04:05Z') },
+    );
+    const headers = text.slice(0, text.indexOf('\r\n\r\n')).split('\r\n');
+    expect(headers.some((line) => line.startsWith('Bcc:'))).toBe(false);
+    expect(headers).toContain(`Subject: =?UTF-8?B?${Buffer.from('Grüße').toString('base64')}?=`);
+    expect(headers).toContain('Date: Thu, 02 Jan 2025 03:04:05 +0000');
+  });
+
+  it('refuses SMTP_URL until SMTP delivery exists', () => {
+    expect(() => createMailer({ log: createLogger('test', 'silent'), env: { SMTP_URL: 'smtp://localhost' } })).toThrow(/not implemented/);
+  });
+
+  it('names files by time and masks addresses', () => {
+    const earlier = mailFileName(new Date('2025-01-02T03:04:05.006Z'));
+    const later = mailFileName(new Date('2025-01-02T03:04:05.007Z'));
+    expect(earlier < later).toBe(true);
+    expect(earlier).toMatch(/^20250102T030405\.006Z-\d{6}-[0-9a-f]{8}\.eml$/);
+    expect(maskAddress('jane@example.com')).toBe('j***@example.com');
+  });
+});
