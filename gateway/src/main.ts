@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { createClient } from '@connectrpc/connect';
 import { readInt, readString, serviceNames, serviceUrl, type ServiceName } from '@switchboard/runtime/config';
-import { createPeerClient, createPeerTransport } from '@switchboard/runtime/clients';
+import { UnaryClient, createPeerClient, createPeerTransport } from '@switchboard/runtime/clients';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/runtime/gen/grpc/health/v1/health_pb';
@@ -22,10 +22,7 @@ async function main() {
   const port = readInt('PORT', 8080);
   const meshTokens = new MeshTokens(meshSecret);
   const urls = Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name)])) as Record<ServiceName, string>;
-  const transports = Object.fromEntries(serviceNames.map((name) => [name, createPeerTransport(urls[name])])) as Record<
-    ServiceName,
-    ReturnType<typeof createPeerTransport>
-  >;
+  const clients = Object.fromEntries(serviceNames.map((name) => [name, new UnaryClient(urls[name])])) as Record<ServiceName, UnaryClient>;
   const asGateway = { caller: 'gateway' };
   const authenticator = new Authenticator(
     createPeerClient(AuthService, { name: 'identity', url: urls.identity }, meshTokens, asGateway),
@@ -35,7 +32,7 @@ async function main() {
   );
   const routes = buildRoutes();
   const openApi = JSON.stringify(buildOpenApiDocument(routes));
-  const healthClients = serviceNames.map((name) => [name, createClient(Health, transports[name])] as const);
+  const healthClients = serviceNames.map((name) => [name, createClient(Health, createPeerTransport(urls[name]))] as const);
 
   const readiness = async () => {
     const states = await Promise.all(
@@ -54,7 +51,7 @@ async function main() {
   const handler = createRestHandler({
     router: new Router(routes),
     authenticator,
-    transports,
+    clients,
     meshTokens,
     log,
     async builtIn(req, res, pathname) {

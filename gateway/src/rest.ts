@@ -1,6 +1,7 @@
 import type http from 'node:http';
-import { Code, ConnectError, type Transport } from '@connectrpc/connect';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { create, type DescField, type JsonValue, type Message } from '@bufbuild/protobuf';
+import type { UnaryClient } from '@switchboard/runtime/clients';
 import type { ServiceName } from '@switchboard/runtime/config';
 import { errorBody, toHttpError, type ErrorBody } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
@@ -24,7 +25,7 @@ const headerFields: Record<string, string> = { stripe_signature: 'stripe-signatu
 export interface RestOptions {
   router: Router;
   authenticator: Authenticator;
-  transports: Record<ServiceName, Transport>;
+  clients: Record<ServiceName, UnaryClient>;
   meshTokens: MeshTokens;
   log: Logger;
   /** Built-in endpoints (health, OpenAPI, docs): return true when handled. */
@@ -104,14 +105,14 @@ async function handle(
   res.once('close', () => {
     if (!res.writableFinished) abort.abort();
   });
-  const response = await options.transports[route.owner].unary(
+  const response = await options.clients[route.owner].call(
     route.method,
-    abort.signal,
-    callTimeoutMs,
-    { authorization: `Bearer ${token}`, 'x-request-id': requestId },
     input,
+    { authorization: `Bearer ${token}`, 'x-request-id': requestId },
+    callTimeoutMs,
+    abort.signal,
   );
-  const override = Number(response.header.get(statusOverrideHeader));
+  const override = Number(response.header[statusOverrideHeader]);
   const status = override >= 200 && override < 300 ? override : route.successStatus;
   sendResult(res, route, status, response.message);
 }

@@ -1,6 +1,8 @@
-import { createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
+import http2 from 'node:http2';
+import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import type { DescService } from '@bufbuild/protobuf';
+import { codeFromHttpStatus, errorFromJsonBytes } from '@connectrpc/connect/protocol-connect';
+import { fromBinary, toBinary, type DescMessage, type DescMethodUnary, type DescService, type MessageShape } from '@bufbuild/protobuf';
 import type { MeshClaims, MeshTokens } from './mesh-token.js';
 
 /**
@@ -32,4 +34,96 @@ export function createPeerClient<T extends DescService>(
     return next(req);
   };
   return createClient(service, createPeerTransport(target.url, { interceptors: [addToken] }));
+}
+
+/**
+ * A lean client for unary calls with the Connect protocol (binary) over one HTTP/2 session:
+ * the gateway's hot path. It does what the generic transport does for a unary call (timeout
+ * header and deadline, error JSON with details, metadata) with less machinery per call.
+ */
+export class UnaryClient {
+  private session?: http2.ClientHttp2Session;
+
+  constructor(private readonly baseUrl: string) {}
+
+  call<I extends DescMessage, O extends DescMessage>(
+    method: DescMethodUnary<I, O>,
+    input: MessageShape<I>,
+    header: Record<string, string>,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ message: MessageShape<O>; header: http2.IncomingHttpHeaders }> {
+    return new Promise((resolve, reject) => {
+      let stream: http2.ClientHttp2Stream;
+      try {
+        stream = this.connect().request({
+          ':method': 'POST',
+          ':path': `/${method.parent.typeName}/${method.name}`,
+          'content-type': 'application/proto',
+          'connect-protocol-version': '1',
+          'connect-timeout-ms': String(timeoutMs),
+          ...header,
+        });
+      } catch (err) {
+        reject(ConnectError.from(err, Code.Unavailable));
+        return;
+      }
+      const fail = (err: ConnectError) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+        reject(err);
+      };
+      const timer = setTimeout(() => fail(new ConnectError(`no answer within ${timeoutMs} ms`, Code.DeadlineExceeded)), timeoutMs);
+      const onAbort = () => fail(new ConnectError('the call was cancelled', Code.Canceled));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      let responseHeader: http2.IncomingHttpHeaders = {};
+      const chunks: Buffer[] = [];
+      stream.on('response', (headers) => (responseHeader = headers));
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('error', (err) => fail(ConnectError.from(err, Code.Unavailable)));
+      stream.on('end', () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        const body = Buffer.concat(chunks);
+        const status = Number(responseHeader[':status']);
+        if (status === 200) {
+          try {
+            resolve({ message: fromBinary(method.output, body), header: responseHeader });
+          } catch (err) {
+            reject(ConnectError.from(err, Code.Internal));
+          }
+          return;
+        }
+        const metadata = new Headers();
+        for (const [name, value] of Object.entries(responseHeader)) {
+          if (!name.startsWith(':') && value !== undefined) metadata.set(name, Array.isArray(value) ? value.join(', ') : String(value));
+        }
+        const fallback = new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status), metadata);
+        try {
+          reject(errorFromJsonBytes(body, metadata, fallback));
+        } catch {
+          reject(fallback);
+        }
+      });
+      stream.end(toBinary(method.input, input));
+    });
+  }
+
+  private connect(): http2.ClientHttp2Session {
+    if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
+    const session = http2.connect(this.baseUrl);
+    session.on('error', () => undefined); // each stream reports its own failure
+    session.on('close', () => this.session === session && (this.session = undefined));
+    session.on('goaway', () => this.session === session && (this.session = undefined));
+    session.unref();
+    // A peer that restarted or vanished must not leave a dead session behind (connect-es #1561).
+    session.setTimeout(60_000, () => session.close());
+    this.session = session;
+    return session;
+  }
+
+  close(): void {
+    this.session?.close();
+  }
 }

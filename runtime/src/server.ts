@@ -1,11 +1,12 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
-import { Code, ConnectError, createContextKey, type ConnectRouter, type HandlerContext, type Interceptor } from '@connectrpc/connect';
+import { Code, ConnectError, createContextKey, type ConnectRouter, type ContextValues, type HandlerContext, type Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from './gen/grpc/health/v1/health_pb.js';
 import { isDatabaseUnavailable } from './db.js';
 import { apiError } from './errors.js';
+import { FastUnaryHandler } from './fast-unary.js';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
 import { MeshTokenError, type MeshClaims, type MeshTokens } from './mesh-token.js';
@@ -50,29 +51,32 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
   const { name, meshTokens, log } = options;
   let shuttingDown = false;
 
-  const authenticate: Interceptor = (next) => async (req) => {
-    if (req.service.typeName === Health.typeName) return next(req);
-    const requestId = req.header.get('x-request-id') || newId('req');
-    req.contextValues.set(requestIdKey, requestId);
-    const authorization = req.header.get('authorization') ?? '';
+  /** Every call but health: verify the mesh token, then run it with errors translated. */
+  const guard = async <T>(header: Headers, values: ContextValues, rpc: string, run: () => Promise<T>): Promise<T> => {
+    const requestId = header.get('x-request-id') || newId('req');
+    values.set(requestIdKey, requestId);
+    const authorization = header.get('authorization') ?? '';
     if (!authorization.startsWith('Bearer ')) {
       throw new ConnectError('a mesh token is required (Authorization: Bearer <JWT>)', Code.Unauthenticated);
     }
     try {
-      req.contextValues.set(callerKey, await meshTokens.verify(authorization.slice(7), name));
+      values.set(callerKey, await meshTokens.verify(authorization.slice(7), name));
     } catch (err) {
       if (err instanceof MeshTokenError) throw new ConnectError(err.message, Code.Unauthenticated);
       throw err;
     }
     const started = performance.now();
     try {
-      return await next(req);
+      return await run();
     } catch (err) {
-      throw translateError(err, log, requestId, req.method.name);
+      throw translateError(err, log, requestId, rpc);
     } finally {
-      log.debug({ request_id: requestId, rpc: req.method.name, ms: Math.round(performance.now() - started) }, 'rpc');
+      if (log.isLevelEnabled('debug')) log.debug({ request_id: requestId, rpc, ms: Math.round(performance.now() - started) }, 'rpc');
     }
   };
+  const authenticate: Interceptor = (next) => (req) =>
+    req.service.typeName === Health.typeName ? next(req) : guard(req.header, req.contextValues, req.method.name, () => next(req));
+  const fastUnary = new FastUnaryHandler(guard);
 
   const handler = connectNodeAdapter({
     grpc: true,
@@ -93,12 +97,14 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
           await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
         },
       });
-      options.routes(router);
+      options.routes(fastUnary.recording(router));
     },
   });
 
   const h1 = http.createServer({ keepAliveTimeout: 65_000 }, handler);
-  const h2 = http2.createServer({}, handler);
+  const h2 = http2.createServer({}, (req, res) => {
+    if (!fastUnary.handle(req, res)) void handler(req, res);
+  });
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on('session', (session) => {
     sessions.add(session);
