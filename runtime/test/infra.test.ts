@@ -1,0 +1,58 @@
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { isPortOpen, startEmbeddedPostgres, startNatsServer } from '../src/infra.js';
+import { createLogger } from '../src/log.js';
+
+const log = createLogger('infra-test', 'silent');
+const dirs: string[] = [];
+const tempDir = async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'switchboard-infra-'));
+  // As root, the embedded Postgres runs as the postgres user, which must reach its data dir.
+  await chmod(dir, 0o755);
+  dirs.push(dir);
+  return dir;
+};
+
+afterAll(async () => {
+  await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
+});
+
+describe('the fallbacks of npm start when nothing runs locally (SPEC §11)', () => {
+  it('runs an embedded Postgres, keeping its data across restarts', async () => {
+    const dataDir = path.join(await tempDir(), 'postgres');
+    const first = await startEmbeddedPostgres(dataDir, 'switchboard', log);
+    let client = new pg.Client(first.url);
+    await client.connect();
+    await client.query('CREATE TABLE kept (value text); INSERT INTO kept VALUES ($$still here$$)');
+    await client.end();
+    await first.stop!();
+
+    const second = await startEmbeddedPostgres(dataDir, 'switchboard', log);
+    client = new pg.Client(second.url);
+    await client.connect();
+    const { rows } = await client.query('SELECT value FROM kept');
+    await client.end();
+    await second.stop!();
+    expect(rows).toEqual([{ value: 'still here' }]);
+  });
+
+  it('starts nats-server from the PATH with JetStream and stops it', async () => {
+    const nats = await startNatsServer(await tempDir());
+    expect(await isPortOpen('127.0.0.1', nats.port)).toBe(true);
+    await nats.stop!();
+    expect(await isPortOpen('127.0.0.1', nats.port)).toBe(false);
+  });
+
+  it('names the install command when nats-server is not on the PATH', async () => {
+    const saved = process.env.PATH;
+    process.env.PATH = '/nonexistent';
+    try {
+      await expect(startNatsServer(await tempDir())).rejects.toThrow(/apt-get install nats-server/);
+    } finally {
+      process.env.PATH = saved;
+    }
+  });
+});
