@@ -189,6 +189,7 @@ export function startOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
   const publishTimeoutMs = options.publishTimeoutMs ?? 5000;
   const pollIntervalMs = options.pollIntervalMs ?? 1000;
   const maxBackoffMs = options.maxBackoffMs ?? 2000;
+  const pruneIntervalMs = 10 * 60_000;
   const relayLog = log.child({ component: 'outbox-relay', schema });
   const natsReady = Promise.resolve(options.nats);
   natsReady.catch(() => undefined); // reported where it is awaited
@@ -318,7 +319,22 @@ export function startOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     }
   };
 
-  const loops = Promise.allSettled([listenLoop(), publishLoop()]);
+  // Published rows and processed-event records are kept for a while (for debugging and for
+  // redeliveries within the stream's retention), then deleted so the tables stay small.
+  const pruneLoop = async () => {
+    while (!stopped) {
+      await sleepUnless(pruneIntervalMs, stoppedPromise);
+      if (stopped) break;
+      try {
+        await db.withSchema(schema).from('outbox').where('published_at', '<', db.raw(`now() - interval '1 day'`)).delete();
+        await db.withSchema(schema).from('processed_events').where('processed_at', '<', db.raw(`now() - interval '8 days'`)).delete();
+      } catch (err) {
+        relayLog.warn({ err: errorMessage(err) }, 'outbox pruning failed; retrying later');
+      }
+    }
+  };
+
+  const loops = Promise.allSettled([listenLoop(), publishLoop(), pruneLoop()]);
 
   return {
     async stop() {
