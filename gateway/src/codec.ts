@@ -36,6 +36,9 @@ const wrapperScalar: Record<string, 'string' | 'boolean' | 'number'> = {
   'google.protobuf.UInt64Value': 'number',
 };
 
+const unsigned32Types = new Set([ScalarType.UINT32, ScalarType.FIXED32]);
+const inInt32Range = (scalar: ScalarType, value: number) =>
+  unsigned32Types.has(scalar) ? value >= 0 && value <= 2 ** 32 - 1 : value >= -(2 ** 31) && value <= 2 ** 31 - 1;
 const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 const describe = (value: unknown) => (value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : `a ${typeof value}`);
 
@@ -174,7 +177,7 @@ function checkScalar(scalar: ScalarType, value: JsonValue, path: string): JsonVa
   if (int32Types.has(scalar) || int64Types.has(scalar)) {
     const integer = typeof value === 'number' ? Number.isInteger(value) : typeof value === 'string' && /^-?\d+$/.test(value);
     if (!integer) throw new InputError(path, `${path} must be an integer, not ${describe(value)}.`);
-    if (int32Types.has(scalar) && Math.abs(Number(value)) > 2 ** 31 - 1) throw new InputError(path, `${path} is out of range.`);
+    if (int32Types.has(scalar) && !inInt32Range(scalar, Number(value))) throw new InputError(path, `${path} is out of range.`);
     return value;
   }
   if (scalar === ScalarType.DOUBLE || scalar === ScalarType.FLOAT) {

@@ -101,9 +101,11 @@ export class FastUnaryHandler {
       const bytes = toBinary(route.method.output, message);
       const headers: Record<string, string> = { 'content-type': 'application/proto', 'content-length': String(bytes.length) };
       context.responseHeader.forEach((value, key) => (headers[key] = value));
+      // Unary Connect sends trailers as prefixed headers.
+      context.responseTrailer.forEach((value, key) => (headers[`trailer-${key}`] = value));
       if (!res.closed) res.writeHead(200, headers).end(bytes);
     } catch (err) {
-      respondError(res, ConnectError.from(err));
+      respondError(res, ConnectError.from(err), context.responseHeader);
     } finally {
       clearTimeout(deadline);
       res.off('close', onClose);
@@ -111,10 +113,13 @@ export class FastUnaryHandler {
   }
 }
 
-function respondError(res: http2.Http2ServerResponse, error: ConnectError): void {
+function respondError(res: http2.Http2ServerResponse, error: ConnectError, responseHeader?: Headers): void {
   if (res.closed || res.headersSent) return;
   const body = errorToJsonBytes(error, {});
-  const headers: Record<string, string> = { 'content-type': 'application/json', 'content-length': String(body.length) };
+  const headers: Record<string, string> = {};
+  responseHeader?.forEach((value, key) => (headers[key] = value));
   error.metadata.forEach((value, key) => (headers[key] = value));
+  headers['content-type'] = 'application/json';
+  headers['content-length'] = String(body.length);
   res.writeHead(codeToHttpStatus(error.code), headers).end(body);
 }

@@ -36,7 +36,7 @@ export class MeshTokens {
   }
 
   async mint(audience: string, claims: MeshClaims): Promise<string> {
-    const cacheKey = `${audience}|${claims.caller}|${claims.principalType ?? ''}|${claims.principalId ?? ''}|${claims.workspaceId ?? ''}|${claims.role ?? ''}|${claims.sessionId ?? ''}|${claims.keyId ?? ''}`;
+    const cacheKey = JSON.stringify([audience, claims.caller, claims.principalType, claims.principalId, claims.workspaceId, claims.role, claims.sessionId, claims.keyId]);
     const nowSeconds = Math.floor(this.now() / 1000);
     const cached = this.minted.get(cacheKey);
     if (cached && cached.exp - nowSeconds > reuseMarginSeconds) return cached.token;
@@ -64,7 +64,8 @@ export class MeshTokens {
   /** Verifies a token meant for `audience`; throws MeshTokenError when it is not acceptable. */
   async verify(token: string, audience: string): Promise<MeshClaims> {
     const nowSeconds = Math.floor(this.now() / 1000);
-    const cached = this.verified.get(token);
+    const cacheKey = `${audience} ${token}`;
+    const cached = this.verified.get(cacheKey);
     if (cached && cached.exp > nowSeconds) return cached.claims;
     let payload;
     try {
@@ -90,7 +91,7 @@ export class MeshTokens {
       keyId: optionalString(payload.key_id),
     };
     if (this.verified.size >= cacheLimit) this.verified.clear();
-    this.verified.set(token, { claims, exp: payload.exp! });
+    this.verified.set(cacheKey, { claims, exp: payload.exp! });
     return claims;
   }
 }

@@ -25,6 +25,8 @@ export function requestIdOf(ctx: HandlerContext): string {
   return ctx.values.get(requestIdKey);
 }
 
+const firstByteTimeoutMs = 10_000;
+
 export interface RpcServerOptions {
   /** The service name: the audience its mesh tokens must carry. */
   name: string;
@@ -101,7 +103,20 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     },
   });
 
-  const h1 = http.createServer({ keepAliveTimeout: 65_000 }, handler);
+  // HTTP/1.1 sockets and their calls in flight, tracked here: the h1 server never listens
+  // itself (sockets are handed to it), so Node's own connection tracking does not apply.
+  const h1Sockets = new Map<net.Socket, number>();
+  const h1 = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+    const socket = req.socket;
+    h1Sockets.set(socket, (h1Sockets.get(socket) ?? 0) + 1);
+    res.once('close', () => {
+      const inFlight = (h1Sockets.get(socket) ?? 1) - 1;
+      h1Sockets.set(socket, inFlight);
+      if (shuttingDown && inFlight === 0) socket.destroy();
+    });
+    if (shuttingDown) res.setHeader('connection', 'close');
+    void handler(req, res);
+  });
   const h2 = http2.createServer({}, (req, res) => {
     if (!fastUnary.handle(req, res)) void handler(req, res);
   });
@@ -112,12 +127,23 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
   });
 
   // One port for both protocols: an HTTP/2 client with prior knowledge opens with "PRI * HTTP/2.0".
+  const waitingForFirstByte = new Set<net.Socket>();
   const server = net.createServer((socket) => {
+    waitingForFirstByte.add(socket);
+    // A client that connects and says nothing does not keep a socket for ever.
+    socket.setTimeout(firstByteTimeoutMs, () => socket.destroy());
+    socket.once('close', () => {
+      waitingForFirstByte.delete(socket);
+      h1Sockets.delete(socket);
+    });
     socket.once('data', (chunk) => {
+      waitingForFirstByte.delete(socket);
+      socket.setTimeout(0);
       socket.pause();
       socket.unshift(chunk);
-      const target = chunk.subarray(0, 3).toString('latin1') === 'PRI' ? h2 : h1;
-      target.emit('connection', socket);
+      const isHttp2 = chunk.subarray(0, 3).toString('latin1') === 'PRI';
+      if (!isHttp2) h1Sockets.set(socket, 0);
+      (isHttp2 ? h2 : h1).emit('connection', socket);
       process.nextTick(() => socket.resume());
     });
     socket.on('error', () => socket.destroy());
@@ -135,10 +161,11 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     async close(graceMs = 10_000) {
       shuttingDown = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      h1.closeIdleConnections();
+      for (const socket of waitingForFirstByte) socket.destroy();
+      for (const [socket, inFlight] of h1Sockets) if (inFlight === 0) socket.destroy();
       for (const session of sessions) session.close();
       const timer = setTimeout(() => {
-        h1.closeAllConnections();
+        for (const socket of h1Sockets.keys()) socket.destroy();
         for (const session of sessions) session.destroy();
       }, graceMs);
       await closed;

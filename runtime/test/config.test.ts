@@ -1,0 +1,161 @@
+import { describe, expect, it } from 'vitest';
+import {
+  ConfigError,
+  parseDuration,
+  readBool,
+  readCommonConfig,
+  readDuration,
+  readInt,
+  readString,
+  serviceUrl,
+} from '../src/config.js';
+
+/** Runs `read` and returns the ConfigError it throws (fails the test when it does not throw one). */
+function configError(read: () => unknown): ConfigError {
+  try {
+    read();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError, but the value was accepted');
+}
+
+describe('readString', () => {
+  it('takes the value, else the fallback, else names the missing variable', () => {
+    expect(readString('A_VAR', 'dflt', { A_VAR: 'x' })).toBe('x');
+    expect(readString('A_VAR', 'dflt', {})).toBe('dflt');
+    expect(readString('A_VAR', 'dflt', { A_VAR: '' })).toBe('dflt');
+    expect(configError(() => readString('A_VAR', undefined, {})).message).toContain('A_VAR');
+    expect(configError(() => readString('A_VAR', undefined, { A_VAR: '' })).message).toContain('A_VAR');
+  });
+});
+
+describe('readInt', () => {
+  it('accepts non-negative integers and falls back when unset or empty', () => {
+    expect(readInt('PORT', 8080, {})).toBe(8080);
+    expect(readInt('PORT', 8080, { PORT: '' })).toBe(8080);
+    expect(readInt('PORT', 8080, { PORT: '0' })).toBe(0);
+    expect(readInt('PORT', 8080, { PORT: '9090' })).toBe(9090);
+    expect(readInt('PORT', 8080, { PORT: '007' })).toBe(7);
+  });
+
+  it.each(['abc', '-1', '1.5', '1e3', ' 12', '12 ', '0x10', '12abc', '+3'])('rejects %j naming the variable and the value', (raw) => {
+    const err = configError(() => readInt('PORT', 8080, { PORT: raw }));
+    expect(err.message).toContain('PORT');
+    expect(err.message).toContain(`"${raw}"`);
+  });
+
+  it('reads process.env by default', () => {
+    const name = `SB_CONFIG_TEST_${process.pid}`;
+    process.env[name] = '42';
+    try {
+      expect(readInt(name, 1)).toBe(42);
+    } finally {
+      delete process.env[name];
+    }
+  });
+});
+
+describe('readBool', () => {
+  it.each([
+    ['true', true],
+    ['1', true],
+    ['false', false],
+    ['0', false],
+  ])('reads %j as %s', (raw, expected) => {
+    expect(readBool('WEBHOOKS_ALLOW_PRIVATE_TARGETS', !expected, { WEBHOOKS_ALLOW_PRIVATE_TARGETS: raw })).toBe(expected);
+  });
+
+  it('falls back when unset or empty', () => {
+    expect(readBool('FLAG', true, {})).toBe(true);
+    expect(readBool('FLAG', false, {})).toBe(false);
+    expect(readBool('FLAG', true, { FLAG: '' })).toBe(true);
+  });
+
+  it.each(['yes', 'no', 'on', '2', 'truthy', ' true'])('rejects %j naming the variable', (raw) => {
+    const err = configError(() => readBool('WEBHOOKS_ALLOW_PRIVATE_TARGETS', false, { WEBHOOKS_ALLOW_PRIVATE_TARGETS: raw }));
+    expect(err.message).toContain('WEBHOOKS_ALLOW_PRIVATE_TARGETS');
+    expect(err.message).toContain(`"${raw}"`);
+  });
+});
+
+describe('parseDuration / readDuration', () => {
+  it.each([
+    ['250ms', 250],
+    ['0ms', 0],
+    ['5s', 5_000],
+    ['30m', 1_800_000],
+    ['2h', 7_200_000],
+    ['30d', 2_592_000_000],
+    [' 10s ', 10_000],
+  ])('parses %j as %d ms', (raw, ms) => {
+    expect(parseDuration(raw)).toBe(ms);
+  });
+
+  it.each(['', '5', 's', '5 s', '-5s', '1.5s', '5sec', '5S', '5w', 'ms', '5s5'])('rejects %j with a message quoting it', (raw) => {
+    const err = configError(() => parseDuration(raw));
+    expect(err.message).toContain(`"${raw}"`);
+  });
+
+  it('readDuration names the variable when its value is not a duration', () => {
+    expect(readDuration('WEBHOOK_TIMEOUT', '5s', {})).toBe(5_000);
+    expect(readDuration('WEBHOOK_TIMEOUT', '5s', { WEBHOOK_TIMEOUT: '' })).toBe(5_000);
+    expect(readDuration('WEBHOOK_TIMEOUT', '5s', { WEBHOOK_TIMEOUT: '250ms' })).toBe(250);
+    const err = configError(() => readDuration('WEBHOOK_TIMEOUT', '5s', { WEBHOOK_TIMEOUT: 'soon' }));
+    expect(err.message).toContain('WEBHOOK_TIMEOUT');
+    expect(err.message).toContain('"soon"');
+  });
+});
+
+describe('readCommonConfig', () => {
+  const secret32 = 'x'.repeat(32);
+  const base = { SWITCHBOARD_MESH_SECRET: secret32, DATABASE_URL: 'postgres://u@127.0.0.1/db' };
+
+  it('reads the shared settings with their defaults', () => {
+    expect(readCommonConfig(base)).toEqual({
+      databaseUrl: 'postgres://u@127.0.0.1/db',
+      natsUrl: 'nats://127.0.0.1:4222',
+      meshSecret: secret32,
+      logLevel: 'info',
+      eventsSubjectPrefix: 'switchboard.events',
+      eventsStream: 'SWITCHBOARD_EVENTS',
+    });
+    expect(readCommonConfig({ ...base, NATS_URL: 'nats://nats:4222', LOG_LEVEL: 'warn', EVENTS_SUBJECT_PREFIX: 'p', EVENTS_STREAM: 'S' })).toMatchObject({
+      natsUrl: 'nats://nats:4222',
+      logLevel: 'warn',
+      eventsSubjectPrefix: 'p',
+      eventsStream: 'S',
+    });
+  });
+
+  it('refuses a mesh secret shorter than 32 bytes, naming the variable', () => {
+    for (const secret of ['x'.repeat(31), 'short', '€'.repeat(10) /* 30 bytes */]) {
+      const err = configError(() => readCommonConfig({ ...base, SWITCHBOARD_MESH_SECRET: secret }));
+      expect(err.message).toContain('SWITCHBOARD_MESH_SECRET');
+      // The message never echoes the secret.
+      expect(err.message).not.toContain(secret);
+    }
+  });
+
+  it('measures the secret in UTF-8 bytes, not characters', () => {
+    // 11 characters, 33 bytes: long enough.
+    expect(readCommonConfig({ ...base, SWITCHBOARD_MESH_SECRET: '€'.repeat(11) }).meshSecret).toBe('€'.repeat(11));
+  });
+
+  it('names a missing mesh secret or database URL', () => {
+    expect(configError(() => readCommonConfig({ DATABASE_URL: base.DATABASE_URL })).message).toContain('SWITCHBOARD_MESH_SECRET');
+    expect(configError(() => readCommonConfig({ SWITCHBOARD_MESH_SECRET: secret32 })).message).toContain('DATABASE_URL');
+  });
+});
+
+describe('serviceUrl', () => {
+  it('uses <NAME>_URL, else localhost on the default port of SPEC §8', () => {
+    expect(serviceUrl('identity', {})).toBe('http://127.0.0.1:50051');
+    expect(serviceUrl('keys', {})).toBe('http://127.0.0.1:50052');
+    expect(serviceUrl('billing', {})).toBe('http://127.0.0.1:50053');
+    expect(serviceUrl('conversations', {})).toBe('http://127.0.0.1:50054');
+    expect(serviceUrl('webhooks', {})).toBe('http://127.0.0.1:50055');
+    expect(serviceUrl('keys', { KEYS_URL: 'http://keys:9000' })).toBe('http://keys:9000');
+  });
+});

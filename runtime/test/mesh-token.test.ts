@@ -1,0 +1,229 @@
+import { SignJWT, decodeJwt, decodeProtectedHeader } from 'jose';
+import { describe, expect, it } from 'vitest';
+import { MeshTokenError, MeshTokens, type MeshClaims } from '../src/mesh-token.js';
+
+const secret = 'a-mesh-secret-of-at-least-32-bytes!!';
+const key = new TextEncoder().encode(secret);
+/** A whole second, so floor(now / 1000) arithmetic in the tests is exact. */
+const t0 = 1_700_000_000_000;
+
+/** A clock the test moves by hand. */
+function clock(start = t0) {
+  let now = start;
+  return {
+    now: () => now,
+    set: (ms: number) => (now = ms),
+    advance: (ms: number) => (now += ms),
+  };
+}
+
+const fullClaims: MeshClaims = {
+  caller: 'gateway',
+  principalId: 'usr_123',
+  principalType: 'user',
+  workspaceId: 'org_456',
+  role: 'admin',
+  sessionId: 'ses_789',
+};
+
+async function refused(promise: Promise<unknown>): Promise<MeshTokenError> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err, 'the token was accepted').toBeInstanceOf(MeshTokenError);
+  return err as MeshTokenError;
+}
+
+/** A token signed by hand with the mesh secret (or another), for forgeries the minter never makes. */
+function handMade(payload: Record<string, unknown>, options: { alg?: string; key?: Uint8Array } = {}) {
+  return new SignJWT(payload).setProtectedHeader({ alg: options.alg ?? 'HS256', typ: 'JWT' }).sign(options.key ?? key);
+}
+
+/** Claims as verify returns them: every key present. */
+const normalized = (claims: MeshClaims): MeshClaims => ({
+  caller: claims.caller,
+  principalId: claims.principalId,
+  principalType: claims.principalType,
+  workspaceId: claims.workspaceId,
+  role: claims.role,
+  sessionId: claims.sessionId,
+  keyId: claims.keyId,
+});
+
+const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+
+describe('MeshTokens.mint', () => {
+  it('mints an HS256 JWT with iss, sub, aud, iat and exp ≤ 5 minutes ahead (SPEC §8)', async () => {
+    const c = clock();
+    const token = await new MeshTokens(secret, c.now).mint('identity', fullClaims);
+    expect(decodeProtectedHeader(token)).toMatchObject({ alg: 'HS256' });
+    const payload = decodeJwt(token);
+    expect(payload).toMatchObject({
+      iss: 'switchboard',
+      sub: 'gateway',
+      aud: 'identity',
+      principal_id: 'usr_123',
+      principal_type: 'user',
+      workspace_id: 'org_456',
+      role: 'admin',
+      sid: 'ses_789',
+      iat: t0 / 1000,
+    });
+    expect(payload.exp! - t0 / 1000).toBeGreaterThan(0);
+    expect(payload.exp! - t0 / 1000).toBeLessThanOrEqual(300);
+  });
+
+  it('leaves out the claims it was not given', async () => {
+    const token = await new MeshTokens(secret, clock().now).mint('keys', { caller: 'data-plane' });
+    const payload = decodeJwt(token);
+    expect(Object.keys(payload).sort()).toEqual(['aud', 'exp', 'iat', 'iss', 'sub']);
+  });
+
+  it('reuses a token while more than 60 s remain, then mints a new one', async () => {
+    const c = clock();
+    const tokens = new MeshTokens(secret, c.now);
+    const first = await tokens.mint('identity', fullClaims);
+    c.advance(1_000);
+    expect(await tokens.mint('identity', fullClaims)).toBe(first);
+    c.set(t0 + 239_999); // 61 s (rounded down) left
+    expect(await tokens.mint('identity', fullClaims)).toBe(first);
+    c.set(t0 + 240_000); // exactly 60 s left: no longer reused
+    const second = await tokens.mint('identity', fullClaims);
+    expect(second).not.toBe(first);
+    expect(decodeJwt(second).exp).toBe((t0 + 240_000) / 1000 + 300);
+    // The new token is the one reused from now on.
+    c.advance(100_000);
+    expect(await tokens.mint('identity', fullClaims)).toBe(second);
+  });
+
+  it('never hands out a cached token minted for another audience or other claims', async () => {
+    const c = clock();
+    const tokens = new MeshTokens(secret, c.now);
+    const forIdentity = await tokens.mint('identity', fullClaims);
+    const variants: Array<[string, MeshClaims]> = [
+      ['keys', fullClaims],
+      ['identity', { ...fullClaims, caller: 'billing' }],
+      ['identity', { ...fullClaims, principalId: 'usr_other' }],
+      ['identity', { ...fullClaims, principalType: 'key', keyId: 'key_1', sessionId: undefined }],
+      ['identity', { ...fullClaims, workspaceId: 'org_other' }],
+      ['identity', { ...fullClaims, role: 'member' }],
+      ['identity', { ...fullClaims, sessionId: 'ses_other' }],
+      ['identity', { caller: 'gateway' }],
+    ];
+    const seen = new Set([forIdentity]);
+    for (const [audience, claims] of variants) {
+      const token = await tokens.mint(audience, claims);
+      expect(seen.has(token), `${audience} ${JSON.stringify(claims)}`).toBe(false);
+      seen.add(token);
+      expect(await tokens.verify(token, audience)).toEqual(normalized(claims));
+    }
+  });
+});
+
+describe('MeshTokens.verify', () => {
+  it('round-trips the claims', async () => {
+    const c = clock();
+    const tokens = new MeshTokens(secret, c.now);
+    const claims: MeshClaims = { caller: 'gateway', principalId: 'usr_1', principalType: 'key', workspaceId: 'org_1', role: 'member', keyId: 'key_1' };
+    const verifier = new MeshTokens(secret, c.now);
+    expect(await verifier.verify(await tokens.mint('billing', claims), 'billing')).toEqual(normalized(claims));
+    expect(await verifier.verify(await tokens.mint('billing', fullClaims), 'billing')).toEqual(normalized(fullClaims));
+    expect(await verifier.verify(await tokens.mint('billing', { caller: 'data-plane' }), 'billing')).toEqual(normalized({ caller: 'data-plane' }));
+  });
+
+  it('refuses a token for another audience', async () => {
+    const c = clock();
+    const token = await new MeshTokens(secret, c.now).mint('keys', fullClaims);
+    await refused(new MeshTokens(secret, c.now).verify(token, 'identity'));
+  });
+
+  it('refuses a token for another audience even after accepting it for its own', async () => {
+    const c = clock();
+    const token = await new MeshTokens(secret, c.now).mint('keys', fullClaims);
+    const verifier = new MeshTokens(secret, c.now);
+    await verifier.verify(token, 'keys');
+    await refused(verifier.verify(token, 'identity'));
+  });
+
+  it('refuses a token signed with another secret', async () => {
+    const c = clock();
+    const token = await new MeshTokens('another-secret-of-at-least-32-bytes!', c.now).mint('identity', fullClaims);
+    await refused(new MeshTokens(secret, c.now).verify(token, 'identity'));
+  });
+
+  it('refuses a token once expired, even one it accepted and cached before', async () => {
+    const c = clock();
+    const tokens = new MeshTokens(secret, c.now);
+    const token = await tokens.mint('identity', fullClaims);
+    const verifier = new MeshTokens(secret, c.now);
+    c.advance(299_000);
+    expect((await verifier.verify(token, 'identity')).caller).toBe('gateway');
+    c.advance(1_000); // now == exp
+    await refused(verifier.verify(token, 'identity'));
+    // A fresh verifier (no cache) agrees.
+    await refused(new MeshTokens(secret, c.now).verify(token, 'identity'));
+  });
+
+  it('refuses a token from the future that lives longer than 5 minutes', async () => {
+    const now = t0 / 1000;
+    const token = await handMade({ iss: 'switchboard', sub: 'gateway', aud: 'identity', iat: now, exp: now + 3600 });
+    const err = await refused(new MeshTokens(secret, clock().now).verify(token, 'identity'));
+    expect(err.message).toMatch(/too long/);
+    // 300 s (what mint gives) is fine.
+    const ok = await handMade({ iss: 'switchboard', sub: 'gateway', aud: 'identity', iat: now, exp: now + 300 });
+    expect((await new MeshTokens(secret, clock().now).verify(ok, 'identity')).caller).toBe('gateway');
+  });
+
+  it('refuses alg "none" and HS512 tokens, wrong issuer, and missing sub or exp', async () => {
+    const now = t0 / 1000;
+    const good = { iss: 'switchboard', sub: 'gateway', aud: 'identity', iat: now, exp: now + 120 };
+    const verifier = new MeshTokens(secret, clock().now);
+    // Sanity: the hand-made good token is accepted, so the refusals below are for the stated reason.
+    expect((await verifier.verify(await handMade(good), 'identity')).caller).toBe('gateway');
+
+    const unsigned = `${b64({ alg: 'none', typ: 'JWT' })}.${b64(good)}.`;
+    await refused(verifier.verify(unsigned, 'identity'));
+    // "none" header over a valid HS256 signature of the same payload.
+    const validSig = (await handMade(good)).split('.')[2];
+    await refused(verifier.verify(`${b64({ alg: 'none', typ: 'JWT' })}.${b64(good)}.${validSig}`, 'identity'));
+    await refused(verifier.verify(await handMade(good, { alg: 'HS512' }), 'identity'));
+    await refused(verifier.verify(await handMade(good, { alg: 'HS384' }), 'identity'));
+    await refused(verifier.verify(await handMade({ ...good, iss: 'someone-else' }), 'identity'));
+    const { sub: _sub, ...noSub } = good;
+    await refused(verifier.verify(await handMade(noSub), 'identity'));
+    const { exp: _exp, ...noExp } = good;
+    await refused(verifier.verify(await handMade(noExp), 'identity'));
+  });
+
+  it('refuses garbage and tampered tokens', async () => {
+    const c = clock();
+    const verifier = new MeshTokens(secret, c.now);
+    for (const garbage of ['', 'abc', 'a.b.c', 'Bearer x']) await refused(verifier.verify(garbage, 'identity'));
+    const token = await new MeshTokens(secret, c.now).mint('identity', { caller: 'gateway', role: 'member' });
+    const [header, , signature] = token.split('.');
+    const escalated = b64({ ...decodeJwt(token), role: 'owner' });
+    await refused(verifier.verify(`${header}.${escalated}.${signature}`, 'identity'));
+  });
+
+  it('ignores claims of the wrong type instead of trusting them', async () => {
+    const now = t0 / 1000;
+    const token = await handMade({
+      iss: 'switchboard',
+      sub: 'gateway',
+      aud: 'identity',
+      exp: now + 60,
+      principal_id: 42,
+      principal_type: 'admin',
+      workspace_id: '',
+      role: ['owner'],
+    });
+    expect(await new MeshTokens(secret, clock().now).verify(token, 'identity')).toMatchObject({
+      caller: 'gateway',
+      principalId: undefined,
+      principalType: undefined,
+      workspaceId: undefined,
+      role: undefined,
+    });
+  });
+});
