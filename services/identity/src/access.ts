@@ -4,7 +4,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { apiError } from '@switchboard/runtime/errors';
 import { callerOf } from '@switchboard/runtime/server';
 import type { MemberSchema, OrganizationSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
-import { findOrganizationOfMember, type Db, type MemberOrganizationRow, type MemberRow } from './store.js';
+import { findOrganizationOfMember, lockOrganization, type Db, type MemberOrganizationRow, type MemberRow } from './store.js';
 
 /**
  * Who calls an organization RPC, and which organizations they may see. For
@@ -37,7 +37,11 @@ export const organizationNotFound = () =>
  */
 export async function visibleOrganization(db: Db, caller: Caller, orgId: string, lock = false): Promise<MemberOrganizationRow> {
   if (!orgId || (caller.keyWorkspaceId !== undefined && caller.keyWorkspaceId !== orgId)) throw organizationNotFound();
-  const organization = await findOrganizationOfMember(db, orgId, caller.userId, lock);
+  // Lock first, read after, in two statements: under READ COMMITTED a statement that waited for
+  // the lock would re-check only the locked row and return the membership (the role) as it was
+  // before the transaction it waited for; the next statement sees that transaction's changes.
+  if (lock && !(await lockOrganization(db, orgId))) throw organizationNotFound();
+  const organization = await findOrganizationOfMember(db, orgId, caller.userId);
   if (!organization) throw organizationNotFound();
   return organization;
 }

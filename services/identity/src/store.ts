@@ -208,16 +208,14 @@ const beforeCursor = (timeColumn: string, idColumn: string) =>
 
 /**
  * The organization `orgId` with `userId`'s role in it, or undefined when either does not exist
- * or the user is not a member. With `lock`, the organization row is locked (FOR UPDATE) for the
- * transaction: every change of an organization's members takes this lock first, so changes of
- * one organization run one after another and each sees the roles the previous one left.
+ * or the user is not a member.
  */
-export async function findOrganizationOfMember(db: Db, orgId: string, userId: string, lock = false): Promise<MemberOrganizationRow | undefined> {
+export async function findOrganizationOfMember(db: Db, orgId: string, userId: string): Promise<MemberOrganizationRow | undefined> {
   const result = await db.raw<{ rows: MemberOrganizationRow[] }>(
     `SELECT o.id, o.name, o.personal, o.created_at, m.role, m.created_at AS joined_at, ${microsOf('m.created_at')} AS cursor_micros
        FROM organizations o
        JOIN memberships m ON m.org_id = o.id AND m.user_id = ?
-      WHERE o.id = ?${lock ? '\n      FOR UPDATE OF o' : ''}`,
+      WHERE o.id = ?`,
     [userId, orgId],
   );
   return result.rows[0];
@@ -287,12 +285,6 @@ export async function listMembers(db: Db, orgId: string, page: PageQuery): Promi
     bindings,
   );
   return result.rows;
-}
-
-/** The current owner's user id (exactly one: the unique partial index memberships_one_owner). */
-export async function findOwnerId(db: Db, orgId: string): Promise<string | undefined> {
-  const row = await db('memberships').where({ org_id: orgId, role: 'owner' }).first('user_id');
-  return row?.user_id;
 }
 
 export async function updateMemberRole(db: Db, orgId: string, userId: string, role: string): Promise<void> {
@@ -382,7 +374,12 @@ export async function markInvitationAccepted(db: Db, invitationId: string, accep
   await db('invitations').where({ id: invitationId }).update({ accepted_at: db.fn.now(), accepted_by: acceptedBy });
 }
 
-/** Locks the organization row for the transaction (see findOrganizationOfMember); false when it is gone. */
+/**
+ * Locks the organization row (FOR UPDATE) until the transaction ends; false when it does not
+ * exist. Every change of an organization's members takes this lock first, so the changes of one
+ * organization run one after another and each reads (in a later statement) the roles the
+ * previous one left.
+ */
 export async function lockOrganization(db: Db, orgId: string): Promise<boolean> {
   const result = await db.raw<{ rows: unknown[] }>('SELECT id FROM organizations WHERE id = ? FOR UPDATE', [orgId]);
   return result.rows.length === 1;
