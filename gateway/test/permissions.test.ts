@@ -65,6 +65,16 @@ describe('the permission table, route by route', () => {
     expect(response.text).not.toContain(shared.name);
   });
 
+  it('is enforced by every service before its handler, also for operations not built yet', async () => {
+    // billing (top-up: owner and admin only), webhooks' internal intake, keys' data-plane RPC.
+    const { developer, admin } = shared.users;
+    const asDeveloper = await call('POST', '/v1/billing/topup', { token: developer.token, headers: { 'x-workspace-id': shared.orgId }, body: { amount_usd: '5', idempotency_key: 'k' } });
+    expect(asDeveloper.status, asDeveloper.text).toBe(403);
+    expect(asDeveloper.json.error.code).toBe('forbidden');
+    const asAdmin = await call('POST', '/v1/billing/topup', { token: admin.token, headers: { 'x-workspace-id': shared.orgId }, body: { amount_usd: '5', idempotency_key: 'k' } });
+    expect(asAdmin.status).toBe(501);
+  });
+
   it('has a row for every built route of the contract, and every row names a route', async () => {
     const routes = buildRoutes().filter((route) => !accountScopedServices.includes(route.method.parent.typeName));
     const inTable = new Set(routeCases.map((c) => `${c.method} ${c.template}`));

@@ -1,28 +1,18 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
-import { Code, ConnectError, createContextKey, type ConnectRouter, type HandlerContext, type Interceptor } from '@connectrpc/connect';
+import { Code, ConnectError, type ConnectRouter, type Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from './gen/grpc/health/v1/health_pb.js';
+import { callerKey, requestIdKey } from './call-context.js';
 import { isDatabaseUnavailable } from './db.js';
 import { apiError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
-import { MeshTokenError, type MeshClaims, type MeshTokens } from './mesh-token.js';
+import { MeshTokenError, type MeshTokens } from './mesh-token.js';
+import { assertRpcRules, guardRpc } from './policy.js';
 
-const callerKey = createContextKey<MeshClaims | undefined>(undefined, { description: 'mesh caller' });
-const requestIdKey = createContextKey<string>('', { description: 'request id' });
-
-/** The verified mesh-token claims of the current call (always set past the interceptor). */
-export function callerOf(ctx: HandlerContext): MeshClaims {
-  const claims = ctx.values.get(callerKey);
-  if (!claims) throw new ConnectError('no mesh token', Code.Unauthenticated);
-  return claims;
-}
-
-export function requestIdOf(ctx: HandlerContext): string {
-  return ctx.values.get(requestIdKey);
-}
+export { callerOf, requestIdOf } from './call-context.js';
 
 export interface RpcServerOptions {
   /** The service name: the audience its mesh tokens must carry. */
@@ -66,7 +56,8 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     }
     const started = performance.now();
     try {
-      return await next(req);
+      // The permission table (policy.ts): every RPC has a rule, applied here or by its handler.
+      return await guardRpc(req, next);
     } catch (err) {
       throw translateError(err, log, requestId, req.method.name);
     } finally {
@@ -94,6 +85,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
         },
       });
       options.routes(router);
+      assertRpcRules(router.handlers.map((h) => h.method).filter((method) => method.parent.typeName !== Health.typeName));
     },
   });
 

@@ -94,8 +94,7 @@ export class Members {
     await db.transaction(async (trx) => {
       const organization = await visibleOrganization(trx, caller, orgId, true);
       const leaving = userId === caller.userId;
-      let actorRole = organization.role as Role;
-      if (!leaving) actorRole = authorize(caller.ctx, 'members.remove', { role: organization.role, workspaceId: orgId });
+      const actorRole = authorize(caller.ctx, leaving ? 'members.leave' : 'members.remove', { role: organization.role, workspaceId: orgId });
       const member = await findMember(trx, orgId, userId);
       if (!member) throw memberNotFound();
       if (member.role === 'owner') {
