@@ -126,6 +126,20 @@ describe('ownership invariants', () => {
     expectError(await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: owner.userId } }), 403, 'forbidden');
   });
 
+  it('keeps a personal workspace with its account (no transfer)', async () => {
+    const owner = await world.user('p-owner');
+    const member = await world.user('p-member');
+    const personal = await call('GET', `/v1/organizations/${owner.personalWorkspaceId}`, { token: owner.token });
+    expect(personal.json).toMatchObject({ personal: true, role: 'owner' });
+    await join(owner, owner.personalWorkspaceId, personal.json.name, member, 'admin');
+    expectError(
+      await call('POST', `/v1/organizations/${owner.personalWorkspaceId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: member.userId } }),
+      422,
+      'personal_workspace',
+    );
+    expect(await owners(owner.personalWorkspaceId)).toEqual([owner.userId]);
+  });
+
   it('refuses removing or demoting the owner: 409 for the owner itself, 403 for an admin', async () => {
     const owner = await world.user('d-owner');
     const admin = await world.user('d-admin');
@@ -302,5 +316,9 @@ describe('invitations', () => {
     expect(expired.json.error.message).toMatch(/expired/);
     const statuses = (await call('GET', `/v1/organizations/${orgId}/invitations`, { token: owner.token })).json.data.map((i: { status: string }) => i.status);
     expect(statuses).toEqual(['expired', 'revoked']);
+
+    // Tokens are mailed, never logged.
+    const logs = (['identity', 'gateway'] as const).map((component) => mesh.output(component)).join('\n');
+    for (const token of [revoked.token, expiring.token]) expect(logs).not.toContain(token);
   });
 });

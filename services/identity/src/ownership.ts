@@ -1,11 +1,12 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { Knex } from '@switchboard/runtime/db';
-import { invalidArgument, unprocessable } from '@switchboard/runtime/errors';
+import { Code } from '@connectrpc/connect';
+import { apiError, invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { authorize } from '@switchboard/runtime/policy';
 import type { OrganizationSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
 import { toOrganization, visibleOrganization, type Caller } from './access.js';
-import { findMember, updateMemberRole } from './store.js';
+import { findMember, SecondOwnerError, updateMemberRole } from './store.js';
 import type { EventWriter } from './workspaces.js';
 
 /**
@@ -30,6 +31,10 @@ export class Ownership {
     const result = await db.transaction(async (trx) => {
       const organization = await visibleOrganization(trx, caller, orgId, true);
       authorize(caller.ctx, 'organization.transfer_ownership', { role: organization.role, workspaceId: orgId });
+      if (organization.personal) {
+        // The account's default workspace must stay its own (it could otherwise be removed from it).
+        throw unprocessable('personal_workspace', 'A personal workspace stays with its account; create an organization to share ownership.');
+      }
       const target = newOwnerUserId.trim();
       if (target === '') throw invalidArgument('new_owner_user_id', 'new_owner_user_id is required: the user id of a member.');
       if (target === caller.userId) return { organization, role: 'owner', changed: false };
@@ -52,6 +57,10 @@ export class Ownership {
         requestId,
       });
       return { organization, role: 'admin', changed: true };
+    }).catch((err: unknown) => {
+      // Unreachable while the organization lock serializes transfers; the index is the last word.
+      if (err instanceof SecondOwnerError) throw apiError(Code.Aborted, 'conflict', 'Ownership changed at the same time; read the organization again and retry.');
+      throw err;
     });
     if (result.changed) log.info({ org_id: orgId, from: caller.userId, to: newOwnerUserId, request_id: requestId }, 'ownership transferred');
     return toOrganization(result.organization, result.role);

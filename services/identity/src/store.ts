@@ -287,8 +287,16 @@ export async function listMembers(db: Db, orgId: string, page: PageQuery): Promi
   return result.rows;
 }
 
+/** A second owner was refused by the unique partial index memberships_one_owner. */
+export class SecondOwnerError extends Error {}
+
 export async function updateMemberRole(db: Db, orgId: string, userId: string, role: string): Promise<void> {
-  await db('memberships').where({ org_id: orgId, user_id: userId }).update({ role });
+  try {
+    await db('memberships').where({ org_id: orgId, user_id: userId }).update({ role });
+  } catch (err) {
+    if (isUniqueViolation(err, 'memberships_one_owner')) throw new SecondOwnerError('the organization has an owner already');
+    throw err;
+  }
 }
 
 export async function deleteMembership(db: Db, orgId: string, userId: string): Promise<boolean> {
