@@ -39,7 +39,7 @@ export class Mailbox {
     }
   }
 
-  /** The token of the newest invitation mail to `email` for the invitation `invitationId`... by organization name. */
+  /** The token of the newest invitation mail to `email` for the organization named `organizationName`. */
   async invitationToken(email: string, organizationName: string): Promise<string> {
     const mail = await this.waitFor(
       (m) => m.kind === 'invitation' && m.to === email && m.text.includes(`"${organizationName}"`),

@@ -292,6 +292,18 @@ describe('invitations', () => {
     expect(added.at(-1)!.data).toEqual({ org_id: orgId, user_id: invitee.userId, role: 'admin', invitation_id: invitation.json.invitation_id });
   });
 
+  it('accepts a token once under concurrent attempts', async () => {
+    const owner = await world.user('k-owner');
+    const invitee = await world.user('k-invitee');
+    const { orgId, name } = await newOrganization(owner);
+    const { token } = await world.invite(owner, orgId, name, invitee.email, 'developer');
+    const results = await Promise.all([0, 1, 2].map(() => world.accept(invitee, token)));
+    expect(results.map((r) => r.status).sort(), results.map((r) => r.text).join('\n')).toEqual([200, 400, 400]);
+    const members = await call('GET', `/v1/organizations/${orgId}/members`, { token: owner.token });
+    expect(members.json.data.filter((m: { user_id: string }) => m.user_id === invitee.userId)).toHaveLength(1);
+    expect((await outboxEvents(orgId, 'organization.member.added')).filter((e) => e.data.user_id === invitee.userId)).toHaveLength(1);
+  });
+
   it('refuses revoked and expired invitations with invalid_token', async () => {
     const owner = await world.user('e-owner');
     const invitee = await world.user('e-invitee');

@@ -16,7 +16,8 @@ let world: World;
 let shared: Workspace;
 
 beforeAll(async () => {
-  mesh = await bootMesh();
+  // Debug level: authorization decisions are logged there.
+  mesh = await bootMesh({ LOG_LEVEL: 'debug' });
   call = restClient(mesh.gatewayUrl);
   world = new World(call, new Mailbox(mesh.env.MAILBOX_DIR));
   shared = await world.workspace();
@@ -54,6 +55,24 @@ describe('the permission table, route by route', () => {
       }
     });
   }
+
+  it('logs each decision at debug level', async () => {
+    const response = await call('DELETE', `/v1/organizations/${shared.orgId}`, { token: shared.users.developer.token });
+    expect(response.status).toBe(403);
+    const requestId = response.headers.get('x-request-id')!;
+    const line = mesh
+      .output('identity')
+      .split('\n')
+      .find((l) => l.includes(requestId) && l.includes('authorization decision'));
+    expect(JSON.parse(line!)).toMatchObject({
+      level: 20,
+      action: 'organization.delete',
+      principal_id: shared.users.developer.userId,
+      workspace_id: shared.orgId,
+      role: 'developer',
+      decision: 'deny',
+    });
+  });
 
   it('answers 404 to a non-member naming the organization in X-Workspace-Id too', async () => {
     const outsider = shared.users.outsider;
