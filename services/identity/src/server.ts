@@ -28,9 +28,6 @@ export interface IdentityHandlers {
   ownership: Ownership;
 }
 
-/** Components allowed to call ResolveWorkspace (it answers for any user). */
-const workspaceResolvers = new Set(['gateway']);
-
 /** The signed-in user a call is made for; 401 when the mesh token names none. */
 function principalOf(ctx: HandlerContext): string {
   const { principalId } = callerOf(ctx);
@@ -113,11 +110,8 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       return ownership.transfer(callerFrom(ctx), req.orgId, req.newOwnerUserId, requestIdOf(ctx));
     },
 
-    async resolveWorkspace(req, ctx) {
-      const { caller } = callerOf(ctx);
-      if (!workspaceResolvers.has(caller)) {
-        throw apiError(Code.PermissionDenied, 'forbidden', `ResolveWorkspace is not available to ${caller}.`);
-      }
+    // Only the gateway may call it (it answers for any user): rpcRules in runtime/src/policy.ts.
+    async resolveWorkspace(req) {
       if (req.userId === '') throw invalidArgument('user_id', 'user_id is required.');
       const membership = await resolveWorkspace(handlers.db, req.userId, req.workspaceId);
       if (!membership) throw apiError(Code.NotFound, 'workspace_not_found', 'The workspace does not exist or you are not a member of it.');
