@@ -82,6 +82,11 @@ describe('the permission table, route by route', () => {
     });
     expect(response.status).toBe(404);
     expect(response.text).not.toContain(shared.name);
+    // Indistinguishable from an organization that does not exist.
+    const missing = await call('GET', '/v1/organizations/org_doesnotexist/members', { token: outsider.token });
+    const existing = await call('GET', `/v1/organizations/${shared.orgId}/members`, { token: outsider.token });
+    expect(missing.status).toBe(404);
+    expect({ ...existing.json.error, request_id: null }).toEqual({ ...missing.json.error, request_id: null });
   });
 
   it('is enforced by every service before its handler, also for operations not built yet', async () => {
