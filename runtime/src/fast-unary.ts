@@ -3,7 +3,7 @@ import { Code, ConnectError, createContextValues, type ConnectRouter, type Conte
 import { codeToHttpStatus, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
 import { create, fromBinary, isMessage, toBinary, type DescMethodUnary, type DescService } from '@bufbuild/protobuf';
 
-type Guard = <T>(header: Headers, values: ContextValues, rpc: string, run: () => Promise<T>) => Promise<T>;
+type Guard = <T>(header: Headers, values: ContextValues, method: DescMethodUnary, run: () => Promise<T>) => Promise<T>;
 type UnaryImpl = (request: unknown, context: HandlerContext) => Promise<unknown> | unknown;
 
 interface FastRoute {
@@ -88,7 +88,7 @@ export class FastUnaryHandler {
       url: req.url,
     };
     try {
-      const output = await this.guard(requestHeader, values, route.method.name, async () => {
+      const output = await this.guard(requestHeader, values, route.method, async () => {
         let input;
         try {
           input = fromBinary(route.method.input, body);

@@ -1,29 +1,20 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
-import { Code, ConnectError, createContextKey, type ConnectRouter, type ContextValues, type HandlerContext, type Interceptor } from '@connectrpc/connect';
+import { Code, ConnectError, type ConnectRouter, type ContextValues, type Interceptor } from '@connectrpc/connect';
+import type { DescMethod } from '@bufbuild/protobuf';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from './gen/grpc/health/v1/health_pb.js';
+import { callerKey, requestIdKey } from './call-context.js';
 import { isDatabaseUnavailable } from './db.js';
 import { apiError } from './errors.js';
 import { FastUnaryHandler } from './fast-unary.js';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
-import { MeshTokenError, type MeshClaims, type MeshTokens } from './mesh-token.js';
+import { MeshTokenError, type MeshTokens } from './mesh-token.js';
+import { assertRpcRules, guardRpc } from './policy.js';
 
-const callerKey = createContextKey<MeshClaims | undefined>(undefined, { description: 'mesh caller' });
-const requestIdKey = createContextKey<string>('', { description: 'request id' });
-
-/** The verified mesh-token claims of the current call (always set past the interceptor). */
-export function callerOf(ctx: HandlerContext): MeshClaims {
-  const claims = ctx.values.get(callerKey);
-  if (!claims) throw new ConnectError('no mesh token', Code.Unauthenticated);
-  return claims;
-}
-
-export function requestIdOf(ctx: HandlerContext): string {
-  return ctx.values.get(requestIdKey);
-}
+export { callerOf, requestIdOf } from './call-context.js';
 
 const firstByteTimeoutMs = 10_000;
 
@@ -54,7 +45,8 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
   let shuttingDown = false;
 
   /** Every call but health: verify the mesh token, then run it with errors translated. */
-  const guard = async <T>(header: Headers, values: ContextValues, rpc: string, run: () => Promise<T>): Promise<T> => {
+  const guard = async <T>(header: Headers, values: ContextValues, method: DescMethod, run: () => Promise<T>): Promise<T> => {
+    const rpc = method.name;
     const requestId = header.get('x-request-id') || newId('req');
     values.set(requestIdKey, requestId);
     const authorization = header.get('authorization') ?? '';
@@ -69,7 +61,8 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     }
     const started = performance.now();
     try {
-      return await run();
+      // The permission table (policy.ts): every RPC has a rule, applied here or by its handler.
+      return await guardRpc(method, values, run);
     } catch (err) {
       throw translateError(err, log, requestId, rpc);
     } finally {
@@ -77,7 +70,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     }
   };
   const authenticate: Interceptor = (next) => (req) =>
-    req.service.typeName === Health.typeName ? next(req) : guard(req.header, req.contextValues, req.method.name, () => next(req));
+    req.service.typeName === Health.typeName ? next(req) : guard(req.header, req.contextValues, req.method, () => next(req));
   const fastUnary = new FastUnaryHandler(guard);
 
   const handler = connectNodeAdapter({
@@ -100,6 +93,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
         },
       });
       options.routes(fastUnary.recording(router));
+      assertRpcRules(router.handlers.map((h) => h.method).filter((method) => method.parent.typeName !== Health.typeName));
     },
   });
 

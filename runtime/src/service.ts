@@ -6,6 +6,7 @@ import { createLogger, type Logger } from './log.js';
 import { MeshTokens } from './mesh-token.js';
 import { connectNats, ensureEventStream, type NatsConnection } from './nats.js';
 import { recordEvent, startOutboxRelay } from './outbox.js';
+import { setPolicyLogger } from './policy.js';
 import { startRpcServer } from './server.js';
 
 /** What a service's wiring gets: its config, log, database, NATS and event writer. */
@@ -44,6 +45,7 @@ export interface ServiceDefinition<Prepared = void> {
 export async function runService<Prepared = void>(definition: ServiceDefinition<Prepared>): Promise<void> {
   const { name } = definition;
   const log = createLogger(name);
+  setPolicyLogger(log);
   try {
     const config = readCommonConfig();
     const port = readInt('PORT', servicePorts[name]);

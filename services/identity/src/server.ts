@@ -7,6 +7,11 @@ import { normalizeEmail, normalizeFullName, toAccount, type Accounts } from './a
 import { assertAcceptablePassword } from './passwords.js';
 import type { SigningKeys } from './signing-keys.js';
 import { resolveWorkspace } from './workspaces.js';
+import { callerFrom } from './access.js';
+import type { Invitations } from './invitations.js';
+import type { Members } from './members.js';
+import type { Organizations } from './organizations.js';
+import type { Ownership } from './ownership.js';
 
 /**
  * The RPC surface of the identity service: validation and translation only; the work happens in
@@ -17,10 +22,11 @@ export interface IdentityHandlers {
   db: Knex;
   accounts: Accounts;
   signingKeys: SigningKeys;
+  organizations: Organizations;
+  members: Members;
+  invitations: Invitations;
+  ownership: Ownership;
 }
-
-/** Components allowed to call ResolveWorkspace (it answers for any user). */
-const workspaceResolvers = new Set(['gateway']);
 
 /** The signed-in user a call is made for; 401 when the mesh token names none. */
 function principalOf(ctx: HandlerContext): string {
@@ -60,12 +66,52 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
     },
   };
 
+  const { organizations: orgs, members, invitations, ownership } = handlers;
   const organizations: Partial<ServiceImpl<typeof OrganizationService>> = {
-    async resolveWorkspace(req, ctx) {
-      const { caller } = callerOf(ctx);
-      if (!workspaceResolvers.has(caller)) {
-        throw apiError(Code.PermissionDenied, 'forbidden', `ResolveWorkspace is not available to ${caller}.`);
-      }
+    // Organizations, members, invitations (issue 4): each RPC checks the caller's membership of the
+    // organization in the path (404), then the permission table (403), then the input.
+    async createOrganization(req, ctx) {
+      return { organization: await orgs.create(callerFrom(ctx), req.name, requestIdOf(ctx)) };
+    },
+    async listOrganizations(req, ctx) {
+      return orgs.list(callerFrom(ctx), { limit: req.limit, after: req.after });
+    },
+    async getOrganization(req, ctx) {
+      return orgs.get(callerFrom(ctx), req.orgId);
+    },
+    async deleteOrganization(req, ctx) {
+      await orgs.delete(callerFrom(ctx), req.orgId, requestIdOf(ctx));
+      return {};
+    },
+    async createInvitation(req, ctx) {
+      return invitations.create(callerFrom(ctx), req.orgId, { email: req.email, role: req.role }, requestIdOf(ctx));
+    },
+    async listInvitations(req, ctx) {
+      return invitations.list(callerFrom(ctx), req.orgId, { limit: req.limit, after: req.after });
+    },
+    async revokeInvitation(req, ctx) {
+      await invitations.revoke(callerFrom(ctx), req.orgId, req.invitationId, requestIdOf(ctx));
+      return {};
+    },
+    async acceptInvitation(req, ctx) {
+      return invitations.accept(callerFrom(ctx), req.token, requestIdOf(ctx));
+    },
+    async listMembers(req, ctx) {
+      return members.list(callerFrom(ctx), req.orgId, { limit: req.limit, after: req.after });
+    },
+    async updateMember(req, ctx) {
+      return members.updateRole(callerFrom(ctx), req.orgId, req.userId, req.role, requestIdOf(ctx));
+    },
+    async removeMember(req, ctx) {
+      await members.remove(callerFrom(ctx), req.orgId, req.userId, requestIdOf(ctx));
+      return {};
+    },
+    async transferOwnership(req, ctx) {
+      return ownership.transfer(callerFrom(ctx), req.orgId, req.newOwnerUserId, requestIdOf(ctx));
+    },
+
+    // Only the gateway may call it (it answers for any user): rpcRules in runtime/src/policy.ts.
+    async resolveWorkspace(req) {
       if (req.userId === '') throw invalidArgument('user_id', 'user_id is required.');
       const membership = await resolveWorkspace(handlers.db, req.userId, req.workspaceId);
       if (!membership) throw apiError(Code.NotFound, 'workspace_not_found', 'The workspace does not exist or you are not a member of it.');

@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { buildRoutes } from '../src/routes.js';
+import { Mailbox } from './mailbox.js';
+import { bootMesh, restClient } from './mesh.js';
+import { accountScopedServices, principals, routeCases, World, type Principal, type RouteCase, type Workspace } from './permissions.js';
+
+/**
+ * Walks the permission table (permissions.ts) through REST: every route, with a principal of
+ * each role in the workspace and one of another workspace.
+ */
+
+let mesh: Mesh;
+let call: ReturnType<typeof restClient>;
+let world: World;
+let shared: Workspace;
+
+beforeAll(async () => {
+  // Debug level: authorization decisions are logged there.
+  mesh = await bootMesh({ LOG_LEVEL: 'debug' });
+  call = restClient(mesh.gatewayUrl);
+  world = new World(call, new Mailbox(mesh.env.MAILBOX_DIR));
+  shared = await world.workspace();
+});
+
+afterAll(async () => {
+  await mesh?.stop();
+});
+
+async function callAs(routeCase: RouteCase, ws: Workspace, as: Principal) {
+  const user = ws.users[as];
+  // Members act in the organization; the outsider in its own workspace, which is a real one.
+  const workspaceHeader = as === 'outsider' ? user.personalWorkspaceId : ws.orgId;
+  return call(routeCase.method, routeCase.path(ws), {
+    token: user.token,
+    headers: { 'x-workspace-id': workspaceHeader },
+    body: routeCase.body?.(ws, as),
+  });
+}
+
+describe('the permission table, route by route', () => {
+  for (const routeCase of routeCases) {
+    it(`${routeCase.method} ${routeCase.template} (${routeCase.rpc})`, async () => {
+      for (const as of principals) {
+        const ws = routeCase.mutates ? await world.workspace() : shared;
+        const response = await callAs(routeCase, ws, as);
+        expect(response.status, `${as}: ${response.text}`).toBe(routeCase.expect[as]);
+        if (response.status === 403) expect(response.json.error.code, `${as}: ${response.text}`).toMatch(/^forbidden$|^invitation_email_mismatch$/);
+        if (response.status === 404) {
+          // Another tenant's organization: never 403, never a trace of the object.
+          expect(response.json.error.code).toBe('organization_not_found');
+          expect(response.text).not.toContain(ws.name);
+        }
+        routeCase.check?.(response, ws, as);
+      }
+    });
+  }
+
+  it('logs each decision at debug level', async () => {
+    const response = await call('DELETE', `/v1/organizations/${shared.orgId}`, { token: shared.users.developer.token });
+    expect(response.status).toBe(403);
+    const requestId = response.headers.get('x-request-id')!;
+    const line = mesh
+      .output('identity')
+      .split('\n')
+      .find((l) => l.includes(requestId) && l.includes('authorization decision'));
+    expect(JSON.parse(line!)).toMatchObject({
+      level: 20,
+      action: 'organization.delete',
+      principal_id: shared.users.developer.userId,
+      workspace_id: shared.orgId,
+      role: 'developer',
+      decision: 'deny',
+    });
+  });
+
+  it('answers 404 to a non-member naming the organization in X-Workspace-Id too', async () => {
+    const outsider = shared.users.outsider;
+    const response = await call('GET', `/v1/organizations/${shared.orgId}/members`, {
+      token: outsider.token,
+      headers: { 'x-workspace-id': shared.orgId },
+    });
+    expect(response.status).toBe(404);
+    expect(response.text).not.toContain(shared.name);
+    // Indistinguishable from an organization that does not exist.
+    const missing = await call('GET', '/v1/organizations/org_doesnotexist/members', { token: outsider.token });
+    const existing = await call('GET', `/v1/organizations/${shared.orgId}/members`, { token: outsider.token });
+    expect(missing.status).toBe(404);
+    expect({ ...existing.json.error, request_id: null }).toEqual({ ...missing.json.error, request_id: null });
+  });
+
+  it('is enforced by every service before its handler, also for operations not built yet', async () => {
+    // billing (top-up: owner and admin only), webhooks' internal intake, keys' data-plane RPC.
+    const { developer, admin } = shared.users;
+    const asDeveloper = await call('POST', '/v1/billing/topup', { token: developer.token, headers: { 'x-workspace-id': shared.orgId }, body: { amount_usd: '5', idempotency_key: 'k' } });
+    expect(asDeveloper.status, asDeveloper.text).toBe(403);
+    expect(asDeveloper.json.error.code).toBe('forbidden');
+    const asAdmin = await call('POST', '/v1/billing/topup', { token: admin.token, headers: { 'x-workspace-id': shared.orgId }, body: { amount_usd: '5', idempotency_key: 'k' } });
+    expect(asAdmin.status).toBe(501);
+  });
+
+  it('has a row for every built route of the contract, and every row names a route', async () => {
+    const routes = buildRoutes().filter((route) => !accountScopedServices.includes(route.method.parent.typeName));
+    const inTable = new Set(routeCases.map((c) => `${c.method} ${c.template}`));
+    const known = new Set(routes.map((route) => `${route.httpMethod} ${route.template}`));
+    for (const key of inTable) expect(known, `the table names ${key}, which is no route`).toContain(key);
+    // A route without a row must not be built yet (501): building it means adding its row.
+    const owner = shared.users.owner;
+    for (const route of routes) {
+      const key = `${route.httpMethod} ${route.template}`;
+      if (inTable.has(key)) continue;
+      const path = route.template.replace(/\{[^}]+\}/g, 'x_test');
+      const response = await call(route.httpMethod, path, {
+        token: owner.token,
+        headers: { 'x-workspace-id': shared.orgId },
+        body: route.body ? {} : undefined,
+      });
+      expect(response.status, `${key} has no row in gateway/test/permissions.ts but answers ${response.status}: ${response.text}`).toBe(501);
+    }
+  });
+});

@@ -1,0 +1,18 @@
+import { Code, ConnectError, createContextKey, type HandlerContext } from '@connectrpc/connect';
+import type { MeshClaims } from './mesh-token.js';
+
+/** What the RPC server knows about the current call: the verified mesh claims and the request id. */
+
+export const callerKey = createContextKey<MeshClaims | undefined>(undefined, { description: 'mesh caller' });
+export const requestIdKey = createContextKey<string>('', { description: 'request id' });
+
+/** The verified mesh-token claims of the current call (always set past the interceptor). */
+export function callerOf(ctx: Pick<HandlerContext, 'values'>): MeshClaims {
+  const claims = ctx.values.get(callerKey);
+  if (!claims) throw new ConnectError('no mesh token', Code.Unauthenticated);
+  return claims;
+}
+
+export function requestIdOf(ctx: Pick<HandlerContext, 'values'>): string {
+  return ctx.values.get(requestIdKey);
+}

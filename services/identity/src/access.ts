@@ -1,0 +1,62 @@
+import { Code, type HandlerContext } from '@connectrpc/connect';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { apiError } from '@switchboard/runtime/errors';
+import { callerOf } from '@switchboard/runtime/server';
+import type { MemberSchema, OrganizationSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import { findOrganizationOfMember, lockOrganization, type Db, type MemberOrganizationRow, type MemberRow } from './store.js';
+
+/**
+ * Who calls an organization RPC, and which organizations they may see. For
+ * /v1/organizations/{org_id}/… the organization of the PATH counts (not the X-Workspace-Id the
+ * gateway resolved): identity checks the caller's membership of it here, from the database, so a
+ * role change or a removal applies to these routes at once.
+ */
+
+export interface Caller {
+  ctx: HandlerContext;
+  userId: string;
+  /** Set for an API key: it sees its own workspace only. */
+  keyWorkspaceId?: string;
+}
+
+/** The signed-in user (or key creator) a call is made for; 401 when the mesh token names none. */
+export function callerFrom(ctx: HandlerContext): Caller {
+  const claims = callerOf(ctx);
+  if (!claims.principalId) throw apiError(Code.Unauthenticated, 'unauthenticated', 'This call needs a signed-in user.');
+  return { ctx, userId: claims.principalId, keyWorkspaceId: claims.principalType === 'key' ? claims.workspaceId : undefined };
+}
+
+export const organizationNotFound = () =>
+  apiError(Code.NotFound, 'organization_not_found', 'No such organization, or you are not a member of it.');
+
+/**
+ * The organization `orgId` with the caller's role in it; 404 (never 403) when it does not exist,
+ * the caller is not a member, or an API key names another workspace than its own. With `lock`,
+ * the organization row stays locked until the transaction ends.
+ */
+export async function visibleOrganization(db: Db, caller: Caller, orgId: string, lock = false): Promise<MemberOrganizationRow> {
+  if (!orgId || (caller.keyWorkspaceId !== undefined && caller.keyWorkspaceId !== orgId)) throw organizationNotFound();
+  // Lock first, read after, in two statements: under READ COMMITTED a statement that waited for
+  // the lock would re-check only the locked row and return the membership (the role) as it was
+  // before the transaction it waited for; the next statement sees that transaction's changes.
+  if (lock && !(await lockOrganization(db, orgId))) throw organizationNotFound();
+  const organization = await findOrganizationOfMember(db, orgId, caller.userId);
+  if (!organization) throw organizationNotFound();
+  return organization;
+}
+
+export function toOrganization(row: MemberOrganizationRow, role = row.role): MessageInitShape<typeof OrganizationSchema> {
+  return { orgId: row.id, name: row.name, createdAt: timestampFromDate(row.created_at), role, personal: row.personal };
+}
+
+export function toMember(row: MemberRow): MessageInitShape<typeof MemberSchema> {
+  return {
+    userId: row.user_id,
+    orgId: row.org_id,
+    email: row.email,
+    fullName: row.full_name ?? undefined,
+    role: row.role,
+    joinedAt: timestampFromDate(row.joined_at),
+  };
+}
