@@ -20,6 +20,18 @@ export function callerOf(ctx: HandlerContext): MeshClaims {
   return claims;
 }
 
+/**
+ * Response header through which a service tells the gateway which sessions a call just revoked
+ * (comma-separated ids), so they are refused from the very next request on that gateway; other
+ * gateway replicas learn them from the `session.revoked` event.
+ */
+export const revokedSessionsHeader = 'sb-revoked-sessions';
+
+/** The client address the gateway saw for this call, if a gateway made it for a client. */
+export function clientIpOf(ctx: HandlerContext): string | undefined {
+  return ctx.values.get(callerKey)?.clientIp;
+}
+
 export function requestIdOf(ctx: HandlerContext): string {
   return ctx.values.get(requestIdKey);
 }

@@ -1,12 +1,25 @@
 import { fileURLToPath } from 'node:url';
+import { readDuration } from '@switchboard/runtime/config';
 import { createMailer } from '@switchboard/runtime/mail';
 import { runService } from '@switchboard/runtime/service';
+import { AccountSettings } from './account-settings.js';
 import { Accounts } from './accounts.js';
+import { systemClock } from './clock.js';
+import { Deactivations } from './deactivation.js';
 import { EmailVerifications } from './email-verification.js';
+import { startHousekeeping } from './erasure.js';
+import { LoginChallenges } from './login-challenge.js';
+import { LoginThrottle } from './login-throttle.js';
+import { AccountMail } from './notifications.js';
+import { PasswordResets } from './password-reset.js';
 import { PasswordHasher } from './passwords.js';
+import { Reauthentication } from './reauthentication.js';
 import { registerRoutes, type IdentityHandlers } from './server.js';
 import { Sessions } from './sessions.js';
 import { SigningKeys } from './signing-keys.js';
+import { TwoFactor } from './two-factor.js';
+
+let throttleForHousekeeping: LoginThrottle | undefined;
 
 await runService<IdentityHandlers>({
   name: 'identity',
@@ -14,19 +27,41 @@ await runService<IdentityHandlers>({
   // Before the first call: the dummy hash for unknown-email logins, and the signing key
   // (generated on the very first start).
   async prepare(runtime) {
-    const { db, log } = runtime;
+    const { db, log, recordEvent } = runtime;
+    const clock = systemClock;
     const passwords = new PasswordHasher();
     const signingKeys = new SigningKeys(db, log, runtime.config.meshSecret);
     await Promise.all([passwords.prepare(), signingKeys.ready()]);
-    const accounts = new Accounts({
+    const mailer = createMailer({ log });
+    const mail = new AccountMail(mailer, log);
+    const sessions = new Sessions(signingKeys, { recordEvent, log, clock });
+    const throttle = new LoginThrottle(db, clock);
+    throttleForHousekeeping = throttle;
+    const twoFactor = new TwoFactor(db, clock);
+    const challenges = new LoginChallenges({ db, sessions, twoFactor, throttle, clock, ttlMs: readDuration('MFA_TOKEN_TTL', '5m') });
+    const reauth = new Reauthentication({ db, passwords, twoFactor, throttle });
+    const verifications = new EmailVerifications(mailer, log);
+    const accounts = new Accounts({ db, log, passwords, sessions, verifications, recordEvent, throttle, challenges });
+    return {
       db,
-      log,
-      passwords,
-      sessions: new Sessions(signingKeys),
-      verifications: new EmailVerifications(createMailer({ log }), log),
-      recordEvent: runtime.recordEvent,
-    });
-    return { db, accounts, signingKeys };
+      accounts,
+      signingKeys,
+      sessions,
+      challenges,
+      verifications,
+      twoFactor,
+      passwordResets: new PasswordResets({ db, log, passwords, sessions, mail, throttle, clock, ttlMs: readDuration('PASSWORD_RESET_TTL', '1h') }),
+      settings: new AccountSettings({ db, log, passwords, sessions, twoFactor, reauth, mail }),
+      deactivations: new Deactivations({ db, log, sessions, reauth, mail, recordEvent, clock, eraseAfterMs: readDuration('ACCOUNT_ERASE_AFTER', '30d') }),
+    };
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
+  background: (runtime) => [
+    startHousekeeping({
+      db: runtime.db,
+      log: runtime.log,
+      throttle: throttleForHousekeeping ?? new LoginThrottle(runtime.db),
+      intervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h'),
+    }),
+  ],
 });
