@@ -94,6 +94,18 @@ describe('refresh tokens', () => {
     expect((await call('GET', '/v1/account', { token: other.access_token })).status).toBe(200);
   });
 
+  it('gives two truly concurrent refreshes of one token the same successor', async () => {
+    const call = clientFromNewIp();
+    const user = await registered(call);
+    const [a, b] = await Promise.all([
+      call('POST', '/v1/auth/refresh', { body: { refresh_token: user.session.refresh_token } }),
+      call('POST', '/v1/auth/refresh', { body: { refresh_token: user.session.refresh_token } }),
+    ]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect(a.json.session.refresh_token).toBe(b.json.session.refresh_token);
+    expect((await call('POST', '/v1/auth/refresh', { body: { refresh_token: a.json.session.refresh_token } })).status).toBe(200);
+  });
+
   it('refuses unknown and missing refresh tokens', async () => {
     const call = clientFromNewIp();
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: 'nope' } }), 401, 'invalid_token');
@@ -223,6 +235,26 @@ describe('password reset', () => {
     await db('password_resets').where({ user_id: user.userId }).update({ expires_at: new Date(Date.now() - 1000) });
     expectErrorBody(await call('POST', '/v1/auth/password-reset/confirm', { body: { token, new_password: 'reset to something long' } }), 400, 'invalid_token');
     await login(call, user.email, user.password);
+  });
+});
+
+describe('logs', () => {
+  it('hold no password, access, refresh, verification or reset token of a full flow', async () => {
+    const call = clientFromNewIp();
+    const user = await registered(call);
+    const secrets = [user.password, user.session.access_token, user.session.refresh_token];
+    secrets.push(tokenOf(await waitForMail(mailbox, user.email, 'email_verification')));
+    const rotated = (await call('POST', '/v1/auth/refresh', { body: { refresh_token: user.session.refresh_token } })).json.session;
+    secrets.push(rotated.access_token, rotated.refresh_token);
+    await call('POST', '/v1/account/password', { token: rotated.access_token, body: { current_password: user.password, new_password: 'log check passphrase 1' } });
+    await call('POST', '/v1/auth/password-reset', { body: { email: user.email } });
+    const reset = tokenOf(await waitForMail(mailbox, user.email, 'password_reset_request'));
+    await call('POST', '/v1/auth/password-reset/confirm', { body: { token: reset, new_password: 'log check passphrase 2' } });
+    const session = await login(call, user.email, 'log check passphrase 2');
+    secrets.push(reset, 'log check passphrase 1', 'log check passphrase 2', session.access_token, session.refresh_token);
+    await eventually(async () => (mesh.output('identity').includes('password reset') ? true : undefined), 'the identity log line of the reset');
+    const logs = (['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'] as const).map((c) => mesh.output(c)).join('\n');
+    for (const secret of secrets) expect(logs.includes(secret), `a log contains a secret (${secret.slice(0, 6)}…)`).toBe(false);
   });
 });
 

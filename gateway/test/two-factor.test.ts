@@ -135,6 +135,15 @@ describe('two-factor authentication', () => {
     expect((await call('GET', '/v1/account/2fa', { token: user.token })).json.recovery_codes_remaining).toBe(9);
   });
 
+  it('accepts one code once even when two challenges send it at the same moment', async () => {
+    const call = clientFromNewIp();
+    const user = await withTwoFactor(call);
+    const [first, second] = [await challenge(call, user.email, user.password), await challenge(call, user.email, user.password)];
+    const code = await user.app.code();
+    const answers = await Promise.all([first, second].map((mfaToken) => call('POST', '/v1/auth/login/2fa', { body: { mfa_token: mfaToken, code } })));
+    expect(answers.map((answer) => answer.status).sort()).toEqual([200, 401]);
+  });
+
   it('kills an mfa_token after 5 wrong codes or 5 minutes, and throttles second factors per account', async () => {
     const call = clientFromNewIp();
     const user = await withTwoFactor(call);
