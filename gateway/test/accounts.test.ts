@@ -277,6 +277,21 @@ describe('login', () => {
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: unknown, password: 'wrong password again' } }), 429, 'too_many_attempts');
   });
 
+  it('grows the lock-out window with the failures of the last 24 hours', async () => {
+    const call = clientFromNewIp();
+    const user = await registered(call);
+    // Five failures 20 minutes ago (the clock is moved by writing them in the past): no lock now.
+    const past = new Date(Date.now() - 20 * 60_000);
+    await db('auth_failures').insert(Array.from({ length: 5 }, () => ({ kind: 'password', scope: 'account', subject: user.email, created_at: past })));
+    expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: user.email, password: 'wrong password again' } }), 401, 'invalid_credentials');
+    for (let attempt = 0; attempt < 4; attempt++) await call('POST', '/v1/auth/login', { body: { email: user.email, password: 'wrong password again' } });
+    // Ten failures in 24 hours: the window is 30 minutes instead of 15.
+    const blocked = await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
+    expectErrorBody(blocked, 429, 'too_many_attempts');
+    expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(1700);
+    expect(Number(blocked.headers.get('retry-after'))).toBeLessThanOrEqual(1800);
+  });
+
   it('throttles an address after 50 failures, whatever the account', async () => {
     const call = clientFromNewIp();
     for (let attempt = 0; attempt < 50; attempt++) {

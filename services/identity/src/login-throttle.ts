@@ -6,17 +6,22 @@ import { clearAuthFailures, insertAuthFailure, pruneAuthFailures, recentAuthFail
 
 /**
  * Brute-force throttling (SPEC §3, §10), shared by every replica through Postgres: failures
- * are rows of `auth_failures` counted over a sliding 15-minute window, per account (the
- * normalized email for passwords, whether or not it is registered, so a 429 never reveals an
- * account; the user id for second factors) and per client IP. Passwords and second factors
- * have separate counters. Once a counter reaches its limit every attempt is refused with 429
- * and Retry-After (even with the right password) until enough failures leave the window;
- * refused attempts are not counted, so the wait never exceeds the window: no permanent lock.
+ * are rows of `auth_failures`, per account (the normalized email for passwords, whether or not
+ * it is registered, so a 429 never reveals an account; the user id for second factors) and per
+ * client IP, with separate counters for passwords and second factors. Once `limit` failures
+ * fall within the window, every attempt is refused with 429 and Retry-After (even with the
+ * right password) until the limit-th most recent failure leaves the window. The window is
+ * 15 minutes and grows with persistence: after a lock-out ends the next `limit` failures lock
+ * again for twice as long (15, 30, 60 minutes, at most 2 hours, counting the last 24 hours). Refused attempts are not counted and
+ * failures older than 24 hours are forgotten, so a lock-out is never permanent.
  */
 
 export type FailureKind = 'password' | 'second_factor';
 
 export const throttleWindowMs = 15 * 60 * 1000;
+/** How far back failures make the window grow, and how long they are kept. */
+export const throttleMemoryMs = 24 * 3600 * 1000;
+const maxWindowDoublings = 3;
 
 export const throttleLimits: Record<FailureKind, { account: number; ip: number }> = {
   password: { account: 5, ip: 50 },
@@ -39,15 +44,17 @@ export class LoginThrottle {
   /** Throws 429 too_many_attempts (with Retry-After) when a counter of `kind` is at its limit. */
   async check(kind: FailureKind, subjects: ThrottleSubjects): Promise<void> {
     const now = this.clock().getTime();
-    const since = new Date(now - throttleWindowMs);
     let retryAt = 0;
     for (const scope of ['account', 'ip'] as const) {
       const subject = subjects[scope];
       if (!subject) continue;
       const limit = throttleLimits[kind][scope];
-      const failures = await recentAuthFailures(this.db, { kind, scope, subject }, since, limit);
-      // The oldest of the last `limit` failures leaving the window opens the counter again.
-      if (failures.length >= limit) retryAt = Math.max(retryAt, failures[0].getTime() + throttleWindowMs);
+      // Oldest first: the failures of the last 24 hours (enough of them to size the window).
+      const failures = await recentAuthFailures(this.db, { kind, scope, subject }, new Date(now - throttleMemoryMs), limit * (maxWindowDoublings + 1));
+      if (failures.length < limit) continue;
+      const window = throttleWindowMs * 2 ** Math.min(maxWindowDoublings, Math.floor((failures.length - limit) / limit));
+      const limitthMostRecent = failures[failures.length - limit].getTime();
+      if (limitthMostRecent + window > now) retryAt = Math.max(retryAt, limitthMostRecent + window);
     }
     if (retryAt > now) throw tooManyAttempts(Math.max(1, Math.ceil((retryAt - now) / 1000)));
   }
@@ -65,9 +72,9 @@ export class LoginThrottle {
     await clearAuthFailures(this.db, { kind, scope: 'account', subject: account });
   }
 
-  /** Drops rows older than the window (run by the housekeeping job). */
+  /** Drops rows older than 24 hours (run by the housekeeping job). */
   prune(): Promise<number> {
-    return pruneAuthFailures(this.db, new Date(this.clock().getTime() - throttleWindowMs));
+    return pruneAuthFailures(this.db, new Date(this.clock().getTime() - throttleMemoryMs));
   }
 }
 
