@@ -3,7 +3,7 @@ import type { Logger } from '@switchboard/runtime/log';
 import type { BackgroundTask } from '@switchboard/runtime/service';
 import { systemClock, type Clock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
-import { lockUsersDueForErasure, pseudonymizeUser } from './store.js';
+import { lockUsersDueForErasure, pruneExpiredTokens, pseudonymizeUser } from './store.js';
 
 /**
  * The erasure job (GDPR): accounts deactivated longer than ACCOUNT_ERASE_AFTER get placeholder
@@ -28,7 +28,7 @@ export async function eraseDueAccounts(db: Knex, now: Date): Promise<string[]> {
   }
 }
 
-/** Runs the erasure and prunes old brute-force counters every `intervalMs`. */
+/** Runs the erasure and prunes old brute-force counters and expired tokens every `intervalMs`. */
 export function startHousekeeping(options: { db: Knex; log: Logger; throttle: LoginThrottle; intervalMs: number; clock?: Clock }): BackgroundTask {
   const clock = options.clock ?? systemClock;
   let running: Promise<void> | undefined;
@@ -38,6 +38,8 @@ export function startHousekeeping(options: { db: Knex; log: Logger; throttle: Lo
         const erased = await eraseDueAccounts(options.db, clock());
         if (erased.length > 0) options.log.info({ user_ids: erased }, 'erased deactivated accounts');
         await options.throttle.prune();
+        // Kept a day past expiry, for support questions about a refused token.
+        await pruneExpiredTokens(options.db, new Date(clock().getTime() - 24 * 3600 * 1000));
       } catch (err) {
         options.log.warn({ err: (err as Error).message }, 'housekeeping failed; retrying at the next run');
       } finally {

@@ -19,8 +19,6 @@ import { Sessions } from './sessions.js';
 import { SigningKeys } from './signing-keys.js';
 import { TwoFactor } from './two-factor.js';
 
-let throttleForHousekeeping: LoginThrottle | undefined;
-
 await runService<IdentityHandlers>({
   name: 'identity',
   migrationsDir: fileURLToPath(new URL('../migrations/', import.meta.url)),
@@ -36,7 +34,6 @@ await runService<IdentityHandlers>({
     const mail = new AccountMail(mailer, log);
     const sessions = new Sessions(signingKeys, { recordEvent, log, clock });
     const throttle = new LoginThrottle(db, clock);
-    throttleForHousekeeping = throttle;
     const twoFactor = new TwoFactor(db, clock);
     const challenges = new LoginChallenges({ db, sessions, twoFactor, throttle, clock, ttlMs: readDuration('MFA_TOKEN_TTL', '5m') });
     const reauth = new Reauthentication({ db, passwords, twoFactor, throttle });
@@ -60,7 +57,8 @@ await runService<IdentityHandlers>({
     startHousekeeping({
       db: runtime.db,
       log: runtime.log,
-      throttle: throttleForHousekeeping ?? new LoginThrottle(runtime.db),
+      // Stateless (its state is in Postgres): the job's own instance prunes the counters.
+      throttle: new LoginThrottle(runtime.db),
       intervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h'),
     }),
   ],

@@ -470,3 +470,10 @@ export async function pseudonymizeUser(db: Db, user: { id: string; personalWorks
   await db('password_resets').where({ user_id: user.id }).delete();
   await db('mfa_challenges').where({ user_id: user.id }).delete();
 }
+
+/** Drops sign-in challenges and reset tokens that expired before `before`. */
+export async function pruneExpiredTokens(db: Db, before: Date): Promise<number> {
+  const challenges = await db('mfa_challenges').where('expires_at', '<', before).delete();
+  const resets = await db('password_resets').where('expires_at', '<', before).delete();
+  return challenges + resets;
+}
