@@ -191,6 +191,15 @@ describe('two-factor authentication', () => {
     expect(Object.keys(login.json)).toEqual(['session']);
   });
 
+  it('disables with a current code (and answers 204 when it is off already)', async () => {
+    const call = clientFromNewIp();
+    const user = await withTwoFactor(call);
+    expect((await call('POST', '/v1/account/2fa/disable', { token: user.token, body: { code: await user.app.code() } })).status).toBe(204);
+    expect((await call('GET', '/v1/account', { token: user.token })).json.two_factor_enabled).toBe(false);
+    expect((await call('POST', '/v1/account/2fa/disable', { token: user.token, body: { password: user.password } })).status).toBe(204);
+    expectErrorBody(await call('POST', '/v1/account/2fa/recovery-codes', { token: user.token, body: { code: '123456' } }), 422, 'two_factor_not_enabled');
+  });
+
   it('still asks for the second factor after a password reset', async () => {
     const call = clientFromNewIp();
     const user = await withTwoFactor(call);
