@@ -277,6 +277,17 @@ describe('login', () => {
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: unknown, password: 'wrong password again' } }), 429, 'too_many_attempts');
   });
 
+  it('lets at most 5 of a burst of concurrent guesses reach the password check', async () => {
+    const call = clientFromNewIp();
+    const user = await registered(call);
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, () => call('POST', '/v1/auth/login', { body: { email: user.email, password: 'parallel wrong guess' } })),
+    );
+    const statuses = answers.map((answer) => answer.status);
+    expect(statuses.every((status) => status === 401 || status === 429)).toBe(true);
+    expect(statuses.filter((status) => status === 401).length).toBeLessThanOrEqual(5);
+  });
+
   it('grows the lock-out window with the failures of the last 24 hours', async () => {
     const call = clientFromNewIp();
     const user = await registered(call);

@@ -125,19 +125,15 @@ export class Accounts {
   async login(input: { email: string; password: string; ip?: string }): Promise<LoginResult> {
     const { db, passwords, sessions, log, throttle, challenges } = this.deps;
     const subjects = { account: input.email, ip: input.ip };
-    await throttle.check('password', subjects);
+    const attempt = await throttle.begin('password', subjects);
     const user = await findUserByEmail(db, input.email);
     if (!user || user.deactivated_at !== null) {
       await passwords.verifyDummy(input.password);
-      await throttle.fail('password', subjects);
       throw invalidCredentials();
     }
     const check = await passwords.verify(user.password_hash, input.password);
-    if (!check.ok) {
-      await throttle.fail('password', subjects);
-      throw invalidCredentials();
-    }
-    await throttle.succeed('password', input.email);
+    if (!check.ok) throw invalidCredentials();
+    await throttle.succeed(attempt, 'password', input.email);
     const rehashed = check.needsRehash ? await passwords.hash(input.password) : undefined;
     if (rehashed && (await replacePasswordHash(db, user.id, user.password_hash, rehashed))) {
       log.info({ user_id: user.id }, 'password rehashed with the current argon2 parameters');

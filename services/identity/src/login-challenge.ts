@@ -56,7 +56,7 @@ export class LoginChallenges {
     const tokenHash = sha256Hex(input.mfaToken);
     const peek = await db('mfa_challenges').where({ token_hash: tokenHash }).first();
     if (!peek || !this.usable(peek)) throw invalidMfaToken();
-    await throttle.check('second_factor', { account: peek.user_id, ip: input.ip });
+    const attempt = await throttle.begin('second_factor', { account: peek.user_id, ip: input.ip });
     const outcome = await db.transaction(async (trx) => {
       const challenge = await lockMfaChallenge(trx, tokenHash);
       if (!challenge || !this.usable(challenge)) return { kind: 'invalid' as const };
@@ -70,12 +70,14 @@ export class LoginChallenges {
       await updateMfaChallenge(trx, tokenHash, { used_at: this.now() });
       return { kind: 'ok' as const, userId: user.id, session: await sessions.open(trx, user.id, 'aal2') };
     });
-    if (outcome.kind === 'invalid') throw invalidMfaToken();
+    if (outcome.kind === 'invalid') {
+      await throttle.release(attempt);
+      throw invalidMfaToken();
+    }
     if (outcome.kind === 'wrong') {
-      await throttle.fail('second_factor', { account: outcome.userId, ip: input.ip });
       throw apiError(Code.Unauthenticated, 'invalid_code', 'The code is not valid.', { field: code ? 'code' : 'recovery_code' });
     }
-    await throttle.succeed('second_factor', outcome.userId);
+    await throttle.succeed(attempt, 'second_factor', outcome.userId);
     return outcome.session;
   }
 

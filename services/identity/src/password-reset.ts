@@ -78,7 +78,7 @@ export class PasswordResets {
     });
     if (!revoked) throw invalidResetToken();
     // The mailbox is proven: earlier wrong guesses no longer block the owner.
-    await throttle.succeed('password', user.email);
+    await throttle.clearAccount('password', user.email);
     this.deps.log.info({ user_id: user.id, request_id: requestId, sessions_revoked: revoked.length }, 'password reset');
     await mail.credentialChanged({ id: user.id, email: user.email, fullName: user.full_name }, 'password_reset');
     return revoked;

@@ -22,21 +22,17 @@ export class Reauthentication {
 
   async password(user: UserRow, password: string, ip: string | undefined, field = 'password'): Promise<void> {
     const { passwords, throttle } = this.deps;
-    await throttle.check('password', { account: user.email, ip });
+    const attempt = await throttle.begin('password', { account: user.email, ip });
     const check = await passwords.verify(user.password_hash, password);
-    if (!check.ok) {
-      await throttle.fail('password', { account: user.email, ip });
-      throw reauthenticationFailed(field);
-    }
+    if (!check.ok) throw reauthenticationFailed(field);
+    await throttle.release(attempt);
   }
 
   /** A current TOTP code (its time step is used up). */
   async code(user: UserRow, code: string, ip: string | undefined): Promise<void> {
     const { db, twoFactor, throttle } = this.deps;
-    await throttle.check('second_factor', { account: user.id, ip });
-    if (!(await twoFactor.verifyCode(db, user.id, code))) {
-      await throttle.fail('second_factor', { account: user.id, ip });
-      throw reauthenticationFailed('code');
-    }
+    const attempt = await throttle.begin('second_factor', { account: user.id, ip });
+    if (!(await twoFactor.verifyCode(db, user.id, code))) throw reauthenticationFailed('code');
+    await throttle.release(attempt);
   }
 }
