@@ -49,15 +49,15 @@ export interface PasswordCheck {
 }
 
 /**
- * At most this many argon2 computations run at once (ARGON2_CONCURRENCY; default: one less than
- * the cores, at least 1). argon2 runs on libuv's threads, never on the event loop, but hashes on
- * every core starve the event loop's thread of CPU: leaving a core free keeps health checks and
- * other calls fast while sign-ins queue.
+ * At most this many argon2 computations run at once (ARGON2_CONCURRENCY; default: the number of
+ * cores). argon2 runs on libuv's threads, never on the event loop, but more hashes than cores
+ * only add CPU contention for the event loop's thread (and occupy libuv threads that file and
+ * DNS work also need); sign-ins beyond the limit queue instead. `npm run bench:login` measures it.
  */
 export function defaultArgon2Concurrency(): number {
   const configured = Number(process.env.ARGON2_CONCURRENCY);
   if (Number.isInteger(configured) && configured > 0) return configured;
-  return Math.max(1, os.availableParallelism() - 1);
+  return Math.max(1, os.availableParallelism());
 }
 
 class Semaphore {
