@@ -43,6 +43,12 @@ export interface RegisteredUser {
 
 /** Registers a fresh user through the gateway (POST /v1/auth/register). */
 export async function registerUser(gatewayUrl: string, label: string): Promise<RegisteredUser> {
+  const { password: _password, ...user } = await registerUserWithPassword(gatewayUrl, label);
+  return user;
+}
+
+/** registerUser, also returning the password (for sign-in load). */
+export async function registerUserWithPassword(gatewayUrl: string, label: string): Promise<RegisteredUser & { password: string }> {
   const suffix = `${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
   const body = {
     email: `bench-${label}-${suffix}@example.com`,
@@ -59,7 +65,7 @@ export async function registerUser(gatewayUrl: string, label: string): Promise<R
   if (response.status !== 201) throw new Error(`POST /v1/auth/register answered ${response.status}: ${text.slice(0, 500)}`);
   const json = JSON.parse(text) as { user?: { user_id?: string }; session?: { access_token?: string } };
   if (!json.user?.user_id || !json.session?.access_token) throw new Error(`POST /v1/auth/register: no user_id or access_token in ${text.slice(0, 500)}`);
-  return { userId: json.user.user_id, email: body.email, accessToken: json.session.access_token };
+  return { userId: json.user.user_id, email: body.email, accessToken: json.session.access_token, password: body.password };
 }
 
 const seconds = (name: string, fallback: number) => {

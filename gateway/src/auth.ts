@@ -5,6 +5,7 @@ import type { Logger } from '@switchboard/runtime/log';
 import { AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
 import { KeyService } from '@switchboard/runtime/gen/switchboard/keys/v1/keys_pb';
 import { HttpError } from './http-error.js';
+import { RevokedSessions } from './revocations.js';
 
 /** Who is calling: a user with an access token, or an API key acting as its creator. */
 export interface Principal {
@@ -45,6 +46,8 @@ export class Authenticator {
     private readonly organizations: Client<typeof OrganizationService>,
     private readonly keys: Client<typeof KeyService>,
     private readonly log: Logger,
+    /** Sessions whose tokens are refused before they expire (logout, password change, …). */
+    readonly revokedSessions: RevokedSessions = new RevokedSessions(),
   ) {}
 
   /** The principal of an `Authorization: Bearer …` header; 401 when absent or not valid. */
@@ -58,12 +61,18 @@ export class Authenticator {
 
   private async authenticateAccessToken(token: string): Promise<Principal> {
     const cached = this.verifiedTokens.get(token);
-    if (cached && cached.expiresAt > Date.now()) return cached.principal;
-    const payload = await this.verifyJwt(token);
-    if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') throw unauthenticated('The access token is not valid.', 'invalid_token');
-    const principal: Principal = { type: 'user', userId: payload.sub, sessionId: payload.sid };
-    if (this.verifiedTokens.size >= cacheLimit) this.verifiedTokens.clear();
-    this.verifiedTokens.set(token, { principal, expiresAt: payload.exp! * 1000 });
+    let principal: Principal;
+    if (cached && cached.expiresAt > Date.now()) {
+      principal = cached.principal;
+    } else {
+      const payload = await this.verifyJwt(token);
+      if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') throw unauthenticated('The access token is not valid.', 'invalid_token');
+      principal = { type: 'user', userId: payload.sub, sessionId: payload.sid };
+      if (this.verifiedTokens.size >= cacheLimit) this.verifiedTokens.clear();
+      this.verifiedTokens.set(token, { principal, expiresAt: payload.exp! * 1000 });
+    }
+    // Checked on every request, cached token or not: a revocation applies at once.
+    if (this.revokedSessions.has(principal.sessionId!)) throw unauthenticated('This session has ended; sign in again.', 'session_revoked');
     return principal;
   }
 

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { createClient } from '@connectrpc/connect';
-import { readInt, readString, serviceNames, serviceUrl, type ServiceName } from '@switchboard/runtime/config';
+import { readDuration, readInt, readString, serviceNames, serviceUrl, type ServiceName } from '@switchboard/runtime/config';
 import { UnaryClient, createPeerClient, createPeerTransport } from '@switchboard/runtime/clients';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
@@ -8,6 +8,7 @@ import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@swi
 import { AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
 import { KeyService } from '@switchboard/runtime/gen/switchboard/keys/v1/keys_pb';
 import { Authenticator } from './auth.js';
+import { RevokedSessions, startRevocationFeed } from './revocations.js';
 import { handleDocs } from './docs.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { createRestHandler, sendJson } from './rest.js';
@@ -24,12 +25,23 @@ async function main() {
   const urls = Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name)])) as Record<ServiceName, string>;
   const clients = Object.fromEntries(serviceNames.map((name) => [name, new UnaryClient(urls[name])])) as Record<ServiceName, UnaryClient>;
   const asGateway = { caller: 'gateway' };
+  const identityAuth = createPeerClient(AuthService, { name: 'identity', url: urls.identity }, meshTokens, asGateway);
+  const revokedSessions = new RevokedSessions();
   const authenticator = new Authenticator(
-    createPeerClient(AuthService, { name: 'identity', url: urls.identity }, meshTokens, asGateway),
+    identityAuth,
     createPeerClient(OrganizationService, { name: 'identity', url: urls.identity }, meshTokens, asGateway),
     createPeerClient(KeyService, { name: 'keys', url: urls.keys }, meshTokens, asGateway),
     log,
+    revokedSessions,
   );
+  const revocationFeed = await startRevocationFeed({
+    revoked: revokedSessions,
+    identity: identityAuth,
+    natsUrl: readString('NATS_URL', 'nats://127.0.0.1:4222'),
+    subjectPrefix: readString('EVENTS_SUBJECT_PREFIX', 'switchboard.events'),
+    log,
+    pollIntervalMs: readDuration('REVOCATION_POLL_INTERVAL', '10s'),
+  });
   const routes = buildRoutes();
   const openApi = JSON.stringify(buildOpenApiDocument(routes));
   const healthClients = serviceNames.map((name) => [name, createClient(Health, createPeerTransport(urls[name]))] as const);
@@ -54,6 +66,7 @@ async function main() {
     clients,
     meshTokens,
     log,
+    trustedProxyHops: readInt('GATEWAY_TRUSTED_PROXY_HOPS', 0),
     async builtIn(req, res, pathname) {
       if (req.method !== 'GET') return false;
       if (pathname === '/healthz') {
@@ -80,6 +93,7 @@ async function main() {
 
   const stop = (signal: string) => {
     log.info({ signal }, 'shutting down');
+    void revocationFeed.stop();
     server.close(() => process.exit(0));
     server.closeIdleConnections();
     setTimeout(() => process.exit(0), 10_000).unref();

@@ -7,6 +7,7 @@ import { errorBody, toHttpError, type ErrorBody } from '@switchboard/runtime/err
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { revokedSessionsHeader } from '@switchboard/runtime/server';
 import { HttpBodySchema, type HttpBody } from '@switchboard/runtime/gen/google/api/httpbody_pb';
 import type { Authenticator, Principal, Workspace } from './auth.js';
 import { InputError, decodeRequest, encodeResponse } from './codec.js';
@@ -28,6 +29,11 @@ export interface RestOptions {
   clients: Record<ServiceName, UnaryClient>;
   meshTokens: MeshTokens;
   log: Logger;
+  /**
+   * How many proxies in front of the gateway append to X-Forwarded-For (GATEWAY_TRUSTED_PROXY_HOPS,
+   * default 0: the socket address is the client). With n, the n-th address from the right is the client.
+   */
+  trustedProxyHops?: number;
   /** Built-in endpoints (health, OpenAPI, docs): return true when handled. */
   builtIn(req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string): Promise<boolean>;
 }
@@ -93,6 +99,7 @@ async function handle(
   const input = await readInput(route, req, url.searchParams, pathValues);
   const token = await options.meshTokens.mint(route.owner, {
     caller: 'gateway',
+    clientIp: clientIpOf(req, options.trustedProxyHops ?? 0),
     principalId: principal?.userId,
     principalType: principal?.type,
     sessionId: principal?.sessionId,
@@ -112,9 +119,23 @@ async function handle(
     callTimeoutMs,
     abort.signal,
   );
+  const revoked = response.header[revokedSessionsHeader];
+  if (typeof revoked === 'string' && revoked) options.authenticator.revokedSessions.add(revoked.split(','));
   const override = Number(response.header[statusOverrideHeader]);
   const status = override >= 200 && override < 300 ? override : route.successStatus;
   sendResult(res, route, status, response.message);
+}
+
+/** The client's address: the socket's, or the one a trusted proxy put in X-Forwarded-For. */
+export function clientIpOf(req: http.IncomingMessage, trustedProxyHops: number): string | undefined {
+  let address = req.socket.remoteAddress;
+  const forwarded = req.headers['x-forwarded-for'];
+  if (trustedProxyHops > 0 && typeof forwarded === 'string') {
+    const hops = forwarded.split(',').map((part) => part.trim()).filter(Boolean);
+    address = hops[Math.max(0, hops.length - trustedProxyHops)] ?? address;
+  }
+  if (!address) return undefined;
+  return address.startsWith('::ffff:') ? address.slice(7) : address;
 }
 
 async function readInput(route: Route, req: http.IncomingMessage, query: URLSearchParams, pathValues: Map<DescField, string>): Promise<Message> {

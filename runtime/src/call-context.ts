@@ -16,3 +16,8 @@ export function callerOf(ctx: Pick<HandlerContext, 'values'>): MeshClaims {
 export function requestIdOf(ctx: Pick<HandlerContext, 'values'>): string {
   return ctx.values.get(requestIdKey);
 }
+
+/** The client address the gateway saw for this call, if a gateway made it for a client. */
+export function clientIpOf(ctx: Pick<HandlerContext, 'values'>): string | undefined {
+  return ctx.values.get(callerKey)?.clientIp;
+}

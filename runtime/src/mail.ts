@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import nodemailer, { type Transporter } from 'nodemailer';
 import { ConfigError, readString } from './config.js';
 import type { Logger } from './log.js';
 
@@ -43,24 +44,61 @@ export const defaultMailboxDir = '.data/mailbox';
 const defaultFrom = 'Switchboard <no-reply@switchboard.local>';
 
 /**
- * The mailer the environment asks for: MAILBOX_DIR (default `.data/mailbox`, created here) and
- * MAIL_FROM.
- * SMTP_URL is reserved for SMTP delivery, which is not built yet: setting it is an error rather
- * than mail silently landing in files.
+ * The mailer the environment asks for: SMTP when SMTP_URL is set (`smtp://user:pass@host:587`
+ * with STARTTLS when offered, `smtps://…:465` for TLS from the start; nodemailer's URL options
+ * apply), otherwise `.eml` files in MAILBOX_DIR (default `.data/mailbox`, created here). MAIL_FROM
+ * is the sender of both.
  */
 export function createMailer(options: MailerOptions): Mailer {
   const env = options.env ?? process.env;
+  const from = readString('MAIL_FROM', defaultFrom, env);
   if (env.SMTP_URL) {
-    throw new ConfigError('SMTP_URL is set, but SMTP delivery is not implemented yet; unset it to write mail to MAILBOX_DIR');
+    let url: URL;
+    try {
+      url = new URL(env.SMTP_URL);
+    } catch {
+      throw new ConfigError('SMTP_URL is not a URL (use smtp://user:password@host:587 or smtps://…)');
+    }
+    if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new ConfigError('SMTP_URL must start with smtp:// or smtps://');
+    return new SmtpMailer({ url: env.SMTP_URL, from, log: options.log });
   }
   const directory = path.resolve(readString('MAILBOX_DIR', defaultMailboxDir, env));
   // Created at start-up, so a directory that cannot be written fails the start, not a sign-up.
   mkdirSync(directory, { recursive: true });
-  return new MailboxMailer({
-    directory,
-    from: readString('MAIL_FROM', defaultFrom, env),
-    log: options.log,
-  });
+  return new MailboxMailer({ directory, from, log: options.log });
+}
+
+/** Sends each message over SMTP with nodemailer (pooled connections, 10 s timeouts). */
+export class SmtpMailer implements Mailer {
+  private readonly transport: Transporter;
+
+  constructor(private readonly options: { url: string; from: string; log: Logger }) {
+    const url = new URL(options.url);
+    url.searchParams.set('pool', 'true');
+    for (const [name, value] of [['connectionTimeout', '10000'], ['greetingTimeout', '10000'], ['socketTimeout', '10000']]) {
+      if (!url.searchParams.has(name)) url.searchParams.set(name, value);
+    }
+    this.transport = nodemailer.createTransport(url.toString());
+  }
+
+  async send(message: MailMessage): Promise<SentMail> {
+    const messageId = `${randomBytes(16).toString('hex')}@switchboard.local`;
+    const info = (await this.transport.sendMail({
+      from: this.options.from,
+      to: message.to,
+      subject: message.subject,
+      text: message.text,
+      messageId: `<${messageId}>`,
+      headers: { 'X-Switchboard-Mail-Kind': message.kind },
+    })) as { response?: string };
+    const host = new URL(this.options.url).host;
+    this.options.log.info({ mail_kind: message.kind, to: maskAddress(message.to), message_id: messageId, smtp: host }, 'mail sent over SMTP');
+    return { messageId, location: `smtp://${host} (${(info.response ?? '').slice(0, 60)})` };
+  }
+
+  close(): void {
+    this.transport.close();
+  }
 }
 
 let sequence = 0;

@@ -14,6 +14,8 @@ export interface MeshClaims {
   sessionId?: string;
   /** The API key used (API keys only). */
   keyId?: string;
+  /** The client address the gateway saw (for per-IP throttling); absent for internal callers. */
+  clientIp?: string;
 }
 
 const issuer = 'switchboard';
@@ -36,7 +38,7 @@ export class MeshTokens {
   }
 
   async mint(audience: string, claims: MeshClaims): Promise<string> {
-    const cacheKey = JSON.stringify([audience, claims.caller, claims.principalType, claims.principalId, claims.workspaceId, claims.role, claims.sessionId, claims.keyId]);
+    const cacheKey = JSON.stringify([audience, claims.caller, claims.principalType, claims.principalId, claims.workspaceId, claims.role, claims.sessionId, claims.keyId, claims.clientIp]);
     const nowSeconds = Math.floor(this.now() / 1000);
     const cached = this.minted.get(cacheKey);
     if (cached && cached.exp - nowSeconds > reuseMarginSeconds) return cached.token;
@@ -48,6 +50,7 @@ export class MeshTokens {
     if (claims.role) payload.role = claims.role;
     if (claims.sessionId) payload.sid = claims.sessionId;
     if (claims.keyId) payload.key_id = claims.keyId;
+    if (claims.clientIp) payload.client_ip = claims.clientIp;
     const token = await new SignJWT(payload)
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setIssuer(issuer)
@@ -89,6 +92,7 @@ export class MeshTokens {
       role: optionalString(payload.role),
       sessionId: optionalString(payload.sid),
       keyId: optionalString(payload.key_id),
+      clientIp: optionalString(payload.client_ip),
     };
     if (this.verified.size >= cacheLimit) this.verified.clear();
     this.verified.set(cacheKey, { claims, exp: payload.exp! });

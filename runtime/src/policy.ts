@@ -192,6 +192,7 @@ export const rpcRules: Record<string, RpcRule> = {
   'switchboard.identity.v1.AuthService/ConfirmPasswordReset': publicRpc,
   'switchboard.identity.v1.AuthService/VerifyEmail': publicRpc,
   'switchboard.identity.v1.AuthService/GetJwks': publicRpc,
+  'switchboard.identity.v1.AuthService/ListRevokedSessions': internal('gateway'),
   'switchboard.identity.v1.AccountService/GetAccount': account,
   'switchboard.identity.v1.AccountService/UpdateAccount': account,
   'switchboard.identity.v1.AccountService/ChangePassword': account,

@@ -14,9 +14,16 @@ import type { Logger } from './log.js';
 import { MeshTokenError, type MeshTokens } from './mesh-token.js';
 import { assertRpcRules, guardRpc } from './policy.js';
 
-export { callerOf, requestIdOf } from './call-context.js';
+export { callerOf, clientIpOf, requestIdOf } from './call-context.js';
 
 const firstByteTimeoutMs = 10_000;
+
+/**
+ * Response header through which a service tells the gateway which sessions a call just revoked
+ * (comma-separated ids), so they are refused from the very next request on that gateway; other
+ * gateway replicas learn them from the `session.revoked` event.
+ */
+export const revokedSessionsHeader = 'sb-revoked-sessions';
 
 export interface RpcServerOptions {
   /** The service name: the audience its mesh tokens must carry. */

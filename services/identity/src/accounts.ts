@@ -7,6 +7,8 @@ import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { AccountSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
 import type { EmailVerifications } from './email-verification.js';
+import type { LoginChallenges } from './login-challenge.js';
+import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
 import type { Sessions, SessionTokens } from './sessions.js';
 import { DuplicateEmailError, emailRegistered, findUserByEmail, findUserById, insertUser, replacePasswordHash, type UserRow } from './store.js';
@@ -73,7 +75,12 @@ export interface AccountsDeps {
   sessions: Sessions;
   verifications: EmailVerifications;
   recordEvent: EventWriter;
+  throttle: LoginThrottle;
+  challenges: LoginChallenges;
 }
+
+/** A password sign-in ends with a session, or with a second-factor challenge. */
+export type LoginResult = { session: SessionTokens } | { mfaToken: string };
 
 export class Accounts {
   constructor(private readonly deps: AccountsDeps) {}
@@ -111,10 +118,14 @@ export class Accounts {
 
   /**
    * Password sign-in. Unknown addresses verify against a dummy hash of the same cost, and every
-   * failure is the same 401, so neither the answer nor its timing tells whether an account exists.
+   * failure is the same 401 and counts the same way, so neither the answer nor its timing tells
+   * whether an account exists. Throttled per address and per IP (429 + Retry-After). With 2FA
+   * on, the answer is a challenge, never a session.
    */
-  async login(input: { email: string; password: string }): Promise<SessionTokens> {
-    const { db, passwords, sessions, log } = this.deps;
+  async login(input: { email: string; password: string; ip?: string }): Promise<LoginResult> {
+    const { db, passwords, sessions, log, throttle, challenges } = this.deps;
+    const subjects = { account: input.email, ip: input.ip };
+    const attempt = await throttle.begin('password', subjects);
     const user = await findUserByEmail(db, input.email);
     if (!user || user.deactivated_at !== null) {
       await passwords.verifyDummy(input.password);
@@ -122,17 +133,13 @@ export class Accounts {
     }
     const check = await passwords.verify(user.password_hash, input.password);
     if (!check.ok) throw invalidCredentials();
-    if (user.two_factor_enabled) {
-      // Never hand out a session that skips the second factor.
-      throw new ConnectError('sign-in with two-factor authentication is not implemented yet', Code.Unimplemented);
-    }
+    await throttle.succeed(attempt, 'password', input.email);
     const rehashed = check.needsRehash ? await passwords.hash(input.password) : undefined;
-    return db.transaction(async (trx) => {
-      if (rehashed && (await replacePasswordHash(trx, user.id, user.password_hash, rehashed))) {
-        log.info({ user_id: user.id }, 'password rehashed with the current argon2 parameters');
-      }
-      return sessions.open(trx, user.id);
-    });
+    if (rehashed && (await replacePasswordHash(db, user.id, user.password_hash, rehashed))) {
+      log.info({ user_id: user.id }, 'password rehashed with the current argon2 parameters');
+    }
+    if (user.two_factor_enabled) return { mfaToken: await challenges.issue(user.id) };
+    return { session: await db.transaction((trx) => sessions.open(trx, user.id)) };
   }
 
   /** The account of `userId`; 404 when it does not exist. */

@@ -2,11 +2,15 @@ import type { Logger } from '@switchboard/runtime/log';
 import type { Mailer } from '@switchboard/runtime/mail';
 import { newToken } from '@switchboard/runtime/ids';
 import { sha256Hex } from '@switchboard/runtime/secrets';
-import { insertEmailVerification, type Db } from './store.js';
+import { Code } from '@connectrpc/connect';
+import type { Knex } from '@switchboard/runtime/db';
+import { apiError } from '@switchboard/runtime/errors';
+import { completeEmailVerification, insertEmailVerification, lockEmailVerification, type Db } from './store.js';
 
 /**
  * Email verification: a single-use token (256 bits, stored as its SHA-256) valid for 24 hours,
- * mailed to the address; POST /v1/auth/verify-email redeems it (a later issue).
+ * mailed to the address; POST /v1/auth/verify-email redeems it (no credentials: the token is the
+ * capability). A token for an address the account no longer has is refused.
  */
 
 export const verificationLifetimeMs = 24 * 3600 * 1000;
@@ -51,6 +55,18 @@ export class EmailVerifications {
       await this.mailer.send({ to: user.email, subject: 'Confirm your email address', text, kind: 'email_verification' });
     } catch (err) {
       this.log.error({ user_id: user.id, err: (err as Error).message }, 'could not send the verification mail');
+    }
+  }
+
+  /** Redeems a token: 400 invalid_token when unknown, used, expired or for an old address. */
+  async verify(db: Knex, token: string, now = new Date()): Promise<void> {
+    const verified = await db.transaction(async (trx) => {
+      const row = await lockEmailVerification(trx, sha256Hex(token));
+      if (!row || row.used_at !== null || row.expires_at.getTime() <= now.getTime()) return false;
+      return completeEmailVerification(trx, sha256Hex(token), row.user_id, row.email, now);
+    });
+    if (!verified) {
+      throw apiError(Code.InvalidArgument, 'invalid_token', 'The verification token is not valid, was used already or has expired.', { field: 'token' });
     }
   }
 }

@@ -2,16 +2,26 @@ import { fileURLToPath } from 'node:url';
 import { readDuration } from '@switchboard/runtime/config';
 import { createMailer } from '@switchboard/runtime/mail';
 import { runService } from '@switchboard/runtime/service';
+import { AccountSettings } from './account-settings.js';
 import { Accounts } from './accounts.js';
+import { systemClock } from './clock.js';
+import { Deactivations } from './deactivation.js';
 import { EmailVerifications } from './email-verification.js';
+import { startHousekeeping } from './erasure.js';
 import { defaultInvitationTtl, Invitations } from './invitations.js';
+import { LoginChallenges } from './login-challenge.js';
+import { LoginThrottle } from './login-throttle.js';
 import { Members } from './members.js';
+import { AccountMail } from './notifications.js';
 import { Organizations } from './organizations.js';
 import { Ownership } from './ownership.js';
+import { PasswordResets } from './password-reset.js';
 import { PasswordHasher } from './passwords.js';
+import { Reauthentication } from './reauthentication.js';
 import { registerRoutes, type IdentityHandlers } from './server.js';
 import { Sessions } from './sessions.js';
 import { SigningKeys } from './signing-keys.js';
+import { TwoFactor } from './two-factor.js';
 
 await runService<IdentityHandlers>({
   name: 'identity',
@@ -19,31 +29,46 @@ await runService<IdentityHandlers>({
   // Before the first call: the dummy hash for unknown-email logins, and the signing key
   // (generated on the very first start).
   async prepare(runtime) {
-    const { db, log } = runtime;
+    const { db, log, recordEvent } = runtime;
+    const clock = systemClock;
     const passwords = new PasswordHasher();
     const signingKeys = new SigningKeys(db, log, runtime.config.meshSecret);
     await Promise.all([passwords.prepare(), signingKeys.ready()]);
     const mailer = createMailer({ log });
-    const accounts = new Accounts({
-      db,
-      log,
-      passwords,
-      sessions: new Sessions(signingKeys),
-      verifications: new EmailVerifications(mailer, log),
-      recordEvent: runtime.recordEvent,
-    });
-    const recordEvent = runtime.recordEvent;
-    // INVITATION_TTL: how long an invitation stays valid (7d; tests shorten it).
-    const invitationTtlMs = readDuration('INVITATION_TTL', defaultInvitationTtl);
+    const mail = new AccountMail(mailer, log);
+    const sessions = new Sessions(signingKeys, { recordEvent, log, clock });
+    const throttle = new LoginThrottle(db, clock);
+    const twoFactor = new TwoFactor(db, clock);
+    const challenges = new LoginChallenges({ db, sessions, twoFactor, throttle, clock, ttlMs: readDuration('MFA_TOKEN_TTL', '5m') });
+    const reauth = new Reauthentication({ db, passwords, twoFactor, throttle });
+    const verifications = new EmailVerifications(mailer, log);
+    const accounts = new Accounts({ db, log, passwords, sessions, verifications, recordEvent, throttle, challenges });
     return {
       db,
       accounts,
       signingKeys,
+      sessions,
+      challenges,
+      verifications,
+      twoFactor,
+      passwordResets: new PasswordResets({ db, log, passwords, sessions, mail, throttle, clock, ttlMs: readDuration('PASSWORD_RESET_TTL', '1h') }),
+      settings: new AccountSettings({ db, log, passwords, sessions, twoFactor, reauth, mail }),
+      deactivations: new Deactivations({ db, log, sessions, reauth, mail, recordEvent, clock, eraseAfterMs: readDuration('ACCOUNT_ERASE_AFTER', '30d') }),
       organizations: new Organizations({ db, log, recordEvent }),
       members: new Members({ db, log, recordEvent }),
-      invitations: new Invitations({ db, log, mailer, recordEvent, ttlMs: invitationTtlMs }),
+      // INVITATION_TTL: how long an invitation stays valid (7d; tests shorten it).
+      invitations: new Invitations({ db, log, mailer, recordEvent, ttlMs: readDuration('INVITATION_TTL', defaultInvitationTtl) }),
       ownership: new Ownership({ db, log, recordEvent }),
     };
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
+  background: (runtime) => [
+    startHousekeeping({
+      db: runtime.db,
+      log: runtime.log,
+      // Stateless (its state is in Postgres): the job's own instance prunes the counters.
+      throttle: new LoginThrottle(runtime.db),
+      intervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h'),
+    }),
+  ],
 });

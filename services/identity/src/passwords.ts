@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import os from 'node:os';
 import argon2 from 'argon2';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { Code } from '@connectrpc/connect';
@@ -47,8 +48,44 @@ export interface PasswordCheck {
   needsRehash: boolean;
 }
 
+/**
+ * At most this many argon2 computations run at once (ARGON2_CONCURRENCY; default: the number of
+ * cores). argon2 runs on libuv's threads, never on the event loop, but more hashes than cores
+ * only add CPU contention for the event loop's thread (and occupy libuv threads that file and
+ * DNS work also need); sign-ins beyond the limit queue instead. `npm run bench:login` measures it.
+ */
+export function defaultArgon2Concurrency(): number {
+  const configured = Number(process.env.ARGON2_CONCURRENCY);
+  if (Number.isInteger(configured) && configured > 0) return configured;
+  return Math.max(1, os.availableParallelism());
+}
+
+class Semaphore {
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly limit: number) {}
+
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.active >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.active++;
+    try {
+      return await work();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.active--;
+    }
+  }
+}
+
 export class PasswordHasher {
   private dummyHash: Promise<string> | undefined;
+  private readonly slots: Semaphore;
+
+  constructor(concurrency = defaultArgon2Concurrency()) {
+    this.slots = new Semaphore(concurrency);
+  }
 
   /** Computes the dummy hash (same cost as real ones) so the first unknown-email login is not faster. */
   prepare(): Promise<string> {
@@ -60,13 +97,13 @@ export class PasswordHasher {
   }
 
   hash(password: string): Promise<string> {
-    return argon2.hash(password, { type: argon2.argon2id, ...argon2Parameters });
+    return this.slots.run(() => argon2.hash(password, { type: argon2.argon2id, ...argon2Parameters }));
   }
 
   async verify(hash: string, password: string): Promise<PasswordCheck> {
     let ok: boolean;
     try {
-      ok = await argon2.verify(hash, password);
+      ok = await this.slots.run(() => argon2.verify(hash, password));
     } catch {
       // A malformed stored hash never lets anyone in.
       return { ok: false, needsRehash: false };

@@ -1,11 +1,19 @@
 import { Code, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
-import { callerOf, requestIdOf } from '@switchboard/runtime/server';
+import { callerOf, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
 import { AccountService, AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
 import { normalizeEmail, normalizeFullName, toAccount, type Accounts } from './accounts.js';
+import type { AccountSettings } from './account-settings.js';
+import type { Deactivations } from './deactivation.js';
+import type { EmailVerifications } from './email-verification.js';
+import type { LoginChallenges } from './login-challenge.js';
 import { assertAcceptablePassword } from './passwords.js';
+import type { PasswordResets } from './password-reset.js';
+import type { Sessions } from './sessions.js';
 import type { SigningKeys } from './signing-keys.js';
+import type { TwoFactor } from './two-factor.js';
 import { resolveWorkspace } from './workspaces.js';
 import { callerFrom } from './access.js';
 import type { Invitations } from './invitations.js';
@@ -22,6 +30,13 @@ export interface IdentityHandlers {
   db: Knex;
   accounts: Accounts;
   signingKeys: SigningKeys;
+  sessions: Sessions;
+  challenges: LoginChallenges;
+  verifications: EmailVerifications;
+  passwordResets: PasswordResets;
+  settings: AccountSettings;
+  twoFactor: TwoFactor;
+  deactivations: Deactivations;
   organizations: Organizations;
   members: Members;
   invitations: Invitations;
@@ -35,8 +50,16 @@ function principalOf(ctx: HandlerContext): string {
   return principalId;
 }
 
+/** Lets the gateway drop the revoked sessions at once (see revokedSessionsHeader). */
+function announceRevoked(ctx: HandlerContext, ids: string[]): void {
+  // Bounded header; larger sets reach the gateway through the session.revoked event.
+  if (ids.length > 0 && ids.length <= 200) ctx.responseHeader.set(revokedSessionsHeader, ids.join(','));
+}
+
+const logoutScopes = new Set(['local', 'others', 'global']);
+
 export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers): void {
-  const { accounts, signingKeys } = handlers;
+  const { accounts, signingKeys, sessions, db } = handlers;
 
   const auth: Partial<ServiceImpl<typeof AuthService>> = {
     async register(req, ctx) {
@@ -47,22 +70,128 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       return { user: toAccount(user), session };
     },
 
-    async login(req) {
+    async login(req, ctx) {
       if (req.email.trim() === '') throw invalidArgument('email', 'An email address is required.');
       if (req.password === '') throw invalidArgument('password', 'A password is required.');
       // No syntax check: a malformed address is just an unknown one (same 401, same timing).
-      const session = await accounts.login({ email: req.email.trim().toLowerCase(), password: req.password });
+      const result = await accounts.login({ email: req.email.trim().toLowerCase(), password: req.password, ip: clientIpOf(ctx) });
+      return 'session' in result ? { session: result.session } : { mfaRequired: true, mfaToken: result.mfaToken };
+    },
+
+    async loginSecondFactor(req, ctx) {
+      const session = await handlers.challenges.complete({ mfaToken: req.mfaToken, code: req.code, recoveryCode: req.recoveryCode, ip: clientIpOf(ctx) });
       return { session };
+    },
+
+    async refresh(req, ctx) {
+      if (req.refreshToken === '') throw invalidArgument('refresh_token', 'refresh_token is required.');
+      return { session: await sessions.refresh(db, req.refreshToken, requestIdOf(ctx)) };
+    },
+
+    async logout(req, ctx) {
+      const userId = principalOf(ctx);
+      const { sessionId } = callerOf(ctx);
+      const scope = req.scope ?? 'local';
+      if (!logoutScopes.has(scope)) throw invalidArgument('scope', 'scope must be local, others or global.');
+      let target = sessionId;
+      if (scope === 'local' && req.refreshToken) {
+        // The session of the refresh token, if it is the caller's; anything else is ignored.
+        const owned = await sessions.sessionOfRefreshToken(db, req.refreshToken);
+        if (owned) target = owned;
+      }
+      const revoked = await db.transaction((trx) => {
+        if (scope === 'global') return sessions.revoke(trx, { userId, reason: 'logout', requestId: requestIdOf(ctx) });
+        if (scope === 'others') return sessions.revoke(trx, { userId, reason: 'logout', except: sessionId, requestId: requestIdOf(ctx) });
+        return target ? sessions.revoke(trx, { userId, reason: 'logout', only: [target], requestId: requestIdOf(ctx) }) : Promise.resolve([]);
+      });
+      announceRevoked(ctx, revoked);
+      return {};
+    },
+
+    async requestPasswordReset(req, ctx) {
+      handlers.passwordResets.request(normalizeEmail(req.email), requestIdOf(ctx));
+      return {};
+    },
+
+    async confirmPasswordReset(req, ctx) {
+      if (req.token === '') throw invalidArgument('token', 'token is required.');
+      if (req.newPassword === '') throw invalidArgument('new_password', 'new_password is required.');
+      announceRevoked(ctx, await handlers.passwordResets.confirm(req.token, req.newPassword, requestIdOf(ctx)));
+      return {};
+    },
+
+    async verifyEmail(req) {
+      if (req.token === '') throw invalidArgument('token', 'token is required.');
+      await handlers.verifications.verify(db, req.token);
+      return {};
     },
 
     async getJwks() {
       return { keys: await signingKeys.publicKeys() };
+    },
+
+    // Only the gateway may call it: rpcRules in runtime/src/policy.ts.
+    async listRevokedSessions(req) {
+      const rows = await sessions.revokedSince(db, req.revokedSince ? timestampDate(req.revokedSince) : undefined);
+      return { sessions: rows.map((row) => ({ sessionId: row.id, revokedAt: timestampFromDate(row.revoked_at) })) };
     },
   };
 
   const account: Partial<ServiceImpl<typeof AccountService>> = {
     async getAccount(_req, ctx) {
       return toAccount(await accounts.get(principalOf(ctx)));
+    },
+
+    async updateAccount(req, ctx) {
+      const user = await accounts.get(principalOf(ctx));
+      return toAccount(await handlers.settings.updateProfile(user, req.fullName));
+    },
+
+    async changePassword(req, ctx) {
+      const user = await accounts.get(principalOf(ctx));
+      const revoked = await handlers.settings.changePassword(
+        user,
+        { currentPassword: req.currentPassword, newPassword: req.newPassword, currentSessionId: callerOf(ctx).sessionId, ip: clientIpOf(ctx) },
+        requestIdOf(ctx),
+      );
+      announceRevoked(ctx, revoked);
+      return {};
+    },
+
+    async getTwoFactorStatus(_req, ctx) {
+      const status = await handlers.twoFactor.status(principalOf(ctx));
+      return {
+        enabled: status.enabled,
+        enabledAt: status.enabledAt ? timestampFromDate(status.enabledAt) : undefined,
+        recoveryCodesRemaining: status.recoveryCodesRemaining,
+      };
+    },
+
+    async enrollTwoFactor(_req, ctx) {
+      return handlers.settings.enrollTwoFactor(await accounts.get(principalOf(ctx)));
+    },
+
+    async activateTwoFactor(req, ctx) {
+      const user = await accounts.get(principalOf(ctx));
+      return { recoveryCodes: await handlers.settings.activateTwoFactor(user, req.code) };
+    },
+
+    async disableTwoFactor(req, ctx) {
+      const user = await accounts.get(principalOf(ctx));
+      await handlers.settings.disableTwoFactor(user, { code: req.code, password: req.password, ip: clientIpOf(ctx) });
+      return {};
+    },
+
+    async regenerateRecoveryCodes(req, ctx) {
+      const user = await accounts.get(principalOf(ctx));
+      return { recoveryCodes: await handlers.settings.regenerateRecoveryCodes(user, req.code, clientIpOf(ctx)) };
+    },
+
+    async deactivateAccount(req, ctx) {
+      const user = await accounts.get(principalOf(ctx));
+      const result = await handlers.deactivations.deactivate(user, { password: req.password, code: req.code, ip: clientIpOf(ctx) }, requestIdOf(ctx));
+      announceRevoked(ctx, result.revoked);
+      return { deactivatedAt: timestampFromDate(result.deactivatedAt), eraseAfter: timestampFromDate(result.eraseAfter) };
     },
   };
 

@@ -1,24 +1,62 @@
-import { newId, newToken } from '@switchboard/runtime/ids';
-import { sha256Hex } from '@switchboard/runtime/secrets';
-import type { SessionSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import { Code } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { Knex } from '@switchboard/runtime/db';
+import { apiError } from '@switchboard/runtime/errors';
+import { newId, newToken } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
+import { decryptSecret, encryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
+import type { SessionSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import { systemClock, type Clock } from './clock.js';
 import type { SigningKeys } from './signing-keys.js';
-import { insertRefreshToken, insertSession, type Db } from './store.js';
+import {
+  findRefreshToken,
+  findRevokedSessions,
+  insertRefreshToken,
+  insertSession,
+  lockRefreshToken,
+  markRefreshTokenUsed,
+  revokeUserSessions,
+  touchSession,
+  type Db,
+  type SessionRow,
+} from './store.js';
+import type { EventWriter } from './workspaces.js';
 
 /**
  * Sessions (SPEC §3): a session row (`ses_…`, the `sid` of its access tokens) and an opaque
- * refresh token (256 bits) stored only as its SHA-256. Sessions end 30 days after sign-in at the
- * latest; refresh-token rotation, idle expiry and revocation grow on these tables.
+ * refresh token (256 bits) stored only as its SHA-256. Sessions end 30 days after sign-in and
+ * after 7 days without a refresh. Every refresh rotates the token; reusing a rotated token
+ * revokes the session, except the immediate parent reused within 10 s, which gets the same
+ * successor (two tabs refreshing at once). Revocations emit `session.revoked`, from which the
+ * gateway refuses the session's access tokens on the next request.
  */
 
 export const sessionLifetimeMs = 30 * 24 * 3600 * 1000;
 /** Refresh tokens not used for this long stop working (checked at refresh). */
 export const sessionIdleTimeoutMs = 7 * 24 * 3600 * 1000;
+/** A rotated token reused within this time, while its successor is unused, gets that successor. */
+export const refreshGraceMs = 10_000;
+/** How far back ListRevokedSessions looks by default: the access-token lifetime. */
+export const revocationHorizonMs = 15 * 60 * 1000;
+/** Successor refresh tokens are encrypted (not hashed) for the grace period under this label. */
+const successorPurpose = 'identity.refresh-successor';
 
 export type SessionTokens = MessageInitShape<typeof SessionSchema>;
 
+export type RevocationReason = 'logout' | 'password_change' | 'password_reset' | 'deactivation' | 'refresh_token_reuse';
+
+export const invalidRefreshToken = () =>
+  apiError(Code.Unauthenticated, 'invalid_token', 'The refresh token is not valid or its session has ended; sign in again.', { field: 'refresh_token' });
+
 export class Sessions {
-  constructor(private readonly signingKeys: SigningKeys) {}
+  constructor(
+    private readonly signingKeys: SigningKeys,
+    private readonly deps: { recordEvent?: EventWriter; log?: Logger; clock?: Clock } = {},
+  ) {}
+
+  private now(): Date {
+    return (this.deps.clock ?? systemClock)();
+  }
 
   /**
    * Opens a session for `userId` inside `trx` and returns its tokens. The access token is
@@ -27,9 +65,82 @@ export class Sessions {
   async open(trx: Db, userId: string, aal: 'aal1' | 'aal2' = 'aal1'): Promise<SessionTokens> {
     const sessionId = newId('ses');
     const refreshToken = newToken();
-    await insertSession(trx, { id: sessionId, userId, aal, expiresAt: new Date(Date.now() + sessionLifetimeMs) });
+    await insertSession(trx, { id: sessionId, userId, aal, expiresAt: new Date(this.now().getTime() + sessionLifetimeMs) });
     await insertRefreshToken(trx, { tokenHash: sha256Hex(refreshToken), sessionId, parentHash: null });
     const access = await this.signingKeys.signAccessToken({ userId, sessionId, aal });
     return { accessToken: access.token, refreshToken, tokenType: 'Bearer', expiresIn: access.expiresIn };
   }
+
+  /** Rotates a refresh token (SPEC §3); 401 invalid_token for anything but a live token. */
+  async refresh(db: Knex, refreshToken: string, requestId?: string): Promise<SessionTokens> {
+    const tokenHash = sha256Hex(refreshToken);
+    const outcome = await db.transaction(async (trx) => {
+      const found = await lockRefreshToken(trx, tokenHash);
+      if (!found) return { kind: 'invalid' as const };
+      const { token, session } = found;
+      const now = this.now();
+      if (session.revoked_at !== null || !isLive(session, now)) return { kind: 'invalid' as const };
+      if (token.used_at === null) {
+        const next = newToken();
+        const nextHash = sha256Hex(next);
+        await insertRefreshToken(trx, { tokenHash: nextHash, sessionId: session.id, parentHash: tokenHash });
+        await markRefreshTokenUsed(trx, tokenHash, { hash: nextHash, encrypted: encryptSecret(next, successorPurpose) }, now);
+        // The parent's grace is over once its successor is used: forget the plaintext copy.
+        if (token.parent_hash) await trx('refresh_tokens').where({ token_hash: token.parent_hash }).update({ successor_encrypted: null });
+        await touchSession(trx, session.id, now);
+        return { kind: 'ok' as const, refreshToken: next, session };
+      }
+      // A used token again: the concurrent-tab grace, or a stolen token being replayed.
+      if (token.successor_hash && token.successor_encrypted && now.getTime() - token.used_at.getTime() <= refreshGraceMs) {
+        const successor = await findRefreshToken(trx, token.successor_hash);
+        if (successor && successor.used_at === null) {
+          return { kind: 'ok' as const, refreshToken: decryptSecret(token.successor_encrypted, successorPurpose), session };
+        }
+      }
+      await this.revoke(trx, { userId: session.user_id, only: [session.id], reason: 'refresh_token_reuse', requestId });
+      return { kind: 'reused' as const, session };
+    });
+    if (outcome.kind === 'invalid') throw invalidRefreshToken();
+    if (outcome.kind === 'reused') {
+      this.deps.log?.warn({ user_id: outcome.session.user_id, session_id: outcome.session.id, request_id: requestId }, 'refresh token reused: session revoked');
+      throw invalidRefreshToken();
+    }
+    const { session } = outcome;
+    const access = await this.signingKeys.signAccessToken({ userId: session.user_id, sessionId: session.id, aal: session.aal });
+    return { accessToken: access.token, refreshToken: outcome.refreshToken, tokenType: 'Bearer', expiresIn: access.expiresIn };
+  }
+
+  /**
+   * Revokes the user's live sessions (all, `only` these, or all `except` one) in `trx` and
+   * writes `session.revoked`; returns the revoked ids.
+   */
+  async revoke(
+    trx: Knex.Transaction,
+    input: { userId: string; reason: RevocationReason; only?: string[]; except?: string; requestId?: string },
+  ): Promise<string[]> {
+    const ids = await revokeUserSessions(trx, { userId: input.userId, reason: input.reason, at: this.now(), only: input.only, except: input.except });
+    if (ids.length > 0) {
+      if (!this.deps.recordEvent) throw new Error('Sessions needs recordEvent to revoke');
+      await this.deps.recordEvent(trx, {
+        type: 'session.revoked',
+        data: { user_id: input.userId, session_ids: ids, reason: input.reason },
+        requestId: input.requestId,
+      });
+    }
+    return ids;
+  }
+
+  /** The session a refresh token belongs to (any state), for logout with a refresh token. */
+  async sessionOfRefreshToken(db: Db, refreshToken: string): Promise<string | undefined> {
+    return (await findRefreshToken(db, sha256Hex(refreshToken)))?.session_id;
+  }
+
+  /** Sessions revoked since `since` (default: the access-token lifetime back). */
+  revokedSince(db: Db, since?: Date): Promise<Array<{ id: string; revoked_at: Date }>> {
+    return findRevokedSessions(db, since ?? new Date(this.now().getTime() - revocationHorizonMs));
+  }
+}
+
+function isLive(session: SessionRow, now: Date): boolean {
+  return session.expires_at.getTime() > now.getTime() && session.last_used_at.getTime() + sessionIdleTimeoutMs > now.getTime();
 }

@@ -243,6 +243,276 @@ export async function listOrganizationsOfUser(db: Db, userId: string, page: Page
 }
 
 /** Deletes the organization; memberships and invitations go with it (ON DELETE CASCADE). */
+
+// --- account management (issue 3) ----------------------------------------------------------------
+
+export interface SessionRow {
+  id: string;
+  user_id: string;
+  aal: string;
+  created_at: Date;
+  last_used_at: Date;
+  expires_at: Date;
+  revoked_at: Date | null;
+}
+
+export interface RefreshTokenRow {
+  token_hash: string;
+  session_id: string;
+  parent_hash: string | null;
+  created_at: Date;
+  used_at: Date | null;
+  successor_hash: string | null;
+  successor_encrypted: string | null;
+}
+
+/** The refresh token and its session, both locked for the rotation. */
+export async function lockRefreshToken(db: Db, tokenHash: string): Promise<{ token: RefreshTokenRow; session: SessionRow } | undefined> {
+  const token = (await db('refresh_tokens').where({ token_hash: tokenHash }).forUpdate().first()) as RefreshTokenRow | undefined;
+  if (!token) return undefined;
+  const session = (await db('sessions').where({ id: token.session_id }).forUpdate().first()) as SessionRow;
+  return { token, session };
+}
+
+export async function findRefreshToken(db: Db, tokenHash: string): Promise<RefreshTokenRow | undefined> {
+  return db('refresh_tokens').where({ token_hash: tokenHash }).first();
+}
+
+export async function markRefreshTokenUsed(db: Db, tokenHash: string, successor: { hash: string; encrypted: string }, at: Date): Promise<void> {
+  await db('refresh_tokens').where({ token_hash: tokenHash }).update({ used_at: at, successor_hash: successor.hash, successor_encrypted: successor.encrypted });
+}
+
+export async function touchSession(db: Db, sessionId: string, at: Date): Promise<void> {
+  await db('sessions').where({ id: sessionId }).update({ last_used_at: at });
+}
+
+export async function findSession(db: Db, sessionId: string): Promise<SessionRow | undefined> {
+  return db('sessions').where({ id: sessionId }).first();
+}
+
+/** Revokes the user's live sessions that match; returns the ids actually revoked. */
+export async function revokeUserSessions(
+  db: Db,
+  input: { userId: string; reason: string; at: Date; only?: string[]; except?: string },
+): Promise<string[]> {
+  const query = db('sessions').where({ user_id: input.userId }).whereNull('revoked_at');
+  if (input.only) query.whereIn('id', input.only);
+  if (input.except) query.whereNot('id', input.except);
+  const rows = (await query.update({ revoked_at: input.at, revoked_reason: input.reason }).returning(['id'])) as Array<{ id: string }>;
+  return rows.map((row) => row.id);
+}
+
+export async function findRevokedSessions(db: Db, since: Date): Promise<Array<{ id: string; revoked_at: Date }>> {
+  return db('sessions').select('id', 'revoked_at').where('revoked_at', '>=', since).orderBy('revoked_at');
+}
+
+// users
+
+export async function updateFullName(db: Db, userId: string, fullName: string): Promise<UserRow | undefined> {
+  const [row] = await db('users').where({ id: userId }).update({ full_name: fullName, updated_at: db.fn.now() }).returning(userColumns);
+  return row as UserRow | undefined;
+}
+
+export async function setPasswordHash(db: Db, userId: string, passwordHash: string): Promise<void> {
+  await db('users').where({ id: userId }).update({ password_hash: passwordHash, password_changed_at: db.fn.now(), updated_at: db.fn.now() });
+}
+
+export async function lockUser(db: Db, userId: string): Promise<UserRow | undefined> {
+  return db('users').select(userColumns).where({ id: userId }).forUpdate().first();
+}
+
+export async function setTwoFactorEnabled(db: Db, userId: string, enabled: boolean): Promise<void> {
+  await db('users').where({ id: userId }).update({ two_factor_enabled: enabled, updated_at: db.fn.now() });
+}
+
+export async function markDeactivated(db: Db, userId: string, at: Date, eraseAfter: Date): Promise<void> {
+  await db('users').where({ id: userId }).update({ deactivated_at: at, erase_after: eraseAfter, updated_at: db.fn.now() });
+}
+
+// email verification
+
+export async function lockEmailVerification(db: Db, tokenHash: string): Promise<{ user_id: string; email: string; expires_at: Date; used_at: Date | null } | undefined> {
+  return db('email_verifications').select('user_id', 'email', 'expires_at', 'used_at').where({ token_hash: tokenHash }).forUpdate().first();
+}
+
+export async function completeEmailVerification(db: Db, tokenHash: string, userId: string, email: string, at: Date): Promise<boolean> {
+  await db('email_verifications').where({ token_hash: tokenHash }).update({ used_at: at });
+  const updated = await db('users').where({ id: userId, email }).update({ email_verified_at: at, updated_at: db.fn.now() });
+  return updated === 1;
+}
+
+// password resets
+
+export interface PasswordResetRow {
+  token_hash: string;
+  user_id: string;
+  expires_at: Date;
+  used_at: Date | null;
+}
+
+export async function insertPasswordReset(db: Db, reset: { tokenHash: string; userId: string; expiresAt: Date }): Promise<void> {
+  await db('password_resets').insert({ token_hash: reset.tokenHash, user_id: reset.userId, expires_at: reset.expiresAt });
+}
+
+export async function findPasswordReset(db: Db, tokenHash: string, lock = false): Promise<PasswordResetRow | undefined> {
+  const query = db('password_resets').select('token_hash', 'user_id', 'expires_at', 'used_at').where({ token_hash: tokenHash });
+  if (lock) query.forUpdate();
+  return query.first();
+}
+
+/** Uses every outstanding reset token of the user (the one redeemed and any older ones). */
+export async function usePasswordResets(db: Db, userId: string, at: Date): Promise<void> {
+  await db('password_resets').where({ user_id: userId }).whereNull('used_at').update({ used_at: at });
+}
+
+// two-factor
+
+export interface TwoFactorRow {
+  user_id: string;
+  secret_encrypted: string | null;
+  enabled_at: Date | null;
+  pending_secret_encrypted: string | null;
+  last_used_step: string | null;
+}
+
+export async function findTwoFactor(db: Db, userId: string): Promise<TwoFactorRow | undefined> {
+  return db('two_factor').where({ user_id: userId }).first();
+}
+
+export async function savePendingTwoFactor(db: Db, userId: string, pendingSecretEncrypted: string): Promise<void> {
+  await db('two_factor')
+    .insert({ user_id: userId, pending_secret_encrypted: pendingSecretEncrypted })
+    .onConflict('user_id')
+    .merge({ pending_secret_encrypted: pendingSecretEncrypted });
+}
+
+/**
+ * Activates the pending secret if it is still `pendingSecretEncrypted` and `step` is later than
+ * the last accepted one, in one statement (no code is accepted twice, even concurrently).
+ */
+export async function activateTwoFactor(db: Db, userId: string, pendingSecretEncrypted: string, step: number, at: Date): Promise<boolean> {
+  const updated = await db('two_factor')
+    .where({ user_id: userId, pending_secret_encrypted: pendingSecretEncrypted })
+    .whereNull('secret_encrypted')
+    .where((q) => q.whereNull('last_used_step').orWhere('last_used_step', '<', step))
+    .update({ secret_encrypted: pendingSecretEncrypted, pending_secret_encrypted: null, enabled_at: at, last_used_step: step });
+  return updated === 1;
+}
+
+/** Records `step` as used if it is later than the last accepted one; false when it is not. */
+export async function claimTotpStep(db: Db, userId: string, step: number): Promise<boolean> {
+  const updated = await db('two_factor')
+    .where({ user_id: userId })
+    .whereNotNull('secret_encrypted')
+    .where((q) => q.whereNull('last_used_step').orWhere('last_used_step', '<', step))
+    .update({ last_used_step: step });
+  return updated === 1;
+}
+
+export async function deleteTwoFactor(db: Db, userId: string): Promise<void> {
+  await db('two_factor').where({ user_id: userId }).delete();
+  await db('recovery_codes').where({ user_id: userId }).delete();
+}
+
+export async function replaceRecoveryCodes(db: Db, userId: string, codeHashes: string[]): Promise<void> {
+  await db('recovery_codes').where({ user_id: userId }).delete();
+  await db('recovery_codes').insert(codeHashes.map((codeHash) => ({ user_id: userId, code_hash: codeHash })));
+}
+
+/** Uses one recovery code; false when it is unknown or used already. */
+export async function consumeRecoveryCode(db: Db, userId: string, codeHash: string, at: Date): Promise<boolean> {
+  const updated = await db('recovery_codes').where({ user_id: userId, code_hash: codeHash }).whereNull('used_at').update({ used_at: at });
+  return updated === 1;
+}
+
+export async function countRecoveryCodes(db: Db, userId: string): Promise<number> {
+  const row = (await db('recovery_codes').where({ user_id: userId }).whereNull('used_at').count<{ count: string }[]>('* as count'))[0];
+  return Number(row?.count ?? 0);
+}
+
+// sign-in challenges
+
+export interface MfaChallengeRow {
+  token_hash: string;
+  user_id: string;
+  expires_at: Date;
+  attempts: number;
+  used_at: Date | null;
+}
+
+export async function insertMfaChallenge(db: Db, challenge: { tokenHash: string; userId: string; expiresAt: Date }): Promise<void> {
+  await db('mfa_challenges').insert({ token_hash: challenge.tokenHash, user_id: challenge.userId, expires_at: challenge.expiresAt });
+}
+
+export async function lockMfaChallenge(db: Db, tokenHash: string): Promise<MfaChallengeRow | undefined> {
+  return db('mfa_challenges').where({ token_hash: tokenHash }).forUpdate().first();
+}
+
+export async function updateMfaChallenge(db: Db, tokenHash: string, change: { attempts?: number; used_at?: Date }): Promise<void> {
+  await db('mfa_challenges').where({ token_hash: tokenHash }).update(change);
+}
+
+// brute-force counters
+
+/** Inserts a failure row; returns its id. */
+export async function insertAuthFailure(db: Db, failure: { kind: string; scope: string; subject: string; at: Date }): Promise<string> {
+  const [row] = (await db('auth_failures')
+    .insert({ kind: failure.kind, scope: failure.scope, subject: failure.subject, created_at: failure.at })
+    .returning(['id'])) as Array<{ id: string }>;
+  return String(row.id);
+}
+
+export async function deleteAuthFailures(db: Db, ids: string[]): Promise<void> {
+  if (ids.length > 0) await db('auth_failures').whereIn('id', ids).delete();
+}
+
+/** Failures of one counter since `since` but `excludeIds`, oldest first (at most `limit`). */
+export async function recentAuthFailures(
+  db: Db,
+  counter: { kind: string; scope: string; subject: string },
+  since: Date,
+  limit: number,
+  excludeIds: string[] = [],
+): Promise<Date[]> {
+  const rows = (await db('auth_failures')
+    .select('created_at')
+    .where({ kind: counter.kind, scope: counter.scope, subject: counter.subject })
+    .where('created_at', '>', since)
+    .whereNotIn('id', excludeIds)
+    .orderBy('created_at', 'desc')
+    .limit(limit)) as Array<{ created_at: Date }>;
+  return rows.map((row) => row.created_at).reverse();
+}
+
+export async function clearAuthFailures(db: Db, counter: { kind: string; scope: string; subject: string }): Promise<void> {
+  await db('auth_failures').where(counter).delete();
+}
+
+export async function pruneAuthFailures(db: Db, before: Date): Promise<number> {
+  return db('auth_failures').where('created_at', '<', before).delete();
+}
+
+// deactivation and erasure
+
+export interface OrganizationMembershipRow {
+  org_id: string;
+  role: string;
+  personal: boolean;
+  member_count: number;
+}
+
+/** Every organization of the user with its role there and the number of members. */
+export async function findMembershipsWithCounts(db: Db, userId: string): Promise<OrganizationMembershipRow[]> {
+  const result = await db.raw<{ rows: Array<OrganizationMembershipRow & { member_count: string }> }>(
+    `SELECT m.org_id, m.role, o.personal, (SELECT count(*) FROM memberships x WHERE x.org_id = m.org_id) AS member_count
+       FROM memberships m JOIN organizations o ON o.id = m.org_id
+      WHERE m.user_id = ?
+      ORDER BY m.org_id`,
+    [userId],
+  );
+  return result.rows.map((row) => ({ ...row, member_count: Number(row.member_count) }));
+}
+
 export async function deleteOrganization(db: Db, orgId: string): Promise<void> {
   await db('organizations').where({ id: orgId }).delete();
 }
@@ -391,4 +661,37 @@ export async function markInvitationAccepted(db: Db, invitationId: string, accep
 export async function lockOrganization(db: Db, orgId: string): Promise<boolean> {
   const result = await db.raw<{ rows: unknown[] }>('SELECT id FROM organizations WHERE id = ? FOR UPDATE', [orgId]);
   return result.rows.length === 1;
+}
+
+/** Users whose grace period ended and who are not erased yet (locked, skipping locked rows). */
+export async function lockUsersDueForErasure(db: Db, now: Date, limit: number): Promise<Array<{ id: string; personal_workspace_id: string }>> {
+  return db('users')
+    .select('id', 'personal_workspace_id')
+    .whereNotNull('erase_after')
+    .whereNull('erased_at')
+    .where('erase_after', '<=', now)
+    .orderBy('erase_after')
+    .limit(limit)
+    .forUpdate()
+    .skipLocked();
+}
+
+/** Replaces the personal data of a user by placeholders and drops their credentials. */
+export async function pseudonymizeUser(db: Db, user: { id: string; personalWorkspaceId: string }, at: Date): Promise<void> {
+  await db('users')
+    .where({ id: user.id })
+    .update({ email: `erased+${user.id}@erased.invalid`, full_name: null, password_hash: '!erased', erased_at: at, updated_at: db.fn.now() });
+  await db('organizations').where({ id: user.personalWorkspaceId }).update({ name: 'Erased account workspace' });
+  await db('two_factor').where({ user_id: user.id }).delete();
+  await db('recovery_codes').where({ user_id: user.id }).delete();
+  await db('email_verifications').where({ user_id: user.id }).delete();
+  await db('password_resets').where({ user_id: user.id }).delete();
+  await db('mfa_challenges').where({ user_id: user.id }).delete();
+}
+
+/** Drops sign-in challenges and reset tokens that expired before `before`. */
+export async function pruneExpiredTokens(db: Db, before: Date): Promise<number> {
+  const challenges = await db('mfa_challenges').where('expires_at', '<', before).delete();
+  const resets = await db('password_resets').where('expires_at', '<', before).delete();
+  return challenges + resets;
 }

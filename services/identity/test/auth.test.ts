@@ -346,9 +346,9 @@ describe('identity: registration, login, tokens', () => {
     expect((await failure(noToken.getAccount({}))).code).toBe(Code.Unauthenticated);
   });
 
-  it('answers Unimplemented for the RPCs of later issues', async () => {
-    expect((await failure(auth.refresh({ refreshToken: 'x' }))).code).toBe(Code.Unimplemented);
-    expect((await failure(auth.verifyEmail({ token: 'x' }))).code).toBe(Code.Unimplemented);
+  it('refuses unknown refresh and verification tokens', async () => {
+    expect((await failure(auth.refresh({ refreshToken: 'x' }))).code).toBe(Code.Unauthenticated);
+    expect((await failure(auth.verifyEmail({ token: 'x' }))).code).toBe(Code.InvalidArgument);
   });
 
   it('never logs passwords or tokens', async () => {

@@ -102,8 +102,8 @@ describe('identity over plain gRPC (@grpc/grpc-js + proto-loader)', () => {
     await expect(call(account, 'GetAccount', {}, bearer(forged))).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
   });
 
-  it('answers UNIMPLEMENTED for RPCs this slice does not build', async () => {
+  it('answers UNAUTHENTICATED for an unknown refresh token', async () => {
     const token = await mintMeshToken('identity', { caller: 'gateway' });
-    await expect(call(auth, 'Refresh', { refresh_token: 'x' }, bearer(token))).rejects.toMatchObject({ code: grpc.status.UNIMPLEMENTED });
+    await expect(call(auth, 'Refresh', { refresh_token: 'x' }, bearer(token))).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
   });
 });

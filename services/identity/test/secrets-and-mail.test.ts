@@ -1,10 +1,12 @@
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '@switchboard/runtime/log';
-import { createMailer, mailFileName, maskAddress, renderMessage } from '@switchboard/runtime/mail';
+import { createMailer, mailFileName, maskAddress, renderMessage, SmtpMailer } from '@switchboard/runtime/mail';
 import { constantTimeEqual, decryptSecret, encryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
+import { AccountMail } from '../src/notifications.js';
 
 /** runtime/src/secrets.ts and runtime/src/mail.ts, which this slice introduced. */
 
@@ -66,8 +68,79 @@ describe('mail adapter', () => {
     expect(headers).toContain('Date: Thu, 02 Jan 2025 03:04:05 +0000');
   });
 
-  it('refuses SMTP_URL until SMTP delivery exists', () => {
-    expect(() => createMailer({ log: createLogger('test', 'silent'), env: { SMTP_URL: 'smtp://localhost' } })).toThrow(/not implemented/);
+  it('chooses SMTP when SMTP_URL is set, and refuses a URL that is not smtp:// or smtps://', () => {
+    expect(createMailer({ log: createLogger('test', 'silent'), env: { SMTP_URL: 'smtp://localhost:2525' } })).toBeInstanceOf(SmtpMailer);
+    expect(() => createMailer({ log: createLogger('test', 'silent'), env: { SMTP_URL: 'http://localhost' } })).toThrow(/smtp:\/\//);
+  });
+
+  it('delivers over SMTP (to a minimal SMTP server)', async () => {
+    const received: string[] = [];
+    const server = net.createServer((socket) => {
+      let inData = false;
+      let data = '';
+      let pending = '';
+      socket.write('220 test ESMTP\r\n');
+      socket.on('data', (chunk) => {
+        pending += chunk.toString('utf8');
+        let end: number;
+        while ((end = pending.indexOf('\r\n')) >= 0) {
+          const line = pending.slice(0, end);
+          pending = pending.slice(end + 2);
+          if (inData) {
+            if (line === '.') {
+              inData = false;
+              received.push(data);
+              socket.write('250 2.0.0 queued\r\n');
+            } else data += `${line}\r\n`;
+            continue;
+          }
+          const verb = line.slice(0, 4).toUpperCase();
+          if (verb === 'EHLO') socket.write('250-test\r\n250 8BITMIME\r\n');
+          else if (verb === 'DATA') {
+            inData = true;
+            socket.write('354 go ahead\r\n');
+          } else if (verb === 'QUIT') socket.end('221 bye\r\n');
+          else socket.write('250 ok\r\n');
+        }
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as net.AddressInfo).port;
+    const mailer = createMailer({ log: createLogger('test', 'silent'), env: { SMTP_URL: `smtp://127.0.0.1:${port}?ignoreTLS=true` } }) as SmtpMailer;
+    try {
+      const sent = await mailer.send({ to: 'jane@example.com', subject: 'Hello', text: 'token line\nsecond line', kind: 'test_kind' });
+      expect(sent.messageId).toMatch(/@switchboard\.local$/);
+      expect(received).toHaveLength(1);
+      expect(received[0]).toContain('To: jane@example.com');
+      expect(received[0]).toContain('Subject: Hello');
+      expect(received[0]).toContain('X-Switchboard-Mail-Kind: test_kind');
+      expect(received[0]).toContain('token line');
+    } finally {
+      mailer.close();
+      server.close();
+    }
+  });
+
+  it('writes account mails: a credential notice without secrets, the reset and invitation tokens', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'account-mail-'));
+    try {
+      const mail = new AccountMail(createMailer({ log: createLogger('test', 'silent'), env: { MAILBOX_DIR: dir } }), createLogger('test', 'silent'));
+      await mail.credentialChanged({ id: 'usr_1', email: 'ann@example.com', fullName: 'Ann' }, 'two_factor_disabled');
+      await mail.passwordReset({ id: 'usr_1', email: 'ann@example.com', fullName: null }, 'reset-token-value', 60);
+      await mail.invitation({ email: 'bob@example.com', organizationName: 'Acme', invitedBy: 'Ann', role: 'admin', token: 'invite-token-value', expiresAt: new Date('2030-01-01T00:00:00Z') });
+      const texts = await Promise.all((await readdir(dir)).sort().map((name) => readFile(path.join(dir, name), 'utf8')));
+      expect(texts).toHaveLength(3);
+      expect(texts[0]).toContain('X-Switchboard-Mail-Kind: two_factor_disabled');
+      expect(texts[0]).toContain('Two-factor authentication was turned off');
+      expect(texts[1]).toContain('X-Switchboard-Mail-Kind: password_reset_request');
+      expect(texts[1]).toContain('reset-token-value');
+      expect(texts[2]).toContain('To: bob@example.com');
+      expect(texts[2]).toContain('X-Switchboard-Mail-Kind: invitation');
+      expect(texts[2]).toContain('invite-token-value');
+      expect(texts[2]).toContain('Ann invited you to join Acme on Switchboard as admin.');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('names files by time and masks addresses', () => {

@@ -1,0 +1,117 @@
+import type { Client } from '@connectrpc/connect';
+import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { parseEventEnvelope } from '@switchboard/runtime/consumer';
+import type { Logger } from '@switchboard/runtime/log';
+import { connectNats, type NatsConnection } from '@switchboard/runtime/nats';
+import type { AuthService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+
+/**
+ * The sessions whose access tokens the gateway refuses before they expire (SPEC §3: logout,
+ * password change or reset, deactivation take effect on the next request). No database call
+ * per request: the set lives in memory and is kept fresh by
+ *  - the `sb-revoked-sessions` header of identity's answers, for the replica that proxied the
+ *    revoking call (effective on its very next request);
+ *  - a core NATS subscription on the `session.revoked` subject (the outbox relay publishes on
+ *    commit: typically a few milliseconds, well under a second);
+ *  - a full reload from identity (ListRevokedSessions) at start-up, after every NATS reconnect,
+ *    and every REVOCATION_POLL_INTERVAL (10 s) as a safety net while NATS is unreachable.
+ * Entries are dropped once every access token of the session has expired (15 minutes + slack),
+ * so the set stays bounded by the revocations of the last quarter hour.
+ */
+
+export const accessTokenLifetimeMs = 15 * 60 * 1000;
+const slackMs = 60_000;
+
+export class RevokedSessions {
+  private readonly forgetAt = new Map<string, number>();
+  private lastPrune = 0;
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  add(sessionIds: Iterable<string>, revokedAt = this.now()): void {
+    const until = revokedAt + accessTokenLifetimeMs + slackMs;
+    for (const id of sessionIds) {
+      if (id && (this.forgetAt.get(id) ?? 0) < until) this.forgetAt.set(id, until);
+    }
+    this.prune();
+  }
+
+  has(sessionId: string): boolean {
+    const until = this.forgetAt.get(sessionId);
+    return until !== undefined && until > this.now();
+  }
+
+  get size(): number {
+    return this.forgetAt.size;
+  }
+
+  private prune(): void {
+    const now = this.now();
+    if (now - this.lastPrune < 10_000) return;
+    this.lastPrune = now;
+    for (const [id, until] of this.forgetAt) if (until <= now) this.forgetAt.delete(id);
+  }
+}
+
+export interface RevocationFeedOptions {
+  revoked: RevokedSessions;
+  identity: Client<typeof AuthService>;
+  natsUrl: string;
+  subjectPrefix: string;
+  log: Logger;
+  pollIntervalMs: number;
+}
+
+/** Starts the feed; resolves after the first load (or a failed first attempt: it keeps retrying). */
+export async function startRevocationFeed(options: RevocationFeedOptions): Promise<{ stop(): Promise<void> }> {
+  const { revoked, identity, log } = options;
+  let stopped = false;
+  const load = async () => {
+    try {
+      const { sessions } = await identity.listRevokedSessions({}, { timeoutMs: 5000 });
+      for (const session of sessions) revoked.add([session.sessionId], session.revokedAt ? timestampDate(session.revokedAt).getTime() : Date.now());
+      return true;
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'could not load revoked sessions from identity; retrying');
+      return false;
+    }
+  };
+
+  let nc: NatsConnection | undefined;
+  const natsReady = connectNats(options.natsUrl, 'gateway', log).then((connection) => {
+    if (stopped) return connection.close().then(() => undefined);
+    nc = connection;
+    connection.subscribe(`${options.subjectPrefix}.session.revoked`, {
+      callback: (err, msg) => {
+        if (err) return;
+        try {
+          const event = parseEventEnvelope(msg.data);
+          const ids = (event.data.session_ids as unknown[] | undefined)?.filter((id): id is string => typeof id === 'string') ?? [];
+          revoked.add(ids, event.occurred_at ? Date.parse(event.occurred_at) : Date.now());
+        } catch (parseError) {
+          log.warn({ err: (parseError as Error).message }, 'ignored a malformed session.revoked event');
+        }
+      },
+    });
+    void (async () => {
+      for await (const status of connection.status()) {
+        // Events published while disconnected were missed: reload the authoritative list.
+        if (status.type === 'reconnect') void load();
+      }
+    })();
+    // Events committed between the first load and the subscription are covered by this reload.
+    void load();
+  });
+  natsReady.catch((err) => log.warn({ err: (err as Error).message }, 'NATS unavailable: revocations come from polling identity'));
+
+  const timer = setInterval(() => void load(), options.pollIntervalMs);
+  timer.unref();
+  await load();
+  return {
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await nc?.close().catch(() => undefined);
+    },
+  };
+}

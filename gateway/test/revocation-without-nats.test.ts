@@ -1,0 +1,64 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { freePort } from '@switchboard/runtime/infra';
+import { RevokedSessions } from '../src/revocations.js';
+import { bootMesh, newUser, restClient } from './mesh.js';
+import { eventually, expectErrorBody } from './account-helpers.js';
+
+/**
+ * The revocation set without NATS: the gateway still starts and serves, and learns revocations
+ * it did not proxy by polling identity (REVOCATION_POLL_INTERVAL).
+ */
+
+let mesh: Mesh;
+let call: ReturnType<typeof restClient>;
+
+beforeAll(async () => {
+  // Nothing listens there: every component runs with NATS unreachable.
+  mesh = await bootMesh({ NATS_URL: `nats://127.0.0.1:${await freePort()}`, REVOCATION_POLL_INTERVAL: '200ms' });
+  call = restClient(mesh.gatewayUrl);
+});
+
+afterAll(async () => {
+  await mesh?.stop();
+});
+
+describe('revocation while NATS is down', () => {
+  it('refuses a session revoked elsewhere within the poll interval', async () => {
+    const user = newUser();
+    const registered = await call('POST', '/v1/auth/register', { body: user });
+    expect(registered.status).toBe(201);
+    const { access_token: accessToken, refresh_token: first } = registered.json.session;
+    const second = (await call('POST', '/v1/auth/refresh', { body: { refresh_token: first } })).json.session.refresh_token;
+    await call('POST', '/v1/auth/refresh', { body: { refresh_token: second } });
+    expect((await call('GET', '/v1/account', { token: accessToken })).status).toBe(200);
+    // A replay of `first` revokes the session; this answer carries no revocation header.
+    expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: first } }), 401, 'invalid_token');
+    const started = Date.now();
+    await eventually(async () => ((await call('GET', '/v1/account', { token: accessToken })).status === 401 ? true : undefined), 'the poll', 3000, 20);
+    expect(Date.now() - started).toBeLessThan(3000);
+  });
+
+  it('still applies a logout on the very next request (the revoking answer tells the gateway)', async () => {
+    const registered = await call('POST', '/v1/auth/register', { body: newUser() });
+    const token = registered.json.session.access_token;
+    expect((await call('POST', '/v1/auth/logout', { token })).status).toBe(204);
+    expectErrorBody(await call('GET', '/v1/account', { token }), 401, 'session_revoked');
+  });
+});
+
+describe('the revoked-session set', () => {
+  it('forgets a session once its access tokens have expired (bounded)', () => {
+    let now = 1_000_000;
+    const set = new RevokedSessions(() => now);
+    set.add(['ses_a'], now);
+    expect(set.has('ses_a')).toBe(true);
+    expect(set.has('ses_b')).toBe(false);
+    now += 15 * 60_000;
+    expect(set.has('ses_a')).toBe(true);
+    now += 61_000;
+    expect(set.has('ses_a')).toBe(false);
+    set.add(['ses_b'], now);
+    expect(set.size).toBe(1);
+  });
+});

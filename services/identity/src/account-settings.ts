@@ -1,0 +1,93 @@
+import type { Knex } from '@switchboard/runtime/db';
+import { invalidArgument, unprocessable } from '@switchboard/runtime/errors';
+import type { Logger } from '@switchboard/runtime/log';
+import { normalizeFullName } from './accounts.js';
+import type { AccountMail, MailRecipient } from './notifications.js';
+import { assertAcceptablePassword, type PasswordHasher } from './passwords.js';
+import type { Reauthentication } from './reauthentication.js';
+import type { Sessions } from './sessions.js';
+import { setPasswordHash, updateFullName, type UserRow } from './store.js';
+import type { TwoFactor } from './two-factor.js';
+
+/**
+ * What a signed-in user changes about their own account: the profile, the password (other
+ * sessions are revoked) and two-factor authentication. Every credential change mails a notice.
+ */
+
+export interface AccountSettingsDeps {
+  db: Knex;
+  log: Logger;
+  passwords: PasswordHasher;
+  sessions: Sessions;
+  twoFactor: TwoFactor;
+  reauth: Reauthentication;
+  mail: AccountMail;
+}
+
+const recipient = (user: UserRow): MailRecipient => ({ id: user.id, email: user.email, fullName: user.full_name });
+
+export class AccountSettings {
+  constructor(private readonly deps: AccountSettingsDeps) {}
+
+  async updateProfile(user: UserRow, fullName: string | undefined): Promise<UserRow> {
+    if (fullName === undefined) throw invalidArgument('full_name', 'full_name is required (1 to 200 characters).');
+    const name = normalizeFullName(fullName)!;
+    return (await updateFullName(this.deps.db, user.id, name)) ?? user;
+  }
+
+  /** Returns the ids of the revoked sessions (every session but `currentSessionId`). */
+  async changePassword(
+    user: UserRow,
+    input: { currentPassword: string; newPassword: string; currentSessionId?: string; ip?: string },
+    requestId?: string,
+  ): Promise<string[]> {
+    const { db, passwords, sessions, reauth, mail, log } = this.deps;
+    if (input.currentPassword === '') throw invalidArgument('current_password', 'current_password is required.');
+    assertAcceptablePassword(input.newPassword, user.email, 'new_password');
+    await reauth.password(user, input.currentPassword, input.ip, 'current_password');
+    const passwordHash = await passwords.hash(input.newPassword);
+    const revoked = await db.transaction(async (trx) => {
+      await setPasswordHash(trx, user.id, passwordHash);
+      return sessions.revoke(trx, { userId: user.id, reason: 'password_change', except: input.currentSessionId, requestId });
+    });
+    log.info({ user_id: user.id, request_id: requestId, sessions_revoked: revoked.length }, 'password changed');
+    await mail.credentialChanged(recipient(user), 'password_changed');
+    return revoked;
+  }
+
+  enrollTwoFactor(user: UserRow) {
+    return this.deps.twoFactor.enroll(user);
+  }
+
+  async activateTwoFactor(user: UserRow, code: string): Promise<string[]> {
+    const codes = await this.deps.twoFactor.activate(user, code);
+    this.deps.log.info({ user_id: user.id }, 'two-factor authentication enabled');
+    await this.deps.mail.credentialChanged(recipient(user), 'two_factor_enabled');
+    return codes;
+  }
+
+  /** Needs a current code or the password (SPEC §3). */
+  async disableTwoFactor(user: UserRow, input: { code?: string; password?: string; ip?: string }): Promise<void> {
+    const { db, twoFactor, reauth, mail, log } = this.deps;
+    const code = input.code?.trim();
+    if (!code && !input.password) throw invalidArgument('code', 'Send a current code, or your password.');
+    const status = await twoFactor.status(user.id);
+    if (!status.enabled) return; // Off already: nothing to prove, nothing to change.
+    if (code) await reauth.code(user, code, input.ip);
+    else await reauth.password(user, input.password!, input.ip);
+    await db.transaction((trx) => twoFactor.disable(trx, user.id));
+    log.info({ user_id: user.id }, 'two-factor authentication disabled');
+    await mail.credentialChanged(recipient(user), 'two_factor_disabled');
+  }
+
+  async regenerateRecoveryCodes(user: UserRow, code: string, ip?: string): Promise<string[]> {
+    const { db, twoFactor, reauth, mail } = this.deps;
+    if (code.trim() === '') throw invalidArgument('code', 'A current code is required.');
+    const status = await twoFactor.status(user.id);
+    if (!status.enabled) throw unprocessable('two_factor_not_enabled', 'Two-factor authentication is off: there are no recovery codes.');
+    await reauth.code(user, code, ip);
+    const codes = await db.transaction((trx) => twoFactor.regenerateRecoveryCodes(trx, user.id));
+    await mail.credentialChanged(recipient(user), 'recovery_codes_regenerated');
+    return codes;
+  }
+}

@@ -1,0 +1,89 @@
+import { Code } from '@connectrpc/connect';
+import type { Knex } from '@switchboard/runtime/db';
+import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import type { Logger } from '@switchboard/runtime/log';
+import { systemClock, type Clock } from './clock.js';
+import type { AccountMail } from './notifications.js';
+import type { Reauthentication } from './reauthentication.js';
+import type { Sessions } from './sessions.js';
+import { deleteMembership, deleteOrganization, findMembershipsWithCounts, lockUser, markDeactivated, type UserRow } from './store.js';
+import type { EventWriter } from './workspaces.js';
+
+/**
+ * Self-service deactivation (GDPR, SPEC §3): the password (and a current code when 2FA is on)
+ * again; then, in one transaction, organizations where the user is the only member are deleted
+ * (the personal workspace row stays until erasure, billing records point at it), memberships
+ * in other organizations end, every session is revoked, and `user.deactivated` tells the keys
+ * service to revoke the user's keys. Sign-in is refused from then on; the erasure job
+ * pseudonymizes the account after ACCOUNT_ERASE_AFTER (30 days).
+ */
+
+export const defaultEraseAfterMs = 30 * 24 * 3600 * 1000;
+
+export interface DeactivationsDeps {
+  db: Knex;
+  log: Logger;
+  sessions: Sessions;
+  reauth: Reauthentication;
+  mail: AccountMail;
+  recordEvent: EventWriter;
+  clock?: Clock;
+  eraseAfterMs?: number;
+}
+
+export class Deactivations {
+  constructor(private readonly deps: DeactivationsDeps) {}
+
+  async deactivate(
+    user: UserRow,
+    input: { password: string; code?: string; ip?: string },
+    requestId?: string,
+  ): Promise<{ deactivatedAt: Date; eraseAfter: Date; revoked: string[] }> {
+    const { db, sessions, reauth, mail, recordEvent, log } = this.deps;
+    if (input.password === '') throw invalidArgument('password', 'Your password is required to deactivate the account.');
+    await reauth.password(user, input.password, input.ip);
+    if (user.two_factor_enabled) {
+      if (!input.code?.trim()) throw invalidArgument('code', 'Two-factor authentication is on: send a current code too.');
+      await reauth.code(user, input.code, input.ip);
+    }
+    const deactivatedAt = (this.deps.clock ?? systemClock)();
+    const eraseAfter = new Date(deactivatedAt.getTime() + (this.deps.eraseAfterMs ?? defaultEraseAfterMs));
+    const revoked = await db.transaction(async (trx) => {
+      const locked = await lockUser(trx, user.id);
+      if (!locked || locked.deactivated_at !== null) throw apiError(Code.FailedPrecondition, 'account_deactivated', 'The account is deactivated already.', { httpStatus: 409 });
+      const memberships = await findMembershipsWithCounts(trx, user.id);
+      const owned = memberships.filter((m) => m.role === 'owner' && m.member_count > 1).map((m) => m.org_id);
+      if (owned.length > 0) {
+        throw apiError(Code.FailedPrecondition, 'ownership_transfer_required', 'Transfer the ownership of your organizations with other members first.', {
+          httpStatus: 409,
+          metadata: { org_ids: owned },
+        });
+      }
+      for (const membership of memberships) {
+        if (membership.member_count === 1) {
+          if (!membership.personal) await deleteOrganization(trx, membership.org_id);
+          await recordEvent(trx, { type: 'organization.deleted', workspaceId: membership.org_id, data: { org_id: membership.org_id, deleted_by: null }, requestId });
+        } else {
+          await deleteMembership(trx, membership.org_id, user.id);
+          await recordEvent(trx, {
+            type: 'organization.member.removed',
+            workspaceId: membership.org_id,
+            data: { org_id: membership.org_id, user_id: user.id, removed_by: null },
+            requestId,
+          });
+        }
+      }
+      await markDeactivated(trx, user.id, deactivatedAt, eraseAfter);
+      const ids = await sessions.revoke(trx, { userId: user.id, reason: 'deactivation', requestId });
+      await recordEvent(trx, {
+        type: 'user.deactivated',
+        data: { user_id: user.id, deactivated_at: deactivatedAt.toISOString(), erase_after: eraseAfter.toISOString() },
+        requestId,
+      });
+      return ids;
+    });
+    log.info({ user_id: user.id, request_id: requestId, erase_after: eraseAfter.toISOString() }, 'account deactivated');
+    await mail.credentialChanged({ id: user.id, email: user.email, fullName: user.full_name }, 'account_deactivated');
+    return { deactivatedAt, eraseAfter, revoked };
+  }
+}

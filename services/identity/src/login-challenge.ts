@@ -1,0 +1,87 @@
+import { Code } from '@connectrpc/connect';
+import type { Knex } from '@switchboard/runtime/db';
+import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import { newToken } from '@switchboard/runtime/ids';
+import { sha256Hex } from '@switchboard/runtime/secrets';
+import { systemClock, type Clock } from './clock.js';
+import type { LoginThrottle } from './login-throttle.js';
+import type { Sessions, SessionTokens } from './sessions.js';
+import { findUserById, insertMfaChallenge, lockMfaChallenge, updateMfaChallenge, type MfaChallengeRow } from './store.js';
+import type { TwoFactor } from './two-factor.js';
+
+/**
+ * The second step of a sign-in with 2FA on (SPEC §3): the password step hands out an opaque
+ * `mfa_token` (`mfa_…`, 256 bits, stored hashed; not a JWT, so it never passes as an access
+ * token), valid 5 minutes (MFA_TOKEN_TTL) for at most 5 codes; POST /v1/auth/login/2fa trades
+ * it and a TOTP or recovery code for an aal2 session.
+ */
+
+export const defaultMfaTokenTtlMs = 5 * 60 * 1000;
+export const maxChallengeAttempts = 5;
+
+export const invalidMfaToken = () =>
+  apiError(Code.InvalidArgument, 'invalid_token', 'The mfa_token is not valid or has expired; sign in again.', { field: 'mfa_token' });
+
+export interface LoginChallengesDeps {
+  db: Knex;
+  sessions: Sessions;
+  twoFactor: TwoFactor;
+  throttle: LoginThrottle;
+  clock?: Clock;
+  ttlMs?: number;
+}
+
+export class LoginChallenges {
+  constructor(private readonly deps: LoginChallengesDeps) {}
+
+  private now(): Date {
+    return (this.deps.clock ?? systemClock)();
+  }
+
+  /** A new challenge for `userId`; returns the mfa_token. */
+  async issue(userId: string): Promise<string> {
+    const token = `mfa_${newToken()}`;
+    const expiresAt = new Date(this.now().getTime() + (this.deps.ttlMs ?? defaultMfaTokenTtlMs));
+    await insertMfaChallenge(this.deps.db, { tokenHash: sha256Hex(token), userId, expiresAt });
+    return token;
+  }
+
+  async complete(input: { mfaToken: string; code?: string; recoveryCode?: string; ip?: string }): Promise<SessionTokens> {
+    const { db, twoFactor, throttle, sessions } = this.deps;
+    if (input.mfaToken === '') throw invalidArgument('mfa_token', 'mfa_token is required.');
+    const code = input.code?.trim() || undefined;
+    const recoveryCode = input.recoveryCode?.trim() || undefined;
+    if (!code && !recoveryCode) throw invalidArgument('code', 'Send the code of your authenticator app, or a recovery_code.');
+    if (code && recoveryCode) throw invalidArgument('recovery_code', 'Send either code or recovery_code, not both.');
+    const tokenHash = sha256Hex(input.mfaToken);
+    const peek = await db('mfa_challenges').where({ token_hash: tokenHash }).first();
+    if (!peek || !this.usable(peek)) throw invalidMfaToken();
+    const attempt = await throttle.begin('second_factor', { account: peek.user_id, ip: input.ip });
+    const outcome = await db.transaction(async (trx) => {
+      const challenge = await lockMfaChallenge(trx, tokenHash);
+      if (!challenge || !this.usable(challenge)) return { kind: 'invalid' as const };
+      const user = await findUserById(trx, challenge.user_id);
+      if (!user || user.deactivated_at !== null) return { kind: 'invalid' as const };
+      const ok = code ? await twoFactor.verifyCode(trx, user.id, code) : await twoFactor.verifyRecoveryCode(trx, user.id, recoveryCode!);
+      if (!ok) {
+        await updateMfaChallenge(trx, tokenHash, { attempts: challenge.attempts + 1 });
+        return { kind: 'wrong' as const, userId: user.id };
+      }
+      await updateMfaChallenge(trx, tokenHash, { used_at: this.now() });
+      return { kind: 'ok' as const, userId: user.id, session: await sessions.open(trx, user.id, 'aal2') };
+    });
+    if (outcome.kind === 'invalid') {
+      await throttle.release(attempt);
+      throw invalidMfaToken();
+    }
+    if (outcome.kind === 'wrong') {
+      throw apiError(Code.Unauthenticated, 'invalid_code', 'The code is not valid.', { field: code ? 'code' : 'recovery_code' });
+    }
+    await throttle.succeed(attempt, 'second_factor', outcome.userId);
+    return outcome.session;
+  }
+
+  private usable(challenge: MfaChallengeRow): boolean {
+    return challenge.used_at === null && challenge.attempts < maxChallengeAttempts && challenge.expires_at.getTime() > this.now().getTime();
+  }
+}

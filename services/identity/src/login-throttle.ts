@@ -1,0 +1,118 @@
+import { Code, type ConnectError } from '@connectrpc/connect';
+import type { Knex } from '@switchboard/runtime/db';
+import { apiError } from '@switchboard/runtime/errors';
+import { systemClock, type Clock } from './clock.js';
+import { clearAuthFailures, deleteAuthFailures, insertAuthFailure, pruneAuthFailures, recentAuthFailures } from './store.js';
+
+/**
+ * Brute-force throttling (SPEC §3, §10), shared by every replica through Postgres: failures
+ * are rows of `auth_failures`, per account (the normalized email for passwords, whether or not
+ * it is registered, so a 429 never reveals an account; the user id for second factors) and per
+ * client IP, with separate counters for passwords and second factors. Once `limit` failures
+ * fall within the window, every attempt is refused with 429 and Retry-After (even with the
+ * right password) until the limit-th most recent failure leaves the window. The window is
+ * 15 minutes and grows with persistence: after a lock-out ends the next `limit` failures lock
+ * again for twice as long (15, 30, 60 minutes, at most 2 hours, counting the last 24 hours).
+ *
+ * An attempt is written as a failure *before* the password or code is checked, then the
+ * counters are read: concurrent attempts see each other (a burst cannot slip past the limit
+ * while argon2 runs), a refused attempt deletes its rows (never counted), and a successful one
+ * deletes them again (`release`/`succeed`). Refused attempts are not counted and
+ * failures older than 24 hours are forgotten, so a lock-out is never permanent.
+ */
+
+export type FailureKind = 'password' | 'second_factor';
+
+export const throttleWindowMs = 15 * 60 * 1000;
+/** How far back failures make the window grow, and how long they are kept. */
+export const throttleMemoryMs = 24 * 3600 * 1000;
+const maxWindowDoublings = 3;
+
+export const throttleLimits: Record<FailureKind, { account: number; ip: number }> = {
+  password: { account: 5, ip: 50 },
+  second_factor: { account: 10, ip: 50 },
+};
+
+export interface ThrottleSubjects {
+  /** The account: a normalized email (password) or a user id (second factor). */
+  account?: string;
+  /** The client address the gateway saw. */
+  ip?: string;
+}
+
+export interface ThrottleAttempt {
+  /** The failure rows written for it. */
+  ids: string[];
+}
+
+export class LoginThrottle {
+  constructor(
+    private readonly db: Knex,
+    private readonly clock: Clock = systemClock,
+  ) {}
+
+  /**
+   * Starts an attempt: records it as a failure, then refuses it with 429 too_many_attempts
+   * (Retry-After) when earlier failures already reach a limit of `kind`.
+   */
+  async begin(kind: FailureKind, subjects: ThrottleSubjects): Promise<ThrottleAttempt> {
+    const at = this.clock();
+    const ids: string[] = [];
+    for (const scope of ['account', 'ip'] as const) {
+      const subject = subjects[scope];
+      if (subject) ids.push(await insertAuthFailure(this.db, { kind, scope, subject, at }));
+    }
+    try {
+      await this.check(kind, subjects, ids);
+    } catch (err) {
+      await deleteAuthFailures(this.db, ids);
+      throw err;
+    }
+    return { ids };
+  }
+
+  /** The attempt was no failure after all (it succeeded, or never got to check a secret). */
+  async release(attempt: ThrottleAttempt): Promise<void> {
+    await deleteAuthFailures(this.db, attempt.ids);
+  }
+
+  /** A success: releases the attempt and clears the account's counter (not the IP's: one good account does not clear a spray). */
+  async succeed(attempt: ThrottleAttempt, kind: FailureKind, account: string): Promise<void> {
+    await this.release(attempt);
+    await this.clearAccount(kind, account);
+  }
+
+  async clearAccount(kind: FailureKind, account: string): Promise<void> {
+    await clearAuthFailures(this.db, { kind, scope: 'account', subject: account });
+  }
+
+  private async check(kind: FailureKind, subjects: ThrottleSubjects, ownIds: string[]): Promise<void> {
+    const now = this.clock().getTime();
+    let retryAt = 0;
+    for (const scope of ['account', 'ip'] as const) {
+      const subject = subjects[scope];
+      if (!subject) continue;
+      const limit = throttleLimits[kind][scope];
+      // Oldest first: the other failures of the last 24 hours (enough of them to size the window).
+      const failures = await recentAuthFailures(this.db, { kind, scope, subject }, new Date(now - throttleMemoryMs), limit * (maxWindowDoublings + 1), ownIds);
+      if (failures.length < limit) continue;
+      const window = throttleWindowMs * 2 ** Math.min(maxWindowDoublings, Math.floor((failures.length - limit) / limit));
+      const limitthMostRecent = failures[failures.length - limit].getTime();
+      if (limitthMostRecent + window > now) retryAt = Math.max(retryAt, limitthMostRecent + window);
+    }
+    if (retryAt > now) throw tooManyAttempts(Math.max(1, Math.ceil((retryAt - now) / 1000)));
+  }
+
+  /** Drops rows older than 24 hours (run by the housekeeping job). */
+  prune(): Promise<number> {
+    return pruneAuthFailures(this.db, new Date(this.clock().getTime() - throttleMemoryMs));
+  }
+}
+
+export function tooManyAttempts(retryAfterSeconds: number): ConnectError {
+  const err = apiError(Code.ResourceExhausted, 'too_many_attempts', `Too many failed attempts; try again in ${retryAfterSeconds} seconds.`, {
+    metadata: { retry_after_seconds: retryAfterSeconds },
+  });
+  err.metadata.set('retry-after', String(retryAfterSeconds));
+  return err;
+}

@@ -1,0 +1,93 @@
+import type { Logger } from '@switchboard/runtime/log';
+import type { Mailer } from '@switchboard/runtime/mail';
+
+/**
+ * Mails about the account itself: the password reset link and a notice on every credential
+ * change (SPEC §3), so an owner learns at once of a change they did not make. The bodies never
+ * carry a secret except the reset token of the reset mail; the log line never does.
+ */
+
+export type CredentialChange =
+  | 'password_changed'
+  | 'password_reset'
+  | 'two_factor_enabled'
+  | 'two_factor_disabled'
+  | 'recovery_codes_regenerated'
+  | 'account_deactivated';
+
+const notices: Record<CredentialChange, { subject: string; line: string }> = {
+  password_changed: { subject: 'Your password was changed', line: 'The password of your Switchboard account was changed. Your other sessions were signed out.' },
+  password_reset: { subject: 'Your password was reset', line: 'The password of your Switchboard account was reset with a mailed link. Every session was signed out.' },
+  two_factor_enabled: { subject: 'Two-factor authentication is on', line: 'Two-factor authentication was turned on for your Switchboard account.' },
+  two_factor_disabled: { subject: 'Two-factor authentication is off', line: 'Two-factor authentication was turned off for your Switchboard account.' },
+  recovery_codes_regenerated: { subject: 'New recovery codes', line: 'New two-factor recovery codes were generated for your Switchboard account; the previous ones no longer work.' },
+  account_deactivated: { subject: 'Your account was deactivated', line: 'Your Switchboard account was deactivated and every session was signed out. Its personal data will be erased after the grace period.' },
+};
+
+export interface MailRecipient {
+  id: string;
+  email: string;
+  fullName: string | null;
+}
+
+export class AccountMail {
+  constructor(
+    private readonly mailer: Mailer,
+    private readonly log: Logger,
+  ) {}
+
+  /** A credential-change notice; a mail failure is logged and never undoes the change. */
+  async credentialChanged(user: MailRecipient, change: CredentialChange): Promise<void> {
+    const notice = notices[change];
+    const text = [
+      user.fullName ? `Hello ${user.fullName},` : 'Hello,',
+      '',
+      notice.line,
+      `Time: ${new Date().toISOString()}`,
+      '',
+      'If this was not you, reset your password at once and contact support.',
+    ].join('\n');
+    await this.send(user, { subject: notice.subject, text, kind: change });
+  }
+
+  async passwordReset(user: MailRecipient, token: string, lifetimeMinutes: number): Promise<void> {
+    const text = [
+      user.fullName ? `Hello ${user.fullName},` : 'Hello,',
+      '',
+      'someone asked to reset the password of your Switchboard account.',
+      `Your reset token (single use, valid for ${lifetimeMinutes} minutes):`,
+      '',
+      token,
+      '',
+      'Send it to POST /v1/auth/password-reset/confirm as {"token": "...", "new_password": "..."}.',
+      '',
+      'If you did not ask for this, ignore this message: your password stays as it is.',
+    ].join('\n');
+    await this.send(user, { subject: 'Reset your password', text, kind: 'password_reset_request' });
+  }
+
+  /** An invitation to an organization (for the organizations endpoints): the token accepts it. */
+  async invitation(invite: { email: string; organizationName: string; invitedBy: string | null; role: string; token: string; expiresAt: Date }): Promise<void> {
+    const text = [
+      'Hello,',
+      '',
+      `${invite.invitedBy ?? 'Someone'} invited you to join ${invite.organizationName} on Switchboard as ${invite.role}.`,
+      `Your invitation token (single use, valid until ${invite.expiresAt.toISOString()}):`,
+      '',
+      invite.token,
+      '',
+      'Sign in (or create an account with this email address) and send it to POST /v1/invitations/accept as {"token": "..."}.',
+      '',
+      'If you did not expect this invitation, ignore this message.',
+    ].join('\n');
+    await this.send({ id: 'invitation', email: invite.email, fullName: null }, { subject: `Join ${invite.organizationName} on Switchboard`, text, kind: 'invitation' });
+  }
+
+  private async send(user: MailRecipient, message: { subject: string; text: string; kind: string }): Promise<void> {
+    try {
+      await this.mailer.send({ to: user.email, ...message });
+    } catch (err) {
+      this.log.error({ user_id: user.id, mail_kind: message.kind, err: (err as Error).message }, 'could not send an account mail');
+    }
+  }
+}

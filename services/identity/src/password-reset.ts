@@ -1,0 +1,90 @@
+import { Code } from '@connectrpc/connect';
+import type { Knex } from '@switchboard/runtime/db';
+import { apiError } from '@switchboard/runtime/errors';
+import { newToken } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
+import { sha256Hex } from '@switchboard/runtime/secrets';
+import { systemClock, type Clock } from './clock.js';
+import type { LoginThrottle } from './login-throttle.js';
+import type { AccountMail } from './notifications.js';
+import { assertAcceptablePassword, type PasswordHasher } from './passwords.js';
+import type { Sessions } from './sessions.js';
+import { findPasswordReset, findUserByEmail, findUserById, insertPasswordReset, setPasswordHash, usePasswordResets } from './store.js';
+
+/**
+ * Password reset (SPEC §3): the request always answers 202 at once and does its work after
+ * answering (so neither the status nor the timing tells whether the address has an account);
+ * a registered, active address gets a single-use token (256 bits, stored as SHA-256) valid for
+ * 1 hour (PASSWORD_RESET_TTL). Confirming sets the password, uses every outstanding reset token
+ * of the account and revokes all its sessions. Two-factor authentication stays on.
+ */
+
+export const defaultResetTtlMs = 60 * 60 * 1000;
+
+export const invalidResetToken = () =>
+  apiError(Code.InvalidArgument, 'invalid_token', 'The reset token is not valid, was used already or has expired; ask for a new one.', { field: 'token' });
+
+export interface PasswordResetsDeps {
+  db: Knex;
+  log: Logger;
+  passwords: PasswordHasher;
+  sessions: Sessions;
+  mail: AccountMail;
+  throttle: LoginThrottle;
+  clock?: Clock;
+  ttlMs?: number;
+}
+
+export class PasswordResets {
+  constructor(private readonly deps: PasswordResetsDeps) {}
+
+  private now(): Date {
+    return (this.deps.clock ?? systemClock)();
+  }
+
+  private get ttlMs(): number {
+    return this.deps.ttlMs ?? defaultResetTtlMs;
+  }
+
+  /** Answers at once; the token and the mail follow in the background. */
+  request(email: string, requestId?: string): void {
+    this.issue(email).catch((err) => this.deps.log.error({ request_id: requestId, err: (err as Error).message }, 'password reset request failed'));
+  }
+
+  private async issue(email: string): Promise<void> {
+    const user = await findUserByEmail(this.deps.db, email);
+    if (!user || user.deactivated_at !== null) return;
+    const token = newToken();
+    await insertPasswordReset(this.deps.db, { tokenHash: sha256Hex(token), userId: user.id, expiresAt: new Date(this.now().getTime() + this.ttlMs) });
+    await this.deps.mail.passwordReset({ id: user.id, email: user.email, fullName: user.full_name }, token, Math.round(this.ttlMs / 60_000));
+  }
+
+  /** Sets the new password; returns the ids of the sessions it revoked. */
+  async confirm(token: string, newPassword: string, requestId?: string): Promise<string[]> {
+    const { db, passwords, sessions, mail, throttle } = this.deps;
+    const tokenHash = sha256Hex(token);
+    const reset = await findPasswordReset(db, tokenHash);
+    if (!reset || !this.usable(reset)) throw invalidResetToken();
+    const user = await findUserById(db, reset.user_id);
+    if (!user || user.deactivated_at !== null) throw invalidResetToken();
+    assertAcceptablePassword(newPassword, user.email, 'new_password');
+    const passwordHash = await passwords.hash(newPassword);
+    const revoked = await db.transaction(async (trx) => {
+      const locked = await findPasswordReset(trx, tokenHash, true);
+      if (!locked || !this.usable(locked)) return undefined;
+      await setPasswordHash(trx, user.id, passwordHash);
+      await usePasswordResets(trx, user.id, this.now());
+      return sessions.revoke(trx, { userId: user.id, reason: 'password_reset', requestId });
+    });
+    if (!revoked) throw invalidResetToken();
+    // The mailbox is proven: earlier wrong guesses no longer block the owner.
+    await throttle.clearAccount('password', user.email);
+    this.deps.log.info({ user_id: user.id, request_id: requestId, sessions_revoked: revoked.length }, 'password reset');
+    await mail.credentialChanged({ id: user.id, email: user.email, fullName: user.full_name }, 'password_reset');
+    return revoked;
+  }
+
+  private usable(reset: { used_at: Date | null; expires_at: Date }): boolean {
+    return reset.used_at === null && reset.expires_at.getTime() > this.now().getTime();
+  }
+}

@@ -1,0 +1,38 @@
+import { Code } from '@connectrpc/connect';
+import { apiError } from '@switchboard/runtime/errors';
+import type { LoginThrottle } from './login-throttle.js';
+import type { PasswordHasher } from './passwords.js';
+import type { UserRow } from './store.js';
+import type { TwoFactor } from './two-factor.js';
+import type { Knex } from '@switchboard/runtime/db';
+
+/**
+ * Re-authentication inside an authenticated call (password change, 2FA changes, deactivation):
+ * a wrong password or code is 403 reauthentication_failed (SPEC §10) and counts towards the same
+ * brute-force counters as sign-in, so a stolen access token cannot guess the password freely.
+ */
+
+export const reauthenticationFailed = (field: string) =>
+  apiError(Code.PermissionDenied, 'reauthentication_failed', field === 'code' ? 'The code is not valid.' : 'The password is not correct.', { field });
+
+export class Reauthentication {
+  constructor(
+    private readonly deps: { db: Knex; passwords: PasswordHasher; twoFactor: TwoFactor; throttle: LoginThrottle },
+  ) {}
+
+  async password(user: UserRow, password: string, ip: string | undefined, field = 'password'): Promise<void> {
+    const { passwords, throttle } = this.deps;
+    const attempt = await throttle.begin('password', { account: user.email, ip });
+    const check = await passwords.verify(user.password_hash, password);
+    if (!check.ok) throw reauthenticationFailed(field);
+    await throttle.release(attempt);
+  }
+
+  /** A current TOTP code (its time step is used up). */
+  async code(user: UserRow, code: string, ip: string | undefined): Promise<void> {
+    const { db, twoFactor, throttle } = this.deps;
+    const attempt = await throttle.begin('second_factor', { account: user.id, ip });
+    if (!(await twoFactor.verifyCode(db, user.id, code))) throw reauthenticationFailed('code');
+    await throttle.release(attempt);
+  }
+}
