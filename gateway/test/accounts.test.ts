@@ -106,6 +106,26 @@ describe('refresh tokens', () => {
     expect((await call('POST', '/v1/auth/refresh', { body: { refresh_token: a.json.session.refresh_token } })).status).toBe(200);
   });
 
+  it('treats the parent reused after 10 s as a replay, and ends sessions idle for 7 days or older than 30 (aged rows)', async () => {
+    const call = clientFromNewIp();
+    const user = await registered(call);
+    const first = user.session.refresh_token;
+    const second = (await call('POST', '/v1/auth/refresh', { body: { refresh_token: first } })).json.session.refresh_token;
+    const sessionId = (await db('sessions').where({ user_id: user.userId }).first()).id;
+    await db('refresh_tokens').where({ session_id: sessionId }).whereNotNull('used_at').update({ used_at: new Date(Date.now() - 11_000) });
+    expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: first } }), 401, 'invalid_token');
+    expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: second } }), 401, 'invalid_token');
+    expect((await db('sessions').where({ id: sessionId }).first()).revoked_reason).toBe('refresh_token_reuse');
+
+    const idle = await login(call, user.email, user.password);
+    await db('sessions').where({ user_id: user.userId }).whereNull('revoked_at').update({ last_used_at: new Date(Date.now() - 7 * 86_400_000 - 1000) });
+    expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: idle.refresh_token } }), 401, 'invalid_token');
+
+    const old = await login(call, user.email, user.password);
+    await db('sessions').where({ user_id: user.userId }).whereNull('revoked_at').update({ expires_at: new Date(Date.now() - 1000) });
+    expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: old.refresh_token } }), 401, 'invalid_token');
+  });
+
   it('refuses unknown and missing refresh tokens', async () => {
     const call = clientFromNewIp();
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: 'nope' } }), 401, 'invalid_token');
