@@ -66,23 +66,6 @@ export class AccountMail {
     await this.send(user, { subject: 'Reset your password', text, kind: 'password_reset_request' });
   }
 
-  /** An invitation to an organization (for the organizations endpoints): the token accepts it. */
-  async invitation(invite: { email: string; organizationName: string; invitedBy: string | null; role: string; token: string; expiresAt: Date }): Promise<void> {
-    const text = [
-      'Hello,',
-      '',
-      `${invite.invitedBy ?? 'Someone'} invited you to join ${invite.organizationName} on Switchboard as ${invite.role}.`,
-      `Your invitation token (single use, valid until ${invite.expiresAt.toISOString()}):`,
-      '',
-      invite.token,
-      '',
-      'Sign in (or create an account with this email address) and send it to POST /v1/invitations/accept as {"token": "..."}.',
-      '',
-      'If you did not expect this invitation, ignore this message.',
-    ].join('\n');
-    await this.send({ id: 'invitation', email: invite.email, fullName: null }, { subject: `Join ${invite.organizationName} on Switchboard`, text, kind: 'invitation' });
-  }
-
   private async send(user: MailRecipient, message: { subject: string; text: string; kind: string }): Promise<void> {
     try {
       await this.mailer.send({ to: user.email, ...message });

@@ -121,23 +121,18 @@ describe('mail adapter', () => {
     }
   });
 
-  it('writes account mails: a credential notice without secrets, the reset and invitation tokens', async () => {
+  it('writes account mails: a credential notice without secrets, and the reset token', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'account-mail-'));
     try {
       const mail = new AccountMail(createMailer({ log: createLogger('test', 'silent'), env: { MAILBOX_DIR: dir } }), createLogger('test', 'silent'));
       await mail.credentialChanged({ id: 'usr_1', email: 'ann@example.com', fullName: 'Ann' }, 'two_factor_disabled');
       await mail.passwordReset({ id: 'usr_1', email: 'ann@example.com', fullName: null }, 'reset-token-value', 60);
-      await mail.invitation({ email: 'bob@example.com', organizationName: 'Acme', invitedBy: 'Ann', role: 'admin', token: 'invite-token-value', expiresAt: new Date('2030-01-01T00:00:00Z') });
       const texts = await Promise.all((await readdir(dir)).sort().map((name) => readFile(path.join(dir, name), 'utf8')));
-      expect(texts).toHaveLength(3);
+      expect(texts).toHaveLength(2);
       expect(texts[0]).toContain('X-Switchboard-Mail-Kind: two_factor_disabled');
       expect(texts[0]).toContain('Two-factor authentication was turned off');
       expect(texts[1]).toContain('X-Switchboard-Mail-Kind: password_reset_request');
       expect(texts[1]).toContain('reset-token-value');
-      expect(texts[2]).toContain('To: bob@example.com');
-      expect(texts[2]).toContain('X-Switchboard-Mail-Kind: invitation');
-      expect(texts[2]).toContain('invite-token-value');
-      expect(texts[2]).toContain('Ann invited you to join Acme on Switchboard as admin.');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
