@@ -3,22 +3,9 @@ import path from 'node:path';
 import * as OTPAuth from 'otpauth';
 import { expect } from 'vitest';
 import type { ApiResponse } from './mesh.js';
+import { eventually } from '@switchboard/runtime/testing';
 
-/** Polls `probe` until it returns a value other than undefined, or fails after `timeoutMs`. */
-export async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 10_000, intervalMs = 25): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
+export { eventually };
 
 export function expectErrorBody(response: ApiResponse, status: number, code?: string, field?: string | null) {
   expect(response.status, response.text).toBe(status);

@@ -4,6 +4,7 @@ import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { Mailbox } from './mailbox.js';
 import { bootMesh, restClient, type ApiResponse } from './mesh.js';
 import { World, type User } from './permissions.js';
+import { eventually } from '@switchboard/runtime/testing';
 
 /** Organizations through REST: listing, ownership invariants, invitations, events. */
 
@@ -26,17 +27,6 @@ afterAll(async () => {
   await db?.destroy();
   await mesh?.stop();
 });
-
-/** Polls `probe` until it returns something other than undefined; fails after `timeoutMs`. */
-async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 function expectError(response: ApiResponse, status: number, code: string, field?: string | null) {
   expect(response.status, response.text).toBe(status);

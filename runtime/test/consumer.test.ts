@@ -7,17 +7,7 @@ import { newId } from '../src/ids.js';
 import { createLogger } from '../src/log.js';
 import { connectNats, ensureEventStream, type NatsConnection } from '../src/nats.js';
 import { buildEventPayload, createOutboxTables } from '../src/outbox.js';
-
-/** Polls `check` until it returns a truthy value or the deadline passes. */
-async function waitFor<T>(check: () => T | Promise<T>, what: string, timeoutMs = 10_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+import { eventually as waitFor } from '../src/testing.js';
 
 const log = createLogger('consumer-test', process.env.LOG_LEVEL ?? 'silent');
 const runId = randomBytes(4).toString('hex');

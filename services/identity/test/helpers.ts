@@ -9,6 +9,9 @@ import type { DescService } from '@bufbuild/protobuf';
 import { Health, HealthCheckResponse_ServingStatus } from '@switchboard/runtime/gen/grpc/health/v1/health_pb';
 import { freePort } from '@switchboard/runtime/infra';
 import { MeshTokens, type MeshClaims } from '@switchboard/runtime/mesh-token';
+import { eventually } from '@switchboard/runtime/testing';
+
+export { eventually };
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 export const identityMain = path.join(repoRoot, 'services/identity/dist/src/main.js');
@@ -17,22 +20,6 @@ export function requireEnv(name: string): string {
   const value = process.env[name];
   if (!value) throw new Error(`${name} is not set (the vitest global setup provides it)`);
   return value;
-}
-
-/** Polls `probe` until it returns a value other than undefined, or fails after `timeoutMs`. */
-export async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 10_000, intervalMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
 }
 
 export interface RunningIdentity {
