@@ -1,5 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { eventually } from '@switchboard/runtime/testing';
 
 /** A mail the mesh wrote to MAILBOX_DIR (one .eml file per message). */
 export interface Mail {
@@ -29,14 +30,8 @@ export class Mailbox {
   }
 
   /** The newest mail matching `predicate`, polling until `timeoutMs` (mail is written after commit). */
-  async waitFor(predicate: (mail: Mail) => boolean, what: string, timeoutMs = 10_000): Promise<Mail> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const found = (await this.all()).filter(predicate).pop();
-      if (found) return found;
-      if (Date.now() > deadline) throw new Error(`no mail for ${what} within ${timeoutMs} ms`);
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+  waitFor(predicate: (mail: Mail) => boolean, what: string, timeoutMs = 10_000): Promise<Mail> {
+    return eventually(async () => (await this.all()).filter(predicate).pop(), `a mail for ${what}`, timeoutMs);
   }
 
   /** The token of the newest invitation mail to `email` for the organization named `organizationName`. */
@@ -49,4 +44,22 @@ export class Mailbox {
     if (!token) throw new Error(`no token in the invitation mail ${mail.file}`);
     return token;
   }
+}
+
+/** The mails of the mailbox directory addressed to `to`, oldest first. */
+export async function mailsTo(dir: string, to: string): Promise<Mail[]> {
+  return (await new Mailbox(dir).all()).filter((mail) => mail.to === to);
+}
+
+/** Waits for the `count`-th mail of `kind` to `to` and returns it. */
+export function waitForMail(dir: string, to: string, kind: string, count = 1): Promise<Mail> {
+  const mailbox = new Mailbox(dir);
+  return eventually(async () => (await mailbox.all()).filter((mail) => mail.to === to && mail.kind === kind)[count - 1], `mail ${kind} #${count} to ${to}`);
+}
+
+/** The token line of a mail (43 base64url characters). */
+export function tokenOf(mail: Mail): string {
+  const line = mail.text.split(/\r?\n/).find((candidate) => /^[A-Za-z0-9_-]{43}$/.test(candidate.trim()));
+  if (!line) throw new Error(`no token in mail ${mail.file}`);
+  return line.trim();
 }

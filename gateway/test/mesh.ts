@@ -1,6 +1,7 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { expect } from 'vitest';
 import { startMesh, type Mesh } from '@switchboard/runtime/dev/mesh';
 
 /** Boots the whole mesh (every service and the gateway) on free ports for one test file. */
@@ -52,4 +53,15 @@ export function newUser() {
     password: `correct horse battery ${counter} staple`,
     full_name: `Test User ${counter}`,
   };
+}
+
+/** Asserts the error body of SPEC §2: status, code, field, and the request id of the response. */
+export function expectErrorBody(response: ApiResponse, status: number, code?: string, field?: string | null) {
+  expect(response.status, response.text).toBe(status);
+  expect(response.headers.get('x-request-id')).toBeTruthy();
+  expect(response.json?.error).toMatchObject({ message: expect.any(String), request_id: response.headers.get('x-request-id') });
+  expect(typeof response.json.error.code).toBe('string');
+  expect('field' in response.json.error).toBe(true);
+  if (code) expect(response.json.error.code).toBe(code);
+  if (field !== undefined) expect(response.json.error.field).toBe(field);
 }

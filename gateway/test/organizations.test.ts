@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { Mailbox } from './mailbox.js';
-import { bootMesh, restClient, type ApiResponse } from './mesh.js';
+import { bootMesh, expectErrorBody, restClient, type ApiResponse } from './mesh.js';
 import { World, type User } from './permissions.js';
 import { eventually } from '@switchboard/runtime/testing';
 
@@ -27,13 +27,6 @@ afterAll(async () => {
   await db?.destroy();
   await mesh?.stop();
 });
-
-function expectError(response: ApiResponse, status: number, code: string, field?: string | null) {
-  expect(response.status, response.text).toBe(status);
-  expect(response.json.error.code).toBe(code);
-  expect(response.json.error.request_id).toBe(response.headers.get('x-request-id'));
-  if (field !== undefined) expect(response.json.error.field).toBe(field);
-}
 
 async function newOrganization(owner: User, name = `Org ${Math.random().toString(36).slice(2, 10)}`) {
   const response = await call('POST', '/v1/organizations', { token: owner.token, body: { name } });
@@ -76,10 +69,10 @@ describe('organizations', () => {
     expect(second.json).toMatchObject({ has_more: false, next_cursor: null });
     expect(second.json.data).toEqual([expect.objectContaining({ org_id: user.personalWorkspaceId, role: 'owner', personal: true })]);
 
-    expectError(await call('GET', '/v1/organizations?limit=0', { token: user.token }), 400, 'invalid_request', 'limit');
-    expectError(await call('GET', '/v1/organizations?limit=101', { token: user.token }), 400, 'invalid_request', 'limit');
-    expectError(await call('GET', '/v1/organizations?after=garbage!', { token: user.token }), 400, 'invalid_request', 'after');
-    expectError(await call('POST', '/v1/organizations', { token: user.token, body: { name: '   ' } }), 400, 'invalid_request', 'name');
+    expectErrorBody(await call('GET', '/v1/organizations?limit=0', { token: user.token }), 400, 'invalid_request', 'limit');
+    expectErrorBody(await call('GET', '/v1/organizations?limit=101', { token: user.token }), 400, 'invalid_request', 'limit');
+    expectErrorBody(await call('GET', '/v1/organizations?after=garbage!', { token: user.token }), 400, 'invalid_request', 'after');
+    expectErrorBody(await call('POST', '/v1/organizations', { token: user.token, body: { name: '   ' } }), 400, 'invalid_request', 'name');
     // The unversioned alias answers the same.
     expect((await call('GET', `/organizations/${created.json.organization.org_id}`, { token: user.token })).json.name).toBe('Acme Research');
   });
@@ -87,9 +80,9 @@ describe('organizations', () => {
   it('deletes an organization (owner only), never the personal workspace, and emits organization.deleted', async () => {
     const owner = await world.user('deleter');
     const { orgId } = await newOrganization(owner);
-    expectError(await call('DELETE', `/v1/organizations/${owner.personalWorkspaceId}`, { token: owner.token }), 422, 'personal_workspace');
+    expectErrorBody(await call('DELETE', `/v1/organizations/${owner.personalWorkspaceId}`, { token: owner.token }), 422, 'personal_workspace');
     expect((await call('DELETE', `/v1/organizations/${orgId}`, { token: owner.token })).status).toBe(204);
-    expectError(await call('GET', `/v1/organizations/${orgId}`, { token: owner.token }), 404, 'organization_not_found');
+    expectErrorBody(await call('GET', `/v1/organizations/${orgId}`, { token: owner.token }), 404, 'organization_not_found');
     expect(await outboxEvents(orgId, 'organization.deleted')).toEqual([expect.objectContaining({ data: { org_id: orgId, deleted_by: owner.userId } })]);
   });
 });
@@ -102,8 +95,8 @@ describe('ownership invariants', () => {
     const { orgId, name } = await newOrganization(owner);
     await join(owner, orgId, name, member, 'developer');
 
-    expectError(await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: stranger.userId } }), 422, 'not_a_member', 'new_owner_user_id');
-    expectError(await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: {} }), 400, 'invalid_request', 'new_owner_user_id');
+    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: stranger.userId } }), 422, 'not_a_member', 'new_owner_user_id');
+    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: {} }), 400, 'invalid_request', 'new_owner_user_id');
     expect(await owners(orgId)).toEqual([owner.userId]);
 
     const moved = await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: member.userId } });
@@ -113,7 +106,7 @@ describe('ownership invariants', () => {
     const roles = Object.fromEntries(members.json.data.map((m: { user_id: string; role: string }) => [m.user_id, m.role]));
     expect(roles).toEqual({ [owner.userId]: 'admin', [member.userId]: 'owner' });
     // The former owner is an admin now: transferring again is the new owner's call.
-    expectError(await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: owner.userId } }), 403, 'forbidden');
+    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: owner.userId } }), 403, 'forbidden');
   });
 
   it('keeps a personal workspace with its account (no transfer)', async () => {
@@ -122,7 +115,7 @@ describe('ownership invariants', () => {
     const personal = await call('GET', `/v1/organizations/${owner.personalWorkspaceId}`, { token: owner.token });
     expect(personal.json).toMatchObject({ personal: true, role: 'owner' });
     await join(owner, owner.personalWorkspaceId, personal.json.name, member, 'admin');
-    expectError(
+    expectErrorBody(
       await call('POST', `/v1/organizations/${owner.personalWorkspaceId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: member.userId } }),
       422,
       'personal_workspace',
@@ -137,13 +130,13 @@ describe('ownership invariants', () => {
     await join(owner, orgId, name, admin, 'admin');
     const ownerPath = `/v1/organizations/${orgId}/members/${owner.userId}`;
 
-    expectError(await call('PATCH', ownerPath, { token: owner.token, body: { role: 'admin' } }), 409, 'owner_cannot_be_demoted');
-    expectError(await call('DELETE', ownerPath, { token: owner.token }), 409, 'owner_cannot_leave');
-    expectError(await call('PATCH', ownerPath, { token: admin.token, body: { role: 'developer' } }), 403, 'forbidden');
-    expectError(await call('DELETE', ownerPath, { token: admin.token }), 403, 'forbidden');
+    expectErrorBody(await call('PATCH', ownerPath, { token: owner.token, body: { role: 'admin' } }), 409, 'owner_cannot_be_demoted');
+    expectErrorBody(await call('DELETE', ownerPath, { token: owner.token }), 409, 'owner_cannot_leave');
+    expectErrorBody(await call('PATCH', ownerPath, { token: admin.token, body: { role: 'developer' } }), 403, 'forbidden');
+    expectErrorBody(await call('DELETE', ownerPath, { token: admin.token }), 403, 'forbidden');
     // Ownership is never granted by a role change.
-    expectError(await call('PATCH', `/v1/organizations/${orgId}/members/${admin.userId}`, { token: owner.token, body: { role: 'owner' } }), 400, 'invalid_request', 'role');
-    expectError(await call('PATCH', `/v1/organizations/${orgId}/members/${admin.userId}`, { token: owner.token, body: { role: 'boss' } }), 400, 'invalid_request', 'role');
+    expectErrorBody(await call('PATCH', `/v1/organizations/${orgId}/members/${admin.userId}`, { token: owner.token, body: { role: 'owner' } }), 400, 'invalid_request', 'role');
+    expectErrorBody(await call('PATCH', `/v1/organizations/${orgId}/members/${admin.userId}`, { token: owner.token, body: { role: 'boss' } }), 400, 'invalid_request', 'role');
     expect(await owners(orgId)).toEqual([owner.userId]);
   });
 
@@ -197,13 +190,13 @@ describe('members', () => {
     const promoted = await call('PATCH', `/v1/organizations/${orgId}/members/${dev.userId}`, { token: admin.token, body: { role: 'admin' } });
     expect(promoted.status).toBe(200);
     expect(promoted.json).toMatchObject({ user_id: dev.userId, org_id: orgId, email: dev.email, role: 'admin', joined_at: expect.any(String) });
-    expectError(await call('PATCH', `/v1/organizations/${orgId}/members/usr_nobody`, { token: admin.token, body: { role: 'admin' } }), 404, 'member_not_found');
+    expectErrorBody(await call('PATCH', `/v1/organizations/${orgId}/members/usr_nobody`, { token: admin.token, body: { role: 'admin' } }), 404, 'member_not_found');
 
     // A developer may leave by itself (no manager role needed), not remove others.
-    expectError(await call('DELETE', `/v1/organizations/${orgId}/members/${dev.userId}`, { token: leaver.token }), 403, 'forbidden');
+    expectErrorBody(await call('DELETE', `/v1/organizations/${orgId}/members/${dev.userId}`, { token: leaver.token }), 403, 'forbidden');
     expect((await call('DELETE', `/v1/organizations/${orgId}/members/${leaver.userId}`, { token: leaver.token })).status).toBe(204);
     expect((await call('DELETE', `/v1/organizations/${orgId}/members/${dev.userId}`, { token: admin.token })).status).toBe(204);
-    expectError(await call('GET', `/v1/organizations/${orgId}`, { token: dev.token }), 404, 'organization_not_found');
+    expectErrorBody(await call('GET', `/v1/organizations/${orgId}`, { token: dev.token }), 404, 'organization_not_found');
 
     const removed = await outboxEvents(orgId, 'organization.member.removed');
     expect(removed.map((e) => e.data)).toEqual([
@@ -239,9 +232,9 @@ describe('invitations', () => {
   it('never invites an owner (400 on role) and needs a valid email', async () => {
     const owner = await world.user('i-owner');
     const { orgId } = await newOrganization(owner);
-    expectError(await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: 'x@example.com', role: 'owner' } }), 400, 'invalid_request', 'role');
-    expectError(await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: 'not-an-email', role: 'admin' } }), 400, 'invalid_request', 'email');
-    expectError(await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: owner.email, role: 'admin' } }), 409, 'already_a_member', 'email');
+    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: 'x@example.com', role: 'owner' } }), 400, 'invalid_request', 'role');
+    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: 'not-an-email', role: 'admin' } }), 400, 'invalid_request', 'email');
+    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: owner.email, role: 'admin' } }), 409, 'already_a_member', 'email');
   });
 
   it('accepts with the invited account only; the member appears with the invited role; tokens are single use', async () => {
@@ -265,13 +258,13 @@ describe('invitations', () => {
     // Stored hashed: the token is nowhere in the database.
     expect(JSON.stringify(await db('invitations').where({ org_id: orgId }).select('*'))).not.toContain(token);
 
-    expectError(await world.accept(other, token), 403, 'invitation_email_mismatch');
-    expectError(await world.accept(invitee, 'not-a-real-token'), 400, 'invalid_token', 'token');
+    expectErrorBody(await world.accept(other, token), 403, 'invitation_email_mismatch');
+    expectErrorBody(await world.accept(invitee, 'not-a-real-token'), 400, 'invalid_token', 'token');
     const accepted = await world.accept(invitee, token);
     expect(accepted.status).toBe(200);
     expect(accepted.json).toMatchObject({ user_id: invitee.userId, org_id: orgId, email: invitee.email, role: 'admin' });
     const reused = await world.accept(invitee, token);
-    expectError(reused, 400, 'invalid_token', 'token');
+    expectErrorBody(reused, 400, 'invalid_token', 'token');
     expect(reused.json.error.message).toMatch(/used already/);
 
     const members = await call('GET', `/v1/organizations/${orgId}/members`, { token: owner.token });
@@ -302,9 +295,9 @@ describe('invitations', () => {
     const revoked = await world.invite(owner, orgId, name, invitee.email, 'developer');
     expect((await call('DELETE', `/v1/organizations/${orgId}/invitations/${revoked.invitationId}`, { token: owner.token })).status).toBe(204);
     const refused = await world.accept(invitee, revoked.token);
-    expectError(refused, 400, 'invalid_token', 'token');
+    expectErrorBody(refused, 400, 'invalid_token', 'token');
     expect(refused.json.error.message).toMatch(/revoked/);
-    expectError(await call('DELETE', `/v1/organizations/${orgId}/invitations/inv_nothing`, { token: owner.token }), 404, 'invitation_not_found');
+    expectErrorBody(await call('DELETE', `/v1/organizations/${orgId}/invitations/inv_nothing`, { token: owner.token }), 404, 'invitation_not_found');
 
     // INVITATION_TTL is 3 s in this mesh.
     const expiring = await world.invite(owner, orgId, name, invitee.email, 'developer');
@@ -314,7 +307,7 @@ describe('invitations', () => {
       return found?.status === 'expired' ? found : undefined;
     }, 'the invitation to expire', 10_000);
     const expired = await world.accept(invitee, expiring.token);
-    expectError(expired, 400, 'invalid_token', 'token');
+    expectErrorBody(expired, 400, 'invalid_token', 'token');
     expect(expired.json.error.message).toMatch(/expired/);
     const statuses = (await call('GET', `/v1/organizations/${orgId}/invitations`, { token: owner.token })).json.data.map((i: { status: string }) => i.status);
     expect(statuses).toEqual(['expired', 'revoked']);

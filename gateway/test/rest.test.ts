@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
-import { bootMesh, newUser, restClient, type ApiResponse } from './mesh.js';
+import { bootMesh, expectErrorBody, newUser, restClient } from './mesh.js';
 
 let mesh: Mesh;
 let call: ReturnType<typeof restClient>;
@@ -13,15 +13,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await mesh?.stop();
 });
-
-function expectErrorBody(response: ApiResponse, status: number, code?: string) {
-  expect(response.status).toBe(status);
-  expect(response.headers.get('x-request-id')).toBeTruthy();
-  expect(response.json?.error).toMatchObject({ message: expect.any(String), request_id: response.headers.get('x-request-id') });
-  expect(typeof response.json.error.code).toBe('string');
-  expect('field' in response.json.error).toBe(true);
-  if (code) expect(response.json.error.code).toBe(code);
-}
 
 describe('the account walk-through through REST', () => {
   it('registers, logs in and reads the account', async () => {
