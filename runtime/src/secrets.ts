@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * Small crypto helpers shared by the services: secrets encrypted at rest, token hashes, and
@@ -48,6 +48,14 @@ function deriveKey(purpose: string, key: KeyMaterial | undefined): Buffer {
     derivedKeys.set(cacheKey, derived);
   }
   return derived;
+}
+
+/**
+ * A secret derived from another (HMAC-SHA256 under the key for `purpose`), base64url: the same
+ * input always gives the same output, so it need not be stored to be given again.
+ */
+export function deriveSecret(input: string, purpose: string, key?: KeyMaterial): string {
+  return createHmac('sha256', deriveKey(purpose, key)).update(input, 'utf8').digest('base64url');
 }
 
 /** Encrypts `plaintext` for storage; `purpose` (e.g. "identity.signing-key") must match on decryption. */

@@ -4,7 +4,7 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import { newId, newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
-import { decryptSecret, encryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
+import { deriveSecret, sha256Hex } from '@switchboard/runtime/secrets';
 import type { SessionSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
 import { systemClock, type Clock } from './clock.js';
 import type { SigningKeys } from './signing-keys.js';
@@ -38,8 +38,13 @@ export const sessionIdleTimeoutMs = 7 * 24 * 3600 * 1000;
 export const refreshGraceMs = 10_000;
 /** How far back ListRevokedSessions looks by default: the access-token lifetime. */
 export const revocationHorizonMs = 15 * 60 * 1000;
-/** Successor refresh tokens are encrypted (not hashed) for the grace period under this label. */
+/**
+ * A rotated token's successor is derived from it and a random nonce kept on its row (HMAC under
+ * this purpose's key), so the grace can give it again while only hashes of refresh tokens are
+ * stored; deriving it takes the parent token, the nonce and the key together.
+ */
 const successorPurpose = 'identity.refresh-successor';
+const successorOf = (refreshToken: string, nonce: string) => deriveSecret(`${refreshToken}.${nonce}`, successorPurpose);
 
 export type SessionTokens = MessageInitShape<typeof SessionSchema>;
 
@@ -81,21 +86,18 @@ export class Sessions {
       const now = this.now();
       if (session.revoked_at !== null || !isLive(session, now)) return { kind: 'invalid' as const };
       if (token.used_at === null) {
-        const next = newToken();
+        const nonce = newToken();
+        const next = successorOf(refreshToken, nonce);
         const nextHash = sha256Hex(next);
         await insertRefreshToken(trx, { tokenHash: nextHash, sessionId: session.id, parentHash: tokenHash });
-        await markRefreshTokenUsed(trx, tokenHash, { hash: nextHash, encrypted: encryptSecret(next, successorPurpose) }, now);
-        // The parent's grace is over once its successor is used: forget the plaintext copy.
-        if (token.parent_hash) await trx('refresh_tokens').where({ token_hash: token.parent_hash }).update({ successor_encrypted: null });
+        await markRefreshTokenUsed(trx, tokenHash, { hash: nextHash, nonce }, now);
         await touchSession(trx, session.id, now);
         return { kind: 'ok' as const, refreshToken: next, session };
       }
       // A used token again: the concurrent-tab grace, or a stolen token being replayed.
-      if (token.successor_hash && token.successor_encrypted && now.getTime() - token.used_at.getTime() <= refreshGraceMs) {
+      if (token.successor_hash && token.successor_nonce && now.getTime() - token.used_at.getTime() <= refreshGraceMs) {
         const successor = await findRefreshToken(trx, token.successor_hash);
-        if (successor && successor.used_at === null) {
-          return { kind: 'ok' as const, refreshToken: decryptSecret(token.successor_encrypted, successorPurpose), session };
-        }
+        if (successor && successor.used_at === null) return { kind: 'ok' as const, refreshToken: successorOf(refreshToken, token.successor_nonce), session };
       }
       await this.revoke(trx, { userId: session.user_id, only: [session.id], reason: 'refresh_token_reuse', requestId });
       return { kind: 'reused' as const, session };

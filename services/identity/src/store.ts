@@ -263,7 +263,7 @@ export interface RefreshTokenRow {
   created_at: Date;
   used_at: Date | null;
   successor_hash: string | null;
-  successor_encrypted: string | null;
+  successor_nonce: string | null;
 }
 
 /** The refresh token and its session, both locked for the rotation. */
@@ -278,8 +278,8 @@ export async function findRefreshToken(db: Db, tokenHash: string): Promise<Refre
   return db('refresh_tokens').where({ token_hash: tokenHash }).first();
 }
 
-export async function markRefreshTokenUsed(db: Db, tokenHash: string, successor: { hash: string; encrypted: string }, at: Date): Promise<void> {
-  await db('refresh_tokens').where({ token_hash: tokenHash }).update({ used_at: at, successor_hash: successor.hash, successor_encrypted: successor.encrypted });
+export async function markRefreshTokenUsed(db: Db, tokenHash: string, successor: { hash: string; nonce: string }, at: Date): Promise<void> {
+  await db('refresh_tokens').where({ token_hash: tokenHash }).update({ used_at: at, successor_hash: successor.hash, successor_nonce: successor.nonce });
 }
 
 export async function touchSession(db: Db, sessionId: string, at: Date): Promise<void> {
