@@ -83,3 +83,11 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     /Connection terminated|timeout exceeded when trying to connect/i.test(error?.message ?? '')
   );
 }
+
+/**
+ * True for errors Postgres raises because of the values it was given (a NUL character, a byte
+ * sequence or a value too large for an index): the client's input (→ 400), not a bug.
+ */
+export function isDatabaseInputError(err: unknown): boolean {
+  return ['22021', '22P05', '54000', '22001', '22003', '22007', '22008', '22P02'].includes((err as { code?: string })?.code ?? '');
+}

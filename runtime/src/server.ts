@@ -6,7 +6,7 @@ import type { DescMethod } from '@bufbuild/protobuf';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from './gen/grpc/health/v1/health_pb.js';
 import { callerKey, requestIdKey } from './call-context.js';
-import { isDatabaseUnavailable } from './db.js';
+import { isDatabaseInputError, isDatabaseUnavailable } from './db.js';
 import { apiError } from './errors.js';
 import { FastUnaryHandler } from './fast-unary.js';
 import { newId } from './ids.js';
@@ -178,6 +178,10 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
 /** Expected errors pass through; outages become Unavailable; anything else is logged as a bug. */
 function translateError(err: unknown, log: Logger, requestId: string, rpc: string): ConnectError {
   if (err instanceof ConnectError) return err;
+  if (isDatabaseInputError(err)) {
+    log.info({ request_id: requestId, rpc, err: (err as Error).message }, 'input the database refused');
+    return apiError(Code.InvalidArgument, 'invalid_request', 'The request contains a value that cannot be stored (a NUL character, or a value too large).');
+  }
   if (isDatabaseUnavailable(err)) {
     log.warn({ request_id: requestId, rpc, err: (err as Error).message }, 'database unavailable');
     return apiError(Code.Unavailable, 'service_unavailable', 'The database is unavailable; try again shortly.');

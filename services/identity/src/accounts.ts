@@ -10,7 +10,7 @@ import type { EmailVerifications } from './email-verification.js';
 import type { LoginChallenges } from './login-challenge.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
-import type { Sessions, SessionTokens } from './sessions.js';
+import { invalidCredentials, type Sessions, type SessionTokens } from './sessions.js';
 import { DuplicateEmailError, emailRegistered, findUserByEmail, findUserById, insertUser, replacePasswordHash, type UserRow } from './store.js';
 import { addOwner, insertPersonalWorkspace, personalWorkspaceName, type EventWriter } from './workspaces.js';
 
@@ -54,7 +54,7 @@ export function normalizeFullName(raw: string | undefined, field = 'full_name'):
   return name;
 }
 
-export const invalidCredentials = () => apiError(Code.Unauthenticated, 'invalid_credentials', 'The email address or password is incorrect.');
+
 
 export function toAccount(user: UserRow): MessageInitShape<typeof AccountSchema> {
   return {
@@ -124,6 +124,11 @@ export class Accounts {
    */
   async login(input: { email: string; password: string; ip?: string }): Promise<LoginResult> {
     const { db, passwords, sessions, log, throttle, challenges } = this.deps;
+    // No account can have such an address: the same 401, at the same cost, without a lookup.
+    if (input.email.length > maxEmailLength || input.email.includes('\u0000')) {
+      await passwords.verifyDummy(input.password);
+      throw invalidCredentials();
+    }
     const subjects = { account: input.email, ip: input.ip };
     const attempt = await throttle.begin('password', subjects);
     const user = await findUserByEmail(db, input.email);
@@ -134,12 +139,14 @@ export class Accounts {
     const check = await passwords.verify(user.password_hash, input.password);
     if (!check.ok) throw invalidCredentials();
     await throttle.succeed(attempt, 'password', input.email);
+    let checkedHash = user.password_hash;
     const rehashed = check.needsRehash ? await passwords.hash(input.password) : undefined;
     if (rehashed && (await replacePasswordHash(db, user.id, user.password_hash, rehashed))) {
       log.info({ user_id: user.id }, 'password rehashed with the current argon2 parameters');
+      checkedHash = rehashed;
     }
     if (user.two_factor_enabled) return { mfaToken: await challenges.issue(user.id) };
-    return { session: await db.transaction((trx) => sessions.open(trx, user.id)) };
+    return { session: await db.transaction((trx) => sessions.open(trx, user.id, 'aal1', checkedHash)) };
   }
 
   /** The account of `userId`; 404 when it does not exist. */

@@ -117,14 +117,17 @@ export class Invitations {
   /** Revokes a pending invitation; revoking a revoked or expired one again is fine; an accepted one is 409. */
   async revoke(caller: Caller, orgId: string, invitationId: string, requestId?: string): Promise<void> {
     const { db, log } = this.deps;
-    const organization = await visibleOrganization(db, caller, orgId);
-    authorize(caller.ctx, 'invitations.revoke', { role: organization.role, workspaceId: orgId });
-    const invitation = await findInvitation(db, orgId, invitationId);
-    if (!invitation) throw apiError(Code.NotFound, 'invitation_not_found', 'No such invitation in this organization.');
-    if (invitation.status === 'accepted') {
-      throw apiError(Code.AlreadyExists, 'invitation_accepted', 'This invitation has been accepted already; remove the member instead.');
-    }
-    await markInvitationRevoked(db, invitationId, caller.userId);
+    // Under the organization's lock, like an accept: a concurrent accept lands before or after.
+    await db.transaction(async (trx) => {
+      const organization = await visibleOrganization(trx, caller, orgId, true);
+      authorize(caller.ctx, 'invitations.revoke', { role: organization.role, workspaceId: orgId });
+      const invitation = await findInvitation(trx, orgId, invitationId);
+      if (!invitation) throw apiError(Code.NotFound, 'invitation_not_found', 'No such invitation in this organization.');
+      if (invitation.status === 'accepted') {
+        throw apiError(Code.AlreadyExists, 'invitation_accepted', 'This invitation has been accepted already; remove the member instead.');
+      }
+      await markInvitationRevoked(trx, invitationId, caller.userId);
+    });
     log.info({ org_id: orgId, invitation_id: invitationId, by: caller.userId, request_id: requestId }, 'invitation revoked');
   }
 

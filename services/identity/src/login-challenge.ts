@@ -6,7 +6,7 @@ import { sha256Hex } from '@switchboard/runtime/secrets';
 import { systemClock, type Clock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { Sessions, SessionTokens } from './sessions.js';
-import { findUserById, insertMfaChallenge, lockMfaChallenge, updateMfaChallenge, type MfaChallengeRow } from './store.js';
+import { findUserById, insertMfaChallenge, lockMfaChallenge, passwordChangedSince, updateMfaChallenge, type MfaChallengeRow } from './store.js';
 import type { TwoFactor } from './two-factor.js';
 
 /**
@@ -61,14 +61,15 @@ export class LoginChallenges {
       const challenge = await lockMfaChallenge(trx, tokenHash);
       if (!challenge || !this.usable(challenge)) return { kind: 'invalid' as const };
       const user = await findUserById(trx, challenge.user_id);
-      if (!user || user.deactivated_at !== null) return { kind: 'invalid' as const };
+      // A password reset or change after the challenge was issued ends it.
+      if (!user || user.deactivated_at !== null || (await passwordChangedSince(trx, user.id, challenge.created_at))) return { kind: 'invalid' as const };
       const ok = code ? await twoFactor.verifyCode(trx, user.id, code) : await twoFactor.verifyRecoveryCode(trx, user.id, recoveryCode!);
       if (!ok) {
         await updateMfaChallenge(trx, tokenHash, { attempts: challenge.attempts + 1 });
         return { kind: 'wrong' as const, userId: user.id };
       }
       await updateMfaChallenge(trx, tokenHash, { used_at: this.now() });
-      return { kind: 'ok' as const, userId: user.id, session: await sessions.open(trx, user.id, 'aal2') };
+      return { kind: 'ok' as const, userId: user.id, session: await sessions.open(trx, user.id, 'aal2', user.password_hash) };
     });
     if (outcome.kind === 'invalid') {
       await throttle.release(attempt);

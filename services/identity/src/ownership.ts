@@ -43,7 +43,9 @@ export class Ownership {
         throw unprocessable('not_a_member', 'The new owner must already be a member of the organization; invite them first.', { field: 'new_owner_user_id' });
       }
       await updateMemberRole(trx, orgId, caller.userId, 'admin');
-      await updateMemberRole(trx, orgId, target, 'owner');
+      if (!(await updateMemberRole(trx, orgId, target, 'owner'))) {
+        throw unprocessable('not_a_member', 'The new owner is no longer a member of the organization.', { field: 'new_owner_user_id' });
+      }
       await recordEvent(trx, {
         type: 'organization.member.role_changed',
         workspaceId: orgId,

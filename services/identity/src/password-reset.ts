@@ -9,7 +9,7 @@ import type { LoginThrottle } from './login-throttle.js';
 import type { AccountMail } from './notifications.js';
 import { assertAcceptablePassword, type PasswordHasher } from './passwords.js';
 import type { Sessions } from './sessions.js';
-import { findPasswordReset, findUserByEmail, findUserById, insertPasswordReset, setPasswordHash, usePasswordResets } from './store.js';
+import { countRecentPasswordResets, findPasswordReset, findUserByEmail, findUserById, insertPasswordReset, setPasswordHash, usePasswordResets } from './store.js';
 
 /**
  * Password reset (SPEC §3): the request always answers 202 at once and does its work after
@@ -20,6 +20,9 @@ import { findPasswordReset, findUserByEmail, findUserById, insertPasswordReset, 
  */
 
 export const defaultResetTtlMs = 60 * 60 * 1000;
+/** At most this many reset mails per account within the window. */
+const maxResetMailsPerWindow = 3;
+const resetMailWindowSeconds = 15 * 60;
 
 export const invalidResetToken = () =>
   apiError(Code.InvalidArgument, 'invalid_token', 'The reset token is not valid, was used already or has expired; ask for a new one.', { field: 'token' });
@@ -54,6 +57,11 @@ export class PasswordResets {
   private async issue(email: string): Promise<void> {
     const user = await findUserByEmail(this.deps.db, email);
     if (!user || user.deactivated_at !== null) return;
+    // Nobody gets mail-bombed: past a few mails in a quarter of an hour, requests are dropped (still 202).
+    if ((await countRecentPasswordResets(this.deps.db, user.id, resetMailWindowSeconds)) >= maxResetMailsPerWindow) {
+      this.deps.log.warn({ user_id: user.id }, 'password reset mails throttled');
+      return;
+    }
     const token = newToken();
     await insertPasswordReset(this.deps.db, { tokenHash: sha256Hex(token), userId: user.id, expiresAt: new Date(this.now().getTime() + this.ttlMs) });
     await this.deps.mail.passwordReset({ id: user.id, email: user.email, fullName: user.full_name }, token, Math.round(this.ttlMs / 60_000));

@@ -96,7 +96,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       let target = sessionId;
       if (scope === 'local' && req.refreshToken) {
         // The session of the refresh token, if it is the caller's; anything else is ignored.
-        const owned = await sessions.sessionOfRefreshToken(db, req.refreshToken);
+        const owned = await sessions.sessionOfRefreshToken(db, req.refreshToken, userId);
         if (owned) target = owned;
       }
       const revoked = await db.transaction((trx) => {
@@ -108,8 +108,16 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       return {};
     },
 
+    // 202 whatever the address (SPEC §3): one that is not an address at all just gets no mail.
     async requestPasswordReset(req, ctx) {
-      handlers.passwordResets.request(normalizeEmail(req.email), requestIdOf(ctx));
+      if (req.email.trim() === '') throw invalidArgument('email', 'An email address is required.');
+      let email: string | undefined;
+      try {
+        email = normalizeEmail(req.email);
+      } catch {
+        email = undefined;
+      }
+      if (email) handlers.passwordResets.request(email, requestIdOf(ctx));
       return {};
     },
 

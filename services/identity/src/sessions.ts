@@ -11,8 +11,10 @@ import type { SigningKeys } from './signing-keys.js';
 import {
   findRefreshToken,
   findRevokedSessions,
+  findUsersSessionOfRefreshToken,
   insertRefreshToken,
   insertSession,
+  lockUserForSession,
   lockRefreshToken,
   markRefreshTokenUsed,
   revokeUserSessions,
@@ -50,6 +52,8 @@ export type SessionTokens = MessageInitShape<typeof SessionSchema>;
 
 export type RevocationReason = 'logout' | 'password_change' | 'password_reset' | 'deactivation' | 'refresh_token_reuse';
 
+export const invalidCredentials = () => apiError(Code.Unauthenticated, 'invalid_credentials', 'The email address or password is incorrect.');
+
 export const invalidRefreshToken = () =>
   apiError(Code.Unauthenticated, 'invalid_token', 'The refresh token is not valid or its session has ended; sign in again.', { field: 'refresh_token' });
 
@@ -65,9 +69,15 @@ export class Sessions {
 
   /**
    * Opens a session for `userId` inside `trx` and returns its tokens. The access token is
-   * signed before the transaction commits, so a signing failure leaves nothing behind.
+   * signed before the transaction commits, so a signing failure leaves nothing behind. The user
+   * row is locked meanwhile, and a deactivated user, or a password that changed since the one
+   * the caller checked (`checkedPasswordHash`), gets no session (401 invalid_credentials).
    */
-  async open(trx: Db, userId: string, aal: 'aal1' | 'aal2' = 'aal1'): Promise<SessionTokens> {
+  async open(trx: Db, userId: string, aal: 'aal1' | 'aal2' = 'aal1', checkedPasswordHash?: string): Promise<SessionTokens> {
+    const user = await lockUserForSession(trx, userId);
+    if (!user || user.deactivated_at !== null || (checkedPasswordHash !== undefined && user.password_hash !== checkedPasswordHash)) {
+      throw invalidCredentials();
+    }
     const sessionId = newId('ses');
     const refreshToken = newToken();
     await insertSession(trx, { id: sessionId, userId, aal, expiresAt: new Date(this.now().getTime() + sessionLifetimeMs) });
@@ -132,9 +142,9 @@ export class Sessions {
     return ids;
   }
 
-  /** The session a refresh token belongs to (any state), for logout with a refresh token. */
-  async sessionOfRefreshToken(db: Db, refreshToken: string): Promise<string | undefined> {
-    return (await findRefreshToken(db, sha256Hex(refreshToken)))?.session_id;
+  /** The session a refresh token belongs to (any state) if it is `userId`'s, for logout. */
+  sessionOfRefreshToken(db: Db, refreshToken: string, userId: string): Promise<string | undefined> {
+    return findUsersSessionOfRefreshToken(db, sha256Hex(refreshToken), userId);
   }
 
   /** Sessions revoked since `since` (default: the access-token lifetime back). */

@@ -274,8 +274,31 @@ export async function lockRefreshToken(db: Db, tokenHash: string): Promise<{ tok
   return { token, session };
 }
 
+/** The session of a refresh token, when that session is `userId`'s. */
+export async function findUsersSessionOfRefreshToken(db: Db, tokenHash: string, userId: string): Promise<string | undefined> {
+  const row = await db('refresh_tokens as t')
+    .join('sessions as s', 's.id', 't.session_id')
+    .where({ 't.token_hash': tokenHash, 's.user_id': userId })
+    .first('s.id');
+  return row?.id;
+}
+
 export async function findRefreshToken(db: Db, tokenHash: string): Promise<RefreshTokenRow | undefined> {
   return db('refresh_tokens').where({ token_hash: tokenHash }).first();
+}
+
+/**
+ * Locks the user row against concurrent password changes and deactivation (FOR SHARE) while a
+ * session is opened: a sign-in racing a reset, a password change or a deactivation either
+ * finishes first (and its session is revoked by them) or sees their result.
+ */
+export async function lockUserForSession(db: Db, userId: string): Promise<{ password_hash: string; deactivated_at: Date | null } | undefined> {
+  return db('users').select('password_hash', 'deactivated_at').where({ id: userId }).forShare().first();
+}
+
+/** Whether the user's password changed after `since` (database clock on both sides). */
+export async function passwordChangedSince(db: Db, userId: string, since: Date): Promise<boolean> {
+  return Boolean(await db('users').where({ id: userId }).where('password_changed_at', '>', since).first(db.raw('1 AS changed')));
 }
 
 export async function markRefreshTokenUsed(db: Db, tokenHash: string, successor: { hash: string; nonce: string }, at: Date): Promise<void> {
@@ -352,6 +375,15 @@ export interface PasswordResetRow {
 
 export async function insertPasswordReset(db: Db, reset: { tokenHash: string; userId: string; expiresAt: Date }): Promise<void> {
   await db('password_resets').insert({ token_hash: reset.tokenHash, user_id: reset.userId, expires_at: reset.expiresAt });
+}
+
+/** How many reset tokens the user was sent in the last `withinSeconds` (database clock). */
+export async function countRecentPasswordResets(db: Db, userId: string, withinSeconds: number): Promise<number> {
+  const row = await db('password_resets')
+    .where({ user_id: userId })
+    .where('created_at', '>', db.raw(`now() - make_interval(secs => ?)`, [withinSeconds]))
+    .count<{ count: string }[]>('* as count');
+  return Number(row[0].count);
 }
 
 export async function findPasswordReset(db: Db, tokenHash: string, lock = false): Promise<PasswordResetRow | undefined> {
@@ -435,6 +467,7 @@ export async function countRecoveryCodes(db: Db, userId: string): Promise<number
 export interface MfaChallengeRow {
   token_hash: string;
   user_id: string;
+  created_at: Date;
   expires_at: Date;
   attempts: number;
   used_at: Date | null;
@@ -502,7 +535,13 @@ export interface OrganizationMembershipRow {
 }
 
 /** Every organization of the user with its role there and the number of members. */
+/**
+ * The user's memberships with each organization's member count. The organizations are locked
+ * first (in id order, like every membership change locks its organization), so a concurrent
+ * transfer, invitation or removal cannot change them between this read and the caller's writes.
+ */
 export async function findMembershipsWithCounts(db: Db, userId: string): Promise<OrganizationMembershipRow[]> {
+  await db.raw('SELECT o.id FROM organizations o JOIN memberships m ON m.org_id = o.id AND m.user_id = ? ORDER BY o.id FOR UPDATE OF o', [userId]);
   const result = await db.raw<{ rows: Array<OrganizationMembershipRow & { member_count: string }> }>(
     `SELECT m.org_id, m.role, o.personal, (SELECT count(*) FROM memberships x WHERE x.org_id = m.org_id) AS member_count
        FROM memberships m JOIN organizations o ON o.id = m.org_id
@@ -560,9 +599,10 @@ export async function listMembers(db: Db, orgId: string, page: PageQuery): Promi
 /** A second owner was refused by the unique partial index memberships_one_owner. */
 export class SecondOwnerError extends Error {}
 
-export async function updateMemberRole(db: Db, orgId: string, userId: string, role: string): Promise<void> {
+/** Sets a member's role; false when the membership no longer exists. */
+export async function updateMemberRole(db: Db, orgId: string, userId: string, role: string): Promise<boolean> {
   try {
-    await db('memberships').where({ org_id: orgId, user_id: userId }).update({ role });
+    return (await db('memberships').where({ org_id: orgId, user_id: userId }).update({ role })) === 1;
   } catch (err) {
     if (isUniqueViolation(err, 'memberships_one_owner')) throw new SecondOwnerError('the organization has an owner already');
     throw err;
@@ -678,9 +718,14 @@ export async function lockUsersDueForErasure(db: Db, now: Date, limit: number): 
 
 /** Replaces the personal data of a user by placeholders and drops their credentials. */
 export async function pseudonymizeUser(db: Db, user: { id: string; personalWorkspaceId: string }, at: Date): Promise<void> {
+  const placeholder = `erased+${user.id}@erased.invalid`;
+  // Invitations to the address (other organizations list them) lose it too.
+  await db('invitations')
+    .whereIn('email', db('users').select('email').where({ id: user.id }))
+    .update({ email: placeholder });
   await db('users')
     .where({ id: user.id })
-    .update({ email: `erased+${user.id}@erased.invalid`, full_name: null, password_hash: '!erased', erased_at: at, updated_at: db.fn.now() });
+    .update({ email: placeholder, full_name: null, password_hash: '!erased', erased_at: at, updated_at: db.fn.now() });
   await db('organizations').where({ id: user.personalWorkspaceId }).update({ name: 'Erased account workspace' });
   await db('two_factor').where({ user_id: user.id }).delete();
   await db('recovery_codes').where({ user_id: user.id }).delete();
@@ -693,5 +738,11 @@ export async function pseudonymizeUser(db: Db, user: { id: string; personalWorks
 export async function pruneExpiredTokens(db: Db, before: Date): Promise<number> {
   const challenges = await db('mfa_challenges').where('expires_at', '<', before).delete();
   const resets = await db('password_resets').where('expires_at', '<', before).delete();
-  return challenges + resets;
+  const verifications = await db('email_verifications').where('expires_at', '<', before).delete();
+  // Sessions that ended; their refresh tokens go with them (rotated ones are kept while the
+  // session lives, so a replay of any of them is recognised as reuse).
+  const sessions = await db('sessions')
+    .where((ended) => ended.where('expires_at', '<', before).orWhere('revoked_at', '<', before))
+    .delete();
+  return challenges + resets + verifications + sessions;
 }
