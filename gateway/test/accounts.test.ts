@@ -357,3 +357,57 @@ describe('login', () => {
     expect(Math.abs(k - u), `known ${k.toFixed(1)} ms vs unknown ${u.toFixed(1)} ms`).toBeLessThan(Math.max(25, 0.5 * Math.max(k, u)));
   });
 });
+
+describe('races and odd input (found in review)', () => {
+  it('gives no lasting session to sign-ins racing a password reset', async () => {
+    const call = clientFromNewIp();
+    const user = await registered(call);
+    await call('POST', '/v1/auth/password-reset', { body: { email: user.email } });
+    const token = tokenOf(await waitForMail(mailbox, user.email, 'password_reset_request'));
+    // Sign-ins with the old password run while the reset commits.
+    const racing = Array.from({ length: 4 }, () => call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } }));
+    const reset = await call('POST', '/v1/auth/password-reset/confirm', { body: { token, new_password: 'a brand new passphrase 42' } });
+    expect(reset.status).toBe(204);
+    for (const response of await Promise.all(racing)) {
+      if (response.status !== 200) {
+        expectErrorBody(response, 401, 'invalid_credentials');
+        continue;
+      }
+      // A sign-in that finished before the reset had its session revoked by it.
+      const refreshed = await call('POST', '/v1/auth/refresh', { body: { refresh_token: response.json.session.refresh_token } });
+      expectErrorBody(refreshed, 401, 'invalid_token');
+      expectErrorBody(await call('GET', '/v1/account', { token: response.json.session.access_token }), 401);
+    }
+  });
+
+  it('logs out the caller, not the owner of a refresh token of someone else', async () => {
+    const call = clientFromNewIp();
+    const ann = await registered(call);
+    const bob = await registered(call);
+    const response = await call('POST', '/v1/auth/logout', { token: ann.session.access_token, body: { refresh_token: bob.session.refresh_token } });
+    expect(response.status).toBe(204);
+    expectErrorBody(await call('GET', '/v1/account', { token: ann.session.access_token }), 401);
+    expect((await call('GET', '/v1/account', { token: bob.session.access_token })).status).toBe(200);
+  });
+
+  it('answers 202 to a reset request for anything that is not an address, and caps reset mails', async () => {
+    const call = clientFromNewIp();
+    expect((await call('POST', '/v1/auth/password-reset', { body: { email: 'not an address' } })).status).toBe(202);
+    const user = await registered(call);
+    for (let i = 0; i < 6; i++) expect((await call('POST', '/v1/auth/password-reset', { body: { email: user.email } })).status).toBe(202);
+    await waitForMail(mailbox, user.email, 'password_reset_request', 3);
+    // Past three mails in a quarter of an hour the requests are dropped: only three tokens exist.
+    await eventually(async () => Number((await db('password_resets').where({ user_id: user.userId }).count<{ count: string }[]>('* as count'))[0].count) === 3, 'three reset tokens');
+    expect((await mailsTo(mailbox, user.email)).filter((mail) => mail.kind === 'password_reset_request')).toHaveLength(3);
+  });
+
+  it('answers a NUL character or a huge address with a 4xx, never a 500', async () => {
+    const call = clientFromNewIp();
+    const user = await registered(call);
+    expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: `a\u0000${user.email}`, password: 'whatever it is' } }), 401, 'invalid_credentials');
+    expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: `${'a'.repeat(6000)}@example.com`, password: 'whatever it is' } }), 401, 'invalid_credentials');
+    const odd = await call('GET', '/v1/organizations/org_%00abc', { token: user.session.access_token });
+    expect([400, 404]).toContain(odd.status);
+    expect(odd.json.error.code).toBeTruthy();
+  });
+});
