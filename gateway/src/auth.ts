@@ -22,7 +22,7 @@ export interface Workspace {
   role: string;
 }
 
-/** How long a resolved role is reused: a role change or removal shows within this time. */
+/** How long a resolved role is reused at most (changes drop it at once: forgetWorkspace). */
 export const roleCacheMs = 2_000;
 const jwksRefreshMinIntervalMs = 10_000;
 const cacheLimit = 50_000;
@@ -125,6 +125,11 @@ export class Authenticator {
     }
     if (result.reason) throw unauthenticated('The API key is not valid.', 'invalid_api_key');
     return { type: 'key', userId: result.createdBy, keyId: result.keyId, keyWorkspaceId: result.workspaceId };
+  }
+
+  /** Drops the cached roles of an organization whose memberships or roles changed. */
+  forgetWorkspace(workspaceId: string): void {
+    for (const [key, entry] of this.roles) if (entry.workspace.workspaceId === workspaceId) this.roles.delete(key);
   }
 
   /**

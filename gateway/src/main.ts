@@ -41,6 +41,7 @@ async function main() {
     subjectPrefix: readString('EVENTS_SUBJECT_PREFIX', 'switchboard.events'),
     log,
     pollIntervalMs: readDuration('REVOCATION_POLL_INTERVAL', '10s'),
+    onWorkspaceChanged: (workspaceId) => authenticator.forgetWorkspace(workspaceId),
   });
   const routes = buildRoutes();
   const openApi = JSON.stringify(buildOpenApiDocument(routes));

@@ -7,7 +7,7 @@ import { errorBody, toHttpError, type ErrorBody } from '@switchboard/runtime/err
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
-import { revokedSessionsHeader } from '@switchboard/runtime/server';
+import { changedWorkspaceHeader, revokedSessionsHeader } from '@switchboard/runtime/server';
 import { HttpBodySchema, type HttpBody } from '@switchboard/runtime/gen/google/api/httpbody_pb';
 import type { Authenticator, Principal, Workspace } from './auth.js';
 import { InputError, decodeRequest, encodeResponse } from './codec.js';
@@ -121,6 +121,8 @@ async function handle(
   );
   const revoked = response.header[revokedSessionsHeader];
   if (typeof revoked === 'string' && revoked) options.authenticator.revokedSessions.add(revoked.split(','));
+  const changedWorkspace = response.header[changedWorkspaceHeader];
+  if (typeof changedWorkspace === 'string' && changedWorkspace) options.authenticator.forgetWorkspace(changedWorkspace);
   const override = Number(response.header[statusOverrideHeader]);
   const status = override >= 200 && override < 300 ? override : route.successStatus;
   sendResult(res, route, status, response.message);

@@ -60,6 +60,8 @@ export interface RevocationFeedOptions {
   subjectPrefix: string;
   log: Logger;
   pollIntervalMs: number;
+  /** Called with an organization whose memberships or roles changed (organization.* events). */
+  onWorkspaceChanged(workspaceId: string): void;
 }
 
 /** Starts the feed; resolves after the first load (or a failed first attempt: it keeps retrying). */
@@ -90,6 +92,18 @@ export async function startRevocationFeed(options: RevocationFeedOptions): Promi
           revoked.add(ids, event.occurred_at ? Date.parse(event.occurred_at) : Date.now());
         } catch (parseError) {
           log.warn({ err: (parseError as Error).message }, 'ignored a malformed session.revoked event');
+        }
+      },
+    });
+    // Removals, role changes, transfers and deletions: cached roles of that organization go.
+    connection.subscribe(`${options.subjectPrefix}.organization.>`, {
+      callback: (err, msg) => {
+        if (err) return;
+        try {
+          const event = parseEventEnvelope(msg.data);
+          if (event.workspace_id) options.onWorkspaceChanged(event.workspace_id);
+        } catch (parseError) {
+          log.warn({ err: (parseError as Error).message }, 'ignored a malformed organization event');
         }
       },
     });

@@ -212,19 +212,21 @@ describe('members', () => {
     }, 'the outbox relay to publish the events');
   });
 
-  it('stops a removed member acting in the workspace within the gateway role cache (2 s)', async () => {
+  it('stops a removed or demoted member on the very next request (the role cache is dropped)', async () => {
     const owner = await world.user('x-owner');
     const member = await world.user('x-member');
     const { orgId, name } = await newOrganization(owner);
-    await join(owner, orgId, name, member, 'developer');
+    await join(owner, orgId, name, member, 'admin');
+    // A top-up is for owners and admins: the gateway's role for the workspace decides (the
+    // billing service itself is not built yet: an allowed call is an honest 501).
+    const asMember = () => call('POST', '/v1/billing/topup', { token: member.token, headers: { 'x-workspace-id': orgId }, body: { amount_usd: 5, idempotency_key: 'k1' } });
+    expect((await asMember()).status).toBe(501);
+    // Demoted to developer: refused from the very next request on.
+    expect((await call('PATCH', `/v1/organizations/${orgId}/members/${member.userId}`, { token: owner.token, body: { role: 'developer' } })).status).toBe(200);
+    expectErrorBody(await asMember(), 403, 'forbidden');
     expect((await call('GET', '/v1/account', { token: member.token, headers: { 'x-workspace-id': orgId } })).status).toBe(200);
     expect((await call('DELETE', `/v1/organizations/${orgId}/members/${member.userId}`, { token: owner.token })).status).toBe(204);
-    const started = Date.now();
-    await eventually(async () => {
-      const response = await call('GET', '/v1/account', { token: member.token, headers: { 'x-workspace-id': orgId } });
-      return response.status === 404 ? response : undefined;
-    }, 'the removal to reach the gateway', 5_000);
-    expect(Date.now() - started).toBeLessThan(4_000);
+    expectErrorBody(await call('GET', '/v1/account', { token: member.token, headers: { 'x-workspace-id': orgId } }), 404, 'workspace_not_found');
   });
 });
 

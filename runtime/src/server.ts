@@ -25,6 +25,13 @@ const firstByteTimeoutMs = 10_000;
  */
 export const revokedSessionsHeader = 'sb-revoked-sessions';
 
+/**
+ * Response header through which identity tells the gateway that memberships or roles of an
+ * organization changed (its id), so cached roles for it are dropped before the next request;
+ * other gateway replicas learn it from the organization.* events.
+ */
+export const changedWorkspaceHeader = 'sb-changed-workspace';
+
 export interface RpcServerOptions {
   /** The service name: the audience its mesh tokens must carry. */
   name: string;

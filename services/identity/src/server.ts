@@ -2,7 +2,7 @@ import { Code, type ConnectRouter, type HandlerContext, type ServiceImpl } from 
 import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
-import { callerOf, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
+import { callerOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
 import { AccountService, AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
 import { normalizeEmail, normalizeFullName, toAccount, type Accounts } from './accounts.js';
 import type { AccountSettings } from './account-settings.js';
@@ -51,6 +51,11 @@ function principalOf(ctx: HandlerContext): string {
 }
 
 /** Lets the gateway drop the revoked sessions at once (see revokedSessionsHeader). */
+/** Tells the gateway that cached roles of the organization are stale. */
+function announceChangedWorkspace(ctx: HandlerContext, orgId: string): void {
+  ctx.responseHeader.set(changedWorkspaceHeader, orgId);
+}
+
 function announceRevoked(ctx: HandlerContext, ids: string[]): void {
   // Bounded header; larger sets reach the gateway through the session.revoked event.
   if (ids.length > 0 && ids.length <= 200) ctx.responseHeader.set(revokedSessionsHeader, ids.join(','));
@@ -218,6 +223,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
     },
     async deleteOrganization(req, ctx) {
       await orgs.delete(callerFrom(ctx), req.orgId, requestIdOf(ctx));
+      announceChangedWorkspace(ctx, req.orgId);
       return {};
     },
     async createInvitation(req, ctx) {
@@ -237,14 +243,19 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       return members.list(callerFrom(ctx), req.orgId, { limit: req.limit, after: req.after });
     },
     async updateMember(req, ctx) {
-      return members.updateRole(callerFrom(ctx), req.orgId, req.userId, req.role, requestIdOf(ctx));
+      const member = await members.updateRole(callerFrom(ctx), req.orgId, req.userId, req.role, requestIdOf(ctx));
+      announceChangedWorkspace(ctx, req.orgId);
+      return member;
     },
     async removeMember(req, ctx) {
       await members.remove(callerFrom(ctx), req.orgId, req.userId, requestIdOf(ctx));
+      announceChangedWorkspace(ctx, req.orgId);
       return {};
     },
     async transferOwnership(req, ctx) {
-      return ownership.transfer(callerFrom(ctx), req.orgId, req.newOwnerUserId, requestIdOf(ctx));
+      const organization = await ownership.transfer(callerFrom(ctx), req.orgId, req.newOwnerUserId, requestIdOf(ctx));
+      announceChangedWorkspace(ctx, req.orgId);
+      return organization;
     },
 
     // Only the gateway may call it (it answers for any user): rpcRules in runtime/src/policy.ts.
