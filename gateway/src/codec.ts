@@ -11,7 +11,7 @@ import {
   type Message,
 } from '@bufbuild/protobuf';
 import { field as fieldRule } from '@switchboard/runtime/gen/switchboard/api/v1/options_pb';
-import type { Route } from './routes.js';
+import { readsFromQuery, type Route } from './routes.js';
 
 /** A request input the client must fix: a 400 naming the field. */
 export class InputError extends Error {
@@ -57,6 +57,8 @@ export function decodeRequest(route: Route, pathValues: Map<DescField, string>, 
   }
   for (const field of desc.fields) {
     if (pathValues.has(field) || field.name in input || field.jsonName in input) continue;
+    // On a body route, only fields marked from_query may come from the query string.
+    if (route.body === '*' && !readsFromQuery(field)) continue;
     const values = query.getAll(field.name);
     if (values.length > 0) input[field.name] = queryValue(field, values);
   }

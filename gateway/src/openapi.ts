@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import { getOption, hasOption, ScalarType, type DescEnum, type DescField, type DescMessage } from '@bufbuild/protobuf';
 import { field as fieldRule } from '@switchboard/runtime/gen/switchboard/api/v1/options_pb';
-import { Access, unversionedAlias, type Route } from './routes.js';
+import { Access, readsFromQuery, unversionedAlias, type Route } from './routes.js';
 
 /**
  * The OpenAPI 3.1 document of the REST surface, generated from the same routes the gateway
@@ -455,13 +455,14 @@ function operationOf(route: Route, tag: string, schemas: Schemas): Json {
 
   let requestBody: Json | undefined;
   const nonPath = input.fields.filter((f) => !pathNames.has(f.name));
+  let queryFields = nonPath;
   if (route.body === '*') {
     requestBody = {
       required: nonPath.length > 0,
       content: { 'application/json': { schema: schemas.input(input, [...pathNames]) } },
     };
+    queryFields = nonPath.filter(readsFromQuery);
   } else {
-    let queryFields = nonPath;
     if (route.body) {
       const bodyField = input.fields.find((f) => f.name === route.body);
       if (!bodyField) throw new Error(`${route.method.toString()}: body ${route.body} is not a field of ${input.typeName}`);
@@ -482,19 +483,19 @@ function operationOf(route: Route, tag: string, schemas: Schemas): Json {
         requestBody = { required: true, content: { 'application/json': { schema: schemas.field(bodyField, 'input') } } };
       }
     }
-    for (const f of queryFields) {
-      const schema = parameterSchema(f);
-      if (!schema) continue; // not representable in a query string
-      const { description, ...paramSchema } = schema;
-      parameters.push({
-        name: f.name,
-        in: 'query',
-        required: false,
-        ...(typeof description === 'string' ? { description } : {}),
-        ...(schema.type === 'array' ? { style: 'form', explode: true } : {}),
-        schema: paramSchema,
-      });
-    }
+  }
+  for (const f of queryFields) {
+    const schema = parameterSchema(f);
+    if (!schema) continue; // not representable in a query string
+    const { description, ...paramSchema } = schema;
+    parameters.push({
+      name: f.name,
+      in: 'query',
+      required: false,
+      ...(typeof description === 'string' ? { description } : {}),
+      ...(schema.type === 'array' ? { style: 'form', explode: true } : {}),
+      schema: paramSchema,
+    });
   }
   if (route.access !== Access.PUBLIC && !pathNames.has('workspace_id')) parameters.push({ $ref: '#/components/parameters/WorkspaceId' });
 

@@ -2,7 +2,7 @@ import { getOption, hasOption, type DescField, type DescMessage, type DescMethod
 import type { ServiceName } from '@switchboard/runtime/config';
 import { http } from '@switchboard/runtime/gen/google/api/annotations_pb';
 import type { HttpRule } from '@switchboard/runtime/gen/google/api/http_pb';
-import { Access, rest } from '@switchboard/runtime/gen/switchboard/api/v1/options_pb';
+import { Access, field as fieldRule, rest } from '@switchboard/runtime/gen/switchboard/api/v1/options_pb';
 import { meshServices } from './services.js';
 
 export { Access };
@@ -61,6 +61,11 @@ export function buildRoutes(): Route[] {
     }
   }
   return routes;
+}
+
+/** Whether a field of a body "*" request may also come from the query string (options.proto). */
+export function readsFromQuery(field: DescField): boolean {
+  return hasOption(field, fieldRule) && getOption(field, fieldRule).fromQuery;
 }
 
 /** The unversioned alias of a route's template, when its group has one. */

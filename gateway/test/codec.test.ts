@@ -149,6 +149,13 @@ describe('decodeRequest', () => {
     expect(inputError(() => decode('GET', '/v1/billing/usage?days=thirty')).field).toBe('days');
   });
 
+  it('reads a body route\'s fields from the query string only where the proto allows it', () => {
+    expect(decode('POST', '/v1/auth/logout?scope=global')).toMatchObject({ scope: 'global' });
+    expect(decode('POST', '/v1/auth/logout?scope=global', { scope: 'others' })).toMatchObject({ scope: 'others' });
+    // Credentials never come from a URL.
+    expect(decode('POST', '/v1/auth/login?email=a%40example.com&password=secret', {})).toMatchObject({ email: '', password: '' });
+  });
+
   it('fills path variables, which win over the body and the query', () => {
     expect(decode('GET', '/v1/conversations/conv_1').conversationId).toBe('conv_1');
     expect(decode('GET', '/v1/conversations/conv_1?conversation_id=conv_2').conversationId).toBe('conv_1');
