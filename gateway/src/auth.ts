@@ -25,6 +25,8 @@ export interface Workspace {
 /** How long a resolved role is reused at most (changes drop it at once: forgetWorkspace). */
 export const roleCacheMs = 2_000;
 const jwksRefreshMinIntervalMs = 10_000;
+/** The key set is fetched again this often, so a key identity retired stops being accepted. */
+const jwksMaxAgeMs = 5 * 60_000;
 const cacheLimit = 50_000;
 
 const unauthenticated = (message: string, code = 'unauthenticated') =>
@@ -78,6 +80,10 @@ export class Authenticator {
 
   private async verifyJwt(token: string, retried = false): Promise<{ sub?: string; sid?: unknown; exp?: number }> {
     if (!this.keySet) await this.loadKeySet();
+    else if (Date.now() - this.keySetLoadedAt > jwksMaxAgeMs) {
+      // Retired keys stop being trusted: refresh in the background, keep serving meanwhile.
+      this.loadKeySet().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not refresh the JWKS; keeping the current one'));
+    }
     try {
       const { payload } = await jwtVerify(token, this.keySet!, {
         issuer: 'switchboard',

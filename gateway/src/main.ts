@@ -11,7 +11,7 @@ import { Authenticator } from './auth.js';
 import { RevokedSessions, startRevocationFeed } from './revocations.js';
 import { handleDocs } from './docs.js';
 import { buildOpenApiDocument } from './openapi.js';
-import { createRestHandler, sendJson } from './rest.js';
+import { answerClientError, createRestHandler, sendJson } from './rest.js';
 import { Router } from './router.js';
 import { buildRoutes } from './routes.js';
 
@@ -69,7 +69,7 @@ async function main() {
     log,
     trustedProxyHops: readInt('GATEWAY_TRUSTED_PROXY_HOPS', 0),
     async builtIn(req, res, pathname) {
-      if (req.method !== 'GET') return false;
+      if (req.method !== 'GET' && req.method !== 'HEAD') return false;
       if (pathname === '/healthz') {
         sendJson(res, 200, { status: 'ok' });
         return true;
@@ -89,6 +89,7 @@ async function main() {
   });
 
   const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 30_000, headersTimeout: 20_000 }, handler);
+  server.on('clientError', answerClientError);
   await new Promise<void>((resolve) => server.listen(port, process.env.HOST ?? '0.0.0.0', resolve));
   log.info({ port, routes: routes.length }, 'gateway listening');
 

@@ -1,4 +1,5 @@
-import type http from 'node:http';
+import http from 'node:http';
+import type { Duplex } from 'node:stream';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { create, type DescField, type JsonValue, type Message } from '@bufbuild/protobuf';
 import type { UnaryClient } from '@switchboard/runtime/clients';
@@ -9,6 +10,7 @@ import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { changedWorkspaceHeader, revokedSessionsHeader } from '@switchboard/runtime/server';
 import { HttpBodySchema, type HttpBody } from '@switchboard/runtime/gen/google/api/httpbody_pb';
+import { ErrorDetailSchema } from '@switchboard/runtime/gen/switchboard/api/v1/options_pb';
 import type { Authenticator, Principal, Workspace } from './auth.js';
 import { InputError, decodeRequest, encodeResponse } from './codec.js';
 import { HttpError } from './http-error.js';
@@ -66,7 +68,8 @@ async function handle(
 ): Promise<void> {
   let url: URL;
   try {
-    url = new URL(req.url ?? '/', 'http://gateway');
+    // Concatenated, not resolved: a path like //host/x must stay a path, never name a host.
+    url = new URL(`http://gateway${req.url?.startsWith('/') ? req.url : `/${req.url ?? ''}`}`);
   } catch {
     throw new HttpError(400, 'invalid_request', 'The request URL is malformed.');
   }
@@ -74,7 +77,8 @@ async function handle(
     onRoute(url.pathname);
     return;
   }
-  const match = options.router.match(req.method ?? 'GET', url.pathname);
+  // HEAD is a GET without the body (Node leaves the body out).
+  const match = options.router.match(req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET'), url.pathname);
   if (!match) throw new HttpError(404, 'route_not_found', `No route for ${req.method} ${url.pathname}.`);
   if ('allowed' in match) {
     throw new HttpError(405, 'method_not_allowed', `${req.method} is not allowed here; use ${match.allowed.join(', ')}.`, {
@@ -231,7 +235,13 @@ function sendError(res: http.ServerResponse, err: unknown, requestId: string, lo
     status = 400;
     body = errorBody('invalid_request', err.message, requestId, err.field);
   } else {
-    const connectError = ConnectError.from(err);
+    let connectError = ConnectError.from(err);
+    if (connectError.code === Code.Unauthenticated && connectError.findDetails(ErrorDetailSchema).length === 0) {
+      // A service refused the gateway's own mesh token (secret or clock mismatch): our fault, not
+      // the client's credentials, so never a 401 that would sign users out.
+      log.error({ request_id: requestId, err: connectError.rawMessage }, 'a service refused the mesh token');
+      connectError = new ConnectError('mesh token refused', Code.Unavailable);
+    }
     ({ status, body } = toHttpError(connectError, requestId));
     if (connectError.code === Code.Unavailable || connectError.code === Code.DeadlineExceeded || status >= 500) {
       log.warn({ request_id: requestId, code: Code[connectError.code], err: connectError.rawMessage }, 'service call failed');
@@ -244,4 +254,26 @@ function sendError(res: http.ServerResponse, err: unknown, requestId: string, lo
     return;
   }
   sendJson(res, status, body, headers);
+}
+
+/**
+ * Requests Node refuses before any handler runs (malformed, headers too large, too slow) still
+ * get the error body of SPEC §2 and a request id.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (socket.writable && !socket.destroyed) {
+    const [status, code, message] =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'headers_too_large', 'The request headers are too large.']
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? [408, 'request_timeout', 'The request was not received in time.']
+          : [400, 'invalid_request', 'The request is not valid HTTP.'];
+    const requestId = newId('req');
+    const text = JSON.stringify(errorBody(code, message, requestId));
+    socket.end(
+      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(text)}\r\nX-Request-Id: ${requestId}\r\n\r\n${text}`,
+    );
+  }
+  socket.destroy();
 }

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { bootMesh, expectErrorBody, newUser, restClient } from './mesh.js';
@@ -121,6 +122,41 @@ describe('the error model', () => {
     const registered = await call('POST', '/v1/auth/register', { body: newUser() });
     const response = await call('GET', '/v1/conversations', { token: registered.json.session.access_token });
     expectErrorBody(response, 501, 'not_implemented');
+  });
+});
+
+describe('HTTP edge cases', () => {
+  /** Sends raw bytes to the gateway and returns the raw answer. */
+  function raw(request: string): Promise<string> {
+    const { port } = new URL(mesh.gatewayUrl);
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(request));
+      let answer = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk) => (answer += chunk));
+      socket.on('end', () => resolve(answer));
+      socket.on('error', reject);
+    });
+  }
+
+  it('answers HEAD like GET, without a body', async () => {
+    const response = await call('HEAD', '/healthz');
+    expect(response.status).toBe(200);
+    expect(response.text).toBe('');
+  });
+
+  it('never reads a host out of the path', async () => {
+    expectErrorBody(await call('GET', '//evil.example/keys'), 404, 'route_not_found');
+  });
+
+  it('answers malformed HTTP and oversized headers with the error body', async () => {
+    const malformed = await raw('GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n');
+    expect(malformed).toMatch(/^HTTP\/1\.1 400/);
+    expect(malformed).toMatch(/X-Request-Id: req_/i);
+    expect(malformed).toContain('"code":"invalid_request"');
+    const huge = await raw(`GET /healthz?${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    expect(huge).toMatch(/^HTTP\/1\.1 431/);
+    expect(huge).toContain('"code":"headers_too_large"');
   });
 });
 

@@ -41,6 +41,10 @@ export function createPeerClient<T extends DescService>(
  * the gateway's hot path. It does what the generic transport does for a unary call (timeout
  * header and deadline, error JSON with details, metadata) with less machinery per call.
  */
+const pingIntervalMs = 5_000;
+const pingTimeoutMs = 3_000;
+const idleSessionMs = 60_000;
+
 export class UnaryClient {
   private session?: http2.ClientHttp2Session;
 
@@ -117,8 +121,20 @@ export class UnaryClient {
     session.on('close', () => this.session === session && (this.session = undefined));
     session.on('goaway', () => this.session === session && (this.session = undefined));
     session.unref();
-    // A peer that restarted or vanished must not leave a dead session behind (connect-es #1561).
-    session.setTimeout(60_000, () => session.close());
+    // A peer that vanished without closing the connection must not keep a dead session in use
+    // (connect-es #1561): a ping unanswered within its timeout ends the session, and the next
+    // call connects anew.
+    const pinger = setInterval(() => {
+      const timeout = setTimeout(() => session.destroy(), pingTimeoutMs);
+      const sent = session.ping((err) => {
+        clearTimeout(timeout);
+        if (err) session.destroy();
+      });
+      if (!sent) clearTimeout(timeout);
+    }, pingIntervalMs);
+    pinger.unref();
+    session.once('close', () => clearInterval(pinger));
+    session.setTimeout(idleSessionMs, () => session.close());
     this.session = session;
     return session;
   }

@@ -10,10 +10,13 @@ export type { Knex };
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
 /** A knex pool whose search_path is the service's own schema. */
+/** No single statement of a request runs longer (a stuck query must not hold a request). */
+const statementTimeoutMs = 10_000;
+
 export function createDb(databaseUrl: string, schema: string, poolMax = 10): Knex {
   return knexFactory({
     client: 'pg',
-    connection: { connectionString: databaseUrl, connectionTimeoutMillis: 3000, statement_timeout: 10_000 } as Knex.PgConnectionConfig,
+    connection: { connectionString: databaseUrl, connectionTimeoutMillis: 3000, statement_timeout: statementTimeoutMs } as Knex.PgConnectionConfig,
     searchPath: [schema],
     pool: { min: 0, max: poolMax },
     // A database outage must surface as 503 within seconds, not hang the request.
@@ -55,6 +58,8 @@ export async function migrate(db: Knex, schema: string, migrationsDirectory: str
   // lets one migrate at a time (knex's lock table cannot protect the creation of itself).
   const lockConnection = await db.client.acquireConnection();
   try {
+    // Waiting for another replica's migration may take longer than a request's statement timeout.
+    await db.raw('SET statement_timeout = 0').connection(lockConnection);
     await db.raw('SELECT pg_advisory_lock(hashtext(?))', [lockKey]).connection(lockConnection);
     try {
       // CREATE SCHEMA needs the database-wide CREATE right even when the schema exists; a
@@ -68,6 +73,7 @@ export async function migrate(db: Knex, schema: string, migrationsDirectory: str
       });
     } finally {
       await db.raw('SELECT pg_advisory_unlock(hashtext(?))', [lockKey]).connection(lockConnection);
+      await db.raw(`SET statement_timeout = ${statementTimeoutMs}`).connection(lockConnection);
     }
   } finally {
     await db.client.releaseConnection(lockConnection);
@@ -79,7 +85,9 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   const error = err as { code?: string; name?: string; message?: string };
   return (
     error?.name === 'KnexTimeoutError' ||
-    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P03', '53300', '08006', '08001'].includes(error?.code ?? '') ||
+    // Refused, reset or unresolvable connections; shutdown, too many clients, statement or lock
+    // timeout, deadlock (all: try again shortly).
+    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P03', '53300', '08006', '08001', '57014', '55P03', '40P01'].includes(error?.code ?? '') ||
     /Connection terminated|timeout exceeded when trying to connect/i.test(error?.message ?? '')
   );
 }

@@ -13,6 +13,8 @@ interface FastRoute {
 }
 
 const maxRequestBytes = 4 * 1024 * 1024;
+const maxTimerMs = 2 ** 31 - 1;
+const bodyReadTimeoutMs = 30_000;
 
 /**
  * Serves unary calls of the Connect protocol in its binary form over HTTP/2 (how the gateway
@@ -46,11 +48,14 @@ export class FastUnaryHandler {
     if (!route || req.method !== 'POST' || req.headers['content-type'] !== 'application/proto' || req.headers['content-encoding']) return false;
     const chunks: Buffer[] = [];
     let size = 0;
+    // A body that never ends does not hold the stream for ever.
+    req.setTimeout(bodyReadTimeoutMs, () => respondError(res, new ConnectError('the request body did not arrive in time', Code.DeadlineExceeded)));
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size <= maxRequestBytes) chunks.push(chunk);
     });
     req.on('end', () => {
+      req.setTimeout(0);
       if (size > maxRequestBytes) {
         respondError(res, new ConnectError(`request larger than ${maxRequestBytes} bytes`, Code.ResourceExhausted));
         return;
@@ -62,7 +67,14 @@ export class FastUnaryHandler {
 
   private async run(route: FastRoute, body: Buffer, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): Promise<void> {
     const abort = new AbortController();
-    const timeoutMs = Number(req.headers['connect-timeout-ms']) || undefined;
+    const timeoutHeader = req.headers['connect-timeout-ms'];
+    // The Connect rule: at most 10 digits; longer than a timer can wait means no deadline here.
+    if (timeoutHeader !== undefined && (typeof timeoutHeader !== 'string' || !/^\d{1,10}$/.test(timeoutHeader))) {
+      respondError(res, new ConnectError(`invalid connect-timeout-ms: ${String(timeoutHeader)}`, Code.InvalidArgument));
+      return;
+    }
+    const requested = timeoutHeader === undefined ? 0 : Number(timeoutHeader);
+    const timeoutMs = requested > 0 && requested <= maxTimerMs ? requested : undefined;
     const deadline = timeoutMs ? setTimeout(() => abort.abort(new ConnectError('deadline exceeded', Code.DeadlineExceeded)), timeoutMs) : undefined;
     const onClose = () => {
       if (!res.writableEnded) abort.abort(new ConnectError('the client cancelled the call', Code.Canceled));
@@ -105,7 +117,8 @@ export class FastUnaryHandler {
       context.responseTrailer.forEach((value, key) => (headers[`trailer-${key}`] = value));
       if (!res.closed) res.writeHead(200, headers).end(bytes);
     } catch (err) {
-      respondError(res, ConnectError.from(err), context.responseHeader);
+      // Past the guard every expected error is a ConnectError; anything else stays internal.
+      respondError(res, err instanceof ConnectError ? err : new ConnectError('internal error', Code.Internal), context.responseHeader);
     } finally {
       clearTimeout(deadline);
       res.off('close', onClose);

@@ -23,6 +23,8 @@ const lifetimeSeconds = 300;
 /** Reuse a minted token while it has at least this long to live. */
 const reuseMarginSeconds = 60;
 const cacheLimit = 10_000;
+/** Clock difference tolerated between the minting and the verifying host. */
+const clockSkewSeconds = 60;
 
 /**
  * Mints and verifies the mesh tokens of SPEC §8: HS256 over SWITCHBOARD_MESH_SECRET. Both sides
@@ -78,12 +80,13 @@ export class MeshTokens {
         audience,
         requiredClaims: ['exp', 'sub'],
         currentDate: new Date(nowSeconds * 1000),
+        clockTolerance: clockSkewSeconds,
       }));
     } catch (err) {
       const reason = err instanceof joseErrors.JOSEError ? err.code : 'ERR_INVALID';
       throw new MeshTokenError(`mesh token refused (${reason})`);
     }
-    if (payload.exp! - nowSeconds > lifetimeSeconds + 5) throw new MeshTokenError('mesh token lives too long');
+    if (payload.exp! - nowSeconds > lifetimeSeconds + clockSkewSeconds) throw new MeshTokenError('mesh token lives too long');
     const claims: MeshClaims = {
       caller: payload.sub!,
       principalId: optionalString(payload.principal_id),

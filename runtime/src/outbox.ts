@@ -81,11 +81,17 @@ export function buildEventPayload(eventId: string, input: RecordEventInput, prod
  * Writes an event into the outbox inside `trx`: it is published only if (and after) the
  * transaction commits. Returns the event id (`evt_…`).
  */
+/** Events stay well under NATS's default max_payload (1 MiB). */
+export const maxEventBytes = 256 * 1024;
+
 export async function recordEvent(trx: Knex.Transaction, input: RecordEventInput, options: RecordEventOptions): Promise<string> {
   if (!/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(input.type)) throw new Error(`invalid event type ${JSON.stringify(input.type)}`);
   const eventId = newId('evt');
-  const payload = buildEventPayload(eventId, input, options.producer);
-  await trx('outbox').insert({ event_id: eventId, subject: `${options.subjectPrefix}.${input.type}`, payload: JSON.stringify(payload) });
+  const payload = JSON.stringify(buildEventPayload(eventId, input, options.producer));
+  // An event NATS would refuse (max_payload) would block the outbox for ever: refuse it here,
+  // with the state change it belongs to.
+  if (Buffer.byteLength(payload) > maxEventBytes) throw new Error(`event ${input.type} is ${Buffer.byteLength(payload)} bytes; at most ${maxEventBytes}`);
+  await trx('outbox').insert({ event_id: eventId, subject: `${options.subjectPrefix}.${input.type}`, payload });
   // NOTIFY is transactional: the relay wakes on commit, never for a rolled-back event.
   await trx.raw(`SELECT pg_notify(left(? || current_schema(), ${maxIdentifierLength}), '')`, [channelPrefix]);
   return eventId;

@@ -17,6 +17,8 @@ import { assertRpcRules, guardRpc } from './policy.js';
 export { callerOf, clientIpOf, requestIdOf } from './call-context.js';
 
 const firstByteTimeoutMs = 10_000;
+/** A connection with nothing in flight for this long is closed. */
+const idleConnectionMs = 120_000;
 
 /**
  * Response header through which a service tells the gateway which sessions a call just revoked
@@ -131,6 +133,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on('session', (session) => {
     sessions.add(session);
+    session.setTimeout(idleConnectionMs, () => session.close());
     session.once('close', () => sessions.delete(session));
   });
 
@@ -150,7 +153,13 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
       socket.pause();
       socket.unshift(chunk);
       const isHttp2 = chunk.subarray(0, 3).toString('latin1') === 'PRI';
-      if (!isHttp2) h1Sockets.set(socket, 0);
+      if (!isHttp2) {
+        h1Sockets.set(socket, 0);
+        // Node's own HTTP/1.1 timeouts need a listening server; idle sockets end here instead.
+        socket.setTimeout(idleConnectionMs, () => {
+          if ((h1Sockets.get(socket) ?? 0) === 0) socket.destroy();
+        });
+      }
       (isHttp2 ? h2 : h1).emit('connection', socket);
       process.nextTick(() => socket.resume());
     });

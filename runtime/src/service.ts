@@ -52,8 +52,16 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
     const db = createDb(config.databaseUrl, name);
     await migrate(db, name, definition.migrationsDir);
     const nats = connectNats(config.natsUrl, name, log).then(async (nc) => {
-      await ensureEventStream(nc, config.eventsStream, config.eventsSubjectPrefix);
-      return nc;
+      // JetStream may not be ready yet (a server still starting): keep trying, events wait in the outbox.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await ensureEventStream(nc, config.eventsStream, config.eventsSubjectPrefix);
+          return nc;
+        } catch (err) {
+          if (attempt === 1 || attempt % 30 === 0) log.warn({ err: (err as Error).message, attempt }, 'event stream not ready; retrying');
+          await new Promise((resolve) => setTimeout(resolve, Math.min(200 * attempt, 2000)));
+        }
+      }
     });
     nats.catch((err) => log.error({ err }, 'nats unavailable'));
     const runtime: ServiceRuntime = {

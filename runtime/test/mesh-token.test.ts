@@ -159,10 +159,16 @@ describe('MeshTokens.verify', () => {
     const verifier = new MeshTokens(secret, c.now);
     c.advance(299_000);
     expect((await verifier.verify(token, 'identity')).caller).toBe('gateway');
-    c.advance(1_000); // now == exp
+    c.advance(1_000 + 60_000); // past exp and the minute of tolerated clock difference
     await refused(verifier.verify(token, 'identity'));
     // A fresh verifier (no cache) agrees.
     await refused(new MeshTokens(secret, c.now).verify(token, 'identity'));
+  });
+
+  it('tolerates a minute of clock difference between the minting and the verifying host', async () => {
+    const ahead = new MeshTokens(secret, () => t0 + 30_000);
+    const token = await ahead.mint('identity', { caller: 'gateway' });
+    expect((await new MeshTokens(secret, clock().now).verify(token, 'identity')).caller).toBe('gateway');
   });
 
   it('refuses a token from the future that lives longer than 5 minutes', async () => {

@@ -122,6 +122,12 @@ describe('outbox relay', () => {
     expect(await storedOn(`${subjectPrefix}.test.rolledback`)).toBe(0);
   });
 
+  it('refuses an event too large for NATS with its transaction, so it can never block the outbox', async () => {
+    const big = { blob: 'x'.repeat(300 * 1024) };
+    await expect(commitEvent('test.too_big', big)).rejects.toThrow(/at most/);
+    expect(await db('outbox').where({ subject: `${subjectPrefix}.test.too_big` }).first()).toBeUndefined();
+  });
+
   it('keeps an event committed while NATS is down and publishes it once NATS is back', async () => {
     const port = server.port;
     await server.stop!();
