@@ -151,8 +151,8 @@ async function waitUntilReady(gatewayUrl: string, children: Map<Component, Child
   let last = '';
   while (Date.now() < deadline) {
     for (const [component, child] of children) {
-      if (child.exitCode !== null) {
-        throw new Error(`${component} exited with code ${child.exitCode}:\n${(outputs.get(component) ?? []).slice(-20).join('\n')}`);
+      if (child.exitCode !== null || child.signalCode !== null) {
+        throw new Error(`${component} exited (${child.exitCode ?? child.signalCode}):\n${(outputs.get(component) ?? []).slice(-20).join('\n')}`);
       }
     }
     try {
