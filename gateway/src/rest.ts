@@ -100,7 +100,15 @@ async function handle(
     workspace = await options.authenticator.resolveWorkspace(principal, typeof requested === 'string' && requested ? requested : undefined);
   }
 
-  const input = await readInput(route, req, url.searchParams, pathValues);
+  let input: Message;
+  try {
+    input = await readInput(route, req, url.searchParams, pathValues);
+  } catch (err) {
+    // Order of checks (SPEC §10): an organization in the path the caller cannot see is a 404
+    // before anything about the input.
+    if (principal) await assertPathWorkspaceVisible(options.authenticator, principal, workspace!, pathValues);
+    throw err;
+  }
   const token = await options.meshTokens.mint(route.owner, {
     caller: 'gateway',
     clientIp: clientIpOf(req, options.trustedProxyHops ?? 0),
@@ -142,6 +150,22 @@ export function clientIpOf(req: http.IncomingMessage, trustedProxyHops: number):
   }
   if (!address) return undefined;
   return address.startsWith('::ffff:') ? address.slice(7) : address;
+}
+
+/** Path variables that name a workspace (an organization). */
+const workspacePathFields = new Set(['org_id', 'workspace_id']);
+
+/** The same 404 identity gives for an organization the caller cannot see. */
+const organizationNotFound = () => new HttpError(404, 'organization_not_found', 'No such organization, or you are not a member of it.');
+
+async function assertPathWorkspaceVisible(authenticator: Authenticator, principal: Principal, workspace: Workspace, pathValues: Map<DescField, string>) {
+  for (const [field, value] of pathValues) {
+    if (!workspacePathFields.has(field.name) || value === workspace.workspaceId) continue;
+    if (principal.type === 'key') throw organizationNotFound();
+    await authenticator.resolveWorkspace(principal, value).catch((err: unknown) => {
+      throw err instanceof HttpError && err.status === 404 ? organizationNotFound() : err;
+    });
+  }
 }
 
 async function readInput(route: Route, req: http.IncomingMessage, query: URLSearchParams, pathValues: Map<DescField, string>): Promise<Message> {

@@ -87,6 +87,26 @@ describe('organizations', () => {
   });
 });
 
+describe('order of checks', () => {
+  it('answers 404 for another tenant\'s organization before anything about the body', async () => {
+    const owner = await world.user('o-owner');
+    const stranger = await world.user('o-stranger');
+    const { orgId } = await newOrganization(owner);
+    const path = `/v1/organizations/${orgId}/invitations`;
+    const missing = await call('POST', '/v1/organizations/org_doesnotexist000000000/invitations', { token: stranger.token, body: { email: 5 } });
+    for (const response of [
+      await call('POST', path, { token: stranger.token, body: { email: 5, role: 'admin' } }),
+      await call('POST', path, { token: stranger.token, rawBody: '{"email": ', headers: { 'content-type': 'application/json' } }),
+      await call('POST', path, { token: stranger.token, rawBody: 'email=x', headers: { 'content-type': 'text/plain' } }),
+    ]) {
+      expectErrorBody(response, 404, 'organization_not_found');
+      expect(response.json.error.message).toBe(missing.json.error.message);
+    }
+    // A member still learns about the input.
+    expectErrorBody(await call('POST', path, { token: owner.token, body: { email: 5, role: 'admin' } }), 400, 'invalid_request', 'email');
+  });
+});
+
 describe('ownership invariants', () => {
   it('refuses a transfer to a non-member (422 not_a_member) and moves ownership to a member (old owner becomes admin)', async () => {
     const owner = await world.user('t-owner');
