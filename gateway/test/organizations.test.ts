@@ -181,6 +181,29 @@ describe('ownership invariants', () => {
     }
   });
 
+  it('keeps one owner when the new owner deactivates while ownership moves to them', async () => {
+    for (let round = 0; round < 3; round++) {
+      const owner = await world.user(`race-owner-${round}`);
+      const admin = await world.user(`race-admin-${round}`);
+      const { orgId, name } = await newOrganization(owner);
+      await join(owner, orgId, name, admin, 'admin');
+      const [transfer, deactivate] = await Promise.all([
+        call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: admin.userId } }),
+        call('POST', '/v1/account/deactivate', { token: admin.token, body: { password: admin.password } }),
+      ]);
+      if (transfer.status === 200) {
+        // The transfer came first: the new owner must hand the organization on before leaving.
+        expectErrorBody(deactivate, 409, 'ownership_transfer_required');
+        expect(await owners(orgId)).toEqual([admin.userId]);
+      } else {
+        // The deactivation came first: the admin is no member any more.
+        expect(deactivate.status, deactivate.text).toBe(202);
+        expectErrorBody(transfer, 422, 'not_a_member');
+        expect(await owners(orgId)).toEqual([owner.userId]);
+      }
+    }
+  });
+
   it('lets the new owner and the old owner race in opposite directions and still keeps one owner', async () => {
     const a = await world.user('r-a');
     const b = await world.user('r-b');

@@ -18,6 +18,7 @@ type Call = ReturnType<typeof restClient>;
 export interface User {
   userId: string;
   email: string;
+  password: string;
   token: string;
   personalWorkspaceId: string;
 }
@@ -211,6 +212,7 @@ export class World {
     const user: User = {
       userId: response.json.user.user_id,
       email: registration.email,
+      password: registration.password,
       token: response.json.session.access_token,
       personalWorkspaceId: response.json.user.personal_workspace_id,
     };
