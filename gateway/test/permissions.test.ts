@@ -4,6 +4,7 @@ import { buildRoutes } from '../src/routes.js';
 import { Mailbox } from './mailbox.js';
 import { bootMesh, restClient } from './mesh.js';
 import { accountScopedServices, principals, routeCases, World, type Principal, type RouteCase, type Workspace } from './permissions.js';
+import { eventually } from '@switchboard/runtime/testing';
 
 /**
  * Walks the permission table (permissions.ts) through REST: every route, with a principal of
@@ -60,11 +61,12 @@ describe('the permission table, route by route', () => {
     const response = await call('DELETE', `/v1/organizations/${shared.orgId}`, { token: shared.users.developer.token });
     expect(response.status).toBe(403);
     const requestId = response.headers.get('x-request-id')!;
-    const line = mesh
-      .output('identity')
-      .split('\n')
-      .find((l) => l.includes(requestId) && l.includes('authorization decision'));
-    expect(JSON.parse(line!)).toMatchObject({
+    // The child's log line reaches us through a pipe, possibly after the response.
+    const line = await eventually(
+      () => mesh.output('identity').split('\n').find((l) => l.includes(requestId) && l.includes('authorization decision')),
+      'the decision in the identity log',
+    );
+    expect(JSON.parse(line)).toMatchObject({
       level: 20,
       action: 'organization.delete',
       principal_id: shared.users.developer.userId,

@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { eventually } from '@switchboard/runtime/testing';
 import { bootMesh, expectErrorBody, newUser, restClient } from './mesh.js';
 
 let mesh: Mesh;
@@ -57,7 +58,9 @@ describe('the account walk-through through REST', () => {
     const user = newUser();
     const registered = await call('POST', '/v1/auth/register', { body: user });
     const login = await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
-    await call('GET', '/v1/account', { token: login.json.session.access_token });
+    const account = await call('GET', '/v1/account', { token: login.json.session.access_token });
+    // Log lines come through pipes: wait until the gateway's line of the last request is in.
+    await eventually(() => mesh.output('gateway').includes(account.headers.get('x-request-id')!), 'the gateway log of the last request');
     const logs = ['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'].map((c) => mesh.output(c as never)).join('\n');
     expect(logs).toContain(registered.headers.get('x-request-id'));
     for (const secret of [user.password, registered.json.session.access_token, registered.json.session.refresh_token, login.json.session.access_token, login.json.session.refresh_token]) {
