@@ -170,6 +170,8 @@ function checkMessageValue(desc: DescMessage, value: JsonValue, path: string): J
 function checkScalar(scalar: ScalarType, value: JsonValue, path: string): JsonValue {
   if (scalar === ScalarType.STRING) {
     if (typeof value !== 'string') throw new InputError(path, `${path} must be a string, not ${describe(value)}.`);
+    // No text of the API may hold one, and Postgres cannot store it.
+    if (value.includes('\u0000')) throw new InputError(path, `${path} must not contain a NUL character.`);
     return value;
   }
   if (scalar === ScalarType.BOOL) {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { createDb, type Knex } from '@switchboard/runtime/db';
-import { bootMesh, newUser, restClient } from './mesh.js';
+import { bootMesh, fromAddress, newUser, restClient } from './mesh.js';
 import { eventually, expectErrorBody, mailsTo, tokenOf, waitForMail } from './account-helpers.js';
 
 /** Account endpoints of SPEC §3 through the REST surface: sessions, passwords, profile. */
@@ -27,9 +27,7 @@ afterAll(async () => {
 /** A client acting from its own address (the gateway trusts one proxy hop in these tests). */
 function clientFromNewIp() {
   ipCounter += 1;
-  const ip = `198.51.100.${ipCounter}`;
-  const call: typeof base = (method, pathname, options = {}) => base(method, pathname, { ...options, headers: { 'x-forwarded-for': ip, ...options.headers } });
-  return call;
+  return fromAddress(base, `198.51.100.${ipCounter}`);
 }
 
 async function registered(call = clientFromNewIp()) {
@@ -404,7 +402,7 @@ describe('races and odd input (found in review)', () => {
   it('answers a NUL character or a huge address with a 4xx, never a 500', async () => {
     const call = clientFromNewIp();
     const user = await registered(call);
-    expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: `a\u0000${user.email}`, password: 'whatever it is' } }), 401, 'invalid_credentials');
+    expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: `a\u0000${user.email}`, password: 'whatever it is' } }), 400, 'invalid_request', 'email');
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: `${'a'.repeat(6000)}@example.com`, password: 'whatever it is' } }), 401, 'invalid_credentials');
     const odd = await call('GET', '/v1/organizations/org_%00abc', { token: user.session.access_token });
     expect([400, 404]).toContain(odd.status);

@@ -149,6 +149,12 @@ describe('decodeRequest', () => {
     expect(inputError(() => decode('GET', '/v1/billing/usage?days=thirty')).field).toBe('days');
   });
 
+  it('refuses a NUL character in any text, path and query included, naming the field', () => {
+    expect(inputError(() => decode('POST', '/v1/auth/register', { email: 'a\u0000@example.com', password: 'pw' })).field).toBe('email');
+    expect(inputError(() => decode('GET', '/v1/organizations/org_%00x')).field).toBe('org_id');
+    expect(inputError(() => decode('GET', '/v1/organizations?after=a%00')).field).toBe('after');
+  });
+
   it('reads a body route\'s fields from the query string only where the proto allows it', () => {
     expect(decode('POST', '/v1/auth/logout?scope=global')).toMatchObject({ scope: 'global' });
     expect(decode('POST', '/v1/auth/logout?scope=global', { scope: 'others' })).toMatchObject({ scope: 'others' });

@@ -44,6 +44,13 @@ export function restClient(gatewayUrl: string) {
   };
 }
 
+export type RestCall = ReturnType<typeof restClient>;
+
+/** The same client acting from address `ip` (for a gateway that trusts one proxy hop). */
+export function fromAddress(call: RestCall, ip: string): RestCall {
+  return (method, pathname, options = {}) => call(method, pathname, { ...options, headers: { 'x-forwarded-for': ip, ...options.headers } });
+}
+
 let counter = 0;
 /** A unique, valid registration for tests. */
 export function newUser() {

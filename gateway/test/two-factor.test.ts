@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import { eraseDueAccounts } from '../../services/identity/src/erasure.js';
-import { bootMesh, newUser, restClient } from './mesh.js';
+import { bootMesh, fromAddress, newUser, restClient } from './mesh.js';
 import { TestAuthenticator, eventually, expectErrorBody, tokenOf, waitForMail } from './account-helpers.js';
 
 /**
@@ -33,9 +33,9 @@ afterAll(async () => {
 
 function clientFromNewIp() {
   ipCounter += 1;
-  const ip = `192.0.2.${ipCounter}`;
-  const call: typeof base = async (method, pathname, options = {}) => {
-    const response = await base(method, pathname, { ...options, headers: { 'x-forwarded-for': ip, ...options.headers } });
+  const fromIp = fromAddress(base, `192.0.2.${ipCounter}`);
+  const call: typeof base = async (method, pathname, options) => {
+    const response = await fromIp(method, pathname, options);
     collectSecrets(response.json);
     return response;
   };

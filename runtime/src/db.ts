@@ -93,9 +93,10 @@ export function isDatabaseUnavailable(err: unknown): boolean {
 }
 
 /**
- * True for errors Postgres raises because of the values it was given (a NUL character, a byte
- * sequence or a value too large for an index): the client's input (→ 400), not a bug.
+ * True for errors Postgres raises because of the size or bytes of a value it was given (a NUL
+ * or an unstorable character, a string or index entry too long): the client's input (→ 400).
+ * Type errors are not among them: those are bugs and stay 500s.
  */
 export function isDatabaseInputError(err: unknown): boolean {
-  return ['22021', '22P05', '54000', '22001', '22003', '22007', '22008', '22P02'].includes((err as { code?: string })?.code ?? '');
+  return ['22021', '22P05', '54000', '22001'].includes((err as { code?: string })?.code ?? '');
 }

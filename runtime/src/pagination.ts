@@ -9,6 +9,8 @@ import { invalidArgument } from './errors.js';
 
 export const defaultLimit = 20;
 export const maxLimit = 100;
+/** 9999-12-31T23:59:59.999999Z in microseconds since the epoch. */
+const maxCursorMicros = 253_402_300_799_999_999n;
 
 export interface Cursor {
   /** Microseconds since the Unix epoch (a decimal string: exact beyond 2^53). */
@@ -33,7 +35,8 @@ export function decodeCursor(raw: string | undefined, field = 'after'): Cursor |
   if (!raw) return undefined;
   const text = /^[A-Za-z0-9_-]{1,200}$/.test(raw) ? Buffer.from(raw, 'base64url').toString('utf8') : '';
   const match = /^(\d{1,20})\.([A-Za-z0-9_]{1,100})$/.exec(text);
-  if (!match) throw invalidArgument(field, 'after must be the next_cursor of a previous page.');
+  // Beyond year 9999 is no timestamp of ours (and would overflow Postgres' bigint arithmetic).
+  if (!match || BigInt(match[1]) > maxCursorMicros) throw invalidArgument(field, 'after must be the next_cursor of a previous page.');
   return { micros: match[1], id: match[2] };
 }
 

@@ -195,7 +195,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
 function translateError(err: unknown, log: Logger, requestId: string, rpc: string): ConnectError {
   if (err instanceof ConnectError) return err;
   if (isDatabaseInputError(err)) {
-    log.info({ request_id: requestId, rpc, err: (err as Error).message }, 'input the database refused');
+    log.warn({ request_id: requestId, rpc, err: (err as Error).message }, 'input the database refused');
     return apiError(Code.InvalidArgument, 'invalid_request', 'The request contains a value that cannot be stored (a NUL character, or a value too large).');
   }
   if (isDatabaseUnavailable(err)) {

@@ -203,8 +203,20 @@ export interface PageQuery {
 }
 
 const microsOf = (column: string) => `(extract(epoch from ${column}) * 1000000)::bigint::text`;
-const beforeCursor = (timeColumn: string, idColumn: string) =>
-  `(${timeColumn}, ${idColumn}) < (timestamptz 'epoch' + ?::bigint * interval '1 microsecond', ?)`;
+/**
+ * The keyset condition of a page after `page.after` (newest first by time, then id) and the
+ * bindings of the query it goes in: `leading` before it, the LIMIT of `limit + 1` rows after.
+ */
+function pageClause(page: PageQuery, timeColumn: string, idColumn: string, leading: Knex.RawBinding[]): { cursor: string; bindings: Knex.RawBinding[] } {
+  const bindings = [...leading];
+  let cursor = '';
+  if (page.after) {
+    cursor = `AND (${timeColumn}, ${idColumn}) < (timestamptz 'epoch' + ?::bigint * interval '1 microsecond', ?)`;
+    bindings.push(page.after.micros, page.after.id);
+  }
+  bindings.push(page.limit + 1);
+  return { cursor, bindings };
+}
 
 /**
  * The organization `orgId` with `userId`'s role in it, or undefined when either does not exist
@@ -223,13 +235,7 @@ export async function findOrganizationOfMember(db: Db, orgId: string, userId: st
 
 /** The user's organizations, most recently joined first; `limit + 1` rows (pageOf cuts). */
 export async function listOrganizationsOfUser(db: Db, userId: string, page: PageQuery): Promise<MemberOrganizationRow[]> {
-  const bindings: Knex.RawBinding[] = [userId];
-  let cursor = '';
-  if (page.after) {
-    cursor = `AND ${beforeCursor('m.created_at', 'm.org_id')}`;
-    bindings.push(page.after.micros, page.after.id);
-  }
-  bindings.push(page.limit + 1);
+  const { cursor, bindings } = pageClause(page, 'm.created_at', 'm.org_id', [userId]);
   const result = await db.raw<{ rows: MemberOrganizationRow[] }>(
     `SELECT o.id, o.name, o.personal, o.created_at, m.role, m.created_at AS joined_at, ${microsOf('m.created_at')} AS cursor_micros
        FROM memberships m
@@ -582,13 +588,7 @@ export async function findMemberByEmail(db: Db, orgId: string, email: string): P
 
 /** Members of the organization, most recently joined first; `limit + 1` rows. */
 export async function listMembers(db: Db, orgId: string, page: PageQuery): Promise<MemberRow[]> {
-  const bindings: Knex.RawBinding[] = [orgId];
-  let cursor = '';
-  if (page.after) {
-    cursor = `AND ${beforeCursor('m.created_at', 'm.user_id')}`;
-    bindings.push(page.after.micros, page.after.id);
-  }
-  bindings.push(page.limit + 1);
+  const { cursor, bindings } = pageClause(page, 'm.created_at', 'm.user_id', [orgId]);
   const result = await db.raw<{ rows: MemberRow[] }>(
     `${memberSelect} WHERE m.org_id = ? ${cursor} ORDER BY m.created_at DESC, m.user_id DESC LIMIT ?`,
     bindings,
@@ -661,13 +661,7 @@ export async function findInvitationByTokenHash(db: Db, tokenHash: string, lock 
 
 /** Invitations of the organization, newest first; `limit + 1` rows. */
 export async function listInvitations(db: Db, orgId: string, page: PageQuery): Promise<InvitationRow[]> {
-  const bindings: Knex.RawBinding[] = [orgId];
-  let cursor = '';
-  if (page.after) {
-    cursor = `AND ${beforeCursor('created_at', 'id')}`;
-    bindings.push(page.after.micros, page.after.id);
-  }
-  bindings.push(page.limit + 1);
+  const { cursor, bindings } = pageClause(page, 'created_at', 'id', [orgId]);
   const result = await db.raw<{ rows: InvitationRow[] }>(
     `${invitationSelect} WHERE org_id = ? ${cursor} ORDER BY created_at DESC, id DESC LIMIT ?`,
     bindings,
