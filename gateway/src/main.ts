@@ -1,10 +1,10 @@
 import http from 'node:http';
-import { createClient } from '@connectrpc/connect';
-import { readDuration, readInt, readString, serviceNames, serviceUrl, type ServiceName } from '@switchboard/runtime/config';
-import { UnaryClient, createPeerClient, createPeerTransport } from '@switchboard/runtime/clients';
+import { create } from '@bufbuild/protobuf';
+import { readDuration, readEventsConfig, readInt, readMeshSecret, serviceNames, serviceUrl, type ServiceName } from '@switchboard/runtime/config';
+import { UnaryClient, createPeerClient } from '@switchboard/runtime/clients';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
-import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/runtime/gen/grpc/health/v1/health_pb';
+import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/runtime/gen/grpc/health/v1/health_pb';
 import { AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
 import { KeyService } from '@switchboard/runtime/gen/switchboard/keys/v1/keys_pb';
 import { Authenticator } from './auth.js';
@@ -18,10 +18,9 @@ import { buildRoutes } from './routes.js';
 const log = createLogger('gateway');
 
 async function main() {
-  const meshSecret = readString('SWITCHBOARD_MESH_SECRET');
-  if (Buffer.byteLength(meshSecret) < 32) throw new Error('SWITCHBOARD_MESH_SECRET must be at least 32 bytes');
   const port = readInt('PORT', 8080);
-  const meshTokens = new MeshTokens(meshSecret);
+  const meshTokens = new MeshTokens(readMeshSecret());
+  const events = readEventsConfig();
   const urls = Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name)])) as Record<ServiceName, string>;
   const clients = Object.fromEntries(serviceNames.map((name) => [name, new UnaryClient(urls[name])])) as Record<ServiceName, UnaryClient>;
   const asGateway = { caller: 'gateway' };
@@ -37,21 +36,22 @@ async function main() {
   const revocationFeed = await startRevocationFeed({
     revoked: revokedSessions,
     identity: identityAuth,
-    natsUrl: readString('NATS_URL', 'nats://127.0.0.1:4222'),
-    subjectPrefix: readString('EVENTS_SUBJECT_PREFIX', 'switchboard.events'),
+    natsUrl: events.natsUrl,
+    subjectPrefix: events.eventsSubjectPrefix,
     log,
     pollIntervalMs: readDuration('REVOCATION_POLL_INTERVAL', '10s'),
     onWorkspaceChanged: (workspaceId) => authenticator.forgetWorkspace(workspaceId),
   });
   const routes = buildRoutes();
   const openApi = JSON.stringify(buildOpenApiDocument(routes));
-  const healthClients = serviceNames.map((name) => [name, createClient(Health, createPeerTransport(urls[name]))] as const);
 
   const readiness = async () => {
     const states = await Promise.all(
-      healthClients.map(async ([name, client]) => {
+      serviceNames.map(async (name) => {
         try {
-          const { status } = await client.check({}, { timeoutMs: 1500 });
+          // Over the same connection as the REST calls: readiness tests the path requests take.
+          const { message } = await clients[name].call(Health.method.check, create(HealthCheckRequestSchema), {}, 1500);
+          const status = message.status;
           return [name, status === ServingStatus.SERVING ? 'serving' : 'not_serving'] as const;
         } catch {
           return [name, 'unreachable'] as const;

@@ -70,17 +70,27 @@ export interface CommonConfig {
   eventsStream: string;
 }
 
-export function readCommonConfig(env: Env = process.env): CommonConfig {
+/** SWITCHBOARD_MESH_SECRET, at least 32 bytes (SPEC §8). */
+export function readMeshSecret(env: Env = process.env): string {
   const meshSecret = readString('SWITCHBOARD_MESH_SECRET', undefined, env);
-  if (Buffer.byteLength(meshSecret) < 32) {
-    throw new ConfigError('SWITCHBOARD_MESH_SECRET must be at least 32 bytes');
-  }
+  if (Buffer.byteLength(meshSecret) < 32) throw new ConfigError('SWITCHBOARD_MESH_SECRET must be at least 32 bytes');
+  return meshSecret;
+}
+
+/** Where events are: NATS, the stream and the subject prefix. */
+export function readEventsConfig(env: Env = process.env): Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream'> {
   return {
-    databaseUrl: readString('DATABASE_URL', undefined, env),
     natsUrl: readString('NATS_URL', 'nats://127.0.0.1:4222', env),
-    meshSecret,
-    logLevel: readString('LOG_LEVEL', 'info', env),
     eventsSubjectPrefix: readString('EVENTS_SUBJECT_PREFIX', 'switchboard.events', env),
     eventsStream: readString('EVENTS_STREAM', 'SWITCHBOARD_EVENTS', env),
+  };
+}
+
+export function readCommonConfig(env: Env = process.env): CommonConfig {
+  return {
+    databaseUrl: readString('DATABASE_URL', undefined, env),
+    meshSecret: readMeshSecret(env),
+    logLevel: readString('LOG_LEVEL', 'info', env),
+    ...readEventsConfig(env),
   };
 }
