@@ -2,8 +2,8 @@ import { Code, ConnectError, type Client } from '@connectrpc/connect';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { createLocalJWKSet, jwtVerify, errors as joseErrors, type JSONWebKeySet } from 'jose';
 import type { Logger } from '@switchboard/runtime/log';
-import { AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
-import { KeyService } from '@switchboard/runtime/gen/switchboard/keys/v1/keys_pb';
+import { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { HttpError } from './http-error.js';
 import { RevokedSessions } from './revocations.js';
 

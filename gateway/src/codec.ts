@@ -10,7 +10,7 @@ import {
   type JsonValue,
   type Message,
 } from '@bufbuild/protobuf';
-import { field as fieldRule } from '@switchboard/runtime/gen/switchboard/api/v1/options_pb';
+import { field as fieldRule } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { readsFromQuery, type Route } from './routes.js';
 
 /** A request input the client must fix: a 400 naming the field. */

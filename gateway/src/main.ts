@@ -4,9 +4,9 @@ import { readDuration, readEventsConfig, readInt, readMeshSecret, serviceNames, 
 import { UnaryClient, createPeerClient } from '@switchboard/runtime/clients';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
-import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/runtime/gen/grpc/health/v1/health_pb';
-import { AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
-import { KeyService } from '@switchboard/runtime/gen/switchboard/keys/v1/keys_pb';
+import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
+import { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { Authenticator } from './auth.js';
 import { RevokedSessions, startRevocationFeed } from './revocations.js';
 import { handleDocs } from './docs.js';

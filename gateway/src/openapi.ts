@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import { getOption, hasOption, ScalarType, type DescEnum, type DescField, type DescMessage } from '@bufbuild/protobuf';
-import { field as fieldRule } from '@switchboard/runtime/gen/switchboard/api/v1/options_pb';
+import { field as fieldRule } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { Access, readsFromQuery, unversionedAlias, type Route } from './routes.js';
 
 /**

@@ -3,7 +3,7 @@ import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { parseEventEnvelope } from '@switchboard/runtime/consumer';
 import type { Logger } from '@switchboard/runtime/log';
 import { connectNats, type NatsConnection } from '@switchboard/runtime/nats';
-import type { AuthService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import type { AuthService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 
 /**
  * The sessions whose access tokens the gateway refuses before they expire (SPEC §3: logout,

@@ -1,8 +1,8 @@
 import { getOption, hasOption, type DescField, type DescMessage, type DescMethod, type DescMethodUnary } from '@bufbuild/protobuf';
 import type { ServiceName } from '@switchboard/runtime/config';
-import { http } from '@switchboard/runtime/gen/google/api/annotations_pb';
-import type { HttpRule } from '@switchboard/runtime/gen/google/api/http_pb';
-import { Access, field as fieldRule, rest } from '@switchboard/runtime/gen/switchboard/api/v1/options_pb';
+import { http } from '@switchboard/contracts/google/api/annotations_pb';
+import type { HttpRule } from '@switchboard/contracts/google/api/http_pb';
+import { Access, field as fieldRule, rest } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { meshServices } from './services.js';
 
 export { Access };

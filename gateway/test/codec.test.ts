@@ -4,16 +4,16 @@ import {
   GetUpgradeHintResponseSchema,
   UsageByTierSchema,
   UsageSchema,
-} from '@switchboard/runtime/gen/switchboard/billing/v1/billing_pb';
+} from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import {
   ConversationSchema,
   FeedbackSchema,
   FeedbackSummarySchema,
   ListConversationsResponseSchema,
-} from '@switchboard/runtime/gen/switchboard/conversations/v1/conversations_pb';
-import { AccountSchema, LoginResponseSchema, RegisterResponseSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
-import { KeySchema, ListKeysResponseSchema } from '@switchboard/runtime/gen/switchboard/keys/v1/keys_pb';
-import { WebhookSchema } from '@switchboard/runtime/gen/switchboard/webhooks/v1/webhooks_pb';
+} from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { AccountSchema, LoginResponseSchema, RegisterResponseSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { KeySchema, ListKeysResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { WebhookSchema } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 import { describe, expect, it } from 'vitest';
 import { InputError, decodeRequest, encodeResponse } from '../src/codec.js';
 import { Router } from '../src/router.js';

@@ -1,6 +1,6 @@
 import type { DescField } from '@bufbuild/protobuf';
-import { ListKeysRequestSchema } from '@switchboard/runtime/gen/switchboard/keys/v1/keys_pb';
-import { UpdateConversationRequestSchema } from '@switchboard/runtime/gen/switchboard/conversations/v1/conversations_pb';
+import { ListKeysRequestSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { UpdateConversationRequestSchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { describe, expect, it } from 'vitest';
 import { Router, type Match } from '../src/router.js';
 import { Access, buildRoutes, parseTemplate, unversionedAlias, type Route } from '../src/routes.js';

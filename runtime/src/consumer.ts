@@ -2,7 +2,7 @@ import { fromJson, toJson, type JsonObject, type JsonValue } from '@bufbuild/pro
 import { TimestampSchema } from '@bufbuild/protobuf/wkt';
 import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstreamManager, type ConsumerConfig, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import type { Knex } from './db.js';
-import { EventSchema } from './gen/switchboard/events/v1/events_pb.js';
+import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Logger } from './log.js';
 import type { NatsConnection } from './nats.js';
 import { sleepUnless, withTimeout } from './outbox.js';

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { ErrorDetailSchema } from './gen/switchboard/api/v1/options_pb.js';
+import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 
 /** The public error body of SPEC §2. */
 export interface ErrorBody {

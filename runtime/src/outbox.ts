@@ -3,7 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import pg from 'pg';
 import type { Knex } from './db.js';
-import { EventSchema } from './gen/switchboard/events/v1/events_pb.js';
+import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
 import type { NatsConnection } from './nats.js';

@@ -4,7 +4,7 @@ import net from 'node:net';
 import { Code, ConnectError, type ConnectRouter, type ContextValues, type Interceptor } from '@connectrpc/connect';
 import type { DescMethod } from '@bufbuild/protobuf';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from './gen/grpc/health/v1/health_pb.js';
+import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { callerKey, requestIdKey } from './call-context.js';
 import { isDatabaseInputError, isDatabaseUnavailable } from './db.js';
 import { apiError } from './errors.js';

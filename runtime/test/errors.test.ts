@@ -2,7 +2,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { errorFromJsonBytes, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
 import { describe, expect, it } from 'vitest';
 import { apiError, errorBody, invalidArgument, notFound, toHttpError, unprocessable } from '../src/errors.js';
-import { ErrorDetailSchema } from '../src/gen/switchboard/api/v1/options_pb.js';
+import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 
 const requestId = 'req_test123';
 

@@ -11,9 +11,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { UnaryClient, createPeerClient } from '../src/clients.js';
 import { apiError } from '../src/errors.js';
 import { FastUnaryHandler } from '../src/fast-unary.js';
-import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '../src/gen/grpc/health/v1/health_pb.js';
-import { ErrorDetailSchema } from '../src/gen/switchboard/api/v1/options_pb.js';
-import { AccountSchema, AccountService } from '../src/gen/switchboard/identity/v1/identity_pb.js';
+import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
+import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { AccountSchema, AccountService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { createLogger } from '../src/log.js';
 import { MeshTokens, type MeshClaims } from '../src/mesh-token.js';
 import { callerOf, requestIdOf, startRpcServer, type RpcServer } from '../src/server.js';

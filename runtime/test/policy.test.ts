@@ -53,11 +53,11 @@ describe('the permission table', () => {
 describe('the RPC rules', () => {
   it('name every RPC of the mesh, and nothing else', async () => {
     const modules = await Promise.all([
-      import('../src/gen/switchboard/identity/v1/identity_pb.js'),
-      import('../src/gen/switchboard/keys/v1/keys_pb.js'),
-      import('../src/gen/switchboard/billing/v1/billing_pb.js'),
-      import('../src/gen/switchboard/conversations/v1/conversations_pb.js'),
-      import('../src/gen/switchboard/webhooks/v1/webhooks_pb.js'),
+      import('@switchboard/contracts/switchboard/identity/v1/identity_pb'),
+      import('@switchboard/contracts/switchboard/keys/v1/keys_pb'),
+      import('@switchboard/contracts/switchboard/billing/v1/billing_pb'),
+      import('@switchboard/contracts/switchboard/conversations/v1/conversations_pb'),
+      import('@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb'),
     ]);
     const services = modules.flatMap((module) => Object.values(module).filter((value): value is DescService => (value as DescService)?.kind === 'service'));
     const methods = services.flatMap((service) => service.methods);
@@ -71,7 +71,7 @@ describe('the RPC rules', () => {
   });
 
   it('refuse to start a server with an RPC without a rule', async () => {
-    const { Health } = await import('../src/gen/grpc/health/v1/health_pb.js');
+    const { Health } = await import('@switchboard/contracts/grpc/health/v1/health_pb');
     expect(() => assertRpcRules(Health.methods)).toThrow(/no authorization rule for grpc.health.v1.Health\/Check/);
   });
 });

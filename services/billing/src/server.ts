@@ -1,5 +1,5 @@
 import type { ConnectRouter } from '@connectrpc/connect';
-import { BillingService, CheckoutService, UsageService } from '@switchboard/runtime/gen/switchboard/billing/v1/billing_pb';
+import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 
 /**
  * The billing RPCs. Their behaviour is a later issue: until it lands every method answers

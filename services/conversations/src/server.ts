@@ -1,5 +1,5 @@
 import type { ConnectRouter } from '@connectrpc/connect';
-import { ConversationService, FeedbackService, RoutingService } from '@switchboard/runtime/gen/switchboard/conversations/v1/conversations_pb';
+import { ConversationService, FeedbackService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 
 /**
  * The conversations RPCs. Their behaviour is a later issue: until it lands every method answers

@@ -3,7 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { apiError } from '@switchboard/runtime/errors';
 import { callerOf } from '@switchboard/runtime/server';
-import type { MemberSchema, OrganizationSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import type { MemberSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { findOrganizationOfMember, lockOrganization, type Db, type MemberOrganizationRow, type MemberRow } from './store.js';
 
 /**

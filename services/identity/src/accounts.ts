@@ -5,7 +5,7 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
-import type { AccountSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import type { AccountSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { EmailVerifications } from './email-verification.js';
 import type { LoginChallenges } from './login-challenge.js';
 import type { LoginThrottle } from './login-throttle.js';

@@ -9,7 +9,7 @@ import type { Mailer } from '@switchboard/runtime/mail';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize, forbidden, mayGrant } from '@switchboard/runtime/policy';
 import { sha256Hex } from '@switchboard/runtime/secrets';
-import type { InvitationSchema, ListInvitationsResponseSchema, MemberSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import type { InvitationSchema, ListInvitationsResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { normalizeEmail } from './accounts.js';
 import { toMember, visibleOrganization, type Caller } from './access.js';
 import { parseRole } from './members.js';

@@ -4,7 +4,7 @@ import { Code } from '@connectrpc/connect';
 import { apiError, invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { authorize } from '@switchboard/runtime/policy';
-import type { OrganizationSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import type { OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { toOrganization, visibleOrganization, type Caller } from './access.js';
 import { findMember, SecondOwnerError, updateMemberRole } from './store.js';
 import type { EventWriter } from './workspaces.js';

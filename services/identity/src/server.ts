@@ -3,7 +3,7 @@ import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { callerOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
-import { AccountService, AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { normalizeEmail, normalizeFullName, toAccount, type Accounts } from './accounts.js';
 import type { AccountSettings } from './account-settings.js';
 import type { Deactivations } from './deactivation.js';

@@ -5,7 +5,7 @@ import { apiError } from '@switchboard/runtime/errors';
 import { newId, newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { deriveSecret, sha256Hex } from '@switchboard/runtime/secrets';
-import type { SessionSchema } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import type { SessionSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { systemClock, type Clock } from './clock.js';
 import type { SigningKeys } from './signing-keys.js';
 import {

@@ -4,8 +4,8 @@ import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import { toHttpError } from '@switchboard/runtime/errors';
-import { ErrorDetailSchema } from '@switchboard/runtime/gen/switchboard/api/v1/options_pb';
-import { AccountService, AuthService, OrganizationService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { decryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
 import { eventually, mailsTo, meshClient, requireEnv, startIdentity, uniqueEmail, type RunningIdentity } from './helpers.js';
 

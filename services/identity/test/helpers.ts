@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import type { DescService } from '@bufbuild/protobuf';
-import { Health, HealthCheckResponse_ServingStatus } from '@switchboard/runtime/gen/grpc/health/v1/health_pb';
+import { Health, HealthCheckResponse_ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { freePort } from '@switchboard/runtime/infra';
 import { MeshTokens, type MeshClaims } from '@switchboard/runtime/mesh-token';
 import { eventually } from '@switchboard/runtime/testing';

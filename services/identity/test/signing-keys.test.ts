@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createDb, migrate } from '@switchboard/runtime/db';
 import { dropDatabase, ensureDatabase } from '@switchboard/runtime/infra';
 import { createLogger } from '@switchboard/runtime/log';
-import { AuthService } from '@switchboard/runtime/gen/switchboard/identity/v1/identity_pb';
+import { AuthService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { SigningKeys } from '@switchboard/identity/signing-keys';
 import { meshClient, repoRoot, requireEnv, startIdentity, type RunningIdentity } from './helpers.js';
 

@@ -1,5 +1,5 @@
 import type { ConnectRouter } from '@connectrpc/connect';
-import { KeyService } from '@switchboard/runtime/gen/switchboard/keys/v1/keys_pb';
+import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 
 /**
  * The keys RPCs. Their behaviour is a later issue: until it lands every method answers
