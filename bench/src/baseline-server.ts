@@ -21,7 +21,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
-import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from 'jose';
+import { createLocalJWKSet, type JSONWebKeySet, jwtVerify } from 'jose';
 import pg from 'pg';
 
 const databaseUrl = requiredEnv('BASELINE_DATABASE_URL');
@@ -70,7 +70,10 @@ async function main() {
   const verified = new Map<string, { userId: string; expiresAt: number }>();
 
   const unauthenticated = (reply: FastifyReply, code: string) =>
-    reply.code(401).header('WWW-Authenticate', 'Bearer').send({ error: { code, message: 'The access token is not valid.' } });
+    reply
+      .code(401)
+      .header('WWW-Authenticate', 'Bearer')
+      .send({ error: { code, message: 'The access token is not valid.' } });
 
   const verify = async (token: string): Promise<{ userId: string; exp: number } | undefined> => {
     try {

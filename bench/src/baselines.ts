@@ -1,4 +1,4 @@
-import { fork, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
@@ -107,7 +107,9 @@ export async function runInsertLoop(options: {
     );
     const server = { version: settings.rows[0].version, synchronousCommit: settings.rows[0].synchronous_commit };
     await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
-    await pool.query(`CREATE TABLE ${table} (id bigserial PRIMARY KEY, account_id text NOT NULL, payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`);
+    await pool.query(
+      `CREATE TABLE ${table} (id bigserial PRIMARY KEY, account_id text NOT NULL, payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
+    );
     const sql = `INSERT INTO ${table} (account_id, payload) VALUES ($1, $2)`;
     const payload = 'x'.repeat(100);
 

@@ -1,5 +1,5 @@
 import autocannon from 'autocannon';
-import { cpuMeter, type CpuUse } from './proc.js';
+import { type CpuUse, cpuMeter } from './proc.js';
 
 /** One HTTP request to send over and over. */
 export interface Target {

@@ -9,13 +9,13 @@
  * The mesh gets its own database on the Postgres startMesh finds (dropped at the end when it is
  * the local server). Results: printed, and written to bench/results/login-<time>.json.
  */
-import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import argon2 from 'argon2';
 import { startMesh } from '@switchboard/runtime/dev/mesh';
 import { dropDatabase } from '@switchboard/runtime/infra';
+import argon2 from 'argon2';
 import { runLoad } from './load.js';
 import { registerUserWithPassword } from './scenarios.js';
 
@@ -135,7 +135,9 @@ async function main(): Promise<number> {
     };
     const healthOk = report.identityHealthDuringLoad.p99Ms < 50 && health.failures === 0;
     console.log(JSON.stringify(report, null, 2));
-    console.log(`\nlogin ${load.rps}/s vs raw argon2id verify ${report.rawVerifyPerSecond}/s 4 at a time (ratio ${report.loginToRawRatio}), ${report.rawVerifyPerSecondOneAtATime}/s 1 at a time`);
+    console.log(
+      `\nlogin ${load.rps}/s vs raw argon2id verify ${report.rawVerifyPerSecond}/s 4 at a time (ratio ${report.loginToRawRatio}), ${report.rawVerifyPerSecondOneAtATime}/s 1 at a time`,
+    );
     console.log(`identity health check during the load: p99 ${report.identityHealthDuringLoad.p99Ms} ms (${healthOk ? 'PASS' : 'FAIL'}: < 50 ms)`);
     await mkdir(resultsDir, { recursive: true });
     const file = path.join(resultsDir, `login-${report.at.replace(/[:.]/g, '-')}.json`);

@@ -76,8 +76,14 @@ export function formatReport(report: BenchReport): string {
   const out: string[] = [];
   const { host } = report;
   out.push(`Switchboard bench  ${report.startedAt}`);
-  out.push(`  node ${host.node}, ${host.platform}, ${host.cpus} CPU (${host.cpuModel}), ${host.memoryGb} GB RAM, load avg at start ${host.loadAverage.map((l) => l.toFixed(2)).join(' ')}`);
-  out.push(`  ${Object.entries(report.setup).map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  out.push(
+    `  node ${host.node}, ${host.platform}, ${host.cpus} CPU (${host.cpuModel}), ${host.memoryGb} GB RAM, load avg at start ${host.loadAverage.map((l) => l.toFixed(2)).join(' ')}`,
+  );
+  out.push(
+    `  ${Object.entries(report.setup)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(', ')}`,
+  );
   out.push('');
 
   out.push('Memory (MB; idle = VmRSS 2 s after ready, peak = VmHWM after the load)');
@@ -112,7 +118,15 @@ export function formatReport(report: BenchReport): string {
         [
           row('mesh: gateway → identity', scenario.mesh, undefined),
           ...scenario.baselines.map((b) => row(`baseline: ${b.name}${b.primary ? ' *' : ''}`, b.result, b.ratio)),
-          ['reference: raw Postgres single-row INSERTs', fmt(inserts?.insertsPerSecond), fmt(inserts?.latencyMs.p50, 2), fmt(inserts?.latencyMs.p99, 2), '-', fmt(inserts?.errors), scenario.ratioToInserts === undefined ? '-' : scenario.ratioToInserts.toFixed(2)],
+          [
+            'reference: raw Postgres single-row INSERTs',
+            fmt(inserts?.insertsPerSecond),
+            fmt(inserts?.latencyMs.p50, 2),
+            fmt(inserts?.latencyMs.p99, 2),
+            '-',
+            fmt(inserts?.errors),
+            scenario.ratioToInserts === undefined ? '-' : scenario.ratioToInserts.toFixed(2),
+          ],
         ],
       ),
     );
@@ -141,7 +155,9 @@ export function formatReport(report: BenchReport): string {
 
   out.push('Targets');
   for (const t of report.targets) {
-    out.push(`  ${verdict(t.pass)}  ${t.name}: ${fmt(t.value, t.unit === 'MB' ? 1 : 2)}${t.unit === 'MB' ? ' MB' : ''} (target ${t.comparison} ${t.limit}${t.unit === 'MB' ? ' MB' : ''})`);
+    out.push(
+      `  ${verdict(t.pass)}  ${t.name}: ${fmt(t.value, t.unit === 'MB' ? 1 : 2)}${t.unit === 'MB' ? ' MB' : ''} (target ${t.comparison} ${t.limit}${t.unit === 'MB' ? ' MB' : ''})`,
+    );
   }
   if (report.errors.length) {
     out.push('');

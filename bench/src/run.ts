@@ -17,14 +17,14 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { components, startMesh, type Component, type Mesh } from '@switchboard/runtime/dev/mesh';
+import { type Component, components, type Mesh, startMesh } from '@switchboard/runtime/dev/mesh';
 import { dropDatabase, isPortOpen, startNatsServer } from '@switchboard/runtime/infra';
-import { runInsertLoop, startBaselineServer, type BaselineServer } from './baselines.js';
+import pg from 'pg';
+import { type BaselineServer, runInsertLoop, startBaselineServer } from './baselines.js';
 import { runLoad, type Target } from './load.js';
 import { readMemory, roundMb } from './proc.js';
-import { check, formatReport, writeReport, type BenchReport, type MemoryRow, type ScenarioReport } from './report.js';
-import { scenarios, type BenchContext, type Scenario } from './scenarios.js';
+import { type BenchReport, check, formatReport, type MemoryRow, type ScenarioReport, writeReport } from './report.js';
+import { type BenchContext, type Scenario, scenarios } from './scenarios.js';
 
 const idleSettleMs = 2_000;
 const idleMeshLimitMb = 600;
@@ -52,7 +52,8 @@ function canonical(value: unknown): string {
 async function probe(target: Target): Promise<unknown> {
   const response = await fetch(target.url, { method: target.method ?? 'GET', headers: target.headers, body: target.body, signal: AbortSignal.timeout(10_000) });
   const text = await response.text();
-  if (response.status < 200 || response.status > 299) throw new Error(`${target.method ?? 'GET'} ${target.url} answered ${response.status}: ${text.slice(0, 500)}`);
+  if (response.status < 200 || response.status > 299)
+    throw new Error(`${target.method ?? 'GET'} ${target.url} answered ${response.status}: ${text.slice(0, 500)}`);
   try {
     return JSON.parse(text);
   } catch {

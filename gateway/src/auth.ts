@@ -1,9 +1,9 @@
-import { Code, ConnectError, type Client } from '@connectrpc/connect';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import { createLocalJWKSet, jwtVerify, errors as joseErrors, type JSONWebKeySet } from 'jose';
+import { type Client, Code, ConnectError } from '@connectrpc/connect';
+import type { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import type { Logger } from '@switchboard/runtime/log';
-import { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { createLocalJWKSet, type JSONWebKeySet, errors as joseErrors, jwtVerify } from 'jose';
 import { HttpError } from './http-error.js';
 import { RevokedSessions } from './revocations.js';
 
@@ -29,8 +29,7 @@ const jwksRefreshMinIntervalMs = 10_000;
 const jwksMaxAgeMs = 5 * 60_000;
 const cacheLimit = 50_000;
 
-const unauthenticated = (message: string, code = 'unauthenticated') =>
-  new HttpError(401, code, message, { headers: { 'WWW-Authenticate': 'Bearer' } });
+const unauthenticated = (message: string, code = 'unauthenticated') => new HttpError(401, code, message, { headers: { 'WWW-Authenticate': 'Bearer' } });
 
 /**
  * Turns credentials into a principal and a workspace: access tokens are verified locally
@@ -150,7 +149,7 @@ export class Authenticator {
     const cacheKey = `${principal.userId}|${workspaceId}`;
     const cached = this.roles.get(cacheKey);
     if (cached && cached.expiresAt > Date.now()) return cached.workspace;
-    let resolved;
+    let resolved: Awaited<ReturnType<typeof this.organizations.resolveWorkspace>>;
     try {
       resolved = await this.organizations.resolveWorkspace({ userId: principal.userId, workspaceId }, { timeoutMs: 5000 });
     } catch (err) {

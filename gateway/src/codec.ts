@@ -1,17 +1,17 @@
 import {
-  ScalarType,
+  type DescField,
+  type DescMessage,
   fromJson,
   getOption,
   hasOption,
-  toJson,
-  type DescField,
-  type DescMessage,
   type JsonObject,
   type JsonValue,
   type Message,
+  ScalarType,
+  toJson,
 } from '@bufbuild/protobuf';
 import { field as fieldRule } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { readsFromQuery, type Route } from './routes.js';
+import { type Route, readsFromQuery } from './routes.js';
 
 /** A request input the client must fix: a 400 naming the field. */
 export class InputError extends Error {
@@ -40,7 +40,8 @@ const unsigned32Types = new Set([ScalarType.UINT32, ScalarType.FIXED32]);
 const inInt32Range = (scalar: ScalarType, value: number) =>
   unsigned32Types.has(scalar) ? value >= 0 && value <= 2 ** 32 - 1 : value >= -(2 ** 31) && value <= 2 ** 31 - 1;
 const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
-const describe = (value: unknown) => (value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : `a ${typeof value}`);
+const describe = (value: unknown) =>
+  value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 
 /**
  * The request message of a route from its path variables, query string and JSON body, with
@@ -134,7 +135,11 @@ function checkField(field: DescField, value: JsonValue, path: string): JsonValue
         const itemPath = `${path}.${key}`;
         if (item === null) throw new InputError(itemPath, `${itemPath} must not be null.`);
         out[key] =
-          field.mapKind === 'scalar' ? checkScalar(field.scalar, item, itemPath) : field.mapKind === 'message' ? checkMessageValue(field.message, item, itemPath) : item;
+          field.mapKind === 'scalar'
+            ? checkScalar(field.scalar, item, itemPath)
+            : field.mapKind === 'message'
+              ? checkMessageValue(field.message, item, itemPath)
+              : item;
       }
       return out;
     }
@@ -238,7 +243,11 @@ function planOf(desc: DescMessage): FieldPlan[] {
     };
     switch (field.fieldKind) {
       case 'list': {
-        const one = convertOne(field.listKind, field.listKind === 'scalar' ? field.scalar : undefined, field.listKind === 'message' ? field.message : undefined);
+        const one = convertOne(
+          field.listKind,
+          field.listKind === 'scalar' ? field.scalar : undefined,
+          field.listKind === 'message' ? field.message : undefined,
+        );
         return { ...base, empty: () => [], convert: one && ((value) => (value as JsonValue[]).map(one)) };
       }
       case 'map': {
@@ -252,7 +261,11 @@ function planOf(desc: DescMessage): FieldPlan[] {
       case 'scalar':
         return { ...base, empty: () => null, convert: convertOne('scalar', field.scalar) };
       case 'message':
-        return { ...base, empty: () => (field.message.typeName === 'google.protobuf.Struct' ? {} : null), convert: convertOne('message', undefined, field.message) };
+        return {
+          ...base,
+          empty: () => (field.message.typeName === 'google.protobuf.Struct' ? {} : null),
+          convert: convertOne('message', undefined, field.message),
+        };
       default:
         return { ...base, empty: () => null };
     }

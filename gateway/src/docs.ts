@@ -174,7 +174,7 @@ export async function handleDocs(pathname: string, res: http.ServerResponse): Pr
   }
 
   const ifNoneMatch = res.req?.headers['if-none-match'];
-  if (ifNoneMatch && ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === file.etag)) {
+  if (ifNoneMatch?.split(',').some((tag) => tag.trim().replace(/^W\//, '') === file.etag)) {
     res.statusCode = 304;
     res.end();
     return true;

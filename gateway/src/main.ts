@@ -1,17 +1,17 @@
 import http from 'node:http';
 import { create } from '@bufbuild/protobuf';
-import { readDuration, readEventsConfig, readInt, readMeshSecret, serviceNames, serviceUrl, type ServiceName } from '@switchboard/runtime/config';
-import { UnaryClient, createPeerClient } from '@switchboard/runtime/clients';
-import { createLogger } from '@switchboard/runtime/log';
-import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { createPeerClient, UnaryClient } from '@switchboard/runtime/clients';
+import { readDuration, readEventsConfig, readInt, readMeshSecret, type ServiceName, serviceNames, serviceUrl } from '@switchboard/runtime/config';
+import { createLogger } from '@switchboard/runtime/log';
+import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Authenticator } from './auth.js';
-import { RevokedSessions, startRevocationFeed } from './revocations.js';
 import { handleDocs } from './docs.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { answerClientError, createRestHandler, sendJson } from './rest.js';
+import { RevokedSessions, startRevocationFeed } from './revocations.js';
 import { Router } from './router.js';
 import { buildRoutes } from './routes.js';
 

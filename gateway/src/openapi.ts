@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
-import { getOption, hasOption, ScalarType, type DescEnum, type DescField, type DescMessage } from '@bufbuild/protobuf';
+import { type DescEnum, type DescField, type DescMessage, getOption, hasOption, ScalarType } from '@bufbuild/protobuf';
 import { field as fieldRule } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { Access, readsFromQuery, unversionedAlias, type Route } from './routes.js';
+import { Access, type Route, readsFromQuery, unversionedAlias } from './routes.js';
 
 /**
  * The OpenAPI 3.1 document of the REST surface, generated from the same routes the gateway
@@ -37,7 +37,8 @@ const errorResponses: Array<{ status: string; name: string; description: string;
   {
     status: '402',
     name: 'PaymentRequired',
-    description: 'The API key reached its monthly spend cap (`spend_cap_exceeded`, with `metadata: {scope, cap_usd, spend_usd, resets_at}`). Not retryable before `resets_at`.',
+    description:
+      'The API key reached its monthly spend cap (`spend_cap_exceeded`, with `metadata: {scope, cap_usd, spend_usd, resets_at}`). Not retryable before `resets_at`.',
   },
   { status: '403', name: 'Forbidden', description: 'Authenticated but not allowed (role, failed re-authentication).' },
   { status: '404', name: 'NotFound', description: "Not found, or not visible to the caller (another tenant's objects are 404, never 403)." },
@@ -345,7 +346,8 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
     if (!tags.has(tag)) tags.set(tag, { name: tag, description: `${service.typeName}, served by the ${route.owner} service.` });
     if (unversionedAlias(route)) aliased.add(`/${(route.segments[1] as { literal: string }).literal}`);
 
-    const item = (paths[route.template] ??= {});
+    paths[route.template] ??= {};
+    const item = paths[route.template];
     const verb = route.httpMethod.toLowerCase();
     if (item[verb]) throw new Error(`OpenAPI: two routes for ${route.httpMethod} ${route.template}`);
     item[verb] = operationOf(route, tag, schemas);

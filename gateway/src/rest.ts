@@ -1,21 +1,21 @@
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
-import { Code, ConnectError } from '@connectrpc/connect';
 import { create, type DescField, type JsonValue, type Message } from '@bufbuild/protobuf';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { type HttpBody, HttpBodySchema } from '@switchboard/contracts/google/api/httpbody_pb';
+import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import type { UnaryClient } from '@switchboard/runtime/clients';
 import type { ServiceName } from '@switchboard/runtime/config';
-import { errorBody, toHttpError, type ErrorBody } from '@switchboard/runtime/errors';
+import { type ErrorBody, errorBody, toHttpError } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { changedWorkspaceHeader, revokedSessionsHeader } from '@switchboard/runtime/server';
-import { HttpBodySchema, type HttpBody } from '@switchboard/contracts/google/api/httpbody_pb';
-import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import type { Authenticator, Principal, Workspace } from './auth.js';
-import { InputError, decodeRequest, encodeResponse } from './codec.js';
+import { decodeRequest, encodeResponse, InputError } from './codec.js';
 import { HttpError } from './http-error.js';
-import { Access, type Route } from './routes.js';
 import type { Router } from './router.js';
+import { Access, type Route } from './routes.js';
 
 export const maxBodyBytes = 1024 * 1024;
 /** Deadline of one service call made for a REST request. */
@@ -54,7 +54,10 @@ export function createRestHandler(options: RestOptions): http.RequestListener {
     handle(options, req, res, requestId, (matched) => (template = matched))
       .catch((err) => sendError(res, err, requestId, log))
       .finally(() => {
-        log.info({ request_id: requestId, method: req.method, route: template, status: res.statusCode, ms: Math.round(performance.now() - started) }, 'request');
+        log.info(
+          { request_id: requestId, method: req.method, route: template, status: res.statusCode, ms: Math.round(performance.now() - started) },
+          'request',
+        );
       });
   };
 }
@@ -145,7 +148,10 @@ export function clientIpOf(req: http.IncomingMessage, trustedProxyHops: number):
   let address = req.socket.remoteAddress;
   const forwarded = req.headers['x-forwarded-for'];
   if (trustedProxyHops > 0 && typeof forwarded === 'string') {
-    const hops = forwarded.split(',').map((part) => part.trim()).filter(Boolean);
+    const hops = forwarded
+      .split(',')
+      .map((part) => part.trim())
+      .filter(Boolean);
     address = hops[Math.max(0, hops.length - trustedProxyHops)] ?? address;
   }
   if (!address) return undefined;

@@ -1,9 +1,9 @@
-import type { Client } from '@connectrpc/connect';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
+import type { Client } from '@connectrpc/connect';
+import type { AuthService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { parseEventEnvelope } from '@switchboard/runtime/consumer';
 import type { Logger } from '@switchboard/runtime/log';
 import { connectNats, type NatsConnection } from '@switchboard/runtime/nats';
-import type { AuthService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 
 /**
  * The sessions whose access tokens the gateway refuses before they expire (SPEC §3: logout,

@@ -1,5 +1,5 @@
 import type { DescField } from '@bufbuild/protobuf';
-import { unversionedAlias, type Route, type Segment } from './routes.js';
+import { type Route, type Segment, unversionedAlias } from './routes.js';
 
 interface Node {
   literals: Map<string, Node>;
@@ -28,7 +28,10 @@ export class Router {
     for (const segment of segments) {
       if ('literal' in segment) {
         let next = node.literals.get(segment.literal);
-        if (!next) node.literals.set(segment.literal, (next = newNode()));
+        if (!next) {
+          next = newNode();
+          node.literals.set(segment.literal, next);
+        }
         node = next;
       } else {
         // Routes may name the variable at one position differently: each keeps its own segments.

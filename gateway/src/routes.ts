@@ -1,8 +1,8 @@
-import { getOption, hasOption, type DescField, type DescMessage, type DescMethod, type DescMethodUnary } from '@bufbuild/protobuf';
-import type { ServiceName } from '@switchboard/runtime/config';
+import { type DescField, type DescMessage, type DescMethod, type DescMethodUnary, getOption, hasOption } from '@bufbuild/protobuf';
 import { http } from '@switchboard/contracts/google/api/annotations_pb';
 import type { HttpRule } from '@switchboard/contracts/google/api/http_pb';
 import { Access, field as fieldRule, rest } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import type { ServiceName } from '@switchboard/runtime/config';
 import { meshServices } from './services.js';
 
 export { Access };
@@ -106,7 +106,7 @@ export function parseTemplate(template: string, input: DescMessage): Segment[] {
         return { literal: part };
       }
       const field = input.fields.find((f) => f.name === variable[1]);
-      if (!field || field.fieldKind !== 'scalar') throw new Error(`template ${template}: ${variable[1]} is not a scalar field of ${input.typeName}`);
+      if (field?.fieldKind !== 'scalar') throw new Error(`template ${template}: ${variable[1]} is not a scalar field of ${input.typeName}`);
       return { field };
     });
 }

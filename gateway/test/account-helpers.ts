@@ -1,9 +1,9 @@
-import * as OTPAuth from 'otpauth';
 import { eventually } from '@switchboard/runtime/testing';
+import * as OTPAuth from 'otpauth';
 
-export { eventually };
-export { expectErrorBody } from './mesh.js';
 export { mailsTo, tokenOf, waitForMail } from './mailbox.js';
+export { expectErrorBody } from './mesh.js';
+export { eventually };
 
 /**
  * An authenticator app for tests: codes of strictly increasing time steps (the service accepts

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { createDb, type Knex } from '@switchboard/runtime/db';
-import { bootMesh, fromAddress, newUser, restClient } from './mesh.js';
+import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, expectErrorBody, mailsTo, tokenOf, waitForMail } from './account-helpers.js';
+import { bootMesh, fromAddress, newUser, restClient } from './mesh.js';
 
 /** Account endpoints of SPEC §3 through the REST surface: sessions, passwords, profile. */
 
@@ -84,7 +84,12 @@ describe('refresh tokens', () => {
     // The session's access tokens stop working too: session.revoked reaches the gateway through
     // the outbox and NATS (no response header on this path) well within a second.
     const started = Date.now();
-    await eventually(async () => ((await call('GET', '/v1/account', { token: third.access_token })).status === 401 ? true : undefined), 'revocation at the gateway', 1000, 5);
+    await eventually(
+      async () => ((await call('GET', '/v1/account', { token: third.access_token })).status === 401 ? true : undefined),
+      'revocation at the gateway',
+      1000,
+      5,
+    );
     expect(Date.now() - started).toBeLessThan(1000);
     expectErrorBody(await call('GET', '/v1/account', { token: third.access_token }), 401, 'session_revoked');
     // Other sessions of the user are untouched.
@@ -110,17 +115,26 @@ describe('refresh tokens', () => {
     const first = user.session.refresh_token;
     const second = (await call('POST', '/v1/auth/refresh', { body: { refresh_token: first } })).json.session.refresh_token;
     const sessionId = (await db('sessions').where({ user_id: user.userId }).first()).id;
-    await db('refresh_tokens').where({ session_id: sessionId }).whereNotNull('used_at').update({ used_at: new Date(Date.now() - 11_000) });
+    await db('refresh_tokens')
+      .where({ session_id: sessionId })
+      .whereNotNull('used_at')
+      .update({ used_at: new Date(Date.now() - 11_000) });
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: first } }), 401, 'invalid_token');
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: second } }), 401, 'invalid_token');
     expect((await db('sessions').where({ id: sessionId }).first()).revoked_reason).toBe('refresh_token_reuse');
 
     const idle = await login(call, user.email, user.password);
-    await db('sessions').where({ user_id: user.userId }).whereNull('revoked_at').update({ last_used_at: new Date(Date.now() - 7 * 86_400_000 - 1000) });
+    await db('sessions')
+      .where({ user_id: user.userId })
+      .whereNull('revoked_at')
+      .update({ last_used_at: new Date(Date.now() - 7 * 86_400_000 - 1000) });
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: idle.refresh_token } }), 401, 'invalid_token');
 
     const old = await login(call, user.email, user.password);
-    await db('sessions').where({ user_id: user.userId }).whereNull('revoked_at').update({ expires_at: new Date(Date.now() - 1000) });
+    await db('sessions')
+      .where({ user_id: user.userId })
+      .whereNull('revoked_at')
+      .update({ expires_at: new Date(Date.now() - 1000) });
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: old.refresh_token } }), 401, 'invalid_token');
   });
 
@@ -185,7 +199,12 @@ describe('profile and password', () => {
     expect(updated.status).toBe(200);
     expect(updated.json).toMatchObject({ user_id: user.userId, full_name: 'Ada King', email: user.email });
     expectErrorBody(await call('PATCH', '/v1/account', { token: user.session.access_token, body: { full_name: '   ' } }), 400, undefined, 'full_name');
-    expectErrorBody(await call('PATCH', '/v1/account', { token: user.session.access_token, body: { full_name: 'x'.repeat(201) } }), 400, undefined, 'full_name');
+    expectErrorBody(
+      await call('PATCH', '/v1/account', { token: user.session.access_token, body: { full_name: 'x'.repeat(201) } }),
+      400,
+      undefined,
+      'full_name',
+    );
     expectErrorBody(await call('PATCH', '/v1/account', { token: user.session.access_token, body: {} }), 400, undefined, 'full_name');
   });
 
@@ -200,9 +219,22 @@ describe('profile and password', () => {
       'reauthentication_failed',
       'current_password',
     );
-    expectErrorBody(await call('POST', path, { token: user.session.access_token, body: { current_password: user.password, new_password: 'short' } }), 400, 'weak_password', 'new_password');
-    expectErrorBody(await call('POST', path, { token: user.session.access_token, body: { current_password: user.password, new_password: 'password123' } }), 400, 'weak_password', 'new_password');
-    const changed = await call('POST', path, { token: user.session.access_token, body: { current_password: user.password, new_password: 'a brand new passphrase' } });
+    expectErrorBody(
+      await call('POST', path, { token: user.session.access_token, body: { current_password: user.password, new_password: 'short' } }),
+      400,
+      'weak_password',
+      'new_password',
+    );
+    expectErrorBody(
+      await call('POST', path, { token: user.session.access_token, body: { current_password: user.password, new_password: 'password123' } }),
+      400,
+      'weak_password',
+      'new_password',
+    );
+    const changed = await call('POST', path, {
+      token: user.session.access_token,
+      body: { current_password: user.password, new_password: 'a brand new passphrase' },
+    });
     expect(changed.status).toBe(204);
     // This session goes on; the other one is gone, its refresh token included.
     expect((await call('GET', '/v1/account', { token: user.session.access_token })).status).toBe(200);
@@ -250,7 +282,9 @@ describe('password reset', () => {
     const row = await db('password_resets').where({ user_id: user.userId }).first();
     expect(Math.abs(row.expires_at.getTime() - row.created_at.getTime() - 3600_000)).toBeLessThan(5_000);
     expect(row.token_hash).not.toContain(token);
-    await db('password_resets').where({ user_id: user.userId }).update({ expires_at: new Date(Date.now() - 1000) });
+    await db('password_resets')
+      .where({ user_id: user.userId })
+      .update({ expires_at: new Date(Date.now() - 1000) });
     expectErrorBody(await call('POST', '/v1/auth/password-reset/confirm', { body: { token, new_password: 'reset to something long' } }), 400, 'invalid_token');
     await login(call, user.email, user.password);
   });
@@ -264,7 +298,10 @@ describe('logs', () => {
     secrets.push(tokenOf(await waitForMail(mailbox, user.email, 'email_verification')));
     const rotated = (await call('POST', '/v1/auth/refresh', { body: { refresh_token: user.session.refresh_token } })).json.session;
     secrets.push(rotated.access_token, rotated.refresh_token);
-    await call('POST', '/v1/account/password', { token: rotated.access_token, body: { current_password: user.password, new_password: 'log check passphrase 1' } });
+    await call('POST', '/v1/account/password', {
+      token: rotated.access_token,
+      body: { current_password: user.password, new_password: 'log check passphrase 1' },
+    });
     await call('POST', '/v1/auth/password-reset', { body: { email: user.email } });
     const reset = tokenOf(await waitForMail(mailbox, user.email, 'password_reset_request'));
     await call('POST', '/v1/auth/password-reset/confirm', { body: { token: reset, new_password: 'log check passphrase 2' } });
@@ -395,15 +432,27 @@ describe('races and odd input (found in review)', () => {
     for (let i = 0; i < 6; i++) expect((await call('POST', '/v1/auth/password-reset', { body: { email: user.email } })).status).toBe(202);
     await waitForMail(mailbox, user.email, 'password_reset_request', 3);
     // Past three mails in a quarter of an hour the requests are dropped: only three tokens exist.
-    await eventually(async () => Number((await db('password_resets').where({ user_id: user.userId }).count<{ count: string }[]>('* as count'))[0].count) === 3, 'three reset tokens');
+    await eventually(
+      async () => Number((await db('password_resets').where({ user_id: user.userId }).count<{ count: string }[]>('* as count'))[0].count) === 3,
+      'three reset tokens',
+    );
     expect((await mailsTo(mailbox, user.email)).filter((mail) => mail.kind === 'password_reset_request')).toHaveLength(3);
   });
 
   it('answers a NUL character or a huge address with a 4xx, never a 500', async () => {
     const call = clientFromNewIp();
     const user = await registered(call);
-    expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: `a\u0000${user.email}`, password: 'whatever it is' } }), 400, 'invalid_request', 'email');
-    expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: `${'a'.repeat(6000)}@example.com`, password: 'whatever it is' } }), 401, 'invalid_credentials');
+    expectErrorBody(
+      await call('POST', '/v1/auth/login', { body: { email: `a\u0000${user.email}`, password: 'whatever it is' } }),
+      400,
+      'invalid_request',
+      'email',
+    );
+    expectErrorBody(
+      await call('POST', '/v1/auth/login', { body: { email: `${'a'.repeat(6000)}@example.com`, password: 'whatever it is' } }),
+      401,
+      'invalid_credentials',
+    );
     const odd = await call('GET', '/v1/organizations/org_%00abc', { token: user.session.access_token });
     expect([400, 404]).toContain(odd.status);
     expect(odd.json.error.code).toBeTruthy();

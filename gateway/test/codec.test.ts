@@ -1,10 +1,6 @@
 import { create, type DescField, type JsonValue, type Message } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
-import {
-  GetUpgradeHintResponseSchema,
-  UsageByTierSchema,
-  UsageSchema,
-} from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { GetUpgradeHintResponseSchema, UsageByTierSchema, UsageSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import {
   ConversationSchema,
   FeedbackSchema,
@@ -15,7 +11,7 @@ import { AccountSchema, LoginResponseSchema, RegisterResponseSchema } from '@swi
 import { KeySchema, ListKeysResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { WebhookSchema } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 import { describe, expect, it } from 'vitest';
-import { InputError, decodeRequest, encodeResponse } from '../src/codec.js';
+import { decodeRequest, encodeResponse, InputError } from '../src/codec.js';
 import { Router } from '../src/router.js';
 import { buildRoutes, type Route } from '../src/routes.js';
 
@@ -28,12 +24,17 @@ function routeFor(httpMethod: string, template: string): Route {
   return route;
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: decoded messages of many schemas are inspected field by field.
+type DecodedRequest = Message & Record<string, any>;
+// biome-ignore lint/suspicious/noExplicitAny: encoded JSON is inspected field by field.
+type Json = Record<string, any>;
+
 /** Decodes a request the way the gateway does: route and path values from the router. */
-function decode(httpMethod: string, pathAndQuery: string, body?: JsonValue): Message & Record<string, any> {
+function decode(httpMethod: string, pathAndQuery: string, body?: JsonValue): DecodedRequest {
   const url = new URL(pathAndQuery, 'http://gateway');
   const match = router.match(httpMethod, url.pathname);
   if (!match || 'allowed' in match) throw new Error(`no route for ${httpMethod} ${url.pathname}`);
-  return decodeRequest(match.route, match.pathValues, url.searchParams, body) as Message & Record<string, any>;
+  return decodeRequest(match.route, match.pathValues, url.searchParams, body) as DecodedRequest;
 }
 
 /** The InputError a decode fails with (fails the test when it decodes). */
@@ -155,7 +156,7 @@ describe('decodeRequest', () => {
     expect(inputError(() => decode('GET', '/v1/organizations?after=a%00')).field).toBe('after');
   });
 
-  it('reads a body route\'s fields from the query string only where the proto allows it', () => {
+  it("reads a body route's fields from the query string only where the proto allows it", () => {
     expect(decode('POST', '/v1/auth/logout?scope=global')).toMatchObject({ scope: 'global' });
     expect(decode('POST', '/v1/auth/logout?scope=global', { scope: 'others' })).toMatchObject({ scope: 'others' });
     // Credentials never come from a URL.
@@ -228,7 +229,11 @@ describe('encodeResponse', () => {
   });
 
   it('writes an empty list response as data [], has_more false, next_cursor null', () => {
-    expect(encodeResponse(ListConversationsResponseSchema, create(ListConversationsResponseSchema, {}))).toEqual({ data: [], has_more: false, next_cursor: null });
+    expect(encodeResponse(ListConversationsResponseSchema, create(ListConversationsResponseSchema, {}))).toEqual({
+      data: [],
+      has_more: false,
+      next_cursor: null,
+    });
     expect(encodeResponse(ListKeysResponseSchema, create(ListKeysResponseSchema, {}))).toEqual({ data: [], has_more: false, next_cursor: null });
   });
 
@@ -259,7 +264,7 @@ describe('encodeResponse', () => {
         { date: '2024-01-02', costUsd: '1.50', requests: 3n, inputTokens: 1_234_567_890_123n, outputTokens: 42n },
       ],
     });
-    const json = encodeResponse(UsageSchema, usage) as any;
+    const json = encodeResponse(UsageSchema, usage) as Json;
     expect(json).toEqual({
       days: 2,
       total_cost_usd: '1.50',
@@ -269,7 +274,7 @@ describe('encodeResponse', () => {
       ],
     });
     expect(typeof json.data[1].input_tokens).toBe('number');
-    const byTier = encodeResponse(UsageByTierSchema, create(UsageByTierSchema, { days: 30, byTier: { fast: { costUsd: '1', requests: 7n } } })) as any;
+    const byTier = encodeResponse(UsageByTierSchema, create(UsageByTierSchema, { days: 30, byTier: { fast: { costUsd: '1', requests: 7n } } })) as Json;
     expect(byTier).toEqual({
       days: 30,
       by_tier: { fast: { cost_usd: '1', requests: 7 }, balanced: null, passthrough: null, byok: null },
@@ -309,18 +314,32 @@ describe('encodeResponse', () => {
     expect(encodeResponse(LoginResponseSchema, create(LoginResponseSchema, { session }))).toEqual({
       session: { access_token: 'at', refresh_token: 'rt', token_type: 'Bearer', expires_in: 900 },
     });
-    expect(encodeResponse(LoginResponseSchema, create(LoginResponseSchema, { mfaRequired: true, mfaToken: 'mfa_1' }))).toEqual({ mfa_required: true, mfa_token: 'mfa_1' });
+    expect(encodeResponse(LoginResponseSchema, create(LoginResponseSchema, { mfaRequired: true, mfaToken: 'mfa_1' }))).toEqual({
+      mfa_required: true,
+      mfa_token: 'mfa_1',
+    });
     expect(encodeResponse(LoginResponseSchema, create(LoginResponseSchema, {}))).toEqual({});
   });
 
   it('shows a secret only when set (Key.signing_secret, Webhook.secret), nulls the rest', () => {
-    const key = create(KeySchema, { keyId: 'key_1', name: 'n', status: 'active', monthToDateSpendUsd: '0', routingPolicy: 'any', createdAt: timestampFromMs(createdAtMs) });
+    const key = create(KeySchema, {
+      keyId: 'key_1',
+      name: 'n',
+      status: 'active',
+      monthToDateSpendUsd: '0',
+      routingPolicy: 'any',
+      createdAt: timestampFromMs(createdAtMs),
+    });
     const json = encodeResponse(KeySchema, key) as Record<string, unknown>;
     expect('signing_secret' in json).toBe(false);
     expect(json).toMatchObject({ monthly_spend_cap_usd: null, alert_webhook_url: null, alert_threshold_pct: null, last_used_at: null, revoked_at: null });
     expect(encodeResponse(KeySchema, create(KeySchema, { ...key, signingSecret: 'whsec_1' }))).toMatchObject({ signing_secret: 'whsec_1' });
     expect('secret' in (encodeResponse(WebhookSchema, create(WebhookSchema, { webhookId: 'wh_1' })) as object)).toBe(false);
-    expect(encodeResponse(WebhookSchema, create(WebhookSchema, { webhookId: 'wh_1', secret: 'whsec_2' }))).toMatchObject({ secret: 'whsec_2', events: [], description: null });
+    expect(encodeResponse(WebhookSchema, create(WebhookSchema, { webhookId: 'wh_1', secret: 'whsec_2' }))).toMatchObject({
+      secret: 'whsec_2',
+      events: [],
+      description: null,
+    });
   });
 
   it('writes an empty upgrade hint as {} and its number as a JSON number', () => {

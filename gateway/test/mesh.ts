@@ -1,8 +1,8 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { type Mesh, startMesh } from '@switchboard/runtime/dev/mesh';
 import { expect } from 'vitest';
-import { startMesh, type Mesh } from '@switchboard/runtime/dev/mesh';
 
 /** Boots the whole mesh (every service and the gateway) on free ports for one test file. */
 export async function bootMesh(env: Record<string, string> = {}): Promise<Mesh> {
@@ -14,7 +14,7 @@ export interface ApiResponse {
   status: number;
   headers: Headers;
   text: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  // biome-ignore lint/suspicious/noExplicitAny: a test reads whatever JSON the route answers.
   json: any;
 }
 

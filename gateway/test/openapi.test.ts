@@ -6,6 +6,7 @@ import { handleDocs } from '../src/docs.js';
 import { buildOpenApiDocument } from '../src/openapi.js';
 import { buildRoutes } from '../src/routes.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: the document is walked as plain JSON.
 type Json = Record<string, any>;
 
 /** Every REST route of SPEC §3–§7 (paths as the SPEC writes them; variable names may differ). */
@@ -140,7 +141,7 @@ describe('OpenAPI document', () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(doc.info.title).toBe('Switchboard API');
     expect(doc.info.version).toBe('1.2.3');
-    const validated = (await SwaggerParser.validate(structuredClone(doc) as any)) as Json;
+    const validated = (await SwaggerParser.validate(structuredClone(doc) as unknown as Parameters<typeof SwaggerParser.validate>[0])) as Json;
     expect(validated.openapi).toBe('3.1.0');
   });
 
@@ -261,7 +262,10 @@ describe('OpenAPI document', () => {
       const label = `${method} ${path}`;
       const variables = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
       const declared = (op.parameters ?? []).map((p: Json) => deref(doc, p)).filter((p: Json) => p.in === 'path');
-      expect(declared.map((p: Json) => p.name), label).toEqual(variables);
+      expect(
+        declared.map((p: Json) => p.name),
+        label,
+      ).toEqual(variables);
       for (const p of declared) expect(p.required, label).toBe(true);
       for (const requirement of op.security as Json[]) for (const name of Object.keys(requirement)) expect(schemes.has(name), label).toBe(true);
     }
@@ -301,7 +305,10 @@ describe('OpenAPI document', () => {
       expect(tagNames.has(op.tags[0]), label).toBe(true);
       expect(Array.isArray(op.security), label).toBe(true);
       const errors = Object.entries(op.responses as Record<string, Json>).filter(([status]) => status === 'default' || Number(status) >= 400);
-      expect(errors.map(([s]) => s), label).toEqual(expect.arrayContaining(['400', '429', '503', 'default']));
+      expect(
+        errors.map(([s]) => s),
+        label,
+      ).toEqual(expect.arrayContaining(['400', '429', '503', 'default']));
       for (const [status, response] of errors) {
         expect(deref(doc, response).content['application/json'].schema, `${label} ${status}`).toEqual({ $ref: '#/components/schemas/Error' });
       }
@@ -379,7 +386,14 @@ describe('/docs', () => {
   });
 
   it('ignores other paths and never leaves the whitelist', async () => {
-    for (const path of ['/docs/assets/package.json', '/docs/assets/../../package.json', '/docs/assets/%2e%2e%2fpackage.json', '/docs/assets/index.html', '/docsx', '/v1/openapi.json']) {
+    for (const path of [
+      '/docs/assets/package.json',
+      '/docs/assets/../../package.json',
+      '/docs/assets/%2e%2e%2fpackage.json',
+      '/docs/assets/index.html',
+      '/docsx',
+      '/v1/openapi.json',
+    ]) {
       const res = await fetch(`${base}${path}`);
       expect(res.status, path).toBe(404);
       expect(await res.text(), path).toBe('not docs');

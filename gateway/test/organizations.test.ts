@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
-import { Mailbox } from './mailbox.js';
-import { bootMesh, expectErrorBody, restClient, type ApiResponse } from './mesh.js';
-import { World, type User } from './permissions.js';
 import { eventually } from '@switchboard/runtime/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Mailbox } from './mailbox.js';
+import { bootMesh, expectErrorBody, restClient } from './mesh.js';
+import { type User, World } from './permissions.js';
 
 /** Organizations through REST: listing, ownership invariants, invitations, events. */
 
@@ -88,7 +88,7 @@ describe('organizations', () => {
 });
 
 describe('order of checks', () => {
-  it('answers 404 for another tenant\'s organization before anything about the body', async () => {
+  it("answers 404 for another tenant's organization before anything about the body", async () => {
     const owner = await world.user('o-owner');
     const stranger = await world.user('o-stranger');
     const { orgId } = await newOrganization(owner);
@@ -115,8 +115,18 @@ describe('ownership invariants', () => {
     const { orgId, name } = await newOrganization(owner);
     await join(owner, orgId, name, member, 'developer');
 
-    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: stranger.userId } }), 422, 'not_a_member', 'new_owner_user_id');
-    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: {} }), 400, 'invalid_request', 'new_owner_user_id');
+    expectErrorBody(
+      await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: stranger.userId } }),
+      422,
+      'not_a_member',
+      'new_owner_user_id',
+    );
+    expectErrorBody(
+      await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: {} }),
+      400,
+      'invalid_request',
+      'new_owner_user_id',
+    );
     expect(await owners(orgId)).toEqual([owner.userId]);
 
     const moved = await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: member.userId } });
@@ -126,7 +136,11 @@ describe('ownership invariants', () => {
     const roles = Object.fromEntries(members.json.data.map((m: { user_id: string; role: string }) => [m.user_id, m.role]));
     expect(roles).toEqual({ [owner.userId]: 'admin', [member.userId]: 'owner' });
     // The former owner is an admin now: transferring again is the new owner's call.
-    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: owner.userId } }), 403, 'forbidden');
+    expectErrorBody(
+      await call('POST', `/v1/organizations/${orgId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: owner.userId } }),
+      403,
+      'forbidden',
+    );
   });
 
   it('keeps a personal workspace with its account (no transfer)', async () => {
@@ -136,7 +150,10 @@ describe('ownership invariants', () => {
     expect(personal.json).toMatchObject({ personal: true, role: 'owner' });
     await join(owner, owner.personalWorkspaceId, personal.json.name, member, 'admin');
     expectErrorBody(
-      await call('POST', `/v1/organizations/${owner.personalWorkspaceId}/transfer-ownership`, { token: owner.token, body: { new_owner_user_id: member.userId } }),
+      await call('POST', `/v1/organizations/${owner.personalWorkspaceId}/transfer-ownership`, {
+        token: owner.token,
+        body: { new_owner_user_id: member.userId },
+      }),
       422,
       'personal_workspace',
     );
@@ -155,8 +172,18 @@ describe('ownership invariants', () => {
     expectErrorBody(await call('PATCH', ownerPath, { token: admin.token, body: { role: 'developer' } }), 403, 'forbidden');
     expectErrorBody(await call('DELETE', ownerPath, { token: admin.token }), 403, 'forbidden');
     // Ownership is never granted by a role change.
-    expectErrorBody(await call('PATCH', `/v1/organizations/${orgId}/members/${admin.userId}`, { token: owner.token, body: { role: 'owner' } }), 400, 'invalid_request', 'role');
-    expectErrorBody(await call('PATCH', `/v1/organizations/${orgId}/members/${admin.userId}`, { token: owner.token, body: { role: 'boss' } }), 400, 'invalid_request', 'role');
+    expectErrorBody(
+      await call('PATCH', `/v1/organizations/${orgId}/members/${admin.userId}`, { token: owner.token, body: { role: 'owner' } }),
+      400,
+      'invalid_request',
+      'role',
+    );
+    expectErrorBody(
+      await call('PATCH', `/v1/organizations/${orgId}/members/${admin.userId}`, { token: owner.token, body: { role: 'boss' } }),
+      400,
+      'invalid_request',
+      'role',
+    );
     expect(await owners(orgId)).toEqual([owner.userId]);
   });
 
@@ -233,7 +260,11 @@ describe('members', () => {
     const promoted = await call('PATCH', `/v1/organizations/${orgId}/members/${dev.userId}`, { token: admin.token, body: { role: 'admin' } });
     expect(promoted.status).toBe(200);
     expect(promoted.json).toMatchObject({ user_id: dev.userId, org_id: orgId, email: dev.email, role: 'admin', joined_at: expect.any(String) });
-    expectErrorBody(await call('PATCH', `/v1/organizations/${orgId}/members/usr_nobody`, { token: admin.token, body: { role: 'admin' } }), 404, 'member_not_found');
+    expectErrorBody(
+      await call('PATCH', `/v1/organizations/${orgId}/members/usr_nobody`, { token: admin.token, body: { role: 'admin' } }),
+      404,
+      'member_not_found',
+    );
 
     // A developer may leave by itself (no manager role needed), not remove others.
     expectErrorBody(await call('DELETE', `/v1/organizations/${orgId}/members/${dev.userId}`, { token: leaver.token }), 403, 'forbidden');
@@ -262,7 +293,8 @@ describe('members', () => {
     await join(owner, orgId, name, member, 'admin');
     // A top-up is for owners and admins: the gateway's role for the workspace decides (the
     // billing service itself is not built yet: an allowed call is an honest 501).
-    const asMember = () => call('POST', '/v1/billing/topup', { token: member.token, headers: { 'x-workspace-id': orgId }, body: { amount_usd: 5, idempotency_key: 'k1' } });
+    const asMember = () =>
+      call('POST', '/v1/billing/topup', { token: member.token, headers: { 'x-workspace-id': orgId }, body: { amount_usd: 5, idempotency_key: 'k1' } });
     expect((await asMember()).status).toBe(501);
     // Demoted to developer: refused from the very next request on.
     expect((await call('PATCH', `/v1/organizations/${orgId}/members/${member.userId}`, { token: owner.token, body: { role: 'developer' } })).status).toBe(200);
@@ -277,9 +309,24 @@ describe('invitations', () => {
   it('never invites an owner (400 on role) and needs a valid email', async () => {
     const owner = await world.user('i-owner');
     const { orgId } = await newOrganization(owner);
-    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: 'x@example.com', role: 'owner' } }), 400, 'invalid_request', 'role');
-    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: 'not-an-email', role: 'admin' } }), 400, 'invalid_request', 'email');
-    expectErrorBody(await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: owner.email, role: 'admin' } }), 409, 'already_a_member', 'email');
+    expectErrorBody(
+      await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: 'x@example.com', role: 'owner' } }),
+      400,
+      'invalid_request',
+      'role',
+    );
+    expectErrorBody(
+      await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: 'not-an-email', role: 'admin' } }),
+      400,
+      'invalid_request',
+      'email',
+    );
+    expectErrorBody(
+      await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: owner.email, role: 'admin' } }),
+      409,
+      'already_a_member',
+      'email',
+    );
   });
 
   it('accepts with the invited account only; the member appears with the invited role; tokens are single use', async () => {
@@ -287,7 +334,10 @@ describe('invitations', () => {
     const invitee = await world.user('a-invitee');
     const other = await world.user('a-other');
     const { orgId, name } = await newOrganization(owner);
-    const invitation = await call('POST', `/v1/organizations/${orgId}/invitations`, { token: owner.token, body: { email: invitee.email.toUpperCase(), role: 'admin' } });
+    const invitation = await call('POST', `/v1/organizations/${orgId}/invitations`, {
+      token: owner.token,
+      body: { email: invitee.email.toUpperCase(), role: 'admin' },
+    });
     expect(invitation.status).toBe(201);
     expect(invitation.json).toEqual({
       invitation_id: expect.stringMatching(/^inv_/),
@@ -346,11 +396,15 @@ describe('invitations', () => {
 
     // INVITATION_TTL is 3 s in this mesh.
     const expiring = await world.invite(owner, orgId, name, invitee.email, 'developer');
-    await eventually(async () => {
-      const list = await call('GET', `/v1/organizations/${orgId}/invitations`, { token: owner.token });
-      const found = list.json.data.find((i: { invitation_id: string }) => i.invitation_id === expiring.invitationId);
-      return found?.status === 'expired' ? found : undefined;
-    }, 'the invitation to expire', 10_000);
+    await eventually(
+      async () => {
+        const list = await call('GET', `/v1/organizations/${orgId}/invitations`, { token: owner.token });
+        const found = list.json.data.find((i: { invitation_id: string }) => i.invitation_id === expiring.invitationId);
+        return found?.status === 'expired' ? found : undefined;
+      },
+      'the invitation to expire',
+      10_000,
+    );
     const expired = await world.accept(invitee, expiring.token);
     expectErrorBody(expired, 400, 'invalid_token', 'token');
     expect(expired.json.error.message).toMatch(/expired/);

@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { eventually } from '@switchboard/runtime/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildRoutes } from '../src/routes.js';
 import { Mailbox } from './mailbox.js';
 import { bootMesh, restClient } from './mesh.js';
-import { accountScopedServices, principals, routeCases, World, type Principal, type RouteCase, type Workspace } from './permissions.js';
-import { eventually } from '@switchboard/runtime/testing';
+import { accountScopedServices, type Principal, principals, type RouteCase, routeCases, type Workspace, World } from './permissions.js';
 
 /**
  * Walks the permission table (permissions.ts) through REST: every route, with a principal of
@@ -63,7 +63,11 @@ describe('the permission table, route by route', () => {
     const requestId = response.headers.get('x-request-id')!;
     // The child's log line reaches us through a pipe, possibly after the response.
     const line = await eventually(
-      () => mesh.output('identity').split('\n').find((l) => l.includes(requestId) && l.includes('authorization decision')),
+      () =>
+        mesh
+          .output('identity')
+          .split('\n')
+          .find((l) => l.includes(requestId) && l.includes('authorization decision')),
       'the decision in the identity log',
     );
     expect(JSON.parse(line)).toMatchObject({
@@ -94,10 +98,18 @@ describe('the permission table, route by route', () => {
   it('is enforced by every service before its handler, also for operations not built yet', async () => {
     // billing (top-up: owner and admin only), webhooks' internal intake, keys' data-plane RPC.
     const { developer, admin } = shared.users;
-    const asDeveloper = await call('POST', '/v1/billing/topup', { token: developer.token, headers: { 'x-workspace-id': shared.orgId }, body: { amount_usd: '5', idempotency_key: 'k' } });
+    const asDeveloper = await call('POST', '/v1/billing/topup', {
+      token: developer.token,
+      headers: { 'x-workspace-id': shared.orgId },
+      body: { amount_usd: '5', idempotency_key: 'k' },
+    });
     expect(asDeveloper.status, asDeveloper.text).toBe(403);
     expect(asDeveloper.json.error.code).toBe('forbidden');
-    const asAdmin = await call('POST', '/v1/billing/topup', { token: admin.token, headers: { 'x-workspace-id': shared.orgId }, body: { amount_usd: '5', idempotency_key: 'k' } });
+    const asAdmin = await call('POST', '/v1/billing/topup', {
+      token: admin.token,
+      headers: { 'x-workspace-id': shared.orgId },
+      body: { amount_usd: '5', idempotency_key: 'k' },
+    });
     expect(asAdmin.status).toBe(501);
   });
 

@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
+import type { Mailbox } from './mailbox.js';
 import type { ApiResponse, restClient } from './mesh.js';
 import { newUser } from './mesh.js';
-import type { Mailbox } from './mailbox.js';
 
 /**
  * THE table of who may call which REST route (SPEC §3's permission table, route by route), walked
@@ -52,7 +52,10 @@ const managersOnly = { owner: 200, admin: 200, developer: 403, outsider: 404 };
 const everyMember = { owner: 200, admin: 200, developer: 200, outsider: 404 };
 
 let invitationCounter = 0;
-const freshAddress = () => `invitee${Date.now().toString(36)}${(invitationCounter += 1)}@example.com`;
+const freshAddress = () => {
+  invitationCounter += 1;
+  return `invitee${Date.now().toString(36)}${invitationCounter}@example.com`;
+};
 
 export const routeCases: RouteCase[] = [
   // --- identity: organizations (issue 4) -----------------------------------------------------
@@ -105,7 +108,8 @@ export const routeCases: RouteCase[] = [
     expect: { owner: 201, admin: 201, developer: 403, outsider: 404 },
     mutates: true,
     check: (response, ws, as) => {
-      if (response.status === 201) expect(response.json).toMatchObject({ org_id: ws.orgId, role: 'developer', status: 'pending', invited_by: ws.users[as].userId });
+      if (response.status === 201)
+        expect(response.json).toMatchObject({ org_id: ws.orgId, role: 'developer', status: 'pending', invited_by: ws.users[as].userId });
     },
   },
   {
@@ -244,7 +248,11 @@ export class World {
     const created = await this.call('POST', '/v1/organizations', { token: users.owner.token, body: { name } });
     expect(created.status, created.text).toBe(201);
     const orgId = created.json.organization.org_id as string;
-    for (const [label, role] of [['admin', 'admin'], ['developer', 'developer'], ['target', 'developer']] as const) {
+    for (const [label, role] of [
+      ['admin', 'admin'],
+      ['developer', 'developer'],
+      ['target', 'developer'],
+    ] as const) {
       const { token } = await this.invite(users.owner, orgId, name, users[label].email, role);
       const accepted = await this.accept(users[label], token);
       expect(accepted.status, accepted.text).toBe(200);

@@ -2,8 +2,8 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot, type Mesh } from '@switchboard/runtime/dev/mesh';
 import { bootMesh } from './mesh.js';
 
 const run = promisify(execFile);
@@ -32,9 +32,7 @@ describe('the README walk-throughs work as written', () => {
 
   it.each(walkThroughs.map((script, index) => [index + 1, script]))('walk-through %i', async (_index, script) => {
     // Only the addresses change: the gateway and the mailbox of this test's mesh.
-    const adapted = (script as string)
-      .replace(/^API=.*$/m, `API=${mesh.gatewayUrl}`)
-      .replace(/^MAILBOX=\S*/m, `MAILBOX=${mesh.env.MAILBOX_DIR}`);
+    const adapted = (script as string).replace(/^API=.*$/m, `API=${mesh.gatewayUrl}`).replace(/^MAILBOX=\S*/m, `MAILBOX=${mesh.env.MAILBOX_DIR}`);
     const { stdout, stderr } = await run('bash', ['-e', '-o', 'pipefail', '-c', adapted], { cwd: repoRoot, timeout: 60_000 });
     expect(stderr).not.toMatch(/jq: error|command not found|parse error/);
     expect(stdout).not.toMatch(/"code": "internal_error"|HTTP\/1\.1 5\d\d/);

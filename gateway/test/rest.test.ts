@@ -1,7 +1,7 @@
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootMesh, expectErrorBody, newUser, restClient } from './mesh.js';
 
 let mesh: Mesh;
@@ -63,7 +63,13 @@ describe('the account walk-through through REST', () => {
     await eventually(() => mesh.output('gateway').includes(account.headers.get('x-request-id')!), 'the gateway log of the last request');
     const logs = ['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'].map((c) => mesh.output(c as never)).join('\n');
     expect(logs).toContain(registered.headers.get('x-request-id'));
-    for (const secret of [user.password, registered.json.session.access_token, registered.json.session.refresh_token, login.json.session.access_token, login.json.session.refresh_token]) {
+    for (const secret of [
+      user.password,
+      registered.json.session.access_token,
+      registered.json.session.refresh_token,
+      login.json.session.access_token,
+      login.json.session.refresh_token,
+    ]) {
       expect(logs).not.toContain(secret);
     }
   });
@@ -100,7 +106,11 @@ describe('the error model', () => {
   });
 
   it('refuses a body that is not JSON with 415', async () => {
-    expectErrorBody(await call('POST', '/v1/auth/login', { rawBody: 'email=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'unsupported_media_type');
+    expectErrorBody(
+      await call('POST', '/v1/auth/login', { rawBody: 'email=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
+      415,
+      'unsupported_media_type',
+    );
   });
 
   it('refuses a body over 1 MiB with 413', async () => {

@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { freePort } from '@switchboard/runtime/infra';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RevokedSessions } from '../src/revocations.js';
-import { bootMesh, newUser, restClient } from './mesh.js';
 import { eventually, expectErrorBody } from './account-helpers.js';
+import { bootMesh, newUser, restClient } from './mesh.js';
 
 /**
  * The revocation set without NATS: the gateway still starts and serves, and learns revocations

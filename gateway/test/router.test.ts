@@ -1,9 +1,9 @@
 import type { DescField } from '@bufbuild/protobuf';
-import { ListKeysRequestSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { UpdateConversationRequestSchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { ListKeysRequestSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { describe, expect, it } from 'vitest';
-import { Router, type Match } from '../src/router.js';
-import { Access, buildRoutes, parseTemplate, unversionedAlias, type Route } from '../src/routes.js';
+import { type Match, Router } from '../src/router.js';
+import { Access, buildRoutes, parseTemplate, type Route, unversionedAlias } from '../src/routes.js';
 
 const routes = buildRoutes();
 const router = new Router(routes);
@@ -41,7 +41,10 @@ describe('buildRoutes', () => {
     expect(routeFor('POST', '/v1/workspaces/{workspace_id}/webhooks').owner).toBe('webhooks');
     // Data-plane and internal RPCs have no REST route.
     for (const name of ['AuthorizeKey', 'AuthenticateKey', 'RecordUsage', 'RouteModel', 'PublishEvent', 'ResolveWorkspace']) {
-      expect(routes.some((r) => r.method.name === name), name).toBe(false);
+      expect(
+        routes.some((r) => r.method.name === name),
+        name,
+      ).toBe(false);
     }
   });
 });
@@ -50,11 +53,9 @@ describe('parseTemplate', () => {
   it('splits literals and binds variables to request fields', () => {
     const segments = parseTemplate('/v1/keys/{key_id}/spend-cap', routeFor('PATCH', '/v1/keys/{key_id}/spend-cap').method.input);
     expect(segments.map((s) => ('literal' in s ? s.literal : `{${s.field.name}}`))).toEqual(['v1', 'keys', '{key_id}', 'spend-cap']);
-    expect(parseTemplate('/v1/keys/{key_id=*}', routeFor('GET', '/v1/keys/{key_id}').method.input).map((s) => ('field' in s ? s.field.name : s.literal))).toEqual([
-      'v1',
-      'keys',
-      'key_id',
-    ]);
+    expect(
+      parseTemplate('/v1/keys/{key_id=*}', routeFor('GET', '/v1/keys/{key_id}').method.input).map((s) => ('field' in s ? s.field.name : s.literal)),
+    ).toEqual(['v1', 'keys', 'key_id']);
   });
 
   it('refuses templates it cannot serve', () => {
@@ -182,7 +183,19 @@ describe('Router.match', () => {
     expect(at('GET', '/v1/keys/%E0%A4%A')).toBeUndefined();
     expect(at('GET', '/v1/keys/%')).toBeUndefined();
     expect(at('PATCH', '/v1/keys//spend-cap')).toBeUndefined();
-    for (const path of ['', '/', '/v1', '/v1/', '/v2/keys', '/v1/nope', '/nope', '/v1/keys/key_1/nope', '/v1/keys/a/b/c/d', '/v1/KEYS', '/keys/key_1/spend-cap/x']) {
+    for (const path of [
+      '',
+      '/',
+      '/v1',
+      '/v1/',
+      '/v2/keys',
+      '/v1/nope',
+      '/nope',
+      '/v1/keys/key_1/nope',
+      '/v1/keys/a/b/c/d',
+      '/v1/KEYS',
+      '/keys/key_1/spend-cap/x',
+    ]) {
       expect(at('GET', path), path).toBeUndefined();
     }
   });

@@ -1,10 +1,10 @@
+import { createDb, type Knex } from '@switchboard/runtime/db';
+import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Mesh } from '@switchboard/runtime/dev/mesh';
-import { createDb, type Knex } from '@switchboard/runtime/db';
 import { eraseDueAccounts } from '../../services/identity/src/erasure.js';
+import { eventually, expectErrorBody, TestAuthenticator, tokenOf, waitForMail } from './account-helpers.js';
 import { bootMesh, fromAddress, newUser, restClient } from './mesh.js';
-import { TestAuthenticator, eventually, expectErrorBody, tokenOf, waitForMail } from './account-helpers.js';
 
 /**
  * Two-factor authentication, the sign-in challenge, deactivation and erasure through REST, and
@@ -151,13 +151,20 @@ describe('two-factor authentication', () => {
     for (let attempt = 0; attempt < 5; attempt++) {
       expectErrorBody(await call('POST', '/v1/auth/login/2fa', { body: { mfa_token: mfaToken, code: user.app.wrongCode() } }), 401, 'invalid_code');
     }
-    expectErrorBody(await call('POST', '/v1/auth/login/2fa', { body: { mfa_token: mfaToken, code: await user.app.code() } }), 400, 'invalid_token', 'mfa_token');
+    expectErrorBody(
+      await call('POST', '/v1/auth/login/2fa', { body: { mfa_token: mfaToken, code: await user.app.code() } }),
+      400,
+      'invalid_token',
+      'mfa_token',
+    );
 
     // Expiry: the clock is moved by aging the challenge (its lifetime is 5 minutes).
     const expiring = await challenge(call, user.email, user.password);
     const row = await db('mfa_challenges').where({ user_id: user.userId }).orderBy('created_at', 'desc').first();
     expect(Math.abs(row.expires_at.getTime() - row.created_at.getTime() - 300_000)).toBeLessThan(5_000);
-    await db('mfa_challenges').where({ token_hash: row.token_hash }).update({ expires_at: new Date(Date.now() - 1000) });
+    await db('mfa_challenges')
+      .where({ token_hash: row.token_hash })
+      .update({ expires_at: new Date(Date.now() - 1000) });
     expectErrorBody(await call('POST', '/v1/auth/login/2fa', { body: { mfa_token: expiring, code: user.app.wrongCode() } }), 400, 'invalid_token');
 
     // Five more failures on a new challenge reach the account's second-factor limit (10 in 15 min).
@@ -172,7 +179,12 @@ describe('two-factor authentication', () => {
   it('regenerates recovery codes with a current code (the old set stops working) and disables with the password', async () => {
     const call = clientFromNewIp();
     const user = await withTwoFactor(call);
-    expectErrorBody(await call('POST', '/v1/account/2fa/recovery-codes', { token: user.token, body: { code: user.app.wrongCode() } }), 403, 'reauthentication_failed', 'code');
+    expectErrorBody(
+      await call('POST', '/v1/account/2fa/recovery-codes', { token: user.token, body: { code: user.app.wrongCode() } }),
+      403,
+      'reauthentication_failed',
+      'code',
+    );
     const regenerated = await call('POST', '/v1/account/2fa/recovery-codes', { token: user.token, body: { code: await user.app.code() } });
     expect(regenerated.status).toBe(200);
     expect(regenerated.json.recovery_codes).toHaveLength(10);
@@ -182,8 +194,18 @@ describe('two-factor authentication', () => {
     expect((await call('POST', '/v1/auth/login/2fa', { body: { mfa_token: mfaToken, recovery_code: regenerated.json.recovery_codes[0] } })).status).toBe(200);
 
     expectErrorBody(await call('POST', '/v1/account/2fa/disable', { token: user.token, body: {} }), 400, 'invalid_request', 'code');
-    expectErrorBody(await call('POST', '/v1/account/2fa/disable', { token: user.token, body: { password: 'not my password' } }), 403, 'reauthentication_failed', 'password');
-    expectErrorBody(await call('POST', '/v1/account/2fa/disable', { token: user.token, body: { code: user.app.wrongCode() } }), 403, 'reauthentication_failed', 'code');
+    expectErrorBody(
+      await call('POST', '/v1/account/2fa/disable', { token: user.token, body: { password: 'not my password' } }),
+      403,
+      'reauthentication_failed',
+      'password',
+    );
+    expectErrorBody(
+      await call('POST', '/v1/account/2fa/disable', { token: user.token, body: { code: user.app.wrongCode() } }),
+      403,
+      'reauthentication_failed',
+      'code',
+    );
     expect((await call('POST', '/v1/account/2fa/disable', { token: user.token, body: { password: user.password } })).status).toBe(204);
     expect((await call('GET', '/v1/account/2fa', { token: user.token })).json).toEqual({ enabled: false, enabled_at: null, recovery_codes_remaining: 0 });
     await waitForMail(mailbox, user.email, 'two_factor_disabled');
@@ -217,7 +239,12 @@ describe('deactivation', () => {
     const call = clientFromNewIp();
     const user = await registered(call);
     const refresh = (await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } })).json.session.refresh_token;
-    expectErrorBody(await call('POST', '/v1/account/deactivate', { token: user.token, body: { password: 'not my password' } }), 403, 'reauthentication_failed', 'password');
+    expectErrorBody(
+      await call('POST', '/v1/account/deactivate', { token: user.token, body: { password: 'not my password' } }),
+      403,
+      'reauthentication_failed',
+      'password',
+    );
     const deactivated = await call('POST', '/v1/account/deactivate', { token: user.token, body: { password: user.password } });
     expect(deactivated.status).toBe(202);
     const days = (Date.parse(deactivated.json.erase_after) - Date.parse(deactivated.json.deactivated_at)) / 86_400_000;
@@ -234,8 +261,15 @@ describe('deactivation', () => {
     const call = clientFromNewIp();
     const user = await withTwoFactor(call);
     expectErrorBody(await call('POST', '/v1/account/deactivate', { token: user.token, body: { password: user.password } }), 400, 'invalid_request', 'code');
-    expectErrorBody(await call('POST', '/v1/account/deactivate', { token: user.token, body: { password: user.password, code: user.app.wrongCode() } }), 403, 'reauthentication_failed', 'code');
-    expect((await call('POST', '/v1/account/deactivate', { token: user.token, body: { password: user.password, code: await user.app.code() } })).status).toBe(202);
+    expectErrorBody(
+      await call('POST', '/v1/account/deactivate', { token: user.token, body: { password: user.password, code: user.app.wrongCode() } }),
+      403,
+      'reauthentication_failed',
+      'code',
+    );
+    expect((await call('POST', '/v1/account/deactivate', { token: user.token, body: { password: user.password, code: await user.app.code() } })).status).toBe(
+      202,
+    );
   });
 
   it('refuses an owner of an organization with other members (409 with the org ids), and deletes organizations of one member', async () => {
@@ -245,7 +279,10 @@ describe('deactivation', () => {
     // Organizations are another issue's endpoints: set them up in the database.
     const shared = `org_shared${Date.now()}`;
     const alone = `org_alone${Date.now()}`;
-    await db('organizations').insert([{ id: shared, name: 'Shared' }, { id: alone, name: 'Alone' }]);
+    await db('organizations').insert([
+      { id: shared, name: 'Shared' },
+      { id: alone, name: 'Alone' },
+    ]);
     await db('memberships').insert([
       { org_id: shared, user_id: owner.userId, role: 'owner' },
       { org_id: shared, user_id: member.userId, role: 'developer' },

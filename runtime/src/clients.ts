@@ -1,8 +1,8 @@
 import http2 from 'node:http2';
-import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from '@connectrpc/connect';
-import { createConnectTransport } from '@connectrpc/connect-node';
+import { type DescMessage, type DescMethodUnary, type DescService, fromBinary, type MessageShape, toBinary } from '@bufbuild/protobuf';
+import { type Client, Code, ConnectError, createClient, type Interceptor, type Transport } from '@connectrpc/connect';
 import { codeFromHttpStatus, errorFromJsonBytes } from '@connectrpc/connect/protocol-connect';
-import { fromBinary, toBinary, type DescMessage, type DescMethodUnary, type DescService, type MessageShape } from '@bufbuild/protobuf';
+import { createConnectTransport } from '@connectrpc/connect-node';
 import type { MeshClaims, MeshTokens } from './mesh-token.js';
 
 /**
@@ -118,8 +118,11 @@ export class UnaryClient {
     if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
     const session = http2.connect(this.baseUrl);
     session.on('error', () => undefined); // each stream reports its own failure
-    session.on('close', () => this.session === session && (this.session = undefined));
-    session.on('goaway', () => this.session === session && (this.session = undefined));
+    const forget = () => {
+      if (this.session === session) this.session = undefined;
+    };
+    session.on('close', forget);
+    session.on('goaway', forget);
     session.unref();
     // A peer that vanished without closing the connection must not keep a dead session in use
     // (connect-es #1561): a ping unanswered within its timeout ends the session, and the next

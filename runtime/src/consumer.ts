@@ -1,8 +1,18 @@
-import { fromJson, toJson, type JsonObject, type JsonValue } from '@bufbuild/protobuf';
+import { fromJson, type JsonObject, type JsonValue, toJson } from '@bufbuild/protobuf';
 import { TimestampSchema } from '@bufbuild/protobuf/wkt';
-import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstreamManager, type ConsumerConfig, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
-import type { Knex } from './db.js';
+import {
+  AckPolicy,
+  type ConsumerConfig,
+  type ConsumerMessages,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JsMsg,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
 import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import type { Knex } from './db.js';
 import type { Logger } from './log.js';
 import type { NatsConnection } from './nats.js';
 import { sleepUnless, withTimeout } from './outbox.js';
@@ -100,7 +110,7 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
   const ensureConsumer = async (nc: NatsConnection) => {
     const jsm = await jetstreamManager(nc, { timeout: 5000 });
     const wanted: Partial<ConsumerConfig> = { ack_wait: ms(ackWaitMs), max_deliver: -1, ...filters };
-    let info;
+    let info: Awaited<ReturnType<typeof jsm.consumers.info>> | undefined;
     try {
       info = await jsm.consumers.info(stream, durable);
     } catch (err) {
@@ -145,7 +155,10 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
       msg.ack();
     } catch (err) {
       const delay = retryDelay(msg.info.deliveryCount, maxRetryDelayMs);
-      consumerLog.warn({ err: errorMessage(err), event_id: event.event_id, type: event.type, delivery: msg.info.deliveryCount, retry_in_ms: delay }, 'event handler failed; retrying');
+      consumerLog.warn(
+        { err: errorMessage(err), event_id: event.event_id, type: event.type, delivery: msg.info.deliveryCount, retry_in_ms: delay },
+        'event handler failed; retrying',
+      );
       msg.nak(delay);
     } finally {
       clearInterval(keepAlive);

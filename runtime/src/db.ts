@@ -87,7 +87,22 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     error?.name === 'KnexTimeoutError' ||
     // Refused, reset or unresolvable connections; shutdown, too many clients, statement or lock
     // timeout, deadlock (all: try again shortly).
-    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P03', '53300', '08006', '08001', '57014', '55P03', '40P01'].includes(error?.code ?? '') ||
+    [
+      'ECONNREFUSED',
+      'ECONNRESET',
+      'ETIMEDOUT',
+      'EPIPE',
+      'ENOTFOUND',
+      'EAI_AGAIN',
+      '57P01',
+      '57P03',
+      '53300',
+      '08006',
+      '08001',
+      '57014',
+      '55P03',
+      '40P01',
+    ].includes(error?.code ?? '') ||
     /Connection terminated|timeout exceeded when trying to connect/i.test(error?.message ?? '')
   );
 }

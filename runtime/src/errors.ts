@@ -1,5 +1,5 @@
-import { Code, ConnectError } from '@connectrpc/connect';
 import type { JsonObject } from '@bufbuild/protobuf';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 
 /** The public error body of SPEC §2. */
@@ -38,8 +38,7 @@ export function apiError(code: Code, errorCode: string, message: string, options
   ]);
 }
 
-export const invalidArgument = (field: string, message: string, errorCode = 'invalid_request') =>
-  apiError(Code.InvalidArgument, errorCode, message, { field });
+export const invalidArgument = (field: string, message: string, errorCode = 'invalid_request') => apiError(Code.InvalidArgument, errorCode, message, { field });
 
 export const notFound = (what: string) => apiError(Code.NotFound, 'not_found', `${what} not found`);
 
@@ -84,8 +83,7 @@ export function toHttpError(err: ConnectError, requestId: string): { status: num
   const detail = err.findDetails(ErrorDetailSchema)[0];
   const status = detail?.httpStatus || statusByCode[err.code] || 500;
   // A 5xx never shows internals: the message a service wrote for an unexpected failure stays in its log.
-  const message =
-    status === 500 ? 'An unexpected error occurred; it has been logged.' : err.rawMessage || 'Request failed';
+  const message = status === 500 ? 'An unexpected error occurred; it has been logged.' : err.rawMessage || 'Request failed';
   const body: ErrorBody = {
     error: {
       code: detail?.code || defaultErrorCode[status] || 'error',

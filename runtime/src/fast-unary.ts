@@ -1,7 +1,7 @@
 import type http2 from 'node:http2';
-import { Code, ConnectError, createContextValues, type ConnectRouter, type ContextValues, type HandlerContext } from '@connectrpc/connect';
+import { create, type DescMethodUnary, type DescService, fromBinary, isMessage, toBinary } from '@bufbuild/protobuf';
+import { Code, ConnectError, type ConnectRouter, type ContextValues, createContextValues, type HandlerContext } from '@connectrpc/connect';
 import { codeToHttpStatus, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
-import { create, fromBinary, isMessage, toBinary, type DescMethodUnary, type DescService } from '@bufbuild/protobuf';
 
 type Guard = <T>(header: Headers, values: ContextValues, method: DescMethodUnary, run: () => Promise<T>) => Promise<T>;
 type UnaryImpl = (request: unknown, context: HandlerContext) => Promise<unknown> | unknown;
@@ -101,7 +101,7 @@ export class FastUnaryHandler {
     };
     try {
       const output = await this.guard(requestHeader, values, route.method, async () => {
-        let input;
+        let input: unknown;
         try {
           input = fromBinary(route.method.input, body);
         } catch (err) {
@@ -112,9 +112,13 @@ export class FastUnaryHandler {
       const message = isMessage(output, route.method.output) ? output : create(route.method.output, output as never);
       const bytes = toBinary(route.method.output, message);
       const headers: Record<string, string> = { 'content-type': 'application/proto', 'content-length': String(bytes.length) };
-      context.responseHeader.forEach((value, key) => (headers[key] = value));
+      context.responseHeader.forEach((value, key) => {
+        headers[key] = value;
+      });
       // Unary Connect sends trailers as prefixed headers.
-      context.responseTrailer.forEach((value, key) => (headers[`trailer-${key}`] = value));
+      context.responseTrailer.forEach((value, key) => {
+        headers[`trailer-${key}`] = value;
+      });
       if (!res.closed) res.writeHead(200, headers).end(bytes);
     } catch (err) {
       // Past the guard every expected error is a ConnectError; anything else stays internal.
@@ -130,8 +134,12 @@ function respondError(res: http2.Http2ServerResponse, error: ConnectError, respo
   if (res.closed || res.headersSent) return;
   const body = errorToJsonBytes(error, {});
   const headers: Record<string, string> = {};
-  responseHeader?.forEach((value, key) => (headers[key] = value));
-  error.metadata.forEach((value, key) => (headers[key] = value));
+  responseHeader?.forEach((value, key) => {
+    headers[key] = value;
+  });
+  error.metadata.forEach((value, key) => {
+    headers[key] = value;
+  });
   headers['content-type'] = 'application/json';
   headers['content-length'] = String(body.length);
   res.writeHead(codeToHttpStatus(error.code), headers).end(body);

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import net from 'node:net';
@@ -157,7 +157,9 @@ export async function startNatsServer(storeDir: string, port?: number): Promise<
     child.once('error', (err: NodeJS.ErrnoException) =>
       reject(
         err.code === 'ENOENT'
-          ? new Error('nats-server is not on the PATH. Install it (Debian/Ubuntu: `apt-get install nats-server`; macOS: `brew install nats-server`) or set NATS_URL.')
+          ? new Error(
+              'nats-server is not on the PATH. Install it (Debian/Ubuntu: `apt-get install nats-server`; macOS: `brew install nats-server`) or set NATS_URL.',
+            )
           : err,
       ),
     ),

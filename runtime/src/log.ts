@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino';
+import { type Logger, pino } from 'pino';
 
 export type { Logger };
 
@@ -7,10 +7,28 @@ export type { Logger };
  * not among them: it is how errors name themselves; no request body is ever logged.)
  */
 const secretFields = [
-  'authorization', 'password', 'new_password', 'current_password', 'newPassword', 'currentPassword',
-  'full_key', 'fullKey', 'secret', 'signing_secret', 'token', 'access_token', 'accessToken',
-  'refresh_token', 'refreshToken', 'mfa_token', 'mfaToken', 'recovery_code', 'recovery_codes', 'otp',
-  'cookie', 'set-cookie',
+  'authorization',
+  'password',
+  'new_password',
+  'current_password',
+  'newPassword',
+  'currentPassword',
+  'full_key',
+  'fullKey',
+  'secret',
+  'signing_secret',
+  'token',
+  'access_token',
+  'accessToken',
+  'refresh_token',
+  'refreshToken',
+  'mfa_token',
+  'mfaToken',
+  'recovery_code',
+  'recovery_codes',
+  'otp',
+  'cookie',
+  'set-cookie',
 ];
 
 export const redactPaths = secretFields.flatMap((field) => {

@@ -75,7 +75,11 @@ export class SmtpMailer implements Mailer {
   constructor(private readonly options: { url: string; from: string; log: Logger }) {
     const url = new URL(options.url);
     url.searchParams.set('pool', 'true');
-    for (const [name, value] of [['connectionTimeout', '10000'], ['greetingTimeout', '10000'], ['socketTimeout', '10000']]) {
+    for (const [name, value] of [
+      ['connectionTimeout', '10000'],
+      ['greetingTimeout', '10000'],
+      ['socketTimeout', '10000'],
+    ]) {
       if (!url.searchParams.has(name)) url.searchParams.set(name, value);
     }
     this.transport = nodemailer.createTransport(url.toString());

@@ -1,4 +1,4 @@
-import { SignJWT, jwtVerify, errors as joseErrors } from 'jose';
+import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 
 /** What a service knows about the caller of an internal RPC (SPEC §8). */
 export interface MeshClaims {
@@ -35,12 +35,25 @@ export class MeshTokens {
   private readonly minted = new Map<string, { token: string; exp: number }>();
   private readonly verified = new Map<string, { claims: MeshClaims; exp: number }>();
 
-  constructor(secret: string, private readonly now: () => number = Date.now) {
+  constructor(
+    secret: string,
+    private readonly now: () => number = Date.now,
+  ) {
     this.key = new TextEncoder().encode(secret);
   }
 
   async mint(audience: string, claims: MeshClaims): Promise<string> {
-    const cacheKey = JSON.stringify([audience, claims.caller, claims.principalType, claims.principalId, claims.workspaceId, claims.role, claims.sessionId, claims.keyId, claims.clientIp]);
+    const cacheKey = JSON.stringify([
+      audience,
+      claims.caller,
+      claims.principalType,
+      claims.principalId,
+      claims.workspaceId,
+      claims.role,
+      claims.sessionId,
+      claims.keyId,
+      claims.clientIp,
+    ]);
     const nowSeconds = Math.floor(this.now() / 1000);
     const cached = this.minted.get(cacheKey);
     if (cached && cached.exp - nowSeconds > reuseMarginSeconds) return cached.token;
@@ -72,7 +85,7 @@ export class MeshTokens {
     const cacheKey = `${audience} ${token}`;
     const cached = this.verified.get(cacheKey);
     if (cached && cached.exp > nowSeconds) return cached.claims;
-    let payload;
+    let payload: Awaited<ReturnType<typeof jwtVerify>>['payload'];
     try {
       ({ payload } = await jwtVerify(token, this.key, {
         algorithms: ['HS256'],

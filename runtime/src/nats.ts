@@ -1,5 +1,5 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from './log.js';
 
 export type { NatsConnection };

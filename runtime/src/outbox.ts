@@ -1,9 +1,9 @@
-import { create, toJson, type JsonObject } from '@bufbuild/protobuf';
+import { create, type JsonObject, toJson } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
+import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
+import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import pg from 'pg';
 import type { Knex } from './db.js';
-import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
 import type { NatsConnection } from './nats.js';

@@ -1,5 +1,5 @@
 import type { DescMethod } from '@bufbuild/protobuf';
-import { Code, ConnectError, createContextKey, type ContextValues } from '@connectrpc/connect';
+import { Code, ConnectError, type ContextValues, createContextKey } from '@connectrpc/connect';
 import { callerOf, requestIdOf } from './call-context.js';
 import { apiError } from './errors.js';
 import type { Logger } from './log.js';

@@ -1,7 +1,7 @@
-import type { ConnectRouter } from '@connectrpc/connect';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { readCommonConfig, readInt, servicePorts, type CommonConfig, type ServiceName } from './config.js';
-import { createDb, migrate, type Knex } from './db.js';
+import type { ConnectRouter } from '@connectrpc/connect';
+import { type CommonConfig, readCommonConfig, readInt, type ServiceName, servicePorts } from './config.js';
+import { createDb, type Knex, migrate } from './db.js';
 import { createLogger, type Logger } from './log.js';
 import { MeshTokens } from './mesh-token.js';
 import { connectNats, ensureEventStream, type NatsConnection } from './nats.js';

@@ -1,14 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  ConfigError,
-  parseDuration,
-  readBool,
-  readCommonConfig,
-  readDuration,
-  readInt,
-  readString,
-  serviceUrl,
-} from '../src/config.js';
+import { ConfigError, parseDuration, readBool, readCommonConfig, readDuration, readInt, readString, serviceUrl } from '../src/config.js';
 
 /** Runs `read` and returns the ConfigError it throws (fails the test when it does not throw one). */
 function configError(read: () => unknown): ConfigError {

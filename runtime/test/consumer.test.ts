@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startConsumer, type EventEnvelopeJson } from '../src/consumer.js';
+import { type EventEnvelopeJson, startConsumer } from '../src/consumer.js';
 import { createDb, type Knex } from '../src/db.js';
 import { newId } from '../src/ids.js';
 import { createLogger } from '../src/log.js';

@@ -1,8 +1,8 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { errorFromJsonBytes, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
+import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { describe, expect, it } from 'vitest';
 import { apiError, errorBody, invalidArgument, notFound, toHttpError, unprocessable } from '../src/errors.js';
-import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 
 const requestId = 'req_test123';
 

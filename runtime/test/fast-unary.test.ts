@@ -1,22 +1,22 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
-import * as grpc from '@grpc/grpc-js';
-import { create, fromBinary, toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape, type MessageShape } from '@bufbuild/protobuf';
+import { create, type DescMessage, type DescMethodUnary, fromBinary, type MessageInitShape, type MessageShape, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, type HandlerContext, type Transport } from '@connectrpc/connect';
-import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
 import { findTrailerError } from '@connectrpc/connect/protocol-grpc';
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { UnaryClient, createPeerClient } from '../src/clients.js';
-import { apiError } from '../src/errors.js';
-import { FastUnaryHandler } from '../src/fast-unary.js';
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
+import * as grpc from '@grpc/grpc-js';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { AccountSchema, AccountService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createPeerClient, UnaryClient } from '../src/clients.js';
+import { apiError } from '../src/errors.js';
+import { FastUnaryHandler } from '../src/fast-unary.js';
 import { createLogger } from '../src/log.js';
-import { MeshTokens, type MeshClaims } from '../src/mesh-token.js';
-import { callerOf, requestIdOf, startRpcServer, type RpcServer } from '../src/server.js';
+import { type MeshClaims, MeshTokens } from '../src/mesh-token.js';
+import { callerOf, type RpcServer, requestIdOf, startRpcServer } from '../src/server.js';
 
 const secret = 'fast-unary-test-secret-0123456789abcdef';
 const audience = 'identity';
@@ -157,7 +157,11 @@ interface Outcome<O extends DescMessage = DescMessage> {
   header: Headers;
 }
 
-type Call = <I extends DescMessage, O extends DescMessage>(method: DescMethodUnary<I, O>, input: MessageInitShape<I>, options: CallOptions) => Promise<Outcome<O>>;
+type Call = <I extends DescMessage, O extends DescMessage>(
+  method: DescMethodUnary<I, O>,
+  input: MessageInitShape<I>,
+  options: CallOptions,
+) => Promise<Outcome<O>>;
 
 async function requestHeaders(options: CallOptions): Promise<Record<string, string>> {
   const token = options.token === undefined ? await mintTokens.mint(audience, gatewayClaims) : options.token;
@@ -208,8 +212,11 @@ const viaGrpcJs: Call = async (method, input, options) => {
         }
         const error = findTrailerError(trailer) ?? new ConnectError(details, err.code as number as Code);
         // Like connect-node's clients: an error's metadata holds the response headers and trailers.
-        header.forEach((value, name) => error.metadata.has(name) || error.metadata.set(name, value));
-        trailer.forEach((value, name) => error.metadata.has(name) || error.metadata.set(name, value));
+        for (const source of [header, trailer]) {
+          source.forEach((value, name) => {
+            if (!error.metadata.has(name)) error.metadata.set(name, value);
+          });
+        }
         reject(error);
       },
     );
@@ -250,7 +257,9 @@ async function failure(promise: Promise<unknown>): Promise<ConnectError> {
 const errorShape = (err: ConnectError) => ({
   code: Code[err.code],
   message: err.rawMessage,
-  details: err.findDetails(ErrorDetailSchema).map((detail) => ({ code: detail.code, field: detail.field, httpStatus: detail.httpStatus, metadata: detail.metadata })),
+  details: err
+    .findDetails(ErrorDetailSchema)
+    .map((detail) => ({ code: detail.code, field: detail.field, httpStatus: detail.httpStatus, metadata: detail.metadata })),
 });
 
 describe.each(paths)('an RPC server called through $name', (path) => {
@@ -292,7 +301,11 @@ describe.each(paths)('an RPC server called through $name', (path) => {
 
   it('passes error metadata (Retry-After) through', async () => {
     const err = await tracked(() => failure(path.call(methods.regenerateRecoveryCodes, {}, {})));
-    expect(errorShape(err)).toEqual({ code: 'ResourceExhausted', message: 'slow down', details: [{ code: 'rate_limited', field: '', httpStatus: 429, metadata: undefined }] });
+    expect(errorShape(err)).toEqual({
+      code: 'ResourceExhausted',
+      message: 'slow down',
+      details: [{ code: 'rate_limited', field: '', httpStatus: 429, metadata: undefined }],
+    });
     expect(err.metadata.get('retry-after')).toBe('30');
   });
 
@@ -310,7 +323,13 @@ describe.each(paths)('an RPC server called through $name', (path) => {
   });
 
   it('refuses a call without a token, with a malformed header or with a token for another service', async () => {
-    for (const token of [null, '', 'not-a-jwt', await mintTokens.mint('keys', gatewayClaims), await new MeshTokens('another-secret-0123456789abcdef-xyz').mint(audience, gatewayClaims)]) {
+    for (const token of [
+      null,
+      '',
+      'not-a-jwt',
+      await mintTokens.mint('keys', gatewayClaims),
+      await new MeshTokens('another-secret-0123456789abcdef-xyz').mint(audience, gatewayClaims),
+    ]) {
       const err = await tracked(() => failure(path.call(methods.getAccount, {}, { token })));
       expect(err.code, `token ${token}`).toBe(Code.Unauthenticated);
     }

@@ -1,10 +1,10 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { dropDatabase, resolveNats, resolvePostgres, type Dependency } from '../src/infra.js';
+import { type Dependency, dropDatabase, resolveNats, resolvePostgres } from '../src/infra.js';
 import { createLogger } from '../src/log.js';
 
 /**

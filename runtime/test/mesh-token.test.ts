@@ -1,6 +1,6 @@
-import { SignJWT, decodeJwt, decodeProtectedHeader } from 'jose';
+import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { MeshTokenError, MeshTokens, type MeshClaims } from '../src/mesh-token.js';
+import { type MeshClaims, MeshTokenError, MeshTokens } from '../src/mesh-token.js';
 
 const secret = 'a-mesh-secret-of-at-least-32-bytes!!';
 const key = new TextEncoder().encode(secret);

@@ -1,15 +1,15 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startConsumer, type EventConsumer, type EventEnvelopeJson } from '../src/consumer.js';
+import { type EventConsumer, type EventEnvelopeJson, startConsumer } from '../src/consumer.js';
 import { createDb, type Knex } from '../src/db.js';
 import { startNatsServer } from '../src/infra.js';
 import { createLogger } from '../src/log.js';
 import { connectNats, ensureEventStream, type NatsConnection } from '../src/nats.js';
-import { createOutboxTables, recordEvent, startOutboxRelay, type OutboxRelay } from '../src/outbox.js';
+import { createOutboxTables, type OutboxRelay, recordEvent, startOutboxRelay } from '../src/outbox.js';
 import { eventually as waitFor } from '../src/testing.js';
 
 const log = createLogger('outbox-test', process.env.LOG_LEVEL ?? 'silent');
@@ -125,7 +125,11 @@ describe('outbox relay', () => {
   it('refuses an event too large for NATS with its transaction, so it can never block the outbox', async () => {
     const big = { blob: 'x'.repeat(300 * 1024) };
     await expect(commitEvent('test.too_big', big)).rejects.toThrow(/at most/);
-    expect(await db('outbox').where({ subject: `${subjectPrefix}.test.too_big` }).first()).toBeUndefined();
+    expect(
+      await db('outbox')
+        .where({ subject: `${subjectPrefix}.test.too_big` })
+        .first(),
+    ).toBeUndefined();
   });
 
   it('keeps an event committed while NATS is down and publishes it once NATS is back', async () => {

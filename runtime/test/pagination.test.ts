@@ -1,4 +1,4 @@
-import { Code, ConnectError } from '@connectrpc/connect';
+import { Code, type ConnectError } from '@connectrpc/connect';
 import { describe, expect, it } from 'vitest';
 import { decodeCursor, encodeCursor, pageOf, parseLimit } from '../src/pagination.js';
 

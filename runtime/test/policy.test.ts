@@ -1,19 +1,27 @@
 import type { DescMethod, DescService } from '@bufbuild/protobuf';
-import { Code, createContextValues, type ConnectError, type ContextValues } from '@connectrpc/connect';
+import { Code, type ConnectError, type ContextValues, createContextValues } from '@connectrpc/connect';
 import { describe, expect, it } from 'vitest';
 import { callerKey } from '../src/call-context.js';
 import type { MeshClaims } from '../src/mesh-token.js';
-import { allows, assertRpcRules, authorize, guardRpc, mayGrant, mayManageMember, permissions, roles, rpcRules, type Action } from '../src/policy.js';
+import { type Action, allows, assertRpcRules, authorize, guardRpc, mayGrant, mayManageMember, permissions, roles, rpcRules } from '../src/policy.js';
 
 /** The SPEC §3 permission table, row by row, as the policy module encodes it. */
 const table: Array<[string, Action[], Record<(typeof roles)[number], boolean>]> = [
-  ['conversations, messages, feedback', ['conversations.read', 'conversations.write', 'feedback.read', 'feedback.write'], { owner: true, admin: true, developer: true }],
+  [
+    'conversations, messages, feedback',
+    ['conversations.read', 'conversations.write', 'feedback.read', 'feedback.write'],
+    { owner: true, admin: true, developer: true },
+  ],
   ['create keys', ['keys.create', 'keys.read'], { owner: true, admin: true, developer: true }],
   ['change or revoke any key', ['keys.manage'], { owner: true, admin: true, developer: false }],
   ['billing reads', ['billing.read'], { owner: true, admin: true, developer: true }],
   ['top-up / checkout', ['billing.topup'], { owner: true, admin: true, developer: false }],
   ['webhooks', ['webhooks.read', 'webhooks.manage'], { owner: true, admin: true, developer: false }],
-  ['invite, remove members; change roles', ['members.invite', 'members.remove', 'members.update_role', 'invitations.read', 'invitations.revoke'], { owner: true, admin: true, developer: false }],
+  [
+    'invite, remove members; change roles',
+    ['members.invite', 'members.remove', 'members.update_role', 'invitations.read', 'invitations.revoke'],
+    { owner: true, admin: true, developer: false },
+  ],
   ['transfer ownership, delete organization', ['organization.transfer_ownership', 'organization.delete'], { owner: true, admin: false, developer: false }],
   ['read the organization and its members; leave it', ['organization.read', 'members.read', 'members.leave'], { owner: true, admin: true, developer: true }],
 ];
@@ -87,7 +95,11 @@ describe('guardRpc', () => {
       return {};
     });
   }
-  const code = async (promise: Promise<unknown>) => promise.then(() => 'ok', (err: ConnectError) => Code[err.code]);
+  const code = async (promise: Promise<unknown>) =>
+    promise.then(
+      () => 'ok',
+      (err: ConnectError) => Code[err.code],
+    );
   const developer: MeshClaims = { caller: 'gateway', principalId: 'usr_1', principalType: 'user', workspaceId: 'org_1', role: 'developer' };
 
   it('decides workspace rules on the mesh token role before the handler', async () => {

@@ -1,11 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { serviceNames, servicePorts, type ServiceName } from '../config.js';
-import { freePort, resolveNats, resolvePostgres, type Dependency } from '../infra.js';
+import { type ServiceName, serviceNames, servicePorts } from '../config.js';
+import { type Dependency, freePort, resolveNats, resolvePostgres } from '../infra.js';
 import { createLogger } from '../log.js';
 
 export type Component = ServiceName | 'gateway';
@@ -13,8 +13,7 @@ export const components: Component[] = [...serviceNames, 'gateway'];
 
 export const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
 
-const entryOf = (component: Component) =>
-  path.join(repoRoot, component === 'gateway' ? 'gateway/dist/src/main.js' : `services/${component}/dist/src/main.js`);
+const entryOf = (component: Component) => path.join(repoRoot, component === 'gateway' ? 'gateway/dist/src/main.js' : `services/${component}/dist/src/main.js`);
 
 export interface MeshOptions {
   /** Where embedded Postgres, NATS data, the dev mesh secret and the mailbox live. */
@@ -64,7 +63,12 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const log = createLogger('mesh', 'info');
   await mkdir(options.dataDir, { recursive: true });
   const dependencies: Dependency[] = [];
-  const postgres = await resolvePostgres({ dataDir: options.dataDir, database: options.database ?? 'switchboard', log, allowContainers: options.allowContainers });
+  const postgres = await resolvePostgres({
+    dataDir: options.dataDir,
+    database: options.database ?? 'switchboard',
+    log,
+    allowContainers: options.allowContainers,
+  });
   dependencies.push(postgres);
   const nats = await resolveNats({ dataDir: options.dataDir, log, allowContainers: options.allowContainers });
   dependencies.push(nats);

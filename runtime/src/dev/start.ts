@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { createLogger } from '../log.js';
-import { components, repoRoot, startMesh, type Component } from './mesh.js';
+import { type Component, components, repoRoot, startMesh } from './mesh.js';
 
 /** `npm start`: the whole mesh in the foreground, logs prefixed by component, Ctrl-C stops all. */
 const colours = ['\x1b[36m', '\x1b[33m', '\x1b[35m', '\x1b[32m', '\x1b[34m', '\x1b[31m'];

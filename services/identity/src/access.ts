@@ -1,10 +1,10 @@
-import { Code, type HandlerContext } from '@connectrpc/connect';
-import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { Code, type HandlerContext } from '@connectrpc/connect';
+import type { MemberSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { apiError } from '@switchboard/runtime/errors';
 import { callerOf } from '@switchboard/runtime/server';
-import type { MemberSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { findOrganizationOfMember, lockOrganization, type Db, type MemberOrganizationRow, type MemberRow } from './store.js';
+import { type Db, findOrganizationOfMember, lockOrganization, type MemberOrganizationRow, type MemberRow } from './store.js';
 
 /**
  * Who calls an organization RPC, and which organizations they may see. For
@@ -27,8 +27,7 @@ export function callerFrom(ctx: HandlerContext): Caller {
   return { ctx, userId: claims.principalId, keyWorkspaceId: claims.principalType === 'key' ? claims.workspaceId : undefined };
 }
 
-export const organizationNotFound = () =>
-  apiError(Code.NotFound, 'organization_not_found', 'No such organization, or you are not a member of it.');
+export const organizationNotFound = () => apiError(Code.NotFound, 'organization_not_found', 'No such organization, or you are not a member of it.');
 
 /**
  * The organization `orgId` with the caller's role in it; 404 (never 403) when it does not exist,

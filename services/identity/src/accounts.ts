@@ -1,18 +1,18 @@
-import { Code, ConnectError } from '@connectrpc/connect';
-import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { Code, type ConnectError } from '@connectrpc/connect';
+import type { AccountSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
-import type { AccountSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { EmailVerifications } from './email-verification.js';
 import type { LoginChallenges } from './login-challenge.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
 import { invalidCredentials, type Sessions, type SessionTokens } from './sessions.js';
 import { DuplicateEmailError, emailRegistered, findUserByEmail, findUserById, insertUser, replacePasswordHash, type UserRow } from './store.js';
-import { addOwner, insertPersonalWorkspace, personalWorkspaceName, type EventWriter } from './workspaces.js';
+import { addOwner, type EventWriter, insertPersonalWorkspace, personalWorkspaceName } from './workspaces.js';
 
 /** Accounts: registration, password sign-in and the account record (SPEC §3). */
 
@@ -53,8 +53,6 @@ export function normalizeFullName(raw: string | undefined, field = 'full_name'):
   if (/\p{Cc}/u.test(name)) throw invalidArgument(field, 'The full name must not contain control characters.');
   return name;
 }
-
-
 
 export function toAccount(user: UserRow): MessageInitShape<typeof AccountSchema> {
   return {

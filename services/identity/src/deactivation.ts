@@ -2,7 +2,7 @@ import { Code } from '@connectrpc/connect';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
-import { systemClock, type Clock } from './clock.js';
+import { type Clock, systemClock } from './clock.js';
 import type { AccountMail } from './notifications.js';
 import type { Reauthentication } from './reauthentication.js';
 import type { Sessions } from './sessions.js';
@@ -50,7 +50,8 @@ export class Deactivations {
     const eraseAfter = new Date(deactivatedAt.getTime() + (this.deps.eraseAfterMs ?? defaultEraseAfterMs));
     const revoked = await db.transaction(async (trx) => {
       const locked = await lockUser(trx, user.id);
-      if (!locked || locked.deactivated_at !== null) throw apiError(Code.FailedPrecondition, 'account_deactivated', 'The account is deactivated already.', { httpStatus: 409 });
+      if (!locked || locked.deactivated_at !== null)
+        throw apiError(Code.FailedPrecondition, 'account_deactivated', 'The account is deactivated already.', { httpStatus: 409 });
       const memberships = await findMembershipsWithCounts(trx, user.id);
       const owned = memberships.filter((m) => m.role === 'owner' && m.member_count > 1).map((m) => m.org_id);
       if (owned.length > 0) {
@@ -62,7 +63,12 @@ export class Deactivations {
       for (const membership of memberships) {
         if (membership.member_count === 1) {
           if (!membership.personal) await deleteOrganization(trx, membership.org_id);
-          await recordEvent(trx, { type: 'organization.deleted', workspaceId: membership.org_id, data: { org_id: membership.org_id, deleted_by: null }, requestId });
+          await recordEvent(trx, {
+            type: 'organization.deleted',
+            workspaceId: membership.org_id,
+            data: { org_id: membership.org_id, deleted_by: null },
+            requestId,
+          });
         } else {
           await deleteMembership(trx, membership.org_id, user.id);
           await recordEvent(trx, {

@@ -1,11 +1,11 @@
-import type { Logger } from '@switchboard/runtime/log';
-import type { Mailer } from '@switchboard/runtime/mail';
-import { newToken } from '@switchboard/runtime/ids';
-import { sha256Hex } from '@switchboard/runtime/secrets';
 import { Code } from '@connectrpc/connect';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
-import { completeEmailVerification, insertEmailVerification, lockEmailVerification, type Db } from './store.js';
+import { newToken } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
+import type { Mailer } from '@switchboard/runtime/mail';
+import { sha256Hex } from '@switchboard/runtime/secrets';
+import { completeEmailVerification, type Db, insertEmailVerification, lockEmailVerification } from './store.js';
 
 /**
  * Email verification: a single-use token (256 bits, stored as its SHA-256) valid for 24 hours,

@@ -1,7 +1,7 @@
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
 import type { BackgroundTask } from '@switchboard/runtime/service';
-import { systemClock, type Clock } from './clock.js';
+import { type Clock, systemClock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
 import { lockUsersDueForErasure, pruneExpiredTokens, pseudonymizeUser } from './store.js';
 

@@ -1,6 +1,7 @@
-import { Code } from '@connectrpc/connect';
-import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { Code } from '@connectrpc/connect';
+import type { InvitationSchema, ListInvitationsResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId, newToken } from '@switchboard/runtime/ids';
@@ -9,9 +10,8 @@ import type { Mailer } from '@switchboard/runtime/mail';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize, forbidden, mayGrant } from '@switchboard/runtime/policy';
 import { sha256Hex } from '@switchboard/runtime/secrets';
-import type { InvitationSchema, ListInvitationsResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { type Caller, toMember, visibleOrganization } from './access.js';
 import { normalizeEmail } from './accounts.js';
-import { toMember, visibleOrganization, type Caller } from './access.js';
 import { parseRole } from './members.js';
 import {
   findInvitation,
@@ -19,6 +19,7 @@ import {
   findMember,
   findMemberByEmail,
   findUserById,
+  type InvitationRow,
   insertInvitation,
   insertMembership,
   listInvitations,
@@ -26,7 +27,6 @@ import {
   markInvitationAccepted,
   markInvitationRevoked,
   revokePendingInvitationsFor,
-  type InvitationRow,
 } from './store.js';
 import type { EventWriter } from './workspaces.js';
 
@@ -150,12 +150,16 @@ export class Invitations {
       if (!invitation) throw invalidToken('The invitation token is not valid.');
       const user = await findUserById(trx, caller.userId);
       if (!user || user.email !== invitation.email) {
-        throw apiError(Code.PermissionDenied, 'invitation_email_mismatch', 'This invitation was sent to another email address; sign in with the invited account to accept it.');
+        throw apiError(
+          Code.PermissionDenied,
+          'invitation_email_mismatch',
+          'This invitation was sent to another email address; sign in with the invited account to accept it.',
+        );
       }
       if (invitation.status === 'accepted') throw invalidToken('This invitation has been used already.');
       if (invitation.status === 'revoked') throw invalidToken('This invitation has been revoked.');
       if (invitation.status === 'expired') throw invalidToken('This invitation has expired; ask for a new one.');
-            if (await findMember(trx, invitation.org_id, caller.userId)) {
+      if (await findMember(trx, invitation.org_id, caller.userId)) {
         throw apiError(Code.AlreadyExists, 'already_a_member', 'You are a member of this organization already.');
       }
       await insertMembership(trx, { orgId: invitation.org_id, userId: caller.userId, role: invitation.role });

@@ -3,10 +3,10 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newToken } from '@switchboard/runtime/ids';
 import { sha256Hex } from '@switchboard/runtime/secrets';
-import { systemClock, type Clock } from './clock.js';
+import { type Clock, systemClock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { Sessions, SessionTokens } from './sessions.js';
-import { findUserById, insertMfaChallenge, lockMfaChallenge, passwordChangedSince, updateMfaChallenge, type MfaChallengeRow } from './store.js';
+import { findUserById, insertMfaChallenge, lockMfaChallenge, type MfaChallengeRow, passwordChangedSince, updateMfaChallenge } from './store.js';
 import type { TwoFactor } from './two-factor.js';
 
 /**

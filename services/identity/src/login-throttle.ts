@@ -1,7 +1,7 @@
 import { Code, type ConnectError } from '@connectrpc/connect';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
-import { systemClock, type Clock } from './clock.js';
+import { type Clock, systemClock } from './clock.js';
 import { clearAuthFailures, deleteAuthFailures, insertAuthFailure, pruneAuthFailures, recentAuthFailures } from './store.js';
 
 /**

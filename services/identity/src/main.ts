@@ -18,7 +18,7 @@ import { Ownership } from './ownership.js';
 import { PasswordResets } from './password-reset.js';
 import { PasswordHasher } from './passwords.js';
 import { Reauthentication } from './reauthentication.js';
-import { registerRoutes, type IdentityHandlers } from './server.js';
+import { type IdentityHandlers, registerRoutes } from './server.js';
 import { Sessions } from './sessions.js';
 import { SigningKeys } from './signing-keys.js';
 import { TwoFactor } from './two-factor.js';

@@ -1,12 +1,12 @@
-import { Code } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { Code } from '@connectrpc/connect';
+import type { ListMembersResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize, forbidden, isRole, mayGrant, mayManageMember, type Role } from '@switchboard/runtime/policy';
-import type { ListMembersResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { toMember, visibleOrganization, type Caller } from './access.js';
+import { type Caller, toMember, visibleOrganization } from './access.js';
 import { deleteMembership, findMember, listMembers, updateMemberRole } from './store.js';
 import type { EventWriter } from './workspaces.js';
 

@@ -16,12 +16,24 @@ export type CredentialChange =
   | 'account_deactivated';
 
 const notices: Record<CredentialChange, { subject: string; line: string }> = {
-  password_changed: { subject: 'Your password was changed', line: 'The password of your Switchboard account was changed. Your other sessions were signed out.' },
-  password_reset: { subject: 'Your password was reset', line: 'The password of your Switchboard account was reset with a mailed link. Every session was signed out.' },
+  password_changed: {
+    subject: 'Your password was changed',
+    line: 'The password of your Switchboard account was changed. Your other sessions were signed out.',
+  },
+  password_reset: {
+    subject: 'Your password was reset',
+    line: 'The password of your Switchboard account was reset with a mailed link. Every session was signed out.',
+  },
   two_factor_enabled: { subject: 'Two-factor authentication is on', line: 'Two-factor authentication was turned on for your Switchboard account.' },
   two_factor_disabled: { subject: 'Two-factor authentication is off', line: 'Two-factor authentication was turned off for your Switchboard account.' },
-  recovery_codes_regenerated: { subject: 'New recovery codes', line: 'New two-factor recovery codes were generated for your Switchboard account; the previous ones no longer work.' },
-  account_deactivated: { subject: 'Your account was deactivated', line: 'Your Switchboard account was deactivated and every session was signed out. Its personal data will be erased after the grace period.' },
+  recovery_codes_regenerated: {
+    subject: 'New recovery codes',
+    line: 'New two-factor recovery codes were generated for your Switchboard account; the previous ones no longer work.',
+  },
+  account_deactivated: {
+    subject: 'Your account was deactivated',
+    line: 'Your Switchboard account was deactivated and every session was signed out. Its personal data will be erased after the grace period.',
+  },
 };
 
 export interface MailRecipient {

@@ -1,12 +1,12 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { ListOrganizationsResponseSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize } from '@switchboard/runtime/policy';
-import type { ListOrganizationsResponseSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { toOrganization, visibleOrganization, type Caller } from './access.js';
+import { type Caller, toOrganization, visibleOrganization } from './access.js';
 import { deleteOrganization, findOrganizationOfMember, insertOrganization, listOrganizationsOfUser } from './store.js';
 import { addOwner, type EventWriter } from './workspaces.js';
 

@@ -1,11 +1,11 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import type { Knex } from '@switchboard/runtime/db';
 import { Code } from '@connectrpc/connect';
+import type { OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { authorize } from '@switchboard/runtime/policy';
-import type { OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { toOrganization, visibleOrganization, type Caller } from './access.js';
+import { type Caller, toOrganization, visibleOrganization } from './access.js';
 import { findMember, SecondOwnerError, updateMemberRole } from './store.js';
 import type { EventWriter } from './workspaces.js';
 
@@ -28,42 +28,45 @@ export class Ownership {
 
   async transfer(caller: Caller, orgId: string, newOwnerUserId: string, requestId?: string): Promise<MessageInitShape<typeof OrganizationSchema>> {
     const { db, recordEvent, log } = this.deps;
-    const result = await db.transaction(async (trx) => {
-      const organization = await visibleOrganization(trx, caller, orgId, true);
-      authorize(caller.ctx, 'organization.transfer_ownership', { role: organization.role, workspaceId: orgId });
-      if (organization.personal) {
-        // The account's default workspace must stay its own (it could otherwise be removed from it).
-        throw unprocessable('personal_workspace', 'A personal workspace stays with its account; create an organization to share ownership.');
-      }
-      const target = newOwnerUserId.trim();
-      if (target === '') throw invalidArgument('new_owner_user_id', 'new_owner_user_id is required: the user id of a member.');
-      if (target === caller.userId) return { organization, role: 'owner', changed: false };
-      const member = await findMember(trx, orgId, target);
-      if (!member) {
-        throw unprocessable('not_a_member', 'The new owner must already be a member of the organization; invite them first.', { field: 'new_owner_user_id' });
-      }
-      await updateMemberRole(trx, orgId, caller.userId, 'admin');
-      if (!(await updateMemberRole(trx, orgId, target, 'owner'))) {
-        throw unprocessable('not_a_member', 'The new owner is no longer a member of the organization.', { field: 'new_owner_user_id' });
-      }
-      await recordEvent(trx, {
-        type: 'organization.member.role_changed',
-        workspaceId: orgId,
-        data: { org_id: orgId, user_id: caller.userId, role: 'admin', previous_role: 'owner' },
-        requestId,
+    const result = await db
+      .transaction(async (trx) => {
+        const organization = await visibleOrganization(trx, caller, orgId, true);
+        authorize(caller.ctx, 'organization.transfer_ownership', { role: organization.role, workspaceId: orgId });
+        if (organization.personal) {
+          // The account's default workspace must stay its own (it could otherwise be removed from it).
+          throw unprocessable('personal_workspace', 'A personal workspace stays with its account; create an organization to share ownership.');
+        }
+        const target = newOwnerUserId.trim();
+        if (target === '') throw invalidArgument('new_owner_user_id', 'new_owner_user_id is required: the user id of a member.');
+        if (target === caller.userId) return { organization, role: 'owner', changed: false };
+        const member = await findMember(trx, orgId, target);
+        if (!member) {
+          throw unprocessable('not_a_member', 'The new owner must already be a member of the organization; invite them first.', { field: 'new_owner_user_id' });
+        }
+        await updateMemberRole(trx, orgId, caller.userId, 'admin');
+        if (!(await updateMemberRole(trx, orgId, target, 'owner'))) {
+          throw unprocessable('not_a_member', 'The new owner is no longer a member of the organization.', { field: 'new_owner_user_id' });
+        }
+        await recordEvent(trx, {
+          type: 'organization.member.role_changed',
+          workspaceId: orgId,
+          data: { org_id: orgId, user_id: caller.userId, role: 'admin', previous_role: 'owner' },
+          requestId,
+        });
+        await recordEvent(trx, {
+          type: 'organization.member.role_changed',
+          workspaceId: orgId,
+          data: { org_id: orgId, user_id: target, role: 'owner', previous_role: member.role },
+          requestId,
+        });
+        return { organization, role: 'admin', changed: true };
+      })
+      .catch((err: unknown) => {
+        // Unreachable while the organization lock serializes transfers; the index is the last word.
+        if (err instanceof SecondOwnerError)
+          throw apiError(Code.Aborted, 'conflict', 'Ownership changed at the same time; read the organization again and retry.');
+        throw err;
       });
-      await recordEvent(trx, {
-        type: 'organization.member.role_changed',
-        workspaceId: orgId,
-        data: { org_id: orgId, user_id: target, role: 'owner', previous_role: member.role },
-        requestId,
-      });
-      return { organization, role: 'admin', changed: true };
-    }).catch((err: unknown) => {
-      // Unreachable while the organization lock serializes transfers; the index is the last word.
-      if (err instanceof SecondOwnerError) throw apiError(Code.Aborted, 'conflict', 'Ownership changed at the same time; read the organization again and retry.');
-      throw err;
-    });
     if (result.changed) log.info({ org_id: orgId, from: caller.userId, to: newOwnerUserId, request_id: requestId }, 'ownership transferred');
     return toOrganization(result.organization, result.role);
   }

@@ -4,12 +4,20 @@ import { apiError } from '@switchboard/runtime/errors';
 import { newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { sha256Hex } from '@switchboard/runtime/secrets';
-import { systemClock, type Clock } from './clock.js';
+import { type Clock, systemClock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { AccountMail } from './notifications.js';
 import { assertAcceptablePassword, type PasswordHasher } from './passwords.js';
 import type { Sessions } from './sessions.js';
-import { countRecentPasswordResets, findPasswordReset, findUserByEmail, findUserById, insertPasswordReset, setPasswordHash, usePasswordResets } from './store.js';
+import {
+  countRecentPasswordResets,
+  findPasswordReset,
+  findUserByEmail,
+  findUserById,
+  insertPasswordReset,
+  setPasswordHash,
+  usePasswordResets,
+} from './store.js';
 
 /**
  * Password reset (SPEC §3): the request always answers 202 at once and does its work after

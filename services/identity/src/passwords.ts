@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import argon2 from 'argon2';
-import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { Code } from '@connectrpc/connect';
+import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import argon2 from 'argon2';
 import { commonPasswords } from './common-passwords.js';
 
 /**

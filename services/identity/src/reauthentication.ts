@@ -1,10 +1,10 @@
 import { Code } from '@connectrpc/connect';
+import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
 import type { UserRow } from './store.js';
 import type { TwoFactor } from './two-factor.js';
-import type { Knex } from '@switchboard/runtime/db';
 
 /**
  * Re-authentication inside an authenticated call (password change, 2FA changes, deactivation):
@@ -16,9 +16,7 @@ export const reauthenticationFailed = (field: string) =>
   apiError(Code.PermissionDenied, 'reauthentication_failed', field === 'code' ? 'The code is not valid.' : 'The password is not correct.', { field });
 
 export class Reauthentication {
-  constructor(
-    private readonly deps: { db: Knex; passwords: PasswordHasher; twoFactor: TwoFactor; throttle: LoginThrottle },
-  ) {}
+  constructor(private readonly deps: { db: Knex; passwords: PasswordHasher; twoFactor: TwoFactor; throttle: LoginThrottle }) {}
 
   async password(user: UserRow, password: string, ip: string | undefined, field = 'password'): Promise<void> {
     const { passwords, throttle } = this.deps;

@@ -1,25 +1,25 @@
-import { Code, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { Code, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { callerOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
-import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { normalizeEmail, normalizeFullName, toAccount, type Accounts } from './accounts.js';
+import { callerFrom } from './access.js';
 import type { AccountSettings } from './account-settings.js';
+import { type Accounts, normalizeEmail, normalizeFullName, toAccount } from './accounts.js';
 import type { Deactivations } from './deactivation.js';
 import type { EmailVerifications } from './email-verification.js';
+import type { Invitations } from './invitations.js';
 import type { LoginChallenges } from './login-challenge.js';
-import { assertAcceptablePassword } from './passwords.js';
+import type { Members } from './members.js';
+import type { Organizations } from './organizations.js';
+import type { Ownership } from './ownership.js';
 import type { PasswordResets } from './password-reset.js';
+import { assertAcceptablePassword } from './passwords.js';
 import type { Sessions } from './sessions.js';
 import type { SigningKeys } from './signing-keys.js';
 import type { TwoFactor } from './two-factor.js';
 import { resolveWorkspace } from './workspaces.js';
-import { callerFrom } from './access.js';
-import type { Invitations } from './invitations.js';
-import type { Members } from './members.js';
-import type { Organizations } from './organizations.js';
-import type { Ownership } from './ownership.js';
 
 /**
  * The RPC surface of the identity service: validation and translation only; the work happens in

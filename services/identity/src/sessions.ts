@@ -1,26 +1,26 @@
-import { Code } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { Code } from '@connectrpc/connect';
+import type { SessionSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import { newId, newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { deriveSecret, sha256Hex } from '@switchboard/runtime/secrets';
-import type { SessionSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { systemClock, type Clock } from './clock.js';
+import { type Clock, systemClock } from './clock.js';
 import type { SigningKeys } from './signing-keys.js';
 import {
+  type Db,
   findRefreshToken,
   findRevokedSessions,
   findUsersSessionOfRefreshToken,
   insertRefreshToken,
   insertSession,
-  lockUserForSession,
   lockRefreshToken,
+  lockUserForSession,
   markRefreshTokenUsed,
   revokeUserSessions,
-  touchSession,
-  type Db,
   type SessionRow,
+  touchSession,
 } from './store.js';
 import type { EventWriter } from './workspaces.js';
 

@@ -1,8 +1,8 @@
-import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Knex } from '@switchboard/runtime/db';
 import { randomBase62 } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { decryptSecret, encryptSecret, type KeyMaterial } from '@switchboard/runtime/secrets';
+import { type CryptoKey, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose';
 import { findActiveSigningKey, findPublishedSigningKeys, insertActiveSigningKeyIfNone, type SigningKeyRow } from './store.js';
 
 /**
@@ -45,7 +45,9 @@ export interface ActiveKey {
 }
 
 /** A fresh key pair: the public JWK, the encrypted private JWK and its thumbprint as kid. */
-export async function generateSigningKey(encryptionKey?: KeyMaterial): Promise<{ kid: string; alg: string; publicJwk: PublicJwk; privateJwkEncrypted: string }> {
+export async function generateSigningKey(
+  encryptionKey?: KeyMaterial,
+): Promise<{ kid: string; alg: string; publicJwk: PublicJwk; privateJwkEncrypted: string }> {
   const { publicKey, privateKey } = await generateKeyPair(signingAlgorithm, { extractable: true });
   const publicPart = await exportJWK(publicKey);
   const kid = await calculateJwkThumbprint(publicPart, 'sha256');
@@ -100,7 +102,7 @@ export class SigningKeys {
       // Not repaired automatically: a replica with a wrong secret must not replace the good key.
       throw new Error(
         `the active signing key ${row.kid} cannot be decrypted (${(err as Error).message}); was SWITCHBOARD_MESH_SECRET changed? ` +
-          'Restore it, or retire the key (UPDATE identity.signing_keys SET status = \'retired\', retired_at = now()) to generate a new one',
+          "Restore it, or retire the key (UPDATE identity.signing_keys SET status = 'retired', retired_at = now()) to generate a new one",
       );
     }
     const jwk = JSON.parse(plaintext) as JWK;

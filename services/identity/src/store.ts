@@ -85,9 +85,7 @@ export async function insertUser(
 
 /** Replaces the hash only if it is still `previousHash` (a concurrent password change wins). */
 export async function replacePasswordHash(db: Db, userId: string, previousHash: string, passwordHash: string): Promise<boolean> {
-  const updated = await db('users')
-    .where({ id: userId, password_hash: previousHash })
-    .update({ password_hash: passwordHash, updated_at: db.fn.now() });
+  const updated = await db('users').where({ id: userId, password_hash: previousHash }).update({ password_hash: passwordHash, updated_at: db.fn.now() });
   return updated === 1;
 }
 
@@ -135,10 +133,7 @@ export async function insertRefreshToken(db: Db, token: { tokenHash: string; ses
 
 // --- email verification ------------------------------------------------------------------------
 
-export async function insertEmailVerification(
-  db: Db,
-  verification: { tokenHash: string; userId: string; email: string; expiresAt: Date },
-): Promise<void> {
+export async function insertEmailVerification(db: Db, verification: { tokenHash: string; userId: string; email: string; expiresAt: Date }): Promise<void> {
   await db('email_verifications').insert({
     token_hash: verification.tokenHash,
     user_id: verification.userId,
@@ -176,11 +171,7 @@ export async function insertActiveSigningKeyIfNone(
 
 /** Keys whose tokens may still be alive: the active one and those retired after `retiredSince`. */
 export async function findPublishedSigningKeys(db: Db, retiredSince: Date): Promise<SigningKeyRow[]> {
-  return db('signing_keys')
-    .select(signingKeyColumns)
-    .where({ status: 'active' })
-    .orWhere('retired_at', '>', retiredSince)
-    .orderBy('created_at', 'desc');
+  return db('signing_keys').select(signingKeyColumns).where({ status: 'active' }).orWhere('retired_at', '>', retiredSince).orderBy('created_at', 'desc');
 }
 
 // --- organizations, members and invitations (issue 4) -----------------------------------------
@@ -320,10 +311,7 @@ export async function findSession(db: Db, sessionId: string): Promise<SessionRow
 }
 
 /** Revokes the user's live sessions that match; returns the ids actually revoked. */
-export async function revokeUserSessions(
-  db: Db,
-  input: { userId: string; reason: string; at: Date; only?: string[]; except?: string },
-): Promise<string[]> {
+export async function revokeUserSessions(db: Db, input: { userId: string; reason: string; at: Date; only?: string[]; except?: string }): Promise<string[]> {
   const query = db('sessions').where({ user_id: input.userId }).whereNull('revoked_at');
   if (input.only) query.whereIn('id', input.only);
   if (input.except) query.whereNot('id', input.except);
@@ -360,7 +348,10 @@ export async function markDeactivated(db: Db, userId: string, at: Date, eraseAft
 
 // email verification
 
-export async function lockEmailVerification(db: Db, tokenHash: string): Promise<{ user_id: string; email: string; expires_at: Date; used_at: Date | null } | undefined> {
+export async function lockEmailVerification(
+  db: Db,
+  tokenHash: string,
+): Promise<{ user_id: string; email: string; expires_at: Date; used_at: Date | null } | undefined> {
   return db('email_verifications').select('user_id', 'email', 'expires_at', 'used_at').where({ token_hash: tokenHash }).forUpdate().first();
 }
 
@@ -662,10 +653,7 @@ export async function findInvitationByTokenHash(db: Db, tokenHash: string, lock 
 /** Invitations of the organization, newest first; `limit + 1` rows. */
 export async function listInvitations(db: Db, orgId: string, page: PageQuery): Promise<InvitationRow[]> {
   const { cursor, bindings } = pageClause(page, 'created_at', 'id', [orgId]);
-  const result = await db.raw<{ rows: InvitationRow[] }>(
-    `${invitationSelect} WHERE org_id = ? ${cursor} ORDER BY created_at DESC, id DESC LIMIT ?`,
-    bindings,
-  );
+  const result = await db.raw<{ rows: InvitationRow[] }>(`${invitationSelect} WHERE org_id = ? ${cursor} ORDER BY created_at DESC, id DESC LIMIT ?`, bindings);
   return result.rows;
 }
 
@@ -679,7 +667,11 @@ export async function revokePendingInvitationsFor(db: Db, orgId: string, email: 
 }
 
 export async function markInvitationRevoked(db: Db, invitationId: string, revokedBy: string): Promise<void> {
-  await db('invitations').where({ id: invitationId }).whereNull('revoked_at').whereNull('accepted_at').update({ revoked_at: db.fn.now(), revoked_by: revokedBy });
+  await db('invitations')
+    .where({ id: invitationId })
+    .whereNull('revoked_at')
+    .whereNull('accepted_at')
+    .update({ revoked_at: db.fn.now(), revoked_by: revokedBy });
 }
 
 export async function markInvitationAccepted(db: Db, invitationId: string, acceptedBy: string): Promise<void> {
@@ -717,9 +709,7 @@ export async function pseudonymizeUser(db: Db, user: { id: string; personalWorks
   await db('invitations')
     .whereIn('email', db('users').select('email').where({ id: user.id }))
     .update({ email: placeholder });
-  await db('users')
-    .where({ id: user.id })
-    .update({ email: placeholder, full_name: null, password_hash: '!erased', erased_at: at, updated_at: db.fn.now() });
+  await db('users').where({ id: user.id }).update({ email: placeholder, full_name: null, password_hash: '!erased', erased_at: at, updated_at: db.fn.now() });
   await db('organizations').where({ id: user.personalWorkspaceId }).update({ name: 'Erased account workspace' });
   await db('two_factor').where({ user_id: user.id }).delete();
   await db('recovery_codes').where({ user_id: user.id }).delete();

@@ -1,21 +1,21 @@
 import { randomBytes } from 'node:crypto';
 import { Code } from '@connectrpc/connect';
-import * as OTPAuth from 'otpauth';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { decryptSecret, encryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
-import { systemClock, type Clock } from './clock.js';
+import * as OTPAuth from 'otpauth';
+import { type Clock, systemClock } from './clock.js';
 import {
   activateTwoFactor,
   claimTotpStep,
   consumeRecoveryCode,
   countRecoveryCodes,
+  type Db,
   deleteTwoFactor,
   findTwoFactor,
   replaceRecoveryCodes,
   savePendingTwoFactor,
   setTwoFactorEnabled,
-  type Db,
   type UserRow,
 } from './store.js';
 
@@ -80,7 +80,8 @@ export class TwoFactor {
   /** A new pending secret (replacing an earlier pending one); 409 when 2FA is on already. */
   async enroll(user: UserRow): Promise<{ secret: string; otpauthUri: string }> {
     const row = await findTwoFactor(this.db, user.id);
-    if (row?.secret_encrypted) throw apiError(Code.AlreadyExists, 'two_factor_already_enabled', 'Two-factor authentication is on already; disable it first to enroll again.');
+    if (row?.secret_encrypted)
+      throw apiError(Code.AlreadyExists, 'two_factor_already_enabled', 'Two-factor authentication is on already; disable it first to enroll again.');
     const secret = new OTPAuth.Secret({ size: secretBytes }).base32;
     await savePendingTwoFactor(this.db, user.id, encryptSecret(secret, secretPurpose));
     return { secret, otpauthUri: totp(secret, user.email).toString() };
@@ -100,11 +101,16 @@ export class TwoFactor {
       step !== undefined &&
       (await this.db.transaction(async (trx) => {
         if (!(await activateTwoFactor(trx, user.id, row.pending_secret_encrypted!, step, this.clock()))) return false;
-        await replaceRecoveryCodes(trx, user.id, codes.map((c) => sha256Hex(normalizeRecoveryCode(c))));
+        await replaceRecoveryCodes(
+          trx,
+          user.id,
+          codes.map((c) => sha256Hex(normalizeRecoveryCode(c))),
+        );
         await setTwoFactorEnabled(trx, user.id, true);
         return true;
       }));
-    if (!activated) throw apiError(Code.InvalidArgument, 'invalid_code', 'The code is not valid; enter the current code of your authenticator app.', { field: 'code' });
+    if (!activated)
+      throw apiError(Code.InvalidArgument, 'invalid_code', 'The code is not valid; enter the current code of your authenticator app.', { field: 'code' });
     return codes;
   }
 
@@ -132,7 +138,11 @@ export class TwoFactor {
   /** Replaces the recovery codes (the caller has re-authenticated). */
   async regenerateRecoveryCodes(trx: Db, userId: string): Promise<string[]> {
     const codes = Array.from({ length: recoveryCodeCount }, newRecoveryCode);
-    await replaceRecoveryCodes(trx, userId, codes.map((c) => sha256Hex(normalizeRecoveryCode(c))));
+    await replaceRecoveryCodes(
+      trx,
+      userId,
+      codes.map((c) => sha256Hex(normalizeRecoveryCode(c))),
+    );
     return codes;
   }
 

@@ -2,7 +2,7 @@ import type { JsonObject } from '@bufbuild/protobuf';
 import type { Knex } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
-import { findMembership, insertMembership, insertOrganization, type Db, type ResolvedMembership } from './store.js';
+import { type Db, findMembership, insertMembership, insertOrganization, type ResolvedMembership } from './store.js';
 
 /**
  * Workspaces are organizations (SPEC §3). Registration creates the personal one; the gateway

@@ -1,13 +1,13 @@
-import argon2 from 'argon2';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, type Knex } from '@switchboard/runtime/db';
-import { toHttpError } from '@switchboard/runtime/errors';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { createDb, type Knex } from '@switchboard/runtime/db';
+import { toHttpError } from '@switchboard/runtime/errors';
 import { decryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
-import { eventually, mailsTo, meshClient, requireEnv, startIdentity, uniqueEmail, type RunningIdentity } from './helpers.js';
+import argon2 from 'argon2';
+import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually, mailsTo, meshClient, type RunningIdentity, requireEnv, startIdentity, uniqueEmail } from './helpers.js';
 
 const password = 'correct horse battery staple';
 
@@ -23,7 +23,12 @@ async function failure(promise: Promise<unknown>): Promise<ConnectError> {
 
 /** The m, t and p parameters of an argon2 PHC string. */
 function argon2Parameters(hash: string): Record<string, string> {
-  return Object.fromEntries(hash.split('$')[3].split(',').map((pair) => pair.split('=')));
+  return Object.fromEntries(
+    hash
+      .split('$')[3]
+      .split(',')
+      .map((pair) => pair.split('=')),
+  );
 }
 
 /** Public code, field and HTTP status of a failed call, as the gateway would render them. */
@@ -80,7 +85,9 @@ describe('identity: registration, login, tokens', () => {
     expect(me).toMatchObject({ userId: user!.userId, email, personalWorkspaceId: user!.personalWorkspaceId, fullName: 'Ada Lovelace' });
 
     // Refresh token stored only as its hash, attached to the session named in the access token.
-    const stored = await db('refresh_tokens').where({ token_hash: sha256Hex(session!.refreshToken) }).first();
+    const stored = await db('refresh_tokens')
+      .where({ token_hash: sha256Hex(session!.refreshToken) })
+      .first();
     expect(stored).toBeDefined();
     const sessionRow = await db('sessions').where({ id: stored.session_id }).first();
     expect(sessionRow).toMatchObject({ user_id: user!.userId, revoked_at: null, aal: 'aal1' });
@@ -100,7 +107,17 @@ describe('identity: registration, login, tokens', () => {
     expect(rows[0].subject).toBe(`${requireEnv('EVENTS_SUBJECT_PREFIX')}.user.registered`);
     expect(rows[2].payload).toMatchObject({ workspace_id: org.id, data: { org_id: org.id, user_id: user!.userId, role: 'owner' } });
     await eventually(
-      async () => ((await db('outbox').whereIn('id', rows.map((row) => row.id)).whereNull('published_at')).length === 0 ? true : undefined),
+      async () =>
+        (
+          await db('outbox')
+            .whereIn(
+              'id',
+              rows.map((row) => row.id),
+            )
+            .whereNull('published_at')
+        ).length === 0
+          ? true
+          : undefined,
       'the outbox relay to publish the registration events',
     );
   });
@@ -128,7 +145,9 @@ describe('identity: registration, login, tokens', () => {
     const token = /^([A-Za-z0-9_-]{43})\r$/m.exec(mail.body)?.[1];
     expect(token).toBeDefined();
     secrets.push(token!);
-    const row = await db('email_verifications').where({ token_hash: sha256Hex(token!) }).first();
+    const row = await db('email_verifications')
+      .where({ token_hash: sha256Hex(token!) })
+      .first();
     expect(row).toMatchObject({ user_id: user!.userId, email, used_at: null });
     const hours = (row.expires_at.getTime() - row.created_at.getTime()) / 3_600_000;
     expect(hours).toBeCloseTo(24, 1);
@@ -155,7 +174,9 @@ describe('identity: registration, login, tokens', () => {
       expect(key.y).toMatch(/^[A-Za-z0-9_-]{43}$/);
       expect(Object.keys(key)).not.toContain('d');
     }
-    const keySet = createLocalJWKSet({ keys: jwks.keys.map((key) => ({ kty: key.kty, crv: key.crv, x: key.x, y: key.y, kid: key.kid, alg: key.alg, use: key.use })) });
+    const keySet = createLocalJWKSet({
+      keys: jwks.keys.map((key) => ({ kty: key.kty, crv: key.crv, x: key.x, y: key.y, kid: key.kid, alg: key.alg, use: key.use })),
+    });
     const { payload, protectedHeader } = await jwtVerify(session!.accessToken, keySet, {
       algorithms: ['ES256'],
       issuer: 'switchboard',
@@ -216,7 +237,9 @@ describe('identity: registration, login, tokens', () => {
       expect(outcome.err.code).toBe(Code.Unauthenticated);
       expect(outcome.body).toEqual(wrong.body);
     }
-    expect(wrong.body).toEqual({ error: { code: 'invalid_credentials', message: 'The email address or password is incorrect.', field: null, request_id: 'req_test' } });
+    expect(wrong.body).toEqual({
+      error: { code: 'invalid_credentials', message: 'The email address or password is incorrect.', field: null, request_id: 'req_test' },
+    });
   });
 
   it('rehashes a password stored with older argon2 parameters at login', async () => {

@@ -1,22 +1,24 @@
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
-import { mintMeshToken, repoRoot, startIdentity, uniqueEmail, type RunningIdentity } from './helpers.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mintMeshToken, type RunningIdentity, repoRoot, startIdentity, uniqueEmail } from './helpers.js';
 
 /**
  * SPEC §1/§8: internal calls work from a plain @grpc/grpc-js client that loads the .proto files
  * (no generated code), with a mesh token; health needs none.
  */
 
-type UnaryMethod = (request: object, metadata: grpc.Metadata, callback: (err: grpc.ServiceError | null, response?: any) => void) => void;
+// biome-ignore lint/suspicious/noExplicitAny: replies of @grpc/proto-loader are untyped objects.
+type Reply = Record<string, any>;
+type UnaryMethod = (request: object, metadata: grpc.Metadata, callback: (err: grpc.ServiceError | null, response?: Reply) => void) => void;
 type GrpcClient = grpc.Client & Record<string, UnaryMethod>;
 type ClientConstructor = new (address: string, credentials: grpc.ChannelCredentials) => GrpcClient;
 
-function call(client: GrpcClient, method: string, request: object, metadata = new grpc.Metadata()): Promise<any> {
+function call(client: GrpcClient, method: string, request: object, metadata = new grpc.Metadata()): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    client[method](request, metadata, (err, response) => (err ? reject(err) : resolve(response)));
+    client[method](request, metadata, (err, response) => (err ? reject(err) : resolve(response ?? {})));
   });
 }
 
@@ -35,14 +37,14 @@ describe('identity over plain gRPC (@grpc/grpc-js + proto-loader)', () => {
   beforeAll(async () => {
     service = await startIdentity();
     const definition = protoLoader.loadSync(['grpc/health/v1/health.proto', 'switchboard/identity/v1/identity.proto'], {
-      includeDirs: [path.join(repoRoot, 'proto'), path.join(repoRoot, 'node_modules/google-proto-files')],
+      includeDirs: [path.join(repoRoot, 'contracts/proto'), path.join(repoRoot, 'node_modules/google-proto-files')],
       keepCase: true,
       longs: String,
       enums: String,
       defaults: true,
       oneofs: true,
     });
-    const loaded = grpc.loadPackageDefinition(definition) as any;
+    const loaded = grpc.loadPackageDefinition(definition) as unknown as Reply;
     const address = `127.0.0.1:${service.port}`;
     const insecure = grpc.credentials.createInsecure();
     health = new (loaded.grpc.health.v1.Health as ClientConstructor)(address, insecure);

@@ -2,10 +2,10 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
 import { createLogger } from '@switchboard/runtime/log';
 import { createMailer, mailFileName, maskAddress, renderMessage, SmtpMailer } from '@switchboard/runtime/mail';
 import { constantTimeEqual, decryptSecret, encryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
+import { describe, expect, it } from 'vitest';
 import { AccountMail } from '../src/notifications.js';
 
 /** runtime/src/secrets.ts and runtime/src/mail.ts, which this slice introduced. */
@@ -82,8 +82,7 @@ describe('mail adapter', () => {
       socket.write('220 test ESMTP\r\n');
       socket.on('data', (chunk) => {
         pending += chunk.toString('utf8');
-        let end: number;
-        while ((end = pending.indexOf('\r\n')) >= 0) {
+        for (let end = pending.indexOf('\r\n'); end >= 0; end = pending.indexOf('\r\n')) {
           const line = pending.slice(0, end);
           pending = pending.slice(end + 2);
           if (inData) {

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { AuthService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { SigningKeys } from '@switchboard/identity/signing-keys';
 import { createDb, migrate } from '@switchboard/runtime/db';
 import { dropDatabase, ensureDatabase } from '@switchboard/runtime/infra';
 import { createLogger } from '@switchboard/runtime/log';
-import { AuthService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { SigningKeys } from '@switchboard/identity/signing-keys';
-import { meshClient, repoRoot, requireEnv, startIdentity, type RunningIdentity } from './helpers.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { meshClient, type RunningIdentity, repoRoot, requireEnv, startIdentity } from './helpers.js';
 
 const migrationsDir = path.join(repoRoot, 'services/identity/dist/migrations');
 

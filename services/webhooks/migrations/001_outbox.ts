@@ -1,5 +1,5 @@
-import type { Knex } from 'knex';
 import { createOutboxTables } from '@switchboard/runtime/outbox';
+import type { Knex } from 'knex';
 
 export async function up(knex: Knex): Promise<void> {
   await createOutboxTables(knex);

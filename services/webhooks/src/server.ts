@@ -1,5 +1,5 @@
 import type { ConnectRouter } from '@connectrpc/connect';
-import { WebhookService, EventService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
+import { EventService, WebhookService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 
 /**
  * The webhooks RPCs. Their behaviour is a later issue: until it lands every method answers
