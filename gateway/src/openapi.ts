@@ -1,7 +1,8 @@
 import { STATUS_CODES } from 'node:http';
 import { type DescEnum, type DescField, type DescMessage, getOption, hasOption, ScalarType } from '@bufbuild/protobuf';
 import { field as fieldRule } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { Access, type Route, readsFromQuery, unversionedAlias } from './routes.js';
+import { type Action, type Credentials, permissions, type RpcRule, roles } from '@switchboard/runtime/policy';
+import { type Route, readsFromQuery, unversionedAlias } from './routes.js';
 
 /**
  * The OpenAPI 3.1 document of the REST surface, generated from the same routes the gateway
@@ -284,26 +285,80 @@ function errorSchema(): Json {
   };
 }
 
-function accessLabel(access: Access): string {
-  switch (access) {
-    case Access.PUBLIC:
+function credentialsLabel(credentials: Credentials): string {
+  switch (credentials) {
+    case 'none':
       return 'No credentials.';
-    case Access.USER:
-      return 'A user access token (API keys are refused).';
+    case 'user_session':
+      return 'A user access token (an API key gets 403 `user_session_required`).';
     default:
       return 'A user access token or an API key.';
   }
 }
 
-function securityOf(access: Access): Array<Record<string, string[]>> {
-  switch (access) {
-    case Access.PUBLIC:
+function securityOf(credentials: Credentials): Array<Record<string, string[]>> {
+  switch (credentials) {
+    case 'none':
       return [];
-    case Access.USER:
+    case 'user_session':
       return [{ bearerAuth: [] }];
     default:
       return [{ bearerAuth: [] }, { apiKey: [] }];
   }
+}
+
+/** "owner or admin", "owner, admin or developer". */
+const either = (names: readonly string[]) => (names.length > 1 ? `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]}` : names.join(''));
+
+/** One row of the permission table, in words: who may do it. */
+function whoMay(action: Action): string {
+  const row: { roles: readonly string[]; ownRoles?: readonly string[]; describes: string } = permissions[action];
+  const own = row.ownRoles ? `; also the ${either(row.ownRoles.filter((r) => !row.roles.includes(r)))} who created the object` : '';
+  return `${either(row.roles)} may ${row.describes}${own}`;
+}
+
+/** The rule of a route in one line for the description, from its proto access option. */
+function accessLine(rule: RpcRule): string {
+  switch (rule.kind) {
+    case 'public':
+      return 'Access: public.';
+    case 'account':
+      return "Access: any member role; it acts on the caller's own account or memberships.";
+    case 'workspace':
+      return `Access: in the workspace of the request, the ${whoMay(rule.action)}.`;
+    case 'handler':
+      return `Access: decided on the object (another workspace's object is a 404): ${rule.actions.map((action) => `the ${whoMay(action)}`).join('; ')}.`;
+    default:
+      return 'Access: internal.';
+  }
+}
+
+/** The machine-readable form of a route's rule: the `x-switchboard-access` extension. */
+function accessExtension(route: Route): Json {
+  const { rule } = route;
+  const actions = rule.kind === 'workspace' ? [rule.action] : rule.kind === 'handler' ? rule.actions : [];
+  return {
+    rule: rule.kind,
+    credentials: route.credentials,
+    ...(actions.length > 0
+      ? {
+          actions: actions.map((action) => {
+            const row: { roles: readonly string[]; ownRoles?: readonly string[]; describes: string } = permissions[action];
+            return { action, describes: row.describes, roles: [...row.roles], ...(row.ownRoles ? { roles_on_own_objects: [...row.ownRoles] } : {}) };
+          }),
+        }
+      : {}),
+  };
+}
+
+/** The role × action table of SPEC §3, for the document's introduction. */
+function permissionTable(): string[] {
+  const rows = (Object.keys(permissions) as Action[]).map((action) => {
+    const row: { roles: readonly string[]; ownRoles?: readonly string[]; describes: string } = permissions[action];
+    const cells = roles.map((role) => (row.roles.includes(role) ? 'yes' : row.ownRoles?.includes(role) ? 'own' : 'no'));
+    return `| \`${action}\` | ${row.describes} | ${cells.join(' | ')} |`;
+  });
+  return [`| action | what | ${roles.join(' | ')} |`, `|---|---|${roles.map(() => '---').join('|')}|`, ...rows];
 }
 
 /** stripe_signature → Stripe-Signature. */
@@ -427,6 +482,10 @@ function describeApi(aliasedGroups: string[]): string {
     '',
     '**Errors.** Every non-2xx response has the body `{"error": {"code", "message", "field", "request_id", "metadata"?}}` and every response the `X-Request-Id` header. Sign-in calls answer 401 `invalid_credentials` or `invalid_code` on a wrong password or code. Bodies over 1 MiB are a 413.',
     '',
+    '**Permissions.** Each operation says who may call it (a line in its description and the `x-switchboard-access` extension: the rule, the credentials, and the actions with the roles allowed). Roles per action (`own`: only on objects the caller created):',
+    '',
+    ...permissionTable(),
+    '',
     'This document is served at `GET /v1/openapi.json` and rendered at `GET /docs`.',
   ].join('\n');
 }
@@ -499,7 +558,7 @@ function operationOf(route: Route, tag: string, schemas: Schemas): Json {
       schema: paramSchema,
     });
   }
-  if (route.access !== Access.PUBLIC && !pathNames.has('workspace_id')) parameters.push({ $ref: '#/components/parameters/WorkspaceId' });
+  if (route.credentials !== 'none' && !pathNames.has('workspace_id')) parameters.push({ $ref: '#/components/parameters/WorkspaceId' });
 
   const status = String(route.successStatus);
   const success: Json = {
@@ -518,9 +577,10 @@ function operationOf(route: Route, tag: string, schemas: Schemas): Json {
   const operation: Json = {
     tags: [tag],
     summary: route.summary || route.method.name,
-    description: `Credentials: ${accessLabel(route.access)}\n\nRPC: \`${rpc}\`.`,
+    description: `Credentials: ${credentialsLabel(route.credentials)}\n\n${accessLine(route.rule)}\n\nRPC: \`${rpc}\`.`,
     operationId: `${route.method.parent.name}_${route.method.name}`,
-    security: securityOf(route.access),
+    security: securityOf(route.credentials),
+    'x-switchboard-access': accessExtension(route),
   };
   if (parameters.length > 0) operation.parameters = parameters;
   if (requestBody) operation.requestBody = requestBody;
@@ -536,14 +596,14 @@ function rawBody(route: Route): boolean {
 
 /** Which shared error responses a route lists (generic, not per route). */
 function relevant(status: string, route: Route, hasPathVariables: boolean): boolean {
-  const authenticated = route.access !== Access.PUBLIC;
+  const authenticated = route.credentials !== 'none';
   const mutating = route.httpMethod !== 'GET';
   switch (status) {
     case '401':
     case '403':
       return authenticated;
     case '402':
-      return route.access === Access.UNSPECIFIED;
+      return route.credentials === 'user_session_or_api_key';
     case '404':
       return authenticated || hasPathVariables;
     case '409':

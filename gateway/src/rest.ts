@@ -10,12 +10,13 @@ import { type ErrorBody, errorBody, toHttpError } from '@switchboard/runtime/err
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { userSessionRequired } from '@switchboard/runtime/policy';
 import { changedWorkspaceHeader, revokedSessionsHeader } from '@switchboard/runtime/server';
 import type { Authenticator, Principal, Workspace } from './auth.js';
 import { decodeRequest, encodeResponse, InputError } from './codec.js';
 import { HttpError } from './http-error.js';
 import type { Router } from './router.js';
-import { Access, type Route } from './routes.js';
+import type { Route } from './routes.js';
 
 export const maxBodyBytes = 1024 * 1024;
 /** Deadline of one service call made for a REST request. */
@@ -94,10 +95,10 @@ async function handle(
   // Order of checks (SPEC §10): credentials, then the workspace, then the input.
   let principal: Principal | undefined;
   let workspace: Workspace | undefined;
-  if (route.access !== Access.PUBLIC) {
+  if (route.credentials !== 'none') {
     principal = await options.authenticator.authenticate(req.headers.authorization);
-    if (route.access === Access.USER && principal.type === 'key') {
-      throw new HttpError(403, 'api_key_not_allowed', 'This operation needs a user access token, not an API key.');
+    if (route.credentials === 'user_session' && principal.type === 'key') {
+      throw new HttpError(403, userSessionRequired.code, userSessionRequired.message);
     }
     const requested = req.headers['x-workspace-id'];
     workspace = await options.authenticator.resolveWorkspace(principal, typeof requested === 'string' && requested ? requested : undefined);

@@ -1,11 +1,10 @@
 import { type DescField, type DescMessage, type DescMethod, type DescMethodUnary, getOption, hasOption } from '@bufbuild/protobuf';
 import { http } from '@switchboard/contracts/google/api/annotations_pb';
 import type { HttpRule } from '@switchboard/contracts/google/api/http_pb';
-import { Access, field as fieldRule, rest } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { field as fieldRule, rest } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import type { ServiceName } from '@switchboard/runtime/config';
+import { type Credentials, credentialsOf, type RpcRule, ruleOf } from '@switchboard/runtime/policy';
 import { meshServices } from './services.js';
-
-export { Access };
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -23,7 +22,10 @@ export interface Route {
   /** Field of the response sent as the body, or "" for the whole message. */
   responseBody: string;
   successStatus: number;
-  access: Access;
+  /** Who may call it: the method's access option (SPEC §3). */
+  rule: RpcRule;
+  /** The credentials the gateway accepts, from the rule. */
+  credentials: Credentials;
   summary: string;
   owner: ServiceName;
   method: DescMethodUnary;
@@ -41,6 +43,9 @@ export function buildRoutes(): Route[] {
       if (method.methodKind !== 'unary') throw new Error(`${method.toString()}: only unary RPCs can have REST routes`);
       const rule = getOption(method, http);
       const restRule = hasOption(method, rest) ? getOption(method, rest) : undefined;
+      // Fails closed at start-up: a route without a valid rule, or an internal RPC with a route.
+      const accessRule = ruleOf(method);
+      if (accessRule.kind === 'internal') throw new Error(`${method.toString()}: an internal RPC has no REST route`);
       const { httpMethod, template } = patternOf(rule, method);
       routes.push({
         httpMethod,
@@ -49,7 +54,8 @@ export function buildRoutes(): Route[] {
         body: rule.body,
         responseBody: rule.responseBody,
         successStatus: restRule?.successStatus || 200,
-        access: restRule?.access ?? Access.UNSPECIFIED,
+        rule: accessRule,
+        credentials: credentialsOf(accessRule),
         summary: restRule?.summary ?? '',
         owner,
         method: method as DescMethodUnary,

@@ -293,6 +293,35 @@ describe('OpenAPI document', () => {
     expect(find(doc, 'GET', '/v1/keys')!.responses['401']).toEqual({ $ref: '#/components/responses/Unauthorized' });
   });
 
+  it('shows who may call each operation, from the access options of the protos', () => {
+    for (const [path, item] of Object.entries(doc.paths as Json)) {
+      for (const [verb, op] of Object.entries(item as Json)) {
+        expect(op['x-switchboard-access'], `${verb} ${path}`).toMatchObject({ rule: expect.any(String), credentials: expect.any(String) });
+        expect(op.description, `${verb} ${path}`).toMatch(/^Credentials: .*\n\nAccess: /);
+      }
+    }
+    expect(find(doc, 'POST', '/v1/keys')!['x-switchboard-access']).toEqual({
+      rule: 'workspace',
+      credentials: 'user_session_or_api_key',
+      actions: [{ action: 'keys.create', describes: 'create keys', roles: ['owner', 'admin', 'developer'] }],
+    });
+    const revoke = find(doc, 'DELETE', '/v1/keys/{key_id}')!;
+    expect(revoke['x-switchboard-access']).toEqual({
+      rule: 'handler',
+      credentials: 'user_session_or_api_key',
+      actions: [{ action: 'keys.manage', describes: expect.any(String), roles: ['owner', 'admin'], roles_on_own_objects: ['owner', 'admin', 'developer'] }],
+    });
+    expect(revoke.description).toContain('owner or admin may change or revoke any key of the workspace; also the developer who created the object');
+    expect(find(doc, 'POST', '/v1/billing/topup')!.description).toContain('Access: in the workspace of the request, the owner or admin may top up');
+    const enroll = find(doc, 'POST', '/v1/account/2fa/enroll')!;
+    expect(enroll['x-switchboard-access']).toEqual({ rule: 'account', credentials: 'user_session' });
+    expect(enroll.description).toContain('`user_session_required`');
+    expect(find(doc, 'POST', '/v1/auth/login')!['x-switchboard-access']).toEqual({ rule: 'public', credentials: 'none' });
+    // The introduction carries the whole role × action table.
+    expect(doc.info.description).toContain('| `billing.topup` | top up or check out | yes | yes | no |');
+    expect(doc.info.description).toContain('| `keys.manage` | change or revoke any key of the workspace | yes | yes | own |');
+  });
+
   it('gives every operation an id, a summary, a tag and error responses with the error schema', () => {
     const ids = new Set<string>();
     const tagNames = new Set((doc.tags as Json[]).map((t) => t.name));

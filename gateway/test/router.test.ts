@@ -1,9 +1,11 @@
 import type { DescField } from '@bufbuild/protobuf';
 import { UpdateConversationRequestSchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { ListKeysRequestSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { readRpcRules, rpcName } from '@switchboard/runtime/policy';
 import { describe, expect, it } from 'vitest';
 import { type Match, Router } from '../src/router.js';
-import { Access, buildRoutes, parseTemplate, type Route, unversionedAlias } from '../src/routes.js';
+import { buildRoutes, parseTemplate, type Route, unversionedAlias } from '../src/routes.js';
+import { meshServices } from '../src/services.js';
 
 const routes = buildRoutes();
 const router = new Router(routes);
@@ -26,6 +28,15 @@ function summary(match: Match) {
 const at = (httpMethod: string, path: string, r: Router = router) => summary(r.match(httpMethod, path));
 
 describe('buildRoutes', () => {
+  it('finds a valid access rule on every RPC of every service; internal RPCs have no route', () => {
+    const methods = meshServices().flatMap(({ service }) => service.methods);
+    const rules = readRpcRules(methods);
+    expect(rules.size).toBe(methods.length);
+    const routed = new Set(routes.map((route) => rpcName(route.method)));
+    for (const [name, rule] of rules) expect(routed.has(name), name).toBe(rule.kind !== 'internal' && routed.has(name));
+    expect([...rules.values()].filter((rule) => rule.kind === 'internal').length).toBeGreaterThanOrEqual(8);
+  });
+
   it('derives the routes from the google.api.http annotations', () => {
     expect(routes.length).toBeGreaterThan(60);
     for (const route of routes) {
@@ -35,7 +46,9 @@ describe('buildRoutes', () => {
     }
     const pairs = routes.map((r) => `${r.httpMethod} ${r.template}`);
     expect(new Set(pairs).size).toBe(pairs.length);
-    expect(routeFor('POST', '/v1/auth/register')).toMatchObject({ owner: 'identity', successStatus: 201, access: Access.PUBLIC, body: '*' });
+    expect(routeFor('POST', '/v1/auth/register')).toMatchObject({ owner: 'identity', successStatus: 201, credentials: 'none', body: '*' });
+    expect(routeFor('POST', '/v1/account/2fa/enroll')).toMatchObject({ credentials: 'user_session', rule: { kind: 'account', userSession: true } });
+    expect(routeFor('POST', '/v1/keys')).toMatchObject({ credentials: 'user_session_or_api_key', rule: { kind: 'workspace', action: 'keys.create' } });
     expect(routeFor('GET', '/v1/keys/{key_id}')).toMatchObject({ owner: 'keys', successStatus: 200, body: '' });
     expect(routeFor('DELETE', '/v1/conversations/{conversation_id}')).toMatchObject({ owner: 'conversations', successStatus: 204 });
     expect(routeFor('POST', '/v1/workspaces/{workspace_id}/webhooks').owner).toBe('webhooks');

@@ -1,5 +1,6 @@
-import type { DescMethod } from '@bufbuild/protobuf';
+import { type DescMethod, getOption, hasOption } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ContextValues, createContextKey } from '@connectrpc/connect';
+import { AccessKind, type AccessRule, access } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { callerOf, requestIdOf } from './call-context.js';
 import { apiError } from './errors.js';
 import type { Logger } from './log.js';
@@ -7,10 +8,12 @@ import type { Logger } from './log.js';
 /**
  * The permission table of SPEC §3, in one place, for every service:
  * - `permissions`: action → roles allowed (plus roles allowed on objects the caller owns);
- * - `rpcRules`: every RPC of the mesh → how it is authorized. The RPC server applies the rule of
- *   each call before its handler (`guardRpc`) and refuses to start when one of its RPCs has no
- *   rule (`assertRpcRules`); rules of kind `handler` are decided by the handler calling
- *   `authorize` (it must: a handler that answers without a decision is a 500, logged);
+ * - the mechanism that applies each RPC's rule, which the contract states as the method option
+ *   `switchboard.api.v1.access` next to its REST route: the RPC server reads the rules of the
+ *   RPCs it registers (`readRpcRules`, refusing to start when one has none or names an unknown
+ *   action) and applies the rule of each call before its handler (`guardRpc`); rules of kind
+ *   `handler` are decided by the handler calling `authorize` (it must: a handler that answers
+ *   without a decision is a 500, logged);
  * - `mayGrant` / `mayManageMember`: the finer member rules (roles at or below one's own).
  * Nothing else in the code base compares roles.
  *
@@ -43,8 +46,8 @@ interface Rule {
 }
 
 /**
- * Action → rule. Names are `<resource>.<verb>`; the services of later issues use the rows
- * already here (keys, billing, conversations, feedback, webhooks).
+ * Action → rule. Names are `<resource>.<verb>`, the rows of the SPEC §3 table; the protos'
+ * access options name them.
  */
 export const permissions = {
   // organizations (identity)
@@ -157,10 +160,10 @@ export function forbidden(message: string): ReturnType<typeof apiError> {
   return apiError(Code.PermissionDenied, 'forbidden', message);
 }
 
-/** How an RPC is authorized. */
-export type RpcRule =
-  /** Callable without a principal (sign-up, sign-in, JWKS, payment pages whose token is the capability). */
-  | { kind: 'public' }
+/** How an RPC is authorized: its `switchboard.api.v1.access` method option, checked. */
+export type RpcRule = (
+  | /** Callable without a principal (sign-up, sign-in, JWKS, payment pages whose token is the capability). */
+  { kind: 'public' }
   /** The signed-in principal's own account or memberships: a principal is required, no workspace role. */
   | { kind: 'account' }
   /** Acts in the workspace the gateway resolved: `action` is decided on the mesh token's role before the handler. */
@@ -172,128 +175,116 @@ export type RpcRule =
    */
   | { kind: 'handler'; actions: readonly Action[] }
   /** Internal (no REST route): only these calling components (the mesh token's `sub`). */
-  | { kind: 'internal'; callers: readonly string[] };
-
-const publicRpc: RpcRule = { kind: 'public' };
-const account: RpcRule = { kind: 'account' };
-const workspace = (action: Action): RpcRule => ({ kind: 'workspace', action });
-const handler = (...actions: Action[]): RpcRule => ({ kind: 'handler', actions });
-const internal = (...callers: string[]): RpcRule => ({ kind: 'internal', callers });
-
-/** Every RPC of the mesh (`<package>.<Service>/<Method>`) and its rule. */
-export const rpcRules: Record<string, RpcRule> = {
-  // identity: accounts and sessions (not workspace-scoped)
-  'switchboard.identity.v1.AuthService/Register': publicRpc,
-  'switchboard.identity.v1.AuthService/Login': publicRpc,
-  'switchboard.identity.v1.AuthService/LoginSecondFactor': publicRpc,
-  'switchboard.identity.v1.AuthService/Refresh': publicRpc,
-  'switchboard.identity.v1.AuthService/Logout': account,
-  'switchboard.identity.v1.AuthService/RequestPasswordReset': publicRpc,
-  'switchboard.identity.v1.AuthService/ConfirmPasswordReset': publicRpc,
-  'switchboard.identity.v1.AuthService/VerifyEmail': publicRpc,
-  'switchboard.identity.v1.AuthService/GetJwks': publicRpc,
-  'switchboard.identity.v1.AuthService/ListRevokedSessions': internal('gateway'),
-  'switchboard.identity.v1.AccountService/GetAccount': account,
-  'switchboard.identity.v1.AccountService/UpdateAccount': account,
-  'switchboard.identity.v1.AccountService/ChangePassword': account,
-  'switchboard.identity.v1.AccountService/GetTwoFactorStatus': account,
-  'switchboard.identity.v1.AccountService/EnrollTwoFactor': account,
-  'switchboard.identity.v1.AccountService/ActivateTwoFactor': account,
-  'switchboard.identity.v1.AccountService/DisableTwoFactor': account,
-  'switchboard.identity.v1.AccountService/RegenerateRecoveryCodes': account,
-  'switchboard.identity.v1.AccountService/DeactivateAccount': account,
-  // identity: organizations (the organization of the path counts: the handler checks membership)
-  'switchboard.identity.v1.OrganizationService/CreateOrganization': account,
-  'switchboard.identity.v1.OrganizationService/ListOrganizations': account,
-  'switchboard.identity.v1.OrganizationService/AcceptInvitation': account,
-  'switchboard.identity.v1.OrganizationService/GetOrganization': handler('organization.read'),
-  'switchboard.identity.v1.OrganizationService/DeleteOrganization': handler('organization.delete'),
-  'switchboard.identity.v1.OrganizationService/CreateInvitation': handler('members.invite'),
-  'switchboard.identity.v1.OrganizationService/ListInvitations': handler('invitations.read'),
-  'switchboard.identity.v1.OrganizationService/RevokeInvitation': handler('invitations.revoke'),
-  'switchboard.identity.v1.OrganizationService/ListMembers': handler('members.read'),
-  'switchboard.identity.v1.OrganizationService/UpdateMember': handler('members.update_role'),
-  // Removing oneself (leaving) needs no manager role: the handler decides which case it is.
-  'switchboard.identity.v1.OrganizationService/RemoveMember': handler('members.remove', 'members.leave'),
-  'switchboard.identity.v1.OrganizationService/TransferOwnership': handler('organization.transfer_ownership'),
-  'switchboard.identity.v1.OrganizationService/ResolveWorkspace': internal('gateway'),
-  // keys
-  'switchboard.keys.v1.KeyService/CreateKey': workspace('keys.create'),
-  'switchboard.keys.v1.KeyService/ListKeys': workspace('keys.read'),
-  'switchboard.keys.v1.KeyService/GetKey': workspace('keys.read'),
-  'switchboard.keys.v1.KeyService/UpdateKey': handler('keys.manage'),
-  'switchboard.keys.v1.KeyService/UpdateSpendCap': handler('keys.manage'),
-  'switchboard.keys.v1.KeyService/SetAlertWebhook': handler('keys.manage'),
-  'switchboard.keys.v1.KeyService/DeleteAlertWebhook': handler('keys.manage'),
-  'switchboard.keys.v1.KeyService/SetRoutingPolicy': handler('keys.manage'),
-  'switchboard.keys.v1.KeyService/RevokeKey': handler('keys.manage'),
-  'switchboard.keys.v1.KeyService/AuthorizeKey': internal('data-plane'),
-  'switchboard.keys.v1.KeyService/AuthenticateKey': internal('gateway'),
-  'switchboard.keys.v1.KeyService/ResolveAlertWebhook': internal('webhooks'),
-  // billing
-  'switchboard.billing.v1.BillingService/GetBalance': workspace('billing.read'),
-  'switchboard.billing.v1.BillingService/GetUsage': workspace('billing.read'),
-  'switchboard.billing.v1.BillingService/GetUsageByTier': workspace('billing.read'),
-  'switchboard.billing.v1.BillingService/GetPlan': workspace('billing.read'),
-  'switchboard.billing.v1.BillingService/GetUpgradeHint': workspace('billing.read'),
-  'switchboard.billing.v1.BillingService/ListTopups': workspace('billing.read'),
-  'switchboard.billing.v1.BillingService/CreateCheckout': workspace('billing.topup'),
-  'switchboard.billing.v1.BillingService/CreateTopup': workspace('billing.topup'),
-  'switchboard.billing.v1.CheckoutService/GetSandboxCheckout': publicRpc,
-  'switchboard.billing.v1.CheckoutService/CompleteSandboxCheckout': publicRpc,
-  'switchboard.billing.v1.CheckoutService/HandleStripeWebhook': publicRpc,
-  'switchboard.billing.v1.UsageService/RecordUsage': internal('data-plane'),
-  'switchboard.billing.v1.UsageService/GetGeneration': internal('conversations'),
-  // conversations and feedback
-  'switchboard.conversations.v1.ConversationService/CreateConversation': workspace('conversations.write'),
-  'switchboard.conversations.v1.ConversationService/ListConversations': workspace('conversations.read'),
-  'switchboard.conversations.v1.ConversationService/GetConversation': workspace('conversations.read'),
-  'switchboard.conversations.v1.ConversationService/UpdateConversation': workspace('conversations.write'),
-  'switchboard.conversations.v1.ConversationService/DeleteConversation': workspace('conversations.write'),
-  'switchboard.conversations.v1.ConversationService/CreateMessage': workspace('conversations.write'),
-  'switchboard.conversations.v1.ConversationService/ListMessages': workspace('conversations.read'),
-  'switchboard.conversations.v1.FeedbackService/RecordFeedback': workspace('feedback.write'),
-  'switchboard.conversations.v1.FeedbackService/GetFeedbackSummary': workspace('feedback.read'),
-  'switchboard.conversations.v1.RoutingService/RouteModel': internal('data-plane'),
-  // webhooks: {workspace_id} of the path is the workspace (404 when the caller is not a member)
-  'switchboard.webhooks.v1.WebhookService/CreateWebhook': handler('webhooks.manage'),
-  'switchboard.webhooks.v1.WebhookService/ListWebhooks': handler('webhooks.read'),
-  'switchboard.webhooks.v1.WebhookService/GetWebhook': handler('webhooks.read'),
-  'switchboard.webhooks.v1.WebhookService/UpdateWebhook': handler('webhooks.manage'),
-  'switchboard.webhooks.v1.WebhookService/DeleteWebhook': handler('webhooks.manage'),
-  'switchboard.webhooks.v1.WebhookService/RotateWebhookSecret': handler('webhooks.manage'),
-  'switchboard.webhooks.v1.WebhookService/TestWebhook': handler('webhooks.manage'),
-  'switchboard.webhooks.v1.WebhookService/ListDeliveries': handler('webhooks.read'),
-  'switchboard.webhooks.v1.WebhookService/GetDelivery': handler('webhooks.read'),
-  'switchboard.webhooks.v1.WebhookService/RedeliverDelivery': handler('webhooks.manage'),
-  'switchboard.webhooks.v1.WebhookService/RecoverDeliveries': handler('webhooks.manage'),
-  'switchboard.webhooks.v1.EventService/PublishEvent': internal('data-plane'),
+  | { kind: 'internal'; callers: readonly string[] }
+) & {
+  /** Only a user's session (not an API key) may call it. */
+  userSession: boolean;
 };
 
-const rpcName = (method: DescMethod) => `${method.parent.typeName}/${method.name}`;
+/** `<package>.<Service>/<Method>`, the name rules and logs use. */
+export const rpcName = (method: DescMethod) => `${method.parent.typeName}/${method.name}`;
 
-/** Throws (at start-up) when an RPC the server registers has no rule: no RPC goes unauthorized. */
-export function assertRpcRules(methods: DescMethod[]): void {
-  const missing = methods.map(rpcName).filter((name) => !(name in rpcRules));
-  if (missing.length > 0) {
-    throw new Error(`no authorization rule for ${missing.join(', ')}: add them to rpcRules in runtime/src/policy.ts`);
+const isAction = (name: string): name is Action => Object.hasOwn(permissions, name);
+
+/**
+ * The rule an AccessRule option states, or the reasons it is not a valid one (an unknown action,
+ * a workspace rule with two actions, an internal rule without callers, …).
+ */
+export function parseAccessRule(option: AccessRule | undefined): RpcRule | string[] {
+  if (!option || option.kind === AccessKind.UNSPECIFIED) return ['no authorization rule: add option (switchboard.api.v1.access) to the method'];
+  const problems: string[] = [];
+  const unknown = option.actions.filter((action) => !isAction(action));
+  if (unknown.length > 0)
+    problems.push(`unknown actions ${unknown.join(', ')} (the permission table of runtime/src/policy.ts has ${Object.keys(permissions).join(', ')})`);
+  const actions = option.actions.filter(isAction);
+  const expect = (condition: boolean, problem: string) => {
+    if (!condition) problems.push(problem);
+  };
+  const userSession = option.userSession;
+  let rule: RpcRule | undefined;
+  switch (option.kind) {
+    case AccessKind.PUBLIC:
+    case AccessKind.ACCOUNT:
+      expect(option.actions.length === 0 && option.callers.length === 0, 'public and account rules name no actions or callers');
+      if (option.kind === AccessKind.PUBLIC) expect(!userSession, 'a public rule cannot need a user session');
+      rule = { kind: option.kind === AccessKind.PUBLIC ? 'public' : 'account', userSession };
+      break;
+    case AccessKind.WORKSPACE:
+      expect(option.actions.length === 1 && option.callers.length === 0, 'a workspace rule names exactly one action and no callers');
+      rule = { kind: 'workspace', action: actions[0], userSession };
+      break;
+    case AccessKind.HANDLER:
+      expect(option.actions.length > 0 && option.callers.length === 0, 'a handler rule names the actions its handler decides, and no callers');
+      rule = { kind: 'handler', actions, userSession };
+      break;
+    case AccessKind.INTERNAL:
+      expect(option.callers.length > 0 && option.actions.length === 0, 'an internal rule names its callers, and no actions');
+      expect(!userSession, 'an internal rule cannot need a user session');
+      rule = { kind: 'internal', callers: option.callers, userSession };
+      break;
+    default:
+      problems.push(`unknown access kind ${option.kind}`);
   }
+  return problems.length > 0 || !rule ? problems : rule;
 }
+
+/** The rule of one method, or an error naming the RPC and what is wrong with its option. */
+export function ruleOf(method: DescMethod): RpcRule {
+  const parsed = parseAccessRule(hasOption(method, access) ? getOption(method, access) : undefined);
+  if (Array.isArray(parsed)) throw new Error(`${rpcName(method)}: ${parsed.join('; ')}`);
+  return parsed;
+}
+
+/**
+ * The rules of the RPCs a server registers, read from their proto options at start-up. Throws
+ * when any has no valid rule, naming them all: no RPC goes unauthorized.
+ */
+export function readRpcRules(methods: DescMethod[]): Map<string, RpcRule> {
+  const rules = new Map<string, RpcRule>();
+  const problems: string[] = [];
+  for (const method of methods) {
+    try {
+      rules.set(rpcName(method), ruleOf(method));
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+  }
+  if (problems.length > 0) throw new Error(`invalid authorization rules in the protos:\n  ${problems.join('\n  ')}`);
+  return rules;
+}
+
+/** The credentials a REST route of an RPC accepts at the gateway, from its rule. */
+export type Credentials = 'none' | 'user_session' | 'user_session_or_api_key';
+
+export function credentialsOf(rule: RpcRule): Credentials {
+  if (rule.kind === 'public') return 'none';
+  return rule.userSession ? 'user_session' : 'user_session_or_api_key';
+}
+
+/** The 403 of a rule that needs a user's session, called with an API key (SPEC §3). */
+export const userSessionRequired = {
+  code: 'user_session_required',
+  message: 'This operation needs a signed-in user session; an API key cannot perform it.',
+} as const;
 
 /** Whether the handler of a `handler` rule called `authorize` during this call. */
 const decisionKey = createContextKey<{ decided: boolean } | undefined>(undefined, { description: 'authorization decision' });
 
 /**
  * Applies the rule of the called RPC (inside the RPC server's interceptor, after the mesh token
- * is verified): 401 without the principal a rule needs, 403 for a caller or role it refuses.
+ * is verified): 401 without the principal a rule needs, 403 for a caller, credential or role it
+ * refuses. `rule` is undefined only for an RPC the server did not register (a 500, never a pass).
  */
-export async function guardRpc<T>(method: DescMethod, values: ContextValues, next: () => Promise<T>): Promise<T> {
+export async function guardRpc<T>(rule: RpcRule | undefined, method: DescMethod, values: ContextValues, next: () => Promise<T>): Promise<T> {
   const name = rpcName(method);
-  const rule = rpcRules[name];
   const ctx = { values };
   const claims = callerOf(ctx);
   const needsPrincipal = () => {
     if (!claims.principalId) throw apiError(Code.Unauthenticated, 'unauthenticated', 'This call needs a signed-in user or an API key.');
+    if (rule?.userSession && claims.principalType !== 'user') {
+      policyLog?.debug({ request_id: requestIdOf(ctx), rpc: name, principal_type: claims.principalType, decision: 'deny' }, 'authorization decision');
+      throw apiError(Code.PermissionDenied, userSessionRequired.code, userSessionRequired.message);
+    }
   };
   switch (rule?.kind) {
     case 'public':

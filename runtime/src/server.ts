@@ -12,7 +12,7 @@ import { FastUnaryHandler } from './fast-unary.js';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
 import { MeshTokenError, type MeshTokens } from './mesh-token.js';
-import { assertRpcRules, guardRpc } from './policy.js';
+import { guardRpc, type RpcRule, readRpcRules, rpcName } from './policy.js';
 
 export { callerOf, clientIpOf, requestIdOf } from './call-context.js';
 
@@ -59,6 +59,8 @@ export interface RpcServer {
 export async function startRpcServer(options: RpcServerOptions): Promise<RpcServer> {
   const { name, meshTokens, log } = options;
   let shuttingDown = false;
+  /** The access rule of every registered RPC, by name; filled before the server listens. */
+  let rules = new Map<string, RpcRule>();
 
   /** Every call but health: verify the mesh token, then run it with errors translated. */
   const guard = async <T>(header: Headers, values: ContextValues, method: DescMethod, run: () => Promise<T>): Promise<T> => {
@@ -77,8 +79,8 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     }
     const started = performance.now();
     try {
-      // The permission table (policy.ts): every RPC has a rule, applied here or by its handler.
-      return await guardRpc(method, values, run);
+      // Every RPC's rule comes from its proto (policy.ts), applied here or by its handler.
+      return await guardRpc(rules.get(rpcName(method)), method, values, run);
     } catch (err) {
       throw translateError(err, log, requestId, rpc);
     } finally {
@@ -109,7 +111,8 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
         },
       });
       options.routes(fastUnary.recording(router));
-      assertRpcRules(router.handlers.map((h) => h.method).filter((method) => method.parent.typeName !== Health.typeName));
+      // Fails closed: a registered RPC without a valid rule stops the start-up here.
+      rules = readRpcRules(router.handlers.map((h) => h.method).filter((method) => method.parent.typeName !== Health.typeName));
     },
   });
 

@@ -1,9 +1,23 @@
-import type { DescMethod, DescService } from '@bufbuild/protobuf';
+import { create, type DescMethod } from '@bufbuild/protobuf';
 import { Code, type ConnectError, type ContextValues, createContextValues } from '@connectrpc/connect';
+import { AccessKind, AccessRuleSchema, ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { describe, expect, it } from 'vitest';
 import { callerKey } from '../src/call-context.js';
 import type { MeshClaims } from '../src/mesh-token.js';
-import { type Action, allows, assertRpcRules, authorize, guardRpc, mayGrant, mayManageMember, permissions, roles, rpcRules } from '../src/policy.js';
+import {
+  type Action,
+  allows,
+  authorize,
+  credentialsOf,
+  guardRpc,
+  mayGrant,
+  mayManageMember,
+  parseAccessRule,
+  permissions,
+  type RpcRule,
+  readRpcRules,
+  roles,
+} from '../src/policy.js';
 
 /** The SPEC §3 permission table, row by row, as the policy module encodes it. */
 const table: Array<[string, Action[], Record<(typeof roles)[number], boolean>]> = [
@@ -58,66 +72,97 @@ describe('the permission table', () => {
   });
 });
 
-describe('the RPC rules', () => {
-  it('name every RPC of the mesh, and nothing else', async () => {
-    const modules = await Promise.all([
-      import('@switchboard/contracts/switchboard/identity/v1/identity_pb'),
-      import('@switchboard/contracts/switchboard/keys/v1/keys_pb'),
-      import('@switchboard/contracts/switchboard/billing/v1/billing_pb'),
-      import('@switchboard/contracts/switchboard/conversations/v1/conversations_pb'),
-      import('@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb'),
-    ]);
-    const services = modules.flatMap((module) => Object.values(module).filter((value): value is DescService => (value as DescService)?.kind === 'service'));
-    const methods = services.flatMap((service) => service.methods);
-    expect(methods.length).toBeGreaterThan(60);
-    expect(() => assertRpcRules(methods)).not.toThrow();
-    expect(new Set(Object.keys(rpcRules))).toEqual(new Set(methods.map((m) => `${m.parent.typeName}/${m.name}`)));
-    // Handler rules name real actions.
-    for (const rule of Object.values(rpcRules)) {
-      if (rule.kind === 'handler') for (const action of rule.actions) expect(permissions).toHaveProperty([action]);
-    }
+describe('the access rules of the protos', () => {
+  const parse = (init: Parameters<typeof create<typeof AccessRuleSchema>>[1]) => parseAccessRule(create(AccessRuleSchema, init));
+
+  it('reads each kind of rule', () => {
+    expect(parse({ kind: AccessKind.PUBLIC })).toEqual({ kind: 'public', userSession: false });
+    expect(parse({ kind: AccessKind.ACCOUNT, userSession: true })).toEqual({ kind: 'account', userSession: true });
+    expect(parse({ kind: AccessKind.WORKSPACE, actions: ['keys.create'] })).toEqual({ kind: 'workspace', action: 'keys.create', userSession: false });
+    expect(parse({ kind: AccessKind.HANDLER, actions: ['members.remove', 'members.leave'] })).toEqual({
+      kind: 'handler',
+      actions: ['members.remove', 'members.leave'],
+      userSession: false,
+    });
+    expect(parse({ kind: AccessKind.INTERNAL, callers: ['gateway'] })).toEqual({ kind: 'internal', callers: ['gateway'], userSession: false });
   });
 
-  it('refuse to start a server with an RPC without a rule', async () => {
+  it('refuses rules that are missing, unknown or malformed, saying why', () => {
+    expect(parseAccessRule(undefined)).toEqual([expect.stringMatching(/no authorization rule/)]);
+    expect(parse({})).toEqual([expect.stringMatching(/no authorization rule/)]);
+    expect(parse({ kind: AccessKind.WORKSPACE, actions: ['keys.steal'] })).toEqual([expect.stringMatching(/unknown actions keys\.steal/)]);
+    expect(parse({ kind: AccessKind.WORKSPACE, actions: ['keys.read', 'keys.create'] })).toEqual([expect.stringMatching(/exactly one action/)]);
+    expect(parse({ kind: AccessKind.HANDLER })).toEqual([expect.stringMatching(/names the actions/)]);
+    expect(parse({ kind: AccessKind.INTERNAL })).toEqual([expect.stringMatching(/names its callers/)]);
+    expect(parse({ kind: AccessKind.INTERNAL, callers: ['gateway'], userSession: true })).toEqual([expect.stringMatching(/cannot need a user session/)]);
+    expect(parse({ kind: AccessKind.PUBLIC, actions: ['keys.read'] })).toEqual([expect.stringMatching(/name no actions/)]);
+  });
+
+  it('refuse to start a server with an RPC without a rule, naming it', async () => {
     const { Health } = await import('@switchboard/contracts/grpc/health/v1/health_pb');
-    expect(() => assertRpcRules(Health.methods)).toThrow(/no authorization rule for grpc.health.v1.Health\/Check/);
+    expect(() => readRpcRules(Health.methods)).toThrow(/grpc\.health\.v1\.Health\/Check: no authorization rule/);
+  });
+
+  it('tell the gateway which credentials a route accepts', () => {
+    expect(credentialsOf({ kind: 'public', userSession: false })).toBe('none');
+    expect(credentialsOf({ kind: 'account', userSession: true })).toBe('user_session');
+    expect(credentialsOf({ kind: 'handler', actions: ['keys.manage'], userSession: false })).toBe('user_session_or_api_key');
   });
 });
 
 describe('guardRpc', () => {
-  async function run(rpc: string, claims: MeshClaims, handler: (ctx: { values: ContextValues }) => void = () => undefined) {
-    const [service, methodName] = rpc.split('/');
+  async function run(rule: RpcRule, claims: MeshClaims, handler: (ctx: { values: ContextValues }) => void = () => undefined) {
     const contextValues = createContextValues();
     contextValues.set(callerKey, claims);
-    const method = { name: methodName, parent: { typeName: service } } as unknown as DescMethod;
-    return guardRpc(method, contextValues, async () => {
+    const method = { name: 'Call', parent: { typeName: 'test.v1.TestService' } } as unknown as DescMethod;
+    return guardRpc(rule, method, contextValues, async () => {
       handler({ values: contextValues });
       return {};
     });
   }
-  const code = async (promise: Promise<unknown>) =>
+  const outcome = async (promise: Promise<unknown>) =>
     promise.then(
       () => 'ok',
-      (err: ConnectError) => Code[err.code],
+      (err: ConnectError) => `${Code[err.code]}${err.findDetails(ErrorDetailSchema)[0] ? ` ${err.findDetails(ErrorDetailSchema)[0].code}` : ''}`,
     );
   const developer: MeshClaims = { caller: 'gateway', principalId: 'usr_1', principalType: 'user', workspaceId: 'org_1', role: 'developer' };
+  const topup: RpcRule = { kind: 'workspace', action: 'billing.topup', userSession: false };
+  const manageKey: RpcRule = { kind: 'handler', actions: ['keys.manage'], userSession: false };
 
   it('decides workspace rules on the mesh token role before the handler', async () => {
-    expect(await code(run('switchboard.billing.v1.BillingService/CreateTopup', developer))).toBe('PermissionDenied');
-    expect(await code(run('switchboard.billing.v1.BillingService/CreateTopup', { ...developer, role: 'admin' }))).toBe('ok');
-    expect(await code(run('switchboard.billing.v1.BillingService/GetBalance', { caller: 'gateway' }))).toBe('Unauthenticated');
+    let ran = false;
+    expect(await outcome(run(topup, developer, () => (ran = true)))).toBe('PermissionDenied forbidden');
+    expect(ran).toBe(false);
+    expect(await outcome(run(topup, { ...developer, role: 'admin' }))).toBe('ok');
+    expect(await outcome(run({ kind: 'workspace', action: 'billing.read', userSession: false }, { caller: 'gateway' }))).toBe(
+      'Unauthenticated unauthenticated',
+    );
   });
 
   it('lets only the named components call internal RPCs', async () => {
-    expect(await code(run('switchboard.keys.v1.KeyService/AuthorizeKey', { caller: 'gateway' }))).toBe('PermissionDenied');
-    expect(await code(run('switchboard.keys.v1.KeyService/AuthorizeKey', { caller: 'data-plane' }))).toBe('ok');
+    const internal: RpcRule = { kind: 'internal', callers: ['data-plane'], userSession: false };
+    expect(await outcome(run(internal, { caller: 'gateway' }))).toBe('PermissionDenied forbidden');
+    expect(await outcome(run(internal, { caller: 'data-plane' }))).toBe('ok');
+  });
+
+  it('answers an API key on a user-session rule with user_session_required, before the handler', async () => {
+    const sessionOnly: RpcRule = { kind: 'account', userSession: true };
+    let ran = false;
+    expect(await outcome(run(sessionOnly, { ...developer, principalType: 'key' }, () => (ran = true)))).toBe('PermissionDenied user_session_required');
+    expect(ran).toBe(false);
+    expect(await outcome(run(sessionOnly, developer))).toBe('ok');
+    expect(await outcome(run({ kind: 'account', userSession: false }, { ...developer, principalType: 'key' }))).toBe('ok');
   });
 
   it('fails a handler rule whose handler answered without a decision', async () => {
-    expect(await code(run('switchboard.keys.v1.KeyService/RevokeKey', developer))).toBe('Internal');
+    expect(await outcome(run(manageKey, developer))).toBe('Internal');
     const decided = (ctx: { values: ContextValues }) => authorize(ctx, 'keys.manage', { ownerId: 'usr_1' });
-    expect(await code(run('switchboard.keys.v1.KeyService/RevokeKey', developer, decided))).toBe('ok');
+    expect(await outcome(run(manageKey, developer, decided))).toBe('ok');
     const others = (ctx: { values: ContextValues }) => authorize(ctx, 'keys.manage', { ownerId: 'usr_2' });
-    expect(await code(run('switchboard.keys.v1.KeyService/RevokeKey', developer, others))).toBe('PermissionDenied');
+    expect(await outcome(run(manageKey, developer, others))).toBe('PermissionDenied forbidden');
+  });
+
+  it('refuses an RPC that has no rule', async () => {
+    expect(await outcome(run(undefined as unknown as RpcRule, developer))).toBe('Internal');
   });
 });

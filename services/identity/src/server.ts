@@ -143,7 +143,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       return { keys: await signingKeys.publicKeys() };
     },
 
-    // Only the gateway may call it: rpcRules in runtime/src/policy.ts.
+    // Only the gateway may call it: its access option in identity.proto.
     async listRevokedSessions(req) {
       const rows = await sessions.revokedSince(db, req.revokedSince ? timestampDate(req.revokedSince) : undefined);
       return { sessions: rows.map((row) => ({ sessionId: row.id, revokedAt: timestampFromDate(row.revoked_at) })) };
@@ -258,7 +258,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       return organization;
     },
 
-    // Only the gateway may call it (it answers for any user): rpcRules in runtime/src/policy.ts.
+    // Only the gateway may call it (it answers for any user): its access option in identity.proto.
     async resolveWorkspace(req) {
       if (req.userId === '') throw invalidArgument('user_id', 'user_id is required.');
       const membership = await resolveWorkspace(handlers.db, req.userId, req.workspaceId);

@@ -369,6 +369,32 @@ describe('identity: registration, login, tokens', () => {
     expect((await failure(noToken.getAccount({}))).code).toBe(Code.Unauthenticated);
   });
 
+  it('answers an API key on a user-session-only RPC with 403 user_session_required, before the handler', async () => {
+    const user = (await register()).user!;
+    const asKey = meshClient(AccountService, service.baseUrl, {
+      caller: 'gateway',
+      principalId: user.userId,
+      principalType: 'key',
+      workspaceId: user.personalWorkspaceId,
+      role: 'owner',
+    });
+    for (const call of [
+      () => asKey.enrollTwoFactor({}),
+      () => asKey.activateTwoFactor({ code: '000000' }),
+      () => asKey.disableTwoFactor({ password }),
+      () => asKey.regenerateRecoveryCodes({ code: '000000' }),
+      () => asKey.deactivateAccount({ password }),
+    ]) {
+      expect(await httpFailure(call())).toMatchObject({ status: 403, code: 'user_session_required' });
+    }
+    // What SPEC §3 lets a key do on the account still works.
+    expect((await asKey.getAccount({})).userId).toBe(user.userId);
+    expect((await asKey.getTwoFactorStatus({})).enabled).toBe(false);
+    // Nothing was started by the refused calls: 2FA was never enrolled, the account is active.
+    const [row] = await db('users').where({ id: user.userId }).select('deactivated_at');
+    expect(row.deactivated_at).toBeNull();
+  });
+
   it('refuses unknown refresh and verification tokens', async () => {
     expect((await failure(auth.refresh({ refreshToken: 'x' }))).code).toBe(Code.Unauthenticated);
     expect((await failure(auth.verifyEmail({ token: 'x' }))).code).toBe(Code.InvalidArgument);
