@@ -50,7 +50,7 @@ interface Rule {
  * access options name them.
  */
 export const permissions = {
-  // organizations (identity)
+  // organizations
   'organization.read': { roles: everyone, describes: 'read the organization' },
   'organization.delete': { roles: ownerOnly, describes: 'delete the organization' },
   'organization.transfer_ownership': { roles: ownerOnly, describes: 'transfer ownership' },
@@ -62,7 +62,7 @@ export const permissions = {
   'members.leave': { roles: everyone, describes: 'leave the organization' },
   'invitations.read': { roles: managers, describes: 'list invitations' },
   'invitations.revoke': { roles: managers, describes: 'revoke invitations' },
-  // conversations, messages, feedback (conversations)
+  // conversations, messages, feedback
   'conversations.read': { roles: everyone, describes: 'read conversations and messages' },
   'conversations.write': { roles: everyone, describes: 'write conversations and messages' },
   'feedback.read': { roles: everyone, describes: 'read feedback' },
@@ -112,7 +112,7 @@ export function setPolicyLogger(log: Logger): void {
 export interface AuthorizeOptions {
   /**
    * The caller's role for this decision. Defaults to the role of the mesh token (the workspace
-   * the gateway resolved); identity passes the role in the organization of the path.
+   * the gateway resolved); a handler passes the role in the organization of the path.
    */
   role?: string;
   /** The user who owns the object (a key's creator): the action's `ownRoles` apply to them. */
