@@ -49,6 +49,11 @@ export async function createOutboxTables(knex: Knex): Promise<void> {
     )`);
 }
 
+/** The `down` of the migration that created the outbox tables. */
+export async function dropOutboxTables(knex: Knex): Promise<void> {
+  await knex.schema.dropTableIfExists('processed_events').dropTableIfExists('outbox');
+}
+
 export interface RecordEventInput {
   /** Dotted event type, e.g. "key.created"; the subject is `<prefix>.<type>`. */
   type: string;

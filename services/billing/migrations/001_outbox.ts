@@ -1,10 +1,3 @@
-import { createOutboxTables } from '@switchboard/runtime/outbox';
-import type { Knex } from 'knex';
+import { createOutboxTables, dropOutboxTables } from '@switchboard/runtime/outbox';
 
-export async function up(knex: Knex): Promise<void> {
-  await createOutboxTables(knex);
-}
-
-export async function down(knex: Knex): Promise<void> {
-  await knex.schema.dropTableIfExists('processed_events').dropTableIfExists('outbox');
-}
+export { createOutboxTables as up, dropOutboxTables as down };

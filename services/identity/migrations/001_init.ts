@@ -1,5 +1,5 @@
 import type { Knex } from '@switchboard/runtime/db';
-import { createOutboxTables } from '@switchboard/runtime/outbox';
+import { createOutboxTables, dropOutboxTables } from '@switchboard/runtime/outbox';
 
 /**
  * Accounts, workspaces, memberships, sessions, refresh tokens, email verification tokens and
@@ -105,4 +105,5 @@ export async function down(knex: Knex): Promise<void> {
   for (const table of ['signing_keys', 'email_verifications', 'refresh_tokens', 'sessions', 'memberships', 'users', 'organizations']) {
     await knex.raw(`DROP TABLE IF EXISTS ${table}`);
   }
+  await dropOutboxTables(knex);
 }

@@ -6,7 +6,7 @@ import type { AccountMail, MailRecipient } from './notifications.js';
 import { assertAcceptablePassword, type PasswordHasher } from './passwords.js';
 import type { Reauthentication } from './reauthentication.js';
 import type { Sessions } from './sessions.js';
-import { setPasswordHash, type UserRow, updateFullName } from './store.js';
+import { setPasswordHash, type UserRow, updateFullName } from './store/users.js';
 import type { TwoFactor } from './two-factor.js';
 
 /**

@@ -11,7 +11,7 @@ import type { LoginChallenges } from './login-challenge.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
 import { invalidCredentials, type Sessions, type SessionTokens } from './sessions.js';
-import { DuplicateEmailError, emailRegistered, findUserByEmail, findUserById, insertUser, replacePasswordHash, type UserRow } from './store.js';
+import { DuplicateEmailError, emailRegistered, findUserByEmail, findUserById, insertUser, replacePasswordHash, type UserRow } from './store/users.js';
 import { addOwner, type EventWriter, insertPersonalWorkspace, personalWorkspaceName } from './workspaces.js';
 
 /** Accounts: registration, password sign-in and the account record (SPEC §3). */

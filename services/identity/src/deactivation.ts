@@ -6,7 +6,9 @@ import { type Clock, systemClock } from './clock.js';
 import type { AccountMail } from './notifications.js';
 import type { Reauthentication } from './reauthentication.js';
 import type { Sessions } from './sessions.js';
-import { deleteMembership, deleteOrganization, findMembershipsWithCounts, lockUser, markDeactivated, type UserRow } from './store.js';
+import { deleteMembership } from './store/members.js';
+import { deleteOrganization, findMembershipsWithCounts } from './store/organizations.js';
+import { lockUser, markDeactivated, type UserRow } from './store/users.js';
 import type { EventWriter } from './workspaces.js';
 
 /**

@@ -5,7 +5,8 @@ import { newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { Mailer } from '@switchboard/runtime/mail';
 import { sha256Hex } from '@switchboard/runtime/secrets';
-import { completeEmailVerification, type Db, insertEmailVerification, lockEmailVerification } from './store.js';
+import { completeEmailVerification, insertEmailVerification, lockEmailVerification } from './store/email-verifications.js';
+import type { Db } from './store/sql.js';
 
 /**
  * Email verification: a single-use token (256 bits, stored as its SHA-256) valid for 24 hours,
@@ -16,10 +17,7 @@ import { completeEmailVerification, type Db, insertEmailVerification, lockEmailV
 export const verificationLifetimeMs = 24 * 3600 * 1000;
 
 export class EmailVerifications {
-  constructor(
-    private readonly mailer: Mailer,
-    private readonly log: Logger,
-  ) {}
+  constructor(private readonly deps: { db: Knex; mailer: Mailer; log: Logger }) {}
 
   /** Stores a new token for `email` in `trx` and returns it (to mail after commit). */
   async issue(trx: Db, user: { id: string; email: string }): Promise<string> {
@@ -52,15 +50,15 @@ export class EmailVerifications {
       'If you did not create a Switchboard account, ignore this message.',
     ].join('\n');
     try {
-      await this.mailer.send({ to: user.email, subject: 'Confirm your email address', text, kind: 'email_verification' });
+      await this.deps.mailer.send({ to: user.email, subject: 'Confirm your email address', text, kind: 'email_verification' });
     } catch (err) {
-      this.log.error({ user_id: user.id, err: (err as Error).message }, 'could not send the verification mail');
+      this.deps.log.error({ user_id: user.id, err: (err as Error).message }, 'could not send the verification mail');
     }
   }
 
   /** Redeems a token: 400 invalid_token when unknown, used, expired or for an old address. */
-  async verify(db: Knex, token: string, now = new Date()): Promise<void> {
-    const verified = await db.transaction(async (trx) => {
+  async verify(token: string, now = new Date()): Promise<void> {
+    const verified = await this.deps.db.transaction(async (trx) => {
       const row = await lockEmailVerification(trx, sha256Hex(token));
       if (!row || row.used_at !== null || row.expires_at.getTime() <= now.getTime()) return false;
       return completeEmailVerification(trx, sha256Hex(token), row.user_id, row.email, now);

@@ -3,7 +3,8 @@ import type { Logger } from '@switchboard/runtime/log';
 import type { BackgroundTask } from '@switchboard/runtime/service';
 import { type Clock, systemClock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
-import { lockUsersDueForErasure, pruneExpiredTokens, pseudonymizeUser } from './store.js';
+import { pruneExpiredTokens } from './store/housekeeping.js';
+import { lockUsersDueForErasure, pseudonymizeUser } from './store/users.js';
 
 /**
  * The erasure job (GDPR): accounts deactivated longer than ACCOUNT_ERASE_AFTER get placeholder

@@ -16,18 +16,16 @@ import { parseRole } from './members.js';
 import {
   findInvitation,
   findInvitationByTokenHash,
-  findMember,
-  findMemberByEmail,
-  findUserById,
   type InvitationRow,
   insertInvitation,
-  insertMembership,
   listInvitations,
-  lockOrganization,
   markInvitationAccepted,
   markInvitationRevoked,
   revokePendingInvitationsFor,
-} from './store.js';
+} from './store/invitations.js';
+import { findMember, findMemberByEmail, insertMembership } from './store/members.js';
+import { lockOrganization } from './store/organizations.js';
+import { findUserById } from './store/users.js';
 import type { EventWriter } from './workspaces.js';
 
 /**

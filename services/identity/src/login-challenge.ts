@@ -6,7 +6,8 @@ import { sha256Hex } from '@switchboard/runtime/secrets';
 import { type Clock, systemClock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { Sessions, SessionTokens } from './sessions.js';
-import { findUserById, insertMfaChallenge, lockMfaChallenge, type MfaChallengeRow, passwordChangedSince, updateMfaChallenge } from './store.js';
+import { insertMfaChallenge, lockMfaChallenge, type MfaChallengeRow, updateMfaChallenge } from './store/login-challenges.js';
+import { findUserById, passwordChangedSince } from './store/users.js';
 import type { TwoFactor } from './two-factor.js';
 
 /**

@@ -2,7 +2,7 @@ import { Code, type ConnectError } from '@connectrpc/connect';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import { type Clock, systemClock } from './clock.js';
-import { clearAuthFailures, deleteAuthFailures, insertAuthFailure, pruneAuthFailures, recentAuthFailures } from './store.js';
+import { clearAuthFailures, deleteAuthFailures, insertAuthFailure, pruneAuthFailures, recentAuthFailures } from './store/auth-failures.js';
 
 /**
  * Brute-force throttling (SPEC §3, §10), shared by every replica through Postgres: failures
@@ -46,26 +46,27 @@ export interface ThrottleAttempt {
 }
 
 export class LoginThrottle {
-  constructor(
-    private readonly db: Knex,
-    private readonly clock: Clock = systemClock,
-  ) {}
+  constructor(private readonly deps: { db: Knex; clock?: Clock }) {}
+
+  private now(): Date {
+    return (this.deps.clock ?? systemClock)();
+  }
 
   /**
    * Starts an attempt: records it as a failure, then refuses it with 429 too_many_attempts
    * (Retry-After) when earlier failures already reach a limit of `kind`.
    */
   async begin(kind: FailureKind, subjects: ThrottleSubjects): Promise<ThrottleAttempt> {
-    const at = this.clock();
+    const at = this.now();
     const ids: string[] = [];
     for (const scope of ['account', 'ip'] as const) {
       const subject = subjects[scope];
-      if (subject) ids.push(await insertAuthFailure(this.db, { kind, scope, subject, at }));
+      if (subject) ids.push(await insertAuthFailure(this.deps.db, { kind, scope, subject, at }));
     }
     try {
       await this.check(kind, subjects, ids);
     } catch (err) {
-      await deleteAuthFailures(this.db, ids);
+      await deleteAuthFailures(this.deps.db, ids);
       throw err;
     }
     return { ids };
@@ -73,7 +74,7 @@ export class LoginThrottle {
 
   /** The attempt was no failure after all (it succeeded, or never got to check a secret). */
   async release(attempt: ThrottleAttempt): Promise<void> {
-    await deleteAuthFailures(this.db, attempt.ids);
+    await deleteAuthFailures(this.deps.db, attempt.ids);
   }
 
   /** A success: releases the attempt and clears the account's counter (not the IP's: one good account does not clear a spray). */
@@ -83,18 +84,24 @@ export class LoginThrottle {
   }
 
   async clearAccount(kind: FailureKind, account: string): Promise<void> {
-    await clearAuthFailures(this.db, { kind, scope: 'account', subject: account });
+    await clearAuthFailures(this.deps.db, { kind, scope: 'account', subject: account });
   }
 
   private async check(kind: FailureKind, subjects: ThrottleSubjects, ownIds: string[]): Promise<void> {
-    const now = this.clock().getTime();
+    const now = this.now().getTime();
     let retryAt = 0;
     for (const scope of ['account', 'ip'] as const) {
       const subject = subjects[scope];
       if (!subject) continue;
       const limit = throttleLimits[kind][scope];
       // Oldest first: the other failures of the last 24 hours (enough of them to size the window).
-      const failures = await recentAuthFailures(this.db, { kind, scope, subject }, new Date(now - throttleMemoryMs), limit * (maxWindowDoublings + 1), ownIds);
+      const failures = await recentAuthFailures(
+        this.deps.db,
+        { kind, scope, subject },
+        new Date(now - throttleMemoryMs),
+        limit * (maxWindowDoublings + 1),
+        ownIds,
+      );
       if (failures.length < limit) continue;
       const window = throttleWindowMs * 2 ** Math.min(maxWindowDoublings, Math.floor((failures.length - limit) / limit));
       const limitthMostRecent = failures[failures.length - limit].getTime();
@@ -105,7 +112,7 @@ export class LoginThrottle {
 
   /** Drops rows older than 24 hours (run by the housekeeping job). */
   prune(): Promise<number> {
-    return pruneAuthFailures(this.db, new Date(this.clock().getTime() - throttleMemoryMs));
+    return pruneAuthFailures(this.deps.db, new Date(this.now().getTime() - throttleMemoryMs));
   }
 }
 

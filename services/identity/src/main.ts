@@ -35,16 +35,15 @@ await runService<IdentityHandlers>({
     const signingKeys = new SigningKeys(db, log, runtime.config.meshSecret);
     await Promise.all([passwords.prepare(), signingKeys.ready()]);
     const mailer = createMailer({ log });
-    const mail = new AccountMail(mailer, log);
-    const sessions = new Sessions(signingKeys, { recordEvent, log, clock });
-    const throttle = new LoginThrottle(db, clock);
-    const twoFactor = new TwoFactor(db, clock);
+    const mail = new AccountMail({ mailer, log });
+    const sessions = new Sessions({ db, signingKeys, recordEvent, log, clock });
+    const throttle = new LoginThrottle({ db, clock });
+    const twoFactor = new TwoFactor({ db, clock });
     const challenges = new LoginChallenges({ db, sessions, twoFactor, throttle, clock, ttlMs: readDuration('MFA_TOKEN_TTL', '5m') });
     const reauth = new Reauthentication({ db, passwords, twoFactor, throttle });
-    const verifications = new EmailVerifications(mailer, log);
+    const verifications = new EmailVerifications({ db, mailer, log });
     const accounts = new Accounts({ db, log, passwords, sessions, verifications, recordEvent, throttle, challenges });
     return {
-      db,
       accounts,
       signingKeys,
       sessions,
@@ -67,7 +66,7 @@ await runService<IdentityHandlers>({
       db: runtime.db,
       log: runtime.log,
       // Stateless (its state is in Postgres): the job's own instance prunes the counters.
-      throttle: new LoginThrottle(runtime.db),
+      throttle: new LoginThrottle({ db: runtime.db }),
       intervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h'),
     }),
   ],

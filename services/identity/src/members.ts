@@ -7,7 +7,7 @@ import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize, forbidden, isRole, mayGrant, mayManageMember, type Role } from '@switchboard/runtime/policy';
 import { type Caller, toMember, visibleOrganization } from './access.js';
-import { deleteMembership, findMember, listMembers, updateMemberRole } from './store.js';
+import { deleteMembership, findMember, listMembers, updateMemberRole } from './store/members.js';
 import type { EventWriter } from './workspaces.js';
 
 /**

@@ -43,10 +43,7 @@ export interface MailRecipient {
 }
 
 export class AccountMail {
-  constructor(
-    private readonly mailer: Mailer,
-    private readonly log: Logger,
-  ) {}
+  constructor(private readonly deps: { mailer: Mailer; log: Logger }) {}
 
   /** A credential-change notice; a mail failure is logged and never undoes the change. */
   async credentialChanged(user: MailRecipient, change: CredentialChange): Promise<void> {
@@ -80,9 +77,9 @@ export class AccountMail {
 
   private async send(user: MailRecipient, message: { subject: string; text: string; kind: string }): Promise<void> {
     try {
-      await this.mailer.send({ to: user.email, ...message });
+      await this.deps.mailer.send({ to: user.email, ...message });
     } catch (err) {
-      this.log.error({ user_id: user.id, mail_kind: message.kind, err: (err as Error).message }, 'could not send an account mail');
+      this.deps.log.error({ user_id: user.id, mail_kind: message.kind, err: (err as Error).message }, 'could not send an account mail');
     }
   }
 }

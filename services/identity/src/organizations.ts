@@ -7,8 +7,9 @@ import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize } from '@switchboard/runtime/policy';
 import { type Caller, toOrganization, visibleOrganization } from './access.js';
-import { deleteOrganization, findOrganizationOfMember, insertOrganization, listOrganizationsOfUser } from './store.js';
-import { addOwner, type EventWriter } from './workspaces.js';
+import type { ResolvedMembership } from './store/members.js';
+import { deleteOrganization, findOrganizationOfMember, insertOrganization, listOrganizationsOfUser } from './store/organizations.js';
+import { addOwner, type EventWriter, resolveWorkspace } from './workspaces.js';
 
 /** Organizations (SPEC §3): create, list the caller's, read one, delete. */
 
@@ -32,6 +33,14 @@ export interface OrganizationsDeps {
 
 export class Organizations {
   constructor(private readonly deps: OrganizationsDeps) {}
+
+  /**
+   * The workspace a user request acts in (the personal one when `workspaceId` is empty) and the
+   * user's role there, for the gateway; undefined when the user is not a member.
+   */
+  resolveWorkspace(userId: string, workspaceId: string): Promise<ResolvedMembership | undefined> {
+    return resolveWorkspace(this.deps.db, userId, workspaceId);
+  }
 
   /** A new organization with the caller as owner (organization.created, organization.member.added). */
   async create(caller: Caller, rawName: string, requestId?: string): Promise<MessageInitShape<typeof OrganizationSchema>> {

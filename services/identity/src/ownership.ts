@@ -6,7 +6,7 @@ import { apiError, invalidArgument, unprocessable } from '@switchboard/runtime/e
 import type { Logger } from '@switchboard/runtime/log';
 import { authorize } from '@switchboard/runtime/policy';
 import { type Caller, toOrganization, visibleOrganization } from './access.js';
-import { findMember, SecondOwnerError, updateMemberRole } from './store.js';
+import { findMember, SecondOwnerError, updateMemberRole } from './store/members.js';
 import type { EventWriter } from './workspaces.js';
 
 /**

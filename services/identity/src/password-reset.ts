@@ -9,15 +9,8 @@ import type { LoginThrottle } from './login-throttle.js';
 import type { AccountMail } from './notifications.js';
 import { assertAcceptablePassword, type PasswordHasher } from './passwords.js';
 import type { Sessions } from './sessions.js';
-import {
-  countRecentPasswordResets,
-  findPasswordReset,
-  findUserByEmail,
-  findUserById,
-  insertPasswordReset,
-  setPasswordHash,
-  usePasswordResets,
-} from './store.js';
+import { countRecentPasswordResets, findPasswordReset, insertPasswordReset, usePasswordResets } from './store/password-resets.js';
+import { findUserByEmail, findUserById, setPasswordHash } from './store/users.js';
 
 /**
  * Password reset (SPEC §3): the request always answers 202 at once and does its work after

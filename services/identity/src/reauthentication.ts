@@ -3,7 +3,7 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
-import type { UserRow } from './store.js';
+import type { UserRow } from './store/users.js';
 import type { TwoFactor } from './two-factor.js';
 
 /**

@@ -1,7 +1,6 @@
 import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { callerOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
 import { callerFrom } from './access.js';
@@ -16,10 +15,9 @@ import type { Organizations } from './organizations.js';
 import type { Ownership } from './ownership.js';
 import type { PasswordResets } from './password-reset.js';
 import { assertAcceptablePassword } from './passwords.js';
-import type { Sessions } from './sessions.js';
+import type { LogoutScope, Sessions } from './sessions.js';
 import type { SigningKeys } from './signing-keys.js';
 import type { TwoFactor } from './two-factor.js';
-import { resolveWorkspace } from './workspaces.js';
 
 /**
  * The RPC surface of the identity service: validation and translation only; the work happens in
@@ -27,7 +25,6 @@ import { resolveWorkspace } from './workspaces.js';
  */
 
 export interface IdentityHandlers {
-  db: Knex;
   accounts: Accounts;
   signingKeys: SigningKeys;
   sessions: Sessions;
@@ -61,10 +58,10 @@ function announceRevoked(ctx: HandlerContext, ids: string[]): void {
   if (ids.length > 0 && ids.length <= 200) ctx.responseHeader.set(revokedSessionsHeader, ids.join(','));
 }
 
-const logoutScopes = new Set(['local', 'others', 'global']);
+const isLogoutScope = (scope: string): scope is LogoutScope => scope === 'local' || scope === 'others' || scope === 'global';
 
 export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers): void {
-  const { accounts, signingKeys, sessions, db } = handlers;
+  const { accounts, signingKeys, sessions } = handlers;
 
   const auth: Partial<ServiceImpl<typeof AuthService>> = {
     async register(req, ctx) {
@@ -90,26 +87,15 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
 
     async refresh(req, ctx) {
       if (req.refreshToken === '') throw invalidArgument('refresh_token', 'refresh_token is required.');
-      return { session: await sessions.refresh(db, req.refreshToken, requestIdOf(ctx)) };
+      return { session: await sessions.refresh(req.refreshToken, requestIdOf(ctx)) };
     },
 
     async logout(req, ctx) {
       const userId = principalOf(ctx);
       const { sessionId } = callerOf(ctx);
       const scope = req.scope ?? 'local';
-      if (!logoutScopes.has(scope)) throw invalidArgument('scope', 'scope must be local, others or global.');
-      let target = sessionId;
-      if (scope === 'local' && req.refreshToken) {
-        // The session of the refresh token, if it is the caller's; anything else is ignored.
-        const owned = await sessions.sessionOfRefreshToken(db, req.refreshToken, userId);
-        if (owned) target = owned;
-      }
-      const revoked = await db.transaction((trx) => {
-        if (scope === 'global') return sessions.revoke(trx, { userId, reason: 'logout', requestId: requestIdOf(ctx) });
-        if (scope === 'others') return sessions.revoke(trx, { userId, reason: 'logout', except: sessionId, requestId: requestIdOf(ctx) });
-        return target ? sessions.revoke(trx, { userId, reason: 'logout', only: [target], requestId: requestIdOf(ctx) }) : Promise.resolve([]);
-      });
-      announceRevoked(ctx, revoked);
+      if (!isLogoutScope(scope)) throw invalidArgument('scope', 'scope must be local, others or global.');
+      announceRevoked(ctx, await sessions.logout({ userId, sessionId, scope, refreshToken: req.refreshToken, requestId: requestIdOf(ctx) }));
       return {};
     },
 
@@ -135,7 +121,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
 
     async verifyEmail(req) {
       if (req.token === '') throw invalidArgument('token', 'token is required.');
-      await handlers.verifications.verify(db, req.token);
+      await handlers.verifications.verify(req.token);
       return {};
     },
 
@@ -145,7 +131,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
 
     // Only the gateway may call it: its access option in identity.proto.
     async listRevokedSessions(req) {
-      const rows = await sessions.revokedSince(db, req.revokedSince ? timestampDate(req.revokedSince) : undefined);
+      const rows = await sessions.revokedSince(req.revokedSince ? timestampDate(req.revokedSince) : undefined);
       return { sessions: rows.map((row) => ({ sessionId: row.id, revokedAt: timestampFromDate(row.revoked_at) })) };
     },
   };
@@ -261,7 +247,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
     // Only the gateway may call it (it answers for any user): its access option in identity.proto.
     async resolveWorkspace(req) {
       if (req.userId === '') throw invalidArgument('user_id', 'user_id is required.');
-      const membership = await resolveWorkspace(handlers.db, req.userId, req.workspaceId);
+      const membership = await handlers.organizations.resolveWorkspace(req.userId, req.workspaceId);
       if (!membership) throw apiError(Code.NotFound, 'workspace_not_found', 'The workspace does not exist or you are not a member of it.');
       return { workspaceId: membership.org_id, role: membership.role, deactivated: membership.deactivated };
     },

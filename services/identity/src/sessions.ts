@@ -9,19 +9,19 @@ import { deriveSecret, sha256Hex } from '@switchboard/runtime/secrets';
 import { type Clock, systemClock } from './clock.js';
 import type { SigningKeys } from './signing-keys.js';
 import {
-  type Db,
   findRefreshToken,
   findRevokedSessions,
   findUsersSessionOfRefreshToken,
   insertRefreshToken,
   insertSession,
   lockRefreshToken,
-  lockUserForSession,
   markRefreshTokenUsed,
   revokeUserSessions,
   type SessionRow,
   touchSession,
-} from './store.js';
+} from './store/sessions.js';
+import type { Db } from './store/sql.js';
+import { lockUserForSession } from './store/users.js';
 import type { EventWriter } from './workspaces.js';
 
 /**
@@ -57,11 +57,18 @@ export const invalidCredentials = () => apiError(Code.Unauthenticated, 'invalid_
 export const invalidRefreshToken = () =>
   apiError(Code.Unauthenticated, 'invalid_token', 'The refresh token is not valid or its session has ended; sign in again.', { field: 'refresh_token' });
 
+export type LogoutScope = 'local' | 'others' | 'global';
+
+export interface SessionsDeps {
+  db: Knex;
+  signingKeys: SigningKeys;
+  recordEvent?: EventWriter;
+  log?: Logger;
+  clock?: Clock;
+}
+
 export class Sessions {
-  constructor(
-    private readonly signingKeys: SigningKeys,
-    private readonly deps: { recordEvent?: EventWriter; log?: Logger; clock?: Clock } = {},
-  ) {}
+  constructor(private readonly deps: SessionsDeps) {}
 
   private now(): Date {
     return (this.deps.clock ?? systemClock)();
@@ -82,14 +89,14 @@ export class Sessions {
     const refreshToken = newToken();
     await insertSession(trx, { id: sessionId, userId, aal, expiresAt: new Date(this.now().getTime() + sessionLifetimeMs) });
     await insertRefreshToken(trx, { tokenHash: sha256Hex(refreshToken), sessionId, parentHash: null });
-    const access = await this.signingKeys.signAccessToken({ userId, sessionId, aal });
+    const access = await this.deps.signingKeys.signAccessToken({ userId, sessionId, aal });
     return { accessToken: access.token, refreshToken, tokenType: 'Bearer', expiresIn: access.expiresIn };
   }
 
   /** Rotates a refresh token (SPEC §3); 401 invalid_token for anything but a live token. */
-  async refresh(db: Knex, refreshToken: string, requestId?: string): Promise<SessionTokens> {
+  async refresh(refreshToken: string, requestId?: string): Promise<SessionTokens> {
     const tokenHash = sha256Hex(refreshToken);
-    const outcome = await db.transaction(async (trx) => {
+    const outcome = await this.deps.db.transaction(async (trx) => {
       const found = await lockRefreshToken(trx, tokenHash);
       if (!found) return { kind: 'invalid' as const };
       const { token, session } = found;
@@ -118,7 +125,7 @@ export class Sessions {
       throw invalidRefreshToken();
     }
     const { session } = outcome;
-    const access = await this.signingKeys.signAccessToken({ userId: session.user_id, sessionId: session.id, aal: session.aal });
+    const access = await this.deps.signingKeys.signAccessToken({ userId: session.user_id, sessionId: session.id, aal: session.aal });
     return { accessToken: access.token, refreshToken: outcome.refreshToken, tokenType: 'Bearer', expiresIn: access.expiresIn };
   }
 
@@ -142,14 +149,28 @@ export class Sessions {
     return ids;
   }
 
-  /** The session a refresh token belongs to (any state) if it is `userId`'s, for logout. */
-  sessionOfRefreshToken(db: Db, refreshToken: string, userId: string): Promise<string | undefined> {
-    return findUsersSessionOfRefreshToken(db, sha256Hex(refreshToken), userId);
+  /**
+   * Ends the caller's session (`local`: the session of the access token, or of `refreshToken`
+   * when that one is the user's: another user's token is ignored), every other one (`others`),
+   * or all of them (`global`); returns the revoked ids.
+   */
+  async logout(input: { userId: string; sessionId?: string; scope: LogoutScope; refreshToken?: string; requestId?: string }): Promise<string[]> {
+    const { userId, sessionId, scope, requestId } = input;
+    let target = sessionId;
+    if (scope === 'local' && input.refreshToken) {
+      const owned = await findUsersSessionOfRefreshToken(this.deps.db, sha256Hex(input.refreshToken), userId);
+      if (owned) target = owned;
+    }
+    return this.deps.db.transaction((trx) => {
+      if (scope === 'global') return this.revoke(trx, { userId, reason: 'logout', requestId });
+      if (scope === 'others') return this.revoke(trx, { userId, reason: 'logout', except: sessionId, requestId });
+      return target ? this.revoke(trx, { userId, reason: 'logout', only: [target], requestId }) : Promise.resolve([]);
+    });
   }
 
   /** Sessions revoked since `since` (default: the access-token lifetime back). */
-  revokedSince(db: Db, since?: Date): Promise<Array<{ id: string; revoked_at: Date }>> {
-    return findRevokedSessions(db, since ?? new Date(this.now().getTime() - revocationHorizonMs));
+  revokedSince(since?: Date): Promise<Array<{ id: string; revoked_at: Date }>> {
+    return findRevokedSessions(this.deps.db, since ?? new Date(this.now().getTime() - revocationHorizonMs));
   }
 }
 

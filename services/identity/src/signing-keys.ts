@@ -3,7 +3,7 @@ import { randomBase62 } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { decryptSecret, encryptSecret, type KeyMaterial } from '@switchboard/runtime/secrets';
 import { type CryptoKey, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose';
-import { findActiveSigningKey, findPublishedSigningKeys, insertActiveSigningKeyIfNone, type SigningKeyRow } from './store.js';
+import { findActiveSigningKey, findPublishedSigningKeys, insertActiveSigningKeyIfNone, type SigningKeyRow } from './store/signing-keys.js';
 
 /**
  * The ES256 key pair that signs access tokens (SPEC §3). The first start generates it; the

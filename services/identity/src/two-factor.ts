@@ -5,19 +5,18 @@ import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { decryptSecret, encryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
 import * as OTPAuth from 'otpauth';
 import { type Clock, systemClock } from './clock.js';
+import type { Db } from './store/sql.js';
 import {
   activateTwoFactor,
   claimTotpStep,
   consumeRecoveryCode,
   countRecoveryCodes,
-  type Db,
   deleteTwoFactor,
   findTwoFactor,
   replaceRecoveryCodes,
   savePendingTwoFactor,
-  setTwoFactorEnabled,
-  type UserRow,
-} from './store.js';
+} from './store/two-factor.js';
+import { setTwoFactorEnabled, type UserRow } from './store/users.js';
 
 /**
  * TOTP two-factor authentication (SPEC §3): RFC 6238 with SHA1, 30 s steps, 6 digits, ±1 step,
@@ -66,31 +65,32 @@ export function isTotpCodeShape(code: string): boolean {
 }
 
 export class TwoFactor {
-  constructor(
-    private readonly db: Knex,
-    private readonly clock: Clock = systemClock,
-  ) {}
+  constructor(private readonly deps: { db: Knex; clock?: Clock }) {}
+
+  private now(): Date {
+    return (this.deps.clock ?? systemClock)();
+  }
 
   async status(userId: string): Promise<{ enabled: boolean; enabledAt: Date | null; recoveryCodesRemaining: number }> {
-    const row = await findTwoFactor(this.db, userId);
+    const row = await findTwoFactor(this.deps.db, userId);
     const enabled = Boolean(row?.secret_encrypted);
-    return { enabled, enabledAt: row?.enabled_at ?? null, recoveryCodesRemaining: enabled ? await countRecoveryCodes(this.db, userId) : 0 };
+    return { enabled, enabledAt: row?.enabled_at ?? null, recoveryCodesRemaining: enabled ? await countRecoveryCodes(this.deps.db, userId) : 0 };
   }
 
   /** A new pending secret (replacing an earlier pending one); 409 when 2FA is on already. */
   async enroll(user: UserRow): Promise<{ secret: string; otpauthUri: string }> {
-    const row = await findTwoFactor(this.db, user.id);
+    const row = await findTwoFactor(this.deps.db, user.id);
     if (row?.secret_encrypted)
       throw apiError(Code.AlreadyExists, 'two_factor_already_enabled', 'Two-factor authentication is on already; disable it first to enroll again.');
     const secret = new OTPAuth.Secret({ size: secretBytes }).base32;
-    await savePendingTwoFactor(this.db, user.id, encryptSecret(secret, secretPurpose));
+    await savePendingTwoFactor(this.deps.db, user.id, encryptSecret(secret, secretPurpose));
     return { secret, otpauthUri: totp(secret, user.email).toString() };
   }
 
   /** Activates the pending secret with its first code; returns the recovery codes (shown once). */
   async activate(user: UserRow, code: string): Promise<string[]> {
     if (!isTotpCodeShape(code)) throw invalidCodeInput();
-    const row = await findTwoFactor(this.db, user.id);
+    const row = await findTwoFactor(this.deps.db, user.id);
     if (row?.secret_encrypted) throw apiError(Code.AlreadyExists, 'two_factor_already_enabled', 'Two-factor authentication is on already.');
     if (!row?.pending_secret_encrypted) {
       throw apiError(Code.FailedPrecondition, 'two_factor_not_enrolled', 'Start with POST /v1/account/2fa/enroll.', { httpStatus: 422 });
@@ -99,8 +99,8 @@ export class TwoFactor {
     const codes = Array.from({ length: recoveryCodeCount }, newRecoveryCode);
     const activated =
       step !== undefined &&
-      (await this.db.transaction(async (trx) => {
-        if (!(await activateTwoFactor(trx, user.id, row.pending_secret_encrypted!, step, this.clock()))) return false;
+      (await this.deps.db.transaction(async (trx) => {
+        if (!(await activateTwoFactor(trx, user.id, row.pending_secret_encrypted!, step, this.now()))) return false;
         await replaceRecoveryCodes(
           trx,
           user.id,
@@ -126,7 +126,7 @@ export class TwoFactor {
   verifyRecoveryCode(db: Db, userId: string, code: string): Promise<boolean> {
     const normalized = normalizeRecoveryCode(code);
     if (normalized.length === 0) return Promise.resolve(false);
-    return consumeRecoveryCode(db, userId, sha256Hex(normalized), this.clock());
+    return consumeRecoveryCode(db, userId, sha256Hex(normalized), this.now());
   }
 
   /** Turns 2FA off (the caller has re-authenticated). */
@@ -148,7 +148,7 @@ export class TwoFactor {
 
   /** The RFC 6238 time step the code belongs to (±1 step around now), or undefined. */
   private acceptedStep(secretBase32: string, code: string): number | undefined {
-    const timestamp = this.clock().getTime();
+    const timestamp = this.now().getTime();
     const delta = totp(secretBase32, 'x').validate({ token: code.trim(), window: totpWindow, timestamp });
     if (delta === null) return undefined;
     return Math.floor(timestamp / 1000 / totpPeriodSeconds) + delta;

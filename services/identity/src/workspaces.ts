@@ -2,7 +2,9 @@ import type { JsonObject } from '@bufbuild/protobuf';
 import type { Knex } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
-import { type Db, findMembership, insertMembership, insertOrganization, type ResolvedMembership } from './store.js';
+import { findMembership, insertMembership, type ResolvedMembership } from './store/members.js';
+import { insertOrganization } from './store/organizations.js';
+import type { Db } from './store/sql.js';
 
 /**
  * Workspaces are organizations (SPEC §3). Registration creates the personal one; the gateway

@@ -1,15 +1,11 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DescService } from '@bufbuild/protobuf';
-import { type Client, createClient, type Interceptor } from '@connectrpc/connect';
-import { createConnectTransport } from '@connectrpc/connect-node';
-import { Health, HealthCheckResponse_ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
-import { freePort } from '@switchboard/runtime/infra';
+import type { Client } from '@connectrpc/connect';
 import { type MeshClaims, MeshTokens } from '@switchboard/runtime/mesh-token';
-import { eventually } from '@switchboard/runtime/testing';
+import { eventually, type RunningService, meshClient as serviceClient, startService } from '@switchboard/runtime/testing';
 
 export { eventually };
 
@@ -22,89 +18,33 @@ export function requireEnv(name: string): string {
   return value;
 }
 
-export interface RunningIdentity {
-  port: number;
-  baseUrl: string;
+export interface RunningIdentity extends RunningService {
   mailboxDir: string;
-  process: ChildProcess;
-  /** Everything the process wrote to stdout and stderr so far. */
-  output(): string;
-  stop(): Promise<void>;
 }
 
-/**
- * Spawns the compiled identity service on a free port with the test run's Postgres, NATS and
- * mesh secret, and waits (with a deadline) until grpc.health.v1.Health/Check says SERVING.
- */
+/** The compiled identity service on a free port (see startService), mail going to a fresh folder. */
 export async function startIdentity(options: { env?: Record<string, string>; healthTimeoutMs?: number } = {}): Promise<RunningIdentity> {
-  const port = await freePort();
   const mailboxDir = await mkdtemp(path.join(tmpdir(), 'identity-mailbox-'));
-  const env: Record<string, string> = {
-    PATH: process.env.PATH ?? '',
-    DATABASE_URL: requireEnv('DATABASE_URL'),
-    NATS_URL: requireEnv('NATS_URL'),
-    SWITCHBOARD_MESH_SECRET: requireEnv('SWITCHBOARD_MESH_SECRET'),
-    EVENTS_SUBJECT_PREFIX: requireEnv('EVENTS_SUBJECT_PREFIX'),
-    EVENTS_STREAM: requireEnv('EVENTS_STREAM'),
-    PORT: String(port),
-    MAILBOX_DIR: mailboxDir,
-    LOG_LEVEL: 'debug',
-    ...options.env,
-  };
-  const child = spawn(process.execPath, [identityMain], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }
-    await rm(mailboxDir, { recursive: true, force: true });
-  };
-
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const health = createClient(Health, createConnectTransport({ baseUrl, httpVersion: '1.1' }));
-  const timeoutMs = options.healthTimeoutMs ?? 30_000;
   try {
-    // Fails at once when the process exits; otherwise polls health until the deadline.
-    await Promise.race([
-      exited.then(() => Promise.reject(new Error(`identity exited with code ${child.exitCode} before it was healthy`))),
-      eventually(
-        async () => {
-          const response = await health.check({}, { timeoutMs: 1000 });
-          return response.status === HealthCheckResponse_ServingStatus.SERVING ? true : undefined;
-        },
-        'identity to report SERVING',
-        timeoutMs,
-        100,
-      ),
-    ]);
+    const service = await startService(identityMain, { ...options, env: { MAILBOX_DIR: mailboxDir, ...options.env } });
+    const stop = async () => {
+      await service.stop();
+      await rm(mailboxDir, { recursive: true, force: true });
+    };
+    return { ...service, mailboxDir, stop };
   } catch (err) {
-    await stop();
-    throw new Error(`${(err as Error).message}\n--- identity output ---\n${output}`);
+    await rm(mailboxDir, { recursive: true, force: true });
+    throw err;
   }
-  return { port, baseUrl, mailboxDir, process: child, output: () => output, stop };
 }
 
-const meshTokens = () => new MeshTokens(requireEnv('SWITCHBOARD_MESH_SECRET'));
-
-/** A Connect client whose calls carry a mesh token with `claims` (none when `claims` is null). */
+/** A Connect client of identity whose calls carry a mesh token with `claims` (none when null). */
 export function meshClient<T extends DescService>(service: T, baseUrl: string, claims: MeshClaims | null = { caller: 'gateway' }): Client<T> {
-  const tokens = meshTokens();
-  const addToken: Interceptor = (next) => async (req) => {
-    if (claims) req.header.set('authorization', `Bearer ${await tokens.mint('identity', claims)}`);
-    return next(req);
-  };
-  return createClient(service, createConnectTransport({ baseUrl, httpVersion: '1.1', interceptors: [addToken] }));
+  return serviceClient(service, baseUrl, 'identity', claims);
 }
 
 export function mintMeshToken(audience: string, claims: MeshClaims): Promise<string> {
-  return meshTokens().mint(audience, claims);
+  return new MeshTokens(requireEnv('SWITCHBOARD_MESH_SECRET')).mint(audience, claims);
 }
 
 /** A unique address for one test. */

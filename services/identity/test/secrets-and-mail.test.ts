@@ -123,7 +123,10 @@ describe('mail adapter', () => {
   it('writes account mails: a credential notice without secrets, and the reset token', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'account-mail-'));
     try {
-      const mail = new AccountMail(createMailer({ log: createLogger('test', 'silent'), env: { MAILBOX_DIR: dir } }), createLogger('test', 'silent'));
+      const mail = new AccountMail({
+        mailer: createMailer({ log: createLogger('test', 'silent'), env: { MAILBOX_DIR: dir } }),
+        log: createLogger('test', 'silent'),
+      });
       await mail.credentialChanged({ id: 'usr_1', email: 'ann@example.com', fullName: 'Ann' }, 'two_factor_disabled');
       await mail.passwordReset({ id: 'usr_1', email: 'ann@example.com', fullName: null }, 'reset-token-value', 60);
       const texts = await Promise.all((await readdir(dir)).sort().map((name) => readFile(path.join(dir, name), 'utf8')));

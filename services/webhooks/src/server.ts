@@ -2,10 +2,14 @@ import type { ConnectRouter } from '@connectrpc/connect';
 import { EventService, WebhookService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 
 /**
- * The webhooks RPCs. Their behaviour is a later issue: until it lands every method answers
- * `unimplemented` (501 on the REST surface) rather than a fake success.
+ * The RPC surface of the webhooks service: validation and translation only; the work belongs in
+ * domain modules that `main.ts` builds and passes here. Webhooks are built by a later issue: until
+ * then the handlers are empty and every RPC answers Unimplemented (501 on the REST surface),
+ * never a fake success; each call still passes its access rule first.
  */
-export function routes(router: ConnectRouter): void {
+export type WebhooksHandlers = Record<string, never>;
+
+export function registerRoutes(router: ConnectRouter, _handlers: WebhooksHandlers): void {
   router.service(WebhookService, {});
   router.service(EventService, {});
 }

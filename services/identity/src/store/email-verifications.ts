@@ -1,0 +1,25 @@
+import type { Db } from './sql.js';
+
+// Mailed email-verification tokens (stored hashed).
+
+export async function insertEmailVerification(db: Db, verification: { tokenHash: string; userId: string; email: string; expiresAt: Date }): Promise<void> {
+  await db('email_verifications').insert({
+    token_hash: verification.tokenHash,
+    user_id: verification.userId,
+    email: verification.email,
+    expires_at: verification.expiresAt,
+  });
+}
+
+export async function lockEmailVerification(
+  db: Db,
+  tokenHash: string,
+): Promise<{ user_id: string; email: string; expires_at: Date; used_at: Date | null } | undefined> {
+  return db('email_verifications').select('user_id', 'email', 'expires_at', 'used_at').where({ token_hash: tokenHash }).forUpdate().first();
+}
+
+export async function completeEmailVerification(db: Db, tokenHash: string, userId: string, email: string, at: Date): Promise<boolean> {
+  await db('email_verifications').where({ token_hash: tokenHash }).update({ used_at: at });
+  const updated = await db('users').where({ id: userId, email }).update({ email_verified_at: at, updated_at: db.fn.now() });
+  return updated === 1;
+}

@@ -1,0 +1,77 @@
+import type { Db } from './sql.js';
+
+// Sessions and their rotating refresh tokens.
+
+export async function insertSession(db: Db, session: { id: string; userId: string; aal: string; expiresAt: Date }): Promise<void> {
+  await db('sessions').insert({ id: session.id, user_id: session.userId, aal: session.aal, expires_at: session.expiresAt });
+}
+
+export async function insertRefreshToken(db: Db, token: { tokenHash: string; sessionId: string; parentHash: string | null }): Promise<void> {
+  await db('refresh_tokens').insert({ token_hash: token.tokenHash, session_id: token.sessionId, parent_hash: token.parentHash });
+}
+
+export interface SessionRow {
+  id: string;
+  user_id: string;
+  aal: string;
+  created_at: Date;
+  last_used_at: Date;
+  expires_at: Date;
+  revoked_at: Date | null;
+}
+
+export interface RefreshTokenRow {
+  token_hash: string;
+  session_id: string;
+  parent_hash: string | null;
+  created_at: Date;
+  used_at: Date | null;
+  successor_hash: string | null;
+  successor_nonce: string | null;
+}
+
+/** The refresh token and its session, both locked for the rotation. */
+export async function lockRefreshToken(db: Db, tokenHash: string): Promise<{ token: RefreshTokenRow; session: SessionRow } | undefined> {
+  const token = (await db('refresh_tokens').where({ token_hash: tokenHash }).forUpdate().first()) as RefreshTokenRow | undefined;
+  if (!token) return undefined;
+  const session = (await db('sessions').where({ id: token.session_id }).forUpdate().first()) as SessionRow;
+  return { token, session };
+}
+
+/** The session of a refresh token, when that session is `userId`'s. */
+export async function findUsersSessionOfRefreshToken(db: Db, tokenHash: string, userId: string): Promise<string | undefined> {
+  const row = await db('refresh_tokens as t')
+    .join('sessions as s', 's.id', 't.session_id')
+    .where({ 't.token_hash': tokenHash, 's.user_id': userId })
+    .first('s.id');
+  return row?.id;
+}
+
+export async function findRefreshToken(db: Db, tokenHash: string): Promise<RefreshTokenRow | undefined> {
+  return db('refresh_tokens').where({ token_hash: tokenHash }).first();
+}
+
+export async function markRefreshTokenUsed(db: Db, tokenHash: string, successor: { hash: string; nonce: string }, at: Date): Promise<void> {
+  await db('refresh_tokens').where({ token_hash: tokenHash }).update({ used_at: at, successor_hash: successor.hash, successor_nonce: successor.nonce });
+}
+
+export async function touchSession(db: Db, sessionId: string, at: Date): Promise<void> {
+  await db('sessions').where({ id: sessionId }).update({ last_used_at: at });
+}
+
+export async function findSession(db: Db, sessionId: string): Promise<SessionRow | undefined> {
+  return db('sessions').where({ id: sessionId }).first();
+}
+
+/** Revokes the user's live sessions that match; returns the ids actually revoked. */
+export async function revokeUserSessions(db: Db, input: { userId: string; reason: string; at: Date; only?: string[]; except?: string }): Promise<string[]> {
+  const query = db('sessions').where({ user_id: input.userId }).whereNull('revoked_at');
+  if (input.only) query.whereIn('id', input.only);
+  if (input.except) query.whereNot('id', input.except);
+  const rows = (await query.update({ revoked_at: input.at, revoked_reason: input.reason }).returning(['id'])) as Array<{ id: string }>;
+  return rows.map((row) => row.id);
+}
+
+export async function findRevokedSessions(db: Db, since: Date): Promise<Array<{ id: string; revoked_at: Date }>> {
+  return db('sessions').select('id', 'revoked_at').where('revoked_at', '>=', since).orderBy('revoked_at');
+}
