@@ -1,3 +1,5 @@
+import { DataKeyRing, SecretError } from './secrets.js';
+
 /** Configuration from the environment, with errors that name the variable and what it wants. */
 export class ConfigError extends Error {}
 
@@ -65,6 +67,10 @@ export interface CommonConfig {
   databaseUrl: string;
   natsUrl: string;
   meshSecret: string;
+  /** Accepted for verification only, while a new SWITCHBOARD_MESH_SECRET rolls out. */
+  meshSecretPrevious?: string;
+  /** The keys that encrypt data at rest (SWITCHBOARD_DATA_KEYS). */
+  dataKeys: DataKeyRing;
   logLevel: string;
   eventsSubjectPrefix: string;
   eventsStream: string;
@@ -75,6 +81,34 @@ export function readMeshSecret(env: Env = process.env): string {
   const meshSecret = readString('SWITCHBOARD_MESH_SECRET', undefined, env);
   if (Buffer.byteLength(meshSecret) < 32) throw new ConfigError('SWITCHBOARD_MESH_SECRET must be at least 32 bytes');
   return meshSecret;
+}
+
+/** SWITCHBOARD_MESH_SECRET_PREVIOUS: the secret being rotated out, if any (at least 32 bytes too). */
+export function readPreviousMeshSecret(env: Env = process.env): string | undefined {
+  const previous = env.SWITCHBOARD_MESH_SECRET_PREVIOUS;
+  if (previous === undefined || previous === '') return undefined;
+  if (Buffer.byteLength(previous) < 32) throw new ConfigError('SWITCHBOARD_MESH_SECRET_PREVIOUS must be at least 32 bytes');
+  return previous;
+}
+
+/**
+ * SWITCHBOARD_DATA_KEYS: `id:base64-of-32-bytes[,…]`, the first key encrypts, all decrypt. It is
+ * required: `npm start` generates one per data dir, production sets it from a Secret.
+ */
+export function readDataKeys(env: Env = process.env): DataKeyRing {
+  const raw = env.SWITCHBOARD_DATA_KEYS;
+  if (raw === undefined || raw.trim() === '') {
+    throw new ConfigError(
+      'SWITCHBOARD_DATA_KEYS is required: a comma-separated list of id:base64 keys of 32 bytes (the first encrypts, all decrypt), e.g. ' +
+        `k1:$(node -e "console.log(require('crypto').randomBytes(32).toString('base64'))")`,
+    );
+  }
+  try {
+    return DataKeyRing.parse(raw, 'SWITCHBOARD_DATA_KEYS');
+  } catch (err) {
+    if (err instanceof SecretError) throw new ConfigError(err.message);
+    throw err;
+  }
 }
 
 /** Where events are: NATS, the stream and the subject prefix. */
@@ -90,6 +124,8 @@ export function readCommonConfig(env: Env = process.env): CommonConfig {
   return {
     databaseUrl: readString('DATABASE_URL', undefined, env),
     meshSecret: readMeshSecret(env),
+    meshSecretPrevious: readPreviousMeshSecret(env),
+    dataKeys: readDataKeys(env),
     logLevel: readString('LOG_LEVEL', 'info', env),
     ...readEventsConfig(env),
   };

@@ -32,14 +32,21 @@ const clockSkewSeconds = 60;
  */
 export class MeshTokens {
   private readonly key: Uint8Array;
+  private readonly previousKey?: Uint8Array;
   private readonly minted = new Map<string, { token: string; exp: number }>();
   private readonly verified = new Map<string, { claims: MeshClaims; exp: number }>();
 
+  /**
+   * `previous`, while a new secret rolls out, is accepted for verification (never for signing),
+   * so services restarted with the new secret and those still on the old one keep talking.
+   */
   constructor(
     secret: string,
     private readonly now: () => number = Date.now,
+    previous?: string,
   ) {
     this.key = new TextEncoder().encode(secret);
+    if (previous) this.previousKey = new TextEncoder().encode(previous);
   }
 
   async mint(audience: string, claims: MeshClaims): Promise<string> {
@@ -86,15 +93,23 @@ export class MeshTokens {
     const cached = this.verified.get(cacheKey);
     if (cached && cached.exp > nowSeconds) return cached.claims;
     let payload: Awaited<ReturnType<typeof jwtVerify>>['payload'];
-    try {
-      ({ payload } = await jwtVerify(token, this.key, {
+    const check = (key: Uint8Array) =>
+      jwtVerify(token, key, {
         algorithms: ['HS256'],
         issuer,
         audience,
         requiredClaims: ['exp', 'sub'],
         currentDate: new Date(nowSeconds * 1000),
         clockTolerance: clockSkewSeconds,
-      }));
+      });
+    try {
+      try {
+        ({ payload } = await check(this.key));
+      } catch (err) {
+        // Only a signature made with the previous secret may pass; claims are checked the same.
+        if (!(this.previousKey && err instanceof joseErrors.JWSSignatureVerificationFailed)) throw err;
+        ({ payload } = await check(this.previousKey));
+      }
     } catch (err) {
       const reason = err instanceof joseErrors.JOSEError ? err.code : 'ERR_INVALID';
       throw new MeshTokenError(`mesh token refused (${reason})`);

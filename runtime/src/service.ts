@@ -1,6 +1,7 @@
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { ConnectRouter } from '@connectrpc/connect';
 import { type CommonConfig, readCommonConfig, readInt, type ServiceName, servicePorts } from './config.js';
+import { type EncryptedColumn, rotateDataKey } from './data-key-rotation.js';
 import { createDb, type Knex, migrate } from './db.js';
 import { createLogger, type Logger } from './log.js';
 import { MeshTokens } from './mesh-token.js';
@@ -36,6 +37,8 @@ export interface ServiceDefinition<Prepared = void> {
   routes(router: ConnectRouter, runtime: ServiceRuntime, prepared: Prepared): void;
   /** Consumers and jobs, started after migrations. */
   background?(runtime: ServiceRuntime): BackgroundTask[];
+  /** The columns that hold ciphertexts under the data keys, for `--rotate-data-key`. */
+  encryptedColumns?: EncryptedColumn[];
 }
 
 /**
@@ -51,6 +54,13 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
     const port = readInt('PORT', servicePorts[name]);
     const db = createDb(config.databaseUrl, name);
     await migrate(db, name, definition.migrationsDir);
+    if (process.argv.includes('--rotate-data-key')) {
+      // A one-off run (a Kubernetes Job, `npm run rotate-data-key`): re-encrypt, report, exit.
+      const results = await rotateDataKey({ db, ring: config.dataKeys, columns: definition.encryptedColumns ?? [], legacyMeshSecret: config.meshSecret, log });
+      log.info({ key_id: config.dataKeys.currentKeyId, results }, 'data key rotation finished');
+      await db.destroy();
+      process.exit(0);
+    }
     const nats = connectNats(config.natsUrl, name, log).then(async (nc) => {
       // JetStream may not be ready yet (a server still starting): keep trying, events wait in the outbox.
       for (let attempt = 1; ; attempt++) {
@@ -70,7 +80,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
       log,
       db,
       nats,
-      meshTokens: new MeshTokens(config.meshSecret),
+      meshTokens: new MeshTokens(config.meshSecret, Date.now, config.meshSecretPrevious),
       recordEvent: (trx, event) => recordEvent(trx, event, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
     };
     const prepared = (await definition.prepare?.(runtime)) as Prepared;

@@ -59,6 +59,7 @@ export async function startService(main: string, options: { env?: Record<string,
     DATABASE_URL: requireEnv('DATABASE_URL'),
     NATS_URL: requireEnv('NATS_URL'),
     SWITCHBOARD_MESH_SECRET: requireEnv('SWITCHBOARD_MESH_SECRET'),
+    SWITCHBOARD_DATA_KEYS: requireEnv('SWITCHBOARD_DATA_KEYS'),
     EVENTS_SUBJECT_PREFIX: requireEnv('EVENTS_SUBJECT_PREFIX'),
     EVENTS_STREAM: requireEnv('EVENTS_STREAM'),
     PORT: String(port),
@@ -102,16 +103,16 @@ export async function startService(main: string, options: { env?: Record<string,
 
 /**
  * A Connect client of `service` at `baseUrl` whose calls carry a mesh token for `audience` with
- * `claims` (none when `claims` is null), signed with the test run's mesh secret.
+ * `claims` (none when `claims` is null), signed with the test run's mesh secret or `meshSecret`.
  */
 export function meshClient<T extends DescService>(
   service: T,
   baseUrl: string,
   audience: string,
   claims: MeshClaims | null = { caller: 'gateway' },
-  options: { httpVersion?: '1.1' | '2' } = {},
+  options: { httpVersion?: '1.1' | '2'; meshSecret?: string } = {},
 ): Client<T> {
-  const tokens = new MeshTokens(requireEnv('SWITCHBOARD_MESH_SECRET'));
+  const tokens = new MeshTokens(options.meshSecret ?? requireEnv('SWITCHBOARD_MESH_SECRET'));
   const addToken: Interceptor = (next) => async (req) => {
     if (claims) req.header.set('authorization', `Bearer ${await tokens.mint(audience, claims)}`);
     return next(req);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseDuration, readBool, readCommonConfig, readDuration, readInt, readString, serviceUrl } from '../src/config.js';
+import { DataKeyRing } from '../src/secrets.js';
 
 /** Runs `read` and returns the ConfigError it throws (fails the test when it does not throw one). */
 function configError(read: () => unknown): ConfigError {
@@ -101,13 +102,15 @@ describe('parseDuration / readDuration', () => {
 
 describe('readCommonConfig', () => {
   const secret32 = 'x'.repeat(32);
-  const base = { SWITCHBOARD_MESH_SECRET: secret32, DATABASE_URL: 'postgres://u@127.0.0.1/db' };
+  const base = { SWITCHBOARD_MESH_SECRET: secret32, DATABASE_URL: 'postgres://u@127.0.0.1/db', SWITCHBOARD_DATA_KEYS: DataKeyRing.generateEntry('k1') };
 
   it('reads the shared settings with their defaults', () => {
     expect(readCommonConfig(base)).toEqual({
       databaseUrl: 'postgres://u@127.0.0.1/db',
       natsUrl: 'nats://127.0.0.1:4222',
       meshSecret: secret32,
+      meshSecretPrevious: undefined,
+      dataKeys: expect.any(DataKeyRing),
       logLevel: 'info',
       eventsSubjectPrefix: 'switchboard.events',
       eventsStream: 'SWITCHBOARD_EVENTS',

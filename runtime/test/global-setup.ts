@@ -6,6 +6,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { type Dependency, dropDatabase, resolveNats, resolvePostgres } from '../src/infra.js';
 import { createLogger } from '../src/log.js';
+import { DataKeyRing } from '../src/secrets.js';
 
 /**
  * One fresh database and one private event stream per test run, on the Postgres and NATS the
@@ -32,6 +33,7 @@ export default async function setup() {
   process.env.EVENTS_SUBJECT_PREFIX = `sbtest.${runId}`;
   process.env.EVENTS_STREAM = `SBTEST_${runId}`;
   process.env.SWITCHBOARD_MESH_SECRET = randomBytes(32).toString('base64url');
+  process.env.SWITCHBOARD_DATA_KEYS = DataKeyRing.generateEntry('test1');
   process.env.TEST_DATA_DIR = dataDir;
 
   return async () => {

@@ -152,6 +152,21 @@ describe('MeshTokens.verify', () => {
     await refused(new MeshTokens(secret, c.now).verify(token, 'identity'));
   });
 
+  it('accepts tokens of the previous secret while it is configured, and always signs with the new one', async () => {
+    const c = clock();
+    const previous = 'the-previous-secret-of-32-bytes-or-more';
+    const oldToken = await new MeshTokens(previous, c.now).mint('identity', fullClaims);
+    const rolling = new MeshTokens(secret, c.now, previous);
+    expect(await rolling.verify(oldToken, 'identity')).toEqual(fullClaims);
+    // What it mints verifies with the new secret alone.
+    const newToken = await rolling.mint('identity', fullClaims);
+    expect(await new MeshTokens(secret, c.now).verify(newToken, 'identity')).toEqual(fullClaims);
+    await refused(new MeshTokens(previous, c.now).verify(newToken, 'identity'));
+    // The previous secret passes the signature only: audience and expiry are checked the same.
+    await refused(rolling.verify(oldToken, 'keys'));
+    await refused(new MeshTokens(secret, c.now).verify(oldToken, 'identity'));
+  });
+
   it('refuses a token once expired, even one it accepted and cached before', async () => {
     const c = clock();
     const tokens = new MeshTokens(secret, c.now);

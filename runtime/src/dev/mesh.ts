@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { type ServiceName, serviceNames, servicePorts } from '../config.js';
 import { type Dependency, freePort, resolveNats, resolvePostgres } from '../infra.js';
 import { createLogger } from '../log.js';
+import { DataKeyRing } from '../secrets.js';
 
 export type Component = ServiceName | 'gateway';
 export const components: Component[] = [...serviceNames, 'gateway'];
@@ -56,6 +57,37 @@ async function meshSecret(dataDir: string): Promise<string> {
 }
 
 /**
+ * The dev data keys: SWITCHBOARD_DATA_KEYS, else a ring generated once per data dir. `legacy` says
+ * the ring was just created for a data dir that already had a mesh secret, so its data may still
+ * be encrypted the way it was before data keys (under the mesh secret) and must be moved.
+ */
+async function dataKeys(dataDir: string): Promise<{ ring: string; legacy: boolean }> {
+  if (process.env.SWITCHBOARD_DATA_KEYS) return { ring: process.env.SWITCHBOARD_DATA_KEYS, legacy: false };
+  const file = path.join(dataDir, 'data-keys');
+  if (existsSync(file)) return { ring: (await readFile(file, 'utf8')).trim(), legacy: false };
+  const legacy = existsSync(path.join(dataDir, 'mesh-secret'));
+  const ring = DataKeyRing.generateEntry('k1');
+  await writeFile(file, ring, { mode: 0o600 });
+  return { ring, legacy };
+}
+
+/** Runs `--rotate-data-key` of every service and waits for it; throws with its output on failure. */
+async function rotateDataKeys(env: Record<string, string>, log: ReturnType<typeof createLogger>): Promise<void> {
+  for (const name of serviceNames) {
+    const child = spawn(process.execPath, [entryOf(name), '--rotate-data-key'], {
+      cwd: repoRoot,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    for (const stream of [child.stdout, child.stderr]) stream?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    if (code !== 0) throw new Error(`moving the secrets of ${name} under the data keys failed:\n${output}`);
+  }
+  log.info('moved the secrets of this data dir under its new data keys (.data/data-keys)');
+}
+
+/**
  * Runs the whole mesh on this machine: Postgres and NATS as SPEC §11 says, each service and
  * the gateway as its own process, and waits until the gateway reports every service ready.
  */
@@ -77,14 +109,18 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   for (const name of serviceNames) ports[name] = options.randomPorts ? await freePort() : servicePorts[name];
   ports.gateway = options.randomPorts ? await freePort() : Number(process.env.PORT ?? 8080);
   const urls = Object.fromEntries(serviceNames.map((name) => [name, `http://127.0.0.1:${ports[name]}`])) as Record<ServiceName, string>;
+  const keys = await dataKeys(options.dataDir);
   const env: Record<string, string> = {
     DATABASE_URL: postgres.url,
     NATS_URL: nats.url,
     SWITCHBOARD_MESH_SECRET: await meshSecret(options.dataDir),
+    SWITCHBOARD_DATA_KEYS: keys.ring,
     MAILBOX_DIR: process.env.MAILBOX_DIR ?? path.join(options.dataDir, 'mailbox'),
     ...Object.fromEntries(serviceNames.map((name) => [`${name.toUpperCase()}_URL`, urls[name]])),
     ...options.env,
   };
+
+  if (keys.legacy) await rotateDataKeys(env, log);
 
   const children = new Map<Component, ChildProcess>();
   const outputs = new Map<Component, string[]>();

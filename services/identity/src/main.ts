@@ -20,25 +20,32 @@ import { PasswordHasher } from './passwords.js';
 import { Reauthentication } from './reauthentication.js';
 import { type IdentityHandlers, registerRoutes } from './server.js';
 import { Sessions } from './sessions.js';
-import { SigningKeys } from './signing-keys.js';
-import { TwoFactor } from './two-factor.js';
+import { SigningKeys, signingKeyPurpose } from './signing-keys.js';
+import { TwoFactor, totpSecretPurpose } from './two-factor.js';
 
 await runService<IdentityHandlers>({
   name: 'identity',
   migrationsDir: fileURLToPath(new URL('../migrations/', import.meta.url)),
+  // Re-encrypted under the newest data key by `--rotate-data-key`.
+  encryptedColumns: [
+    { table: 'signing_keys', keyColumn: 'kid', column: 'private_jwk_encrypted', purpose: signingKeyPurpose },
+    { table: 'two_factor', keyColumn: 'user_id', column: 'secret_encrypted', purpose: totpSecretPurpose },
+    { table: 'two_factor', keyColumn: 'user_id', column: 'pending_secret_encrypted', purpose: totpSecretPurpose },
+  ],
   // Before the first call: the dummy hash for unknown-email logins, and the signing key
   // (generated on the very first start).
   async prepare(runtime) {
     const { db, log, recordEvent } = runtime;
     const clock = systemClock;
     const passwords = new PasswordHasher();
-    const signingKeys = new SigningKeys(db, log, runtime.config.meshSecret);
+    const { dataKeys } = runtime.config;
+    const signingKeys = new SigningKeys({ db, log, dataKeys });
     await Promise.all([passwords.prepare(), signingKeys.ready()]);
     const mailer = createMailer({ log });
     const mail = new AccountMail({ mailer, log });
-    const sessions = new Sessions({ db, signingKeys, recordEvent, log, clock });
+    const sessions = new Sessions({ db, signingKeys, dataKeys, recordEvent, log, clock });
     const throttle = new LoginThrottle({ db, clock });
-    const twoFactor = new TwoFactor({ db, clock });
+    const twoFactor = new TwoFactor({ db, dataKeys, clock });
     const challenges = new LoginChallenges({ db, sessions, twoFactor, throttle, clock, ttlMs: readDuration('MFA_TOKEN_TTL', '5m') });
     const reauth = new Reauthentication({ db, passwords, twoFactor, throttle });
     const verifications = new EmailVerifications({ db, mailer, log });

@@ -5,7 +5,7 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import { newId, newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
-import { deriveSecret, sha256Hex } from '@switchboard/runtime/secrets';
+import { type DataKeyRing, sha256Hex } from '@switchboard/runtime/secrets';
 import { type Clock, systemClock } from './clock.js';
 import type { SigningKeys } from './signing-keys.js';
 import {
@@ -46,7 +46,6 @@ export const revocationHorizonMs = 15 * 60 * 1000;
  * stored; deriving it takes the parent token, the nonce and the key together.
  */
 const successorPurpose = 'identity.refresh-successor';
-const successorOf = (refreshToken: string, nonce: string) => deriveSecret(`${refreshToken}.${nonce}`, successorPurpose);
 
 export type SessionTokens = MessageInitShape<typeof SessionSchema>;
 
@@ -62,6 +61,7 @@ export type LogoutScope = 'local' | 'others' | 'global';
 export interface SessionsDeps {
   db: Knex;
   signingKeys: SigningKeys;
+  dataKeys: DataKeyRing;
   recordEvent?: EventWriter;
   log?: Logger;
   clock?: Clock;
@@ -72,6 +72,16 @@ export class Sessions {
 
   private now(): Date {
     return (this.deps.clock ?? systemClock)();
+  }
+
+  /**
+   * The successor of a rotated token. The nonce names the data key it was derived with
+   * (`<key id>.<random>`), so the grace gives the same successor after a key rotation.
+   */
+  private successorOf(refreshToken: string, nonce: string): string {
+    const dot = nonce.indexOf('.');
+    const keyId = dot > 0 ? nonce.slice(0, dot) : undefined;
+    return this.deps.dataKeys.derive(`${refreshToken}.${nonce}`, successorPurpose, keyId);
   }
 
   /**
@@ -103,8 +113,8 @@ export class Sessions {
       const now = this.now();
       if (session.revoked_at !== null || !isLive(session, now)) return { kind: 'invalid' as const };
       if (token.used_at === null) {
-        const nonce = newToken();
-        const next = successorOf(refreshToken, nonce);
+        const nonce = `${this.deps.dataKeys.currentKeyId}.${newToken()}`;
+        const next = this.successorOf(refreshToken, nonce);
         const nextHash = sha256Hex(next);
         await insertRefreshToken(trx, { tokenHash: nextHash, sessionId: session.id, parentHash: tokenHash });
         await markRefreshTokenUsed(trx, tokenHash, { hash: nextHash, nonce }, now);
@@ -114,7 +124,8 @@ export class Sessions {
       // A used token again: the concurrent-tab grace, or a stolen token being replayed.
       if (token.successor_hash && token.successor_nonce && now.getTime() - token.used_at.getTime() <= refreshGraceMs) {
         const successor = await findRefreshToken(trx, token.successor_hash);
-        if (successor && successor.used_at === null) return { kind: 'ok' as const, refreshToken: successorOf(refreshToken, token.successor_nonce), session };
+        if (successor && successor.used_at === null)
+          return { kind: 'ok' as const, refreshToken: this.successorOf(refreshToken, token.successor_nonce), session };
       }
       await this.revoke(trx, { userId: session.user_id, only: [session.id], reason: 'refresh_token_reuse', requestId });
       return { kind: 'reused' as const, session };

@@ -1,7 +1,7 @@
 import type { Knex } from '@switchboard/runtime/db';
 import { randomBase62 } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
-import { decryptSecret, encryptSecret, type KeyMaterial } from '@switchboard/runtime/secrets';
+import type { DataKeyRing } from '@switchboard/runtime/secrets';
 import { type CryptoKey, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose';
 import { findActiveSigningKey, findPublishedSigningKeys, insertActiveSigningKeyIfNone, type SigningKeyRow } from './store/signing-keys.js';
 
@@ -45,9 +45,7 @@ export interface ActiveKey {
 }
 
 /** A fresh key pair: the public JWK, the encrypted private JWK and its thumbprint as kid. */
-export async function generateSigningKey(
-  encryptionKey?: KeyMaterial,
-): Promise<{ kid: string; alg: string; publicJwk: PublicJwk; privateJwkEncrypted: string }> {
+export async function generateSigningKey(dataKeys: DataKeyRing): Promise<{ kid: string; alg: string; publicJwk: PublicJwk; privateJwkEncrypted: string }> {
   const { publicKey, privateKey } = await generateKeyPair(signingAlgorithm, { extractable: true });
   const publicPart = await exportJWK(publicKey);
   const kid = await calculateJwkThumbprint(publicPart, 'sha256');
@@ -56,7 +54,7 @@ export async function generateSigningKey(
     kid,
     alg: signingAlgorithm,
     publicJwk: { kty: publicPart.kty!, crv: publicPart.crv!, x: publicPart.x!, y: publicPart.y!, kid, alg: signingAlgorithm, use: 'sig' },
-    privateJwkEncrypted: encryptSecret(JSON.stringify(privateJwk), signingKeyPurpose, encryptionKey),
+    privateJwkEncrypted: dataKeys.encrypt(JSON.stringify(privateJwk), signingKeyPurpose),
   };
 }
 
@@ -64,12 +62,7 @@ export class SigningKeys {
   private active: Promise<ActiveKey> | undefined;
   private published: { keys: PublicJwk[]; until: number } | undefined;
 
-  constructor(
-    private readonly db: Knex,
-    private readonly log: Logger,
-    /** Defaults to SWITCHBOARD_MESH_SECRET. */
-    private readonly encryptionKey?: KeyMaterial,
-  ) {}
+  constructor(private readonly deps: { db: Knex; log: Logger; dataKeys: DataKeyRing }) {}
 
   /** Ensures an active key exists (generating the first one) and loads it; retried after a failure. */
   ready(): Promise<ActiveKey> {
@@ -82,13 +75,13 @@ export class SigningKeys {
 
   /** Returns the active key, creating it when there is none; safe under concurrent first starts. */
   async ensureActiveKey(): Promise<SigningKeyRow> {
-    const existing = await findActiveSigningKey(this.db);
+    const existing = await findActiveSigningKey(this.deps.db);
     if (existing) return existing;
-    const candidate = await generateSigningKey(this.encryptionKey);
-    if (await insertActiveSigningKeyIfNone(this.db, candidate)) {
-      this.log.info({ kid: candidate.kid }, 'generated the access-token signing key');
+    const candidate = await generateSigningKey(this.deps.dataKeys);
+    if (await insertActiveSigningKeyIfNone(this.deps.db, candidate)) {
+      this.deps.log.info({ kid: candidate.kid }, 'generated the access-token signing key');
     }
-    const active = await findActiveSigningKey(this.db);
+    const active = await findActiveSigningKey(this.deps.db);
     if (!active) throw new Error('no active signing key after inserting one');
     return active;
   }
@@ -97,12 +90,13 @@ export class SigningKeys {
     const row = await this.ensureActiveKey();
     let plaintext: string;
     try {
-      plaintext = decryptSecret(row.private_jwk_encrypted, signingKeyPurpose, this.encryptionKey);
+      plaintext = this.deps.dataKeys.decrypt(row.private_jwk_encrypted, signingKeyPurpose);
     } catch (err) {
       // Not repaired automatically: a replica with a wrong secret must not replace the good key.
       throw new Error(
-        `the active signing key ${row.kid} cannot be decrypted (${(err as Error).message}); was SWITCHBOARD_MESH_SECRET changed? ` +
-          "Restore it, or retire the key (UPDATE identity.signing_keys SET status = 'retired', retired_at = now()) to generate a new one",
+        `the active signing key ${row.kid} cannot be decrypted (${(err as Error).message}); ` +
+          'is SWITCHBOARD_DATA_KEYS missing the key it was encrypted with, or is this the database of another installation? ' +
+          "Restore the data key, or retire the signing key (UPDATE identity.signing_keys SET status = 'retired', retired_at = now()) to generate a new one",
       );
     }
     const jwk = JSON.parse(plaintext) as JWK;
@@ -130,11 +124,11 @@ export class SigningKeys {
   async publicKeys(): Promise<PublicJwk[]> {
     if (this.published && this.published.until > Date.now()) return this.published.keys;
     const retiredSince = () => new Date(Date.now() - retiredKeyPublishedMs);
-    let rows = await findPublishedSigningKeys(this.db, retiredSince());
+    let rows = await findPublishedSigningKeys(this.deps.db, retiredSince());
     if (rows.length === 0) {
       // Publishing needs no private key: only make sure the first key exists.
       await this.ensureActiveKey();
-      rows = await findPublishedSigningKeys(this.db, retiredSince());
+      rows = await findPublishedSigningKeys(this.deps.db, retiredSince());
     }
     const keys = rows.map((row) => {
       const jwk = row.public_jwk as Partial<PublicJwk>;

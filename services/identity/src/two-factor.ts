@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Code } from '@connectrpc/connect';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
-import { decryptSecret, encryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
+import { type DataKeyRing, sha256Hex } from '@switchboard/runtime/secrets';
 import * as OTPAuth from 'otpauth';
 import { type Clock, systemClock } from './clock.js';
 import type { Db } from './store/sql.js';
@@ -31,7 +31,7 @@ const totpPeriodSeconds = 30;
 const totpDigits = 6;
 const totpWindow = 1;
 const secretBytes = 20;
-const secretPurpose = 'identity.totp-secret';
+export const totpSecretPurpose = 'identity.totp-secret';
 export const recoveryCodeCount = 10;
 const base32Alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
 
@@ -65,7 +65,7 @@ export function isTotpCodeShape(code: string): boolean {
 }
 
 export class TwoFactor {
-  constructor(private readonly deps: { db: Knex; clock?: Clock }) {}
+  constructor(private readonly deps: { db: Knex; dataKeys: DataKeyRing; clock?: Clock }) {}
 
   private now(): Date {
     return (this.deps.clock ?? systemClock)();
@@ -83,7 +83,7 @@ export class TwoFactor {
     if (row?.secret_encrypted)
       throw apiError(Code.AlreadyExists, 'two_factor_already_enabled', 'Two-factor authentication is on already; disable it first to enroll again.');
     const secret = new OTPAuth.Secret({ size: secretBytes }).base32;
-    await savePendingTwoFactor(this.deps.db, user.id, encryptSecret(secret, secretPurpose));
+    await savePendingTwoFactor(this.deps.db, user.id, this.deps.dataKeys.encrypt(secret, totpSecretPurpose));
     return { secret, otpauthUri: totp(secret, user.email).toString() };
   }
 
@@ -95,7 +95,7 @@ export class TwoFactor {
     if (!row?.pending_secret_encrypted) {
       throw apiError(Code.FailedPrecondition, 'two_factor_not_enrolled', 'Start with POST /v1/account/2fa/enroll.', { httpStatus: 422 });
     }
-    const step = this.acceptedStep(decryptSecret(row.pending_secret_encrypted, secretPurpose), code);
+    const step = this.acceptedStep(this.deps.dataKeys.decrypt(row.pending_secret_encrypted, totpSecretPurpose), code);
     const codes = Array.from({ length: recoveryCodeCount }, newRecoveryCode);
     const activated =
       step !== undefined &&
@@ -119,7 +119,7 @@ export class TwoFactor {
     if (!isTotpCodeShape(code)) return false;
     const row = await findTwoFactor(db, userId);
     if (!row?.secret_encrypted) return false;
-    const step = this.acceptedStep(decryptSecret(row.secret_encrypted, secretPurpose), code);
+    const step = this.acceptedStep(this.deps.dataKeys.decrypt(row.secret_encrypted, totpSecretPurpose), code);
     return step !== undefined && claimTotpStep(db, userId, step);
   }
 

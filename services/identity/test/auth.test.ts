@@ -3,7 +3,7 @@ import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/opt
 import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import { toHttpError } from '@switchboard/runtime/errors';
-import { decryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
+import { DataKeyRing, sha256Hex } from '@switchboard/runtime/secrets';
 import argon2 from 'argon2';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -204,14 +204,15 @@ describe('identity: registration, login, tokens', () => {
     const keys = await db('signing_keys').select();
     expect(keys.filter((key) => key.status === 'active')).toHaveLength(1);
     const [active] = keys.filter((key) => key.status === 'active');
-    expect(active.private_jwk_encrypted).toMatch(/^v1\./);
+    expect(active.private_jwk_encrypted).toMatch(/^v2\.test1\./);
     expect(() => JSON.parse(active.private_jwk_encrypted)).toThrow();
     expect(active.private_jwk_encrypted).not.toContain('"d"');
-    const privateJwk = JSON.parse(decryptSecret(active.private_jwk_encrypted, 'identity.signing-key', requireEnv('SWITCHBOARD_MESH_SECRET')));
+    const dataKeys = DataKeyRing.parse(requireEnv('SWITCHBOARD_DATA_KEYS'));
+    const privateJwk = JSON.parse(dataKeys.decrypt(active.private_jwk_encrypted, 'identity.signing-key'));
     expect(privateJwk).toMatchObject({ kty: 'EC', crv: 'P-256', x: active.public_jwk.x, y: active.public_jwk.y, kid: active.kid });
     expect(privateJwk.d).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(active.private_jwk_encrypted).not.toContain(privateJwk.d);
-    expect(() => decryptSecret(active.private_jwk_encrypted, 'identity.other-purpose', requireEnv('SWITCHBOARD_MESH_SECRET'))).toThrow();
+    expect(() => dataKeys.decrypt(active.private_jwk_encrypted, 'identity.other-purpose')).toThrow();
     const header = decodeProtectedHeader((await register()).session!.accessToken);
     expect(header.kid).toBe(active.kid);
   });

@@ -4,44 +4,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLogger } from '@switchboard/runtime/log';
 import { createMailer, mailFileName, maskAddress, renderMessage, SmtpMailer } from '@switchboard/runtime/mail';
-import { constantTimeEqual, decryptSecret, encryptSecret, sha256Hex } from '@switchboard/runtime/secrets';
 import { describe, expect, it } from 'vitest';
 import { AccountMail } from '../src/notifications.js';
 
-/** runtime/src/secrets.ts and runtime/src/mail.ts, which this slice introduced. */
-
-const key = 'k'.repeat(32);
-
-describe('secrets', () => {
-  it('round-trips and never repeats a ciphertext', () => {
-    const first = encryptSecret('{"d":"private"}', 'test.purpose', key);
-    const second = encryptSecret('{"d":"private"}', 'test.purpose', key);
-    expect(first).not.toBe(second);
-    expect(first).not.toContain('private');
-    expect(decryptSecret(first, 'test.purpose', key)).toBe('{"d":"private"}');
-  });
-
-  it('refuses another purpose, another key and tampered data', () => {
-    const sealed = encryptSecret('secret', 'test.purpose', key);
-    expect(() => decryptSecret(sealed, 'test.other', key)).toThrow(/cannot decrypt/);
-    expect(() => decryptSecret(sealed, 'test.purpose', 'x'.repeat(32))).toThrow(/cannot decrypt/);
-    const parts = sealed.split('.');
-    parts[2] = Buffer.from('tampered').toString('base64url');
-    expect(() => decryptSecret(parts.join('.'), 'test.purpose', key)).toThrow(/cannot decrypt/);
-    expect(() => decryptSecret('plain text', 'test.purpose', key)).toThrow(/format/);
-  });
-
-  it('refuses keys shorter than 32 bytes', () => {
-    expect(() => encryptSecret('secret', 'test.purpose', 'short')).toThrow(/32 bytes/);
-  });
-
-  it('hashes and compares', () => {
-    expect(sha256Hex('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
-    expect(constantTimeEqual('same', 'same')).toBe(true);
-    expect(constantTimeEqual('same', 'other')).toBe(false);
-    expect(constantTimeEqual('same', 'sam')).toBe(false);
-  });
-});
+/** runtime/src/mail.ts and identity's account mails. */
 
 describe('mail adapter', () => {
   it('writes one RFC 822 file per message, names sorting by time', async () => {

@@ -5,6 +5,7 @@ import { SigningKeys } from '@switchboard/identity/signing-keys';
 import { createDb, migrate } from '@switchboard/runtime/db';
 import { dropDatabase, ensureDatabase } from '@switchboard/runtime/infra';
 import { createLogger } from '@switchboard/runtime/log';
+import { DataKeyRing } from '@switchboard/runtime/secrets';
 import { afterAll, describe, expect, it } from 'vitest';
 import { meshClient, type RunningIdentity, repoRoot, requireEnv, startIdentity } from './helpers.js';
 
@@ -31,8 +32,8 @@ describe('signing key on concurrent first starts', () => {
     try {
       await migrate(db, schema, migrationsDir);
       const log = createLogger('test', 'warn');
-      const secret = requireEnv('SWITCHBOARD_MESH_SECRET');
-      const loaders = Array.from({ length: 8 }, () => new SigningKeys(db, log, secret));
+      const dataKeys = DataKeyRing.parse(requireEnv('SWITCHBOARD_DATA_KEYS'));
+      const loaders = Array.from({ length: 8 }, () => new SigningKeys({ db, log, dataKeys }));
       const keys = await Promise.all(loaders.map((loader) => loader.ensureActiveKey()));
       expect(new Set(keys.map((key) => key.kid)).size).toBe(1);
       expect(await db('signing_keys').select('kid', 'status')).toEqual([{ kid: keys[0].kid, status: 'active' }]);
