@@ -4,7 +4,8 @@ import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as 
 import { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient, UnaryClient } from '@switchboard/runtime/clients';
-import { readDuration, readEventsConfig, readInt, readMeshSecret, type ServiceName, serviceNames, serviceUrl } from '@switchboard/runtime/config';
+import { readDuration, readEventsConfig, readInt, readMeshSecret, readString, type ServiceName, serviceNames, serviceUrl } from '@switchboard/runtime/config';
+import { AddressRanges } from '@switchboard/runtime/ip';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Authenticator } from './auth.js';
@@ -67,7 +68,7 @@ async function main() {
     clients,
     meshTokens,
     log,
-    trustedProxyHops: readInt('GATEWAY_TRUSTED_PROXY_HOPS', 0),
+    trustedProxies: AddressRanges.parse(readString('GATEWAY_TRUSTED_PROXIES', ''), 'GATEWAY_TRUSTED_PROXIES'),
     async builtIn(req, res, pathname) {
       if (req.method !== 'GET' && req.method !== 'HEAD') return false;
       if (pathname === '/healthz') {

@@ -8,6 +8,7 @@ import type { UnaryClient } from '@switchboard/runtime/clients';
 import type { ServiceName } from '@switchboard/runtime/config';
 import { type ErrorBody, errorBody, toHttpError } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
+import { type AddressRanges, forwardedClientIp, unmapIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { userSessionRequired } from '@switchboard/runtime/policy';
@@ -32,16 +33,31 @@ export interface RestOptions {
   clients: Record<ServiceName, UnaryClient>;
   meshTokens: MeshTokens;
   log: Logger;
-  /**
-   * How many proxies in front of the gateway append to X-Forwarded-For (GATEWAY_TRUSTED_PROXY_HOPS,
-   * default 0: the socket address is the client). With n, the n-th address from the right is the client.
-   */
-  trustedProxyHops?: number;
+  /** The proxies whose X-Forwarded-For is believed (GATEWAY_TRUSTED_PROXIES); none by default. */
+  trustedProxies?: AddressRanges;
   /** Built-in endpoints (health, OpenAPI, docs): return true when handled. */
   builtIn(req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string): Promise<boolean>;
 }
 
 const requestIdPattern = /^[\w.:-]{1,128}$/;
+
+/**
+ * Headers of every response (OWASP ASVS 3.4, 13.x): an API answer is never sniffed, framed or
+ * given a referrer; pages with HTML (/docs) set a CSP of their own over this one.
+ */
+const securityHeaders: Record<string, string> = {
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'",
+};
+const hsts = 'max-age=31536000; includeSubDomains';
+
+/** What the request log line says of a request once it is answered. */
+interface RequestFacts {
+  route: string;
+  clientIp?: string;
+  principal?: Principal;
+}
 
 /** The REST surface: every request is authenticated, translated to an RPC, and translated back. */
 export function createRestHandler(options: RestOptions): http.RequestListener {
@@ -51,25 +67,43 @@ export function createRestHandler(options: RestOptions): http.RequestListener {
     const incomingId = req.headers['x-request-id'];
     const requestId = typeof incomingId === 'string' && requestIdPattern.test(incomingId) ? incomingId : newId('req');
     res.setHeader('X-Request-Id', requestId);
-    let template = '-';
-    handle(options, req, res, requestId, (matched) => (template = matched))
+    for (const [name, value] of Object.entries(securityHeaders)) res.setHeader(name, value);
+    const clientIp = clientIpOf(req, options.trustedProxies);
+    if (overTls(req, options.trustedProxies)) res.setHeader('Strict-Transport-Security', hsts);
+    const facts: RequestFacts = { route: '-', clientIp };
+    handle(options, req, res, requestId, facts)
       .catch((err) => sendError(res, err, requestId, log))
       .finally(() => {
         log.info(
-          { request_id: requestId, method: req.method, route: template, status: res.statusCode, ms: Math.round(performance.now() - started) },
+          {
+            request_id: requestId,
+            method: req.method,
+            route: facts.route,
+            status: res.statusCode,
+            ms: Math.round(performance.now() - started),
+            client_ip: facts.clientIp,
+            principal_type: facts.principal?.type,
+            user_id: facts.principal?.userId,
+            key_id: facts.principal?.keyId,
+          },
           'request',
         );
       });
   };
 }
 
-async function handle(
-  options: RestOptions,
-  req: http.IncomingMessage,
-  res: http.ServerResponse,
-  requestId: string,
-  onRoute: (template: string) => void,
-): Promise<void> {
+/** HTTPS to the gateway itself, or to a trusted proxy in front of it that says so. */
+function overTls(req: http.IncomingMessage, trustedProxies?: AddressRanges): boolean {
+  if ((req.socket as { encrypted?: boolean }).encrypted) return true;
+  const proto = req.headers['x-forwarded-proto'];
+  const socketAddress = req.socket.remoteAddress;
+  return typeof proto === 'string' && proto.split(',')[0].trim() === 'https' && !!socketAddress && !!trustedProxies?.has(socketAddress);
+}
+
+async function handle(options: RestOptions, req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<void> {
+  const onRoute = (template: string) => {
+    facts.route = template;
+  };
   let url: URL;
   try {
     // Concatenated, not resolved: a path like //host/x must stay a path, never name a host.
@@ -97,6 +131,7 @@ async function handle(
   let workspace: Workspace | undefined;
   if (route.credentials !== 'none') {
     principal = await options.authenticator.authenticate(req.headers.authorization);
+    facts.principal = principal;
     if (route.credentials === 'user_session' && principal.type === 'key') {
       throw new HttpError(403, userSessionRequired.code, userSessionRequired.message);
     }
@@ -115,7 +150,7 @@ async function handle(
   }
   const token = await options.meshTokens.mint(route.owner, {
     caller: 'gateway',
-    clientIp: clientIpOf(req, options.trustedProxyHops ?? 0),
+    clientIp: facts.clientIp,
     principalId: principal?.userId,
     principalType: principal?.type,
     sessionId: principal?.sessionId,
@@ -144,19 +179,11 @@ async function handle(
   sendResult(res, route, status, response.message);
 }
 
-/** The client's address: the socket's, or the one a trusted proxy put in X-Forwarded-For. */
-export function clientIpOf(req: http.IncomingMessage, trustedProxyHops: number): string | undefined {
-  let address = req.socket.remoteAddress;
+/** The client's address: the socket's, or the one trusted proxies put in X-Forwarded-For. */
+export function clientIpOf(req: http.IncomingMessage, trustedProxies?: AddressRanges): string | undefined {
   const forwarded = req.headers['x-forwarded-for'];
-  if (trustedProxyHops > 0 && typeof forwarded === 'string') {
-    const hops = forwarded
-      .split(',')
-      .map((part) => part.trim())
-      .filter(Boolean);
-    address = hops[Math.max(0, hops.length - trustedProxyHops)] ?? address;
-  }
-  if (!address) return undefined;
-  return address.startsWith('::ffff:') ? address.slice(7) : address;
+  if (!trustedProxies) return req.socket.remoteAddress && unmapIp(req.socket.remoteAddress);
+  return forwardedClientIp(req.socket.remoteAddress, typeof forwarded === 'string' ? forwarded : undefined, trustedProxies);
 }
 
 /** Path variables that name a workspace (an organization). */

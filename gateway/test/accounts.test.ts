@@ -13,7 +13,7 @@ let mailbox: string;
 let ipCounter = 0;
 
 beforeAll(async () => {
-  mesh = await bootMesh({ GATEWAY_TRUSTED_PROXY_HOPS: '1' });
+  mesh = await bootMesh({ GATEWAY_TRUSTED_PROXIES: '127.0.0.1,::1' });
   base = restClient(mesh.gatewayUrl);
   db = createDb(mesh.env.DATABASE_URL, 'identity', 2);
   mailbox = mesh.env.MAILBOX_DIR;
@@ -307,7 +307,10 @@ describe('logs', () => {
     await call('POST', '/v1/auth/password-reset/confirm', { body: { token: reset, new_password: 'log check passphrase 2' } });
     const session = await login(call, user.email, 'log check passphrase 2');
     secrets.push(reset, 'log check passphrase 1', 'log check passphrase 2', session.access_token, session.refresh_token);
-    await eventually(async () => (mesh.output('identity').includes('password reset') ? true : undefined), 'the identity log line of the reset');
+    await eventually(
+      async () => (mesh.output('identity').includes('audit: credentials.password_reset') ? true : undefined),
+      'the identity log line of the reset',
+    );
     const logs = (['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'] as const).map((c) => mesh.output(c)).join('\n');
     for (const secret of secrets) expect(logs.includes(secret), `a log contains a secret (${secret.slice(0, 6)}…)`).toBe(false);
   });

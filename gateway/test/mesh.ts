@@ -4,10 +4,22 @@ import path from 'node:path';
 import { type Mesh, startMesh } from '@switchboard/runtime/dev/mesh';
 import { expect } from 'vitest';
 
+/**
+ * The hourly action limits of identity, raised for suites that sign up hundreds of users from
+ * one address; the tests of the limits themselves pass the defaults back.
+ */
+export const relaxedActionLimits: Record<string, string> = {
+  REGISTRATIONS_PER_IP_PER_HOUR: '100000',
+  ORGANIZATIONS_PER_USER_PER_HOUR: '100000',
+  ORGANIZATIONS_PER_IP_PER_HOUR: '100000',
+  INVITATIONS_PER_USER_PER_HOUR: '100000',
+  INVITATIONS_PER_IP_PER_HOUR: '100000',
+};
+
 /** Boots the whole mesh (every service and the gateway) on free ports for one test file. */
 export async function bootMesh(env: Record<string, string> = {}): Promise<Mesh> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'switchboard-mesh-'));
-  return startMesh({ dataDir, randomPorts: true, allowContainers: true, env: { LOG_LEVEL: 'info', ...env } });
+  return startMesh({ dataDir, randomPorts: true, allowContainers: true, env: { LOG_LEVEL: 'info', ...relaxedActionLimits, ...env } });
 }
 
 export interface ApiResponse {

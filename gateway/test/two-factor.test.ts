@@ -20,7 +20,7 @@ let ipCounter = 0;
 const secrets: string[] = [];
 
 beforeAll(async () => {
-  mesh = await bootMesh({ GATEWAY_TRUSTED_PROXY_HOPS: '1' });
+  mesh = await bootMesh({ GATEWAY_TRUSTED_PROXIES: '127.0.0.1,::1' });
   base = restClient(mesh.gatewayUrl);
   db = createDb(mesh.env.DATABASE_URL, 'identity', 2);
   mailbox = mesh.env.MAILBOX_DIR;
@@ -65,7 +65,7 @@ async function registered(call: Call) {
 /** A user with 2FA on: the authenticator, the recovery codes. */
 async function withTwoFactor(call: Call) {
   const user = await registered(call);
-  const enrolled = await call('POST', '/v1/account/2fa/enroll', { token: user.token });
+  const enrolled = await call('POST', '/v1/account/2fa/enroll', { token: user.token, body: { password: user.password } });
   expect(enrolled.status).toBe(200);
   const app = new TestAuthenticator(enrolled.json.secret);
   const activated = await call('POST', '/v1/account/2fa/activate', { token: user.token, body: { code: await app.code() } });
@@ -86,7 +86,16 @@ describe('two-factor authentication', () => {
     const user = await registered(call);
     expect((await call('GET', '/v1/account/2fa', { token: user.token })).json).toEqual({ enabled: false, enabled_at: null, recovery_codes_remaining: 0 });
     expectErrorBody(await call('POST', '/v1/account/2fa/activate', { token: user.token, body: { code: '123456' } }), 422, 'two_factor_not_enrolled');
-    const enrolled = await call('POST', '/v1/account/2fa/enroll', { token: user.token });
+    // Re-authentication first (ASVS 7.5.1): the password is required and checked.
+    expectErrorBody(await call('POST', '/v1/account/2fa/enroll', { token: user.token }), 400, 'invalid_request', 'password');
+    expectErrorBody(
+      await call('POST', '/v1/account/2fa/enroll', { token: user.token, body: { password: 'not the password' } }),
+      403,
+      'reauthentication_failed',
+      'password',
+    );
+    expect(await db('two_factor').where({ user_id: user.userId }).first()).toBeUndefined();
+    const enrolled = await call('POST', '/v1/account/2fa/enroll', { token: user.token, body: { password: user.password } });
     expect(enrolled.json.secret).toMatch(/^[A-Z2-7]{32}$/); // 160 bits
     expect(enrolled.json.otpauth_uri).toMatch(/^otpauth:\/\/totp\/Switchboard:/);
     expect(enrolled.json.otpauth_uri).toContain(`secret=${enrolled.json.secret}`);
@@ -100,12 +109,12 @@ describe('two-factor authentication', () => {
     expect(activated.status).toBe(200);
     expect(activated.json.recovery_codes).toHaveLength(10);
     expect(new Set(activated.json.recovery_codes).size).toBe(10);
-    for (const code of activated.json.recovery_codes) expect(code).toMatch(/^[a-z2-7]{5}(-[a-z2-7]{5}){3}$/); // 100 bits
+    for (const code of activated.json.recovery_codes) expect(code).toMatch(/^[a-z2-7]{5}(-[a-z2-7]{5}){4}$/); // 125 bits
     const status = (await call('GET', '/v1/account/2fa', { token: user.token })).json;
     expect(status).toMatchObject({ enabled: true, recovery_codes_remaining: 10 });
     expect(Date.parse(status.enabled_at)).toBeGreaterThan(Date.now() - 60_000);
     expect((await call('GET', '/v1/account', { token: user.token })).json.two_factor_enabled).toBe(true);
-    expectErrorBody(await call('POST', '/v1/account/2fa/enroll', { token: user.token }), 409, 'two_factor_already_enabled');
+    expectErrorBody(await call('POST', '/v1/account/2fa/enroll', { token: user.token, body: { password: user.password } }), 409, 'two_factor_already_enabled');
     await waitForMail(mailbox, user.email, 'two_factor_enabled');
   });
 

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { Code, ConnectError, createContextKey, type HandlerContext } from '@connectrpc/connect';
 import type { MeshClaims } from './mesh-token.js';
 
@@ -21,3 +22,9 @@ export function requestIdOf(ctx: Pick<HandlerContext, 'values'>): string {
 export function clientIpOf(ctx: Pick<HandlerContext, 'values'>): string | undefined {
   return ctx.values.get(callerKey)?.clientIp;
 }
+
+/**
+ * The request a piece of work belongs to, for code that has no handler context at hand (audit
+ * lines deep in a domain module): set by the RPC server around each call.
+ */
+export const requestScope = new AsyncLocalStorage<{ requestId: string; clientIp?: string }>();

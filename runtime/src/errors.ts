@@ -40,6 +40,16 @@ export function apiError(code: Code, errorCode: string, message: string, options
 
 export const invalidArgument = (field: string, message: string, errorCode = 'invalid_request') => apiError(Code.InvalidArgument, errorCode, message, { field });
 
+/**
+ * A 429: `errorCode`, the message, `retry_after_seconds` in the metadata and a Retry-After header
+ * (the gateway copies it from the error's metadata).
+ */
+export function retryLater(errorCode: string, message: string, retryAfterSeconds: number): ConnectError {
+  const err = apiError(Code.ResourceExhausted, errorCode, message, { metadata: { retry_after_seconds: retryAfterSeconds } });
+  err.metadata.set('retry-after', String(retryAfterSeconds));
+  return err;
+}
+
 export const notFound = (what: string) => apiError(Code.NotFound, 'not_found', `${what} not found`);
 
 /** A well-formed request that breaks a business rule (HTTP 422). */

@@ -60,8 +60,16 @@ export function createMailer(options: MailerOptions): Mailer {
       throw new ConfigError('SMTP_URL is not a URL (use smtp://user:password@host:587 or smtps://…)');
     }
     if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new ConfigError('SMTP_URL must start with smtp:// or smtps://');
-    return new SmtpMailer({ url: env.SMTP_URL, from, log: options.log });
+    const production = env.NODE_ENV === 'production';
+    // Mails carry tokens: smtp:// must upgrade with STARTTLS or fail, never fall back to plain
+    // text. Outside production a local mail catcher may be reached in the clear, but only when
+    // the URL says so (?ignoreTLS=true).
+    if (production && url.searchParams.get('ignoreTLS') === 'true') throw new ConfigError('SMTP_URL: ignoreTLS is refused in production (mails carry tokens)');
+    if (url.protocol === 'smtp:' && url.searchParams.get('ignoreTLS') !== 'true') url.searchParams.set('requireTLS', 'true');
+    return new SmtpMailer({ url: url.toString(), from, log: options.log });
   }
+  // Tokens in files on a pod's disk are readable by whoever gets the pod: production sends mail.
+  if (env.NODE_ENV === 'production') throw new ConfigError('SMTP_URL is required when NODE_ENV=production (mail carries sign-in and reset tokens)');
   const directory = path.resolve(readString('MAILBOX_DIR', defaultMailboxDir, env));
   // Created at start-up, so a directory that cannot be written fails the start, not a sign-up.
   mkdirSync(directory, { recursive: true });

@@ -1,7 +1,8 @@
 import { type DescMethod, getOption, hasOption } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ContextValues, createContextKey } from '@connectrpc/connect';
 import { AccessKind, type AccessRule, access } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { callerOf, requestIdOf } from './call-context.js';
+import { audit } from './audit.js';
+import { callerOf, clientIpOf, requestIdOf } from './call-context.js';
 import { apiError } from './errors.js';
 import type { Logger } from './log.js';
 
@@ -133,6 +134,7 @@ export function authorize(ctx: { values: ContextValues }, action: Action, option
   const role = options.role ?? claims.role;
   const own = options.ownerId !== undefined && claims.principalId !== undefined && options.ownerId === claims.principalId;
   const allowed = allows(role, action, own);
+  if (!allowed) refused(ctx, action, { workspace_id: options.workspaceId ?? claims.workspaceId, role: role ?? 'none' });
   policyLog?.debug(
     {
       request_id: requestIdOf(ctx),
@@ -153,6 +155,21 @@ export function authorize(ctx: { values: ContextValues }, action: Action, option
     throw apiError(Code.PermissionDenied, 'forbidden', `${who} cannot ${rule.describes}; this needs the ${allowedRoles} role.`);
   }
   return role as Role;
+}
+
+/** The audit line of a refused authorization (ASVS 16.3): who, from where, what and why. */
+function refused(ctx: { values: ContextValues }, reason: string, details: Record<string, string | undefined>): void {
+  if (!policyLog) return;
+  const claims = callerOf(ctx);
+  audit(policyLog, {
+    event: 'authorization',
+    outcome: 'denied',
+    userId: claims.principalId,
+    ip: clientIpOf(ctx),
+    requestId: requestIdOf(ctx),
+    reason,
+    details: { key_id: claims.keyId, ...details },
+  });
 }
 
 /** A 403 for rules finer than a table row (e.g. an admin acting on the owner), same shape as authorize's. */
@@ -282,7 +299,7 @@ export async function guardRpc<T>(rule: RpcRule | undefined, method: DescMethod,
   const needsPrincipal = () => {
     if (!claims.principalId) throw apiError(Code.Unauthenticated, 'unauthenticated', 'This call needs a signed-in user or an API key.');
     if (rule?.userSession && claims.principalType !== 'user') {
-      policyLog?.debug({ request_id: requestIdOf(ctx), rpc: name, principal_type: claims.principalType, decision: 'deny' }, 'authorization decision');
+      refused(ctx, userSessionRequired.code, { rpc: name, principal_type: claims.principalType });
       throw apiError(Code.PermissionDenied, userSessionRequired.code, userSessionRequired.message);
     }
   };
@@ -298,7 +315,7 @@ export async function guardRpc<T>(rule: RpcRule | undefined, method: DescMethod,
       return next();
     case 'internal':
       if (!rule.callers.includes(claims.caller)) {
-        policyLog?.debug({ request_id: requestIdOf(ctx), rpc: name, caller: claims.caller, decision: 'deny' }, 'authorization decision');
+        refused(ctx, 'caller_not_allowed', { rpc: name, caller: claims.caller });
         throw apiError(Code.PermissionDenied, 'forbidden', `${method.name} is not available to ${claims.caller}.`);
       }
       return next();

@@ -5,7 +5,7 @@ import type { DescMethod } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ConnectRouter, type ContextValues, type Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
-import { callerKey, requestIdKey } from './call-context.js';
+import { callerKey, requestIdKey, requestScope } from './call-context.js';
 import { isDatabaseInputError, isDatabaseUnavailable } from './db.js';
 import { apiError } from './errors.js';
 import { FastUnaryHandler } from './fast-unary.js';
@@ -80,7 +80,8 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     const started = performance.now();
     try {
       // Every RPC's rule comes from its proto (policy.ts), applied here or by its handler.
-      return await guardRpc(rules.get(rpcName(method)), method, values, run);
+      const scope = { requestId, clientIp: values.get(callerKey)?.clientIp };
+      return await requestScope.run(scope, () => guardRpc(rules.get(rpcName(method)), method, values, run));
     } catch (err) {
       throw translateError(err, log, requestId, rpc);
     } finally {

@@ -1,3 +1,4 @@
+import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
@@ -6,6 +7,7 @@ import type { AccountMail, MailRecipient } from './notifications.js';
 import { assertAcceptablePassword, type PasswordHasher } from './passwords.js';
 import type { Reauthentication } from './reauthentication.js';
 import type { Sessions } from './sessions.js';
+import { usePasswordResets } from './store/password-resets.js';
 import { setPasswordHash, type UserRow, updateFullName } from './store/users.js';
 import type { TwoFactor } from './two-factor.js';
 
@@ -48,20 +50,31 @@ export class AccountSettings {
     const passwordHash = await passwords.hash(input.newPassword);
     const revoked = await db.transaction(async (trx) => {
       await setPasswordHash(trx, user.id, passwordHash);
+      // A reset mailed before the change must not undo it (SPEC §3): outstanding tokens die.
+      await usePasswordResets(trx, user.id, new Date());
       return sessions.revoke(trx, { userId: user.id, reason: 'password_change', except: input.currentSessionId, requestId });
     });
-    log.info({ user_id: user.id, request_id: requestId, sessions_revoked: revoked.length }, 'password changed');
+    audit(log, {
+      event: 'credentials.password_changed',
+      outcome: 'success',
+      userId: user.id,
+      ip: input.ip,
+      requestId,
+      details: { sessions_revoked: revoked.length },
+    });
     await mail.credentialChanged(recipient(user), 'password_changed');
     return revoked;
   }
 
-  enrollTwoFactor(user: UserRow) {
+  /** A pending secret, after the password is checked again (ASVS 7.5.1). */
+  async enrollTwoFactor(user: UserRow, password: string, ip: string | undefined) {
+    await this.deps.reauth.password(user, password, ip);
     return this.deps.twoFactor.enroll(user);
   }
 
   async activateTwoFactor(user: UserRow, code: string): Promise<string[]> {
     const codes = await this.deps.twoFactor.activate(user, code);
-    this.deps.log.info({ user_id: user.id }, 'two-factor authentication enabled');
+    audit(this.deps.log, { event: 'credentials.two_factor_enabled', outcome: 'success', userId: user.id });
     await this.deps.mail.credentialChanged(recipient(user), 'two_factor_enabled');
     return codes;
   }
@@ -76,7 +89,7 @@ export class AccountSettings {
     if (code) await reauth.code(user, code, input.ip);
     else await reauth.password(user, input.password!, input.ip);
     await db.transaction((trx) => twoFactor.disable(trx, user.id));
-    log.info({ user_id: user.id }, 'two-factor authentication disabled');
+    audit(log, { event: 'credentials.two_factor_disabled', outcome: 'success', userId: user.id, ip: input.ip });
     await mail.credentialChanged(recipient(user), 'two_factor_disabled');
   }
 
@@ -87,6 +100,7 @@ export class AccountSettings {
     if (!status.enabled) throw unprocessable('two_factor_not_enabled', 'Two-factor authentication is off: there are no recovery codes.');
     await reauth.code(user, code, ip);
     const codes = await db.transaction((trx) => twoFactor.regenerateRecoveryCodes(trx, user.id));
+    audit(this.deps.log, { event: 'credentials.recovery_codes_regenerated', outcome: 'success', userId: user.id, ip });
     await mail.credentialChanged(recipient(user), 'recovery_codes_regenerated');
     return codes;
   }

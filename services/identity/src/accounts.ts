@@ -2,10 +2,12 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, type ConnectError } from '@connectrpc/connect';
 import type { AccountSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
+import type { ActionLimits } from './action-limits.js';
 import type { EmailVerifications } from './email-verification.js';
 import type { LoginChallenges } from './login-challenge.js';
 import type { LoginThrottle } from './login-throttle.js';
@@ -75,6 +77,7 @@ export interface AccountsDeps {
   recordEvent: EventWriter;
   throttle: LoginThrottle;
   challenges: LoginChallenges;
+  limits: ActionLimits;
 }
 
 /** A password sign-in ends with a session, or with a second-factor challenge. */
@@ -88,8 +91,13 @@ export class Accounts {
    * verification token, and the events, in one transaction; then mails the token.
    * The input is validated already (normalizeEmail, assertAcceptablePassword, normalizeFullName).
    */
-  async register(input: { email: string; password: string; fullName: string | null }, requestId?: string): Promise<{ user: UserRow; session: SessionTokens }> {
+  async register(
+    input: { email: string; password: string; fullName: string | null; ip?: string },
+    requestId?: string,
+  ): Promise<{ user: UserRow; session: SessionTokens }> {
     const { db, passwords, sessions, verifications, recordEvent } = this.deps;
+    // Before the lookup and the hash: a registration costs an argon2 hash and a mail.
+    await this.deps.limits.take('registration', { ip: input.ip });
     // Cheap early answer; the unique index decides under concurrent sign-ups.
     if (await emailRegistered(db, input.email)) throw emailTaken();
     const passwordHash = await passwords.hash(input.password);
@@ -120,23 +128,33 @@ export class Accounts {
    * whether an account exists. Throttled per address and per IP (429 + Retry-After). With 2FA
    * on, the answer is a challenge, never a session.
    */
-  async login(input: { email: string; password: string; ip?: string }): Promise<LoginResult> {
+  async login(input: { email: string; password: string; ip?: string; requestId?: string }): Promise<LoginResult> {
     const { db, passwords, sessions, log, throttle, challenges } = this.deps;
-    // No account can have such an address: the same 401, at the same cost, without a lookup.
+    // No account can have such an address: the same 401, at the same cost, without a lookup;
+    // it still counts against the client's address, or such guesses would be free.
     if (input.email.length > maxEmailLength || input.email.includes('\u0000')) {
+      await throttle.begin('password', { ip: input.ip, requestId: input.requestId });
       await passwords.verifyDummy(input.password);
-      throw invalidCredentials();
+      throw this.failedLogin(input, undefined, 'malformed_email');
     }
-    const subjects = { account: input.email, ip: input.ip };
+    const subjects = { account: input.email, ip: input.ip, requestId: input.requestId };
     const attempt = await throttle.begin('password', subjects);
     const user = await findUserByEmail(db, input.email);
     if (!user || user.deactivated_at !== null) {
       await passwords.verifyDummy(input.password);
-      throw invalidCredentials();
+      throw this.failedLogin(input, user?.id, user ? 'deactivated' : 'unknown_account');
     }
     const check = await passwords.verify(user.password_hash, input.password);
-    if (!check.ok) throw invalidCredentials();
+    if (!check.ok) throw this.failedLogin(input, user.id, 'wrong_password');
     await throttle.succeed(attempt, 'password', input.email);
+    audit(log, {
+      event: 'login.password',
+      outcome: 'success',
+      userId: user.id,
+      ip: input.ip,
+      requestId: input.requestId,
+      details: { second_factor_required: user.two_factor_enabled },
+    });
     let checkedHash = user.password_hash;
     const rehashed = check.needsRehash ? await passwords.hash(input.password) : undefined;
     if (rehashed && (await replacePasswordHash(db, user.id, user.password_hash, rehashed))) {
@@ -145,6 +163,12 @@ export class Accounts {
     }
     if (user.two_factor_enabled) return { mfaToken: await challenges.issue(user.id) };
     return { session: await db.transaction((trx) => sessions.open(trx, user.id, 'aal1', checkedHash)) };
+  }
+
+  /** The 401 of a failed password sign-in, and its audit line (the reason stays in the log). */
+  private failedLogin(input: { ip?: string; requestId?: string }, userId: string | undefined, reason: string): ConnectError {
+    audit(this.deps.log, { event: 'login.password', outcome: 'failure', userId, ip: input.ip, requestId: input.requestId, reason });
+    return invalidCredentials();
   }
 
   /** The account of `userId`; 404 when it does not exist. */

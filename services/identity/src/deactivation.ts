@@ -8,6 +8,7 @@ import type { Reauthentication } from './reauthentication.js';
 import type { Sessions } from './sessions.js';
 import { deleteMembership } from './store/members.js';
 import { deleteOrganization, findMembershipsWithCounts } from './store/organizations.js';
+import { usePasswordResets } from './store/password-resets.js';
 import { lockUser, markDeactivated, type UserRow } from './store/users.js';
 import type { EventWriter } from './workspaces.js';
 
@@ -82,6 +83,7 @@ export class Deactivations {
         }
       }
       await markDeactivated(trx, user.id, deactivatedAt, eraseAfter);
+      await usePasswordResets(trx, user.id, deactivatedAt);
       const ids = await sessions.revoke(trx, { userId: user.id, reason: 'deactivation', requestId });
       await recordEvent(trx, {
         type: 'user.deactivated',

@@ -10,8 +10,10 @@ import type { Mailer } from '@switchboard/runtime/mail';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize, forbidden, mayGrant } from '@switchboard/runtime/policy';
 import { sha256Hex } from '@switchboard/runtime/secrets';
+import { clientIpOf } from '@switchboard/runtime/server';
 import { type Caller, toMember, visibleOrganization } from './access.js';
 import { normalizeEmail } from './accounts.js';
+import type { ActionLimits } from './action-limits.js';
 import { parseRole } from './members.js';
 import {
   findInvitation,
@@ -59,6 +61,7 @@ export interface InvitationsDeps {
   recordEvent: EventWriter;
   /** Lifetime of an invitation in milliseconds (INVITATION_TTL). */
   ttlMs: number;
+  limits: ActionLimits;
 }
 
 export class Invitations {
@@ -84,6 +87,8 @@ export class Invitations {
       if (await findMemberByEmail(trx, orgId, email)) {
         throw apiError(Code.AlreadyExists, 'already_a_member', 'This address belongs to a member of the organization already.', { field: 'email' });
       }
+      // Counted once the request is valid: each invitation mails a stranger.
+      await this.deps.limits.take('invitation', { userId: caller.userId, ip: clientIpOf(caller.ctx) });
       await revokePendingInvitationsFor(trx, orgId, email, caller.userId);
       const row = await insertInvitation(trx, {
         id: newId('inv'),

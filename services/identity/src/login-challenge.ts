@@ -1,12 +1,14 @@
 import { Code } from '@connectrpc/connect';
+import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newToken } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
 import { sha256Hex } from '@switchboard/runtime/secrets';
 import { type Clock, systemClock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { Sessions, SessionTokens } from './sessions.js';
-import { insertMfaChallenge, lockMfaChallenge, type MfaChallengeRow, updateMfaChallenge } from './store/login-challenges.js';
+import { findMfaChallenge, insertMfaChallenge, lockMfaChallenge, type MfaChallengeRow, updateMfaChallenge } from './store/login-challenges.js';
 import { findUserById, passwordChangedSince } from './store/users.js';
 import type { TwoFactor } from './two-factor.js';
 
@@ -25,6 +27,7 @@ export const invalidMfaToken = () =>
 
 export interface LoginChallengesDeps {
   db: Knex;
+  log: Logger;
   sessions: Sessions;
   twoFactor: TwoFactor;
   throttle: LoginThrottle;
@@ -47,7 +50,7 @@ export class LoginChallenges {
     return token;
   }
 
-  async complete(input: { mfaToken: string; code?: string; recoveryCode?: string; ip?: string }): Promise<SessionTokens> {
+  async complete(input: { mfaToken: string; code?: string; recoveryCode?: string; ip?: string; requestId?: string }): Promise<SessionTokens> {
     const { db, twoFactor, throttle, sessions } = this.deps;
     if (input.mfaToken === '') throw invalidArgument('mfa_token', 'mfa_token is required.');
     const code = input.code?.trim() || undefined;
@@ -55,9 +58,10 @@ export class LoginChallenges {
     if (!code && !recoveryCode) throw invalidArgument('code', 'Send the code of your authenticator app, or a recovery_code.');
     if (code && recoveryCode) throw invalidArgument('recovery_code', 'Send either code or recovery_code, not both.');
     const tokenHash = sha256Hex(input.mfaToken);
-    const peek = await db('mfa_challenges').where({ token_hash: tokenHash }).first();
+    const peek = await findMfaChallenge(db, tokenHash);
     if (!peek || !this.usable(peek)) throw invalidMfaToken();
-    const attempt = await throttle.begin('second_factor', { account: peek.user_id, ip: input.ip });
+    const attempt = await throttle.begin('second_factor', { account: peek.user_id, ip: input.ip, requestId: input.requestId });
+    const auditLine = { event: 'login.second_factor', userId: peek.user_id, ip: input.ip, requestId: input.requestId };
     const outcome = await db.transaction(async (trx) => {
       const challenge = await lockMfaChallenge(trx, tokenHash);
       if (!challenge || !this.usable(challenge)) return { kind: 'invalid' as const };
@@ -77,9 +81,11 @@ export class LoginChallenges {
       throw invalidMfaToken();
     }
     if (outcome.kind === 'wrong') {
+      audit(this.deps.log, { ...auditLine, outcome: 'failure', reason: code ? 'wrong_code' : 'wrong_recovery_code' });
       throw apiError(Code.Unauthenticated, 'invalid_code', 'The code is not valid.', { field: code ? 'code' : 'recovery_code' });
     }
     await throttle.succeed(attempt, 'second_factor', outcome.userId);
+    audit(this.deps.log, { ...auditLine, outcome: 'success', details: { method: code ? 'totp' : 'recovery_code' } });
     return outcome.session;
   }
 

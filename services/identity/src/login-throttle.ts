@@ -1,6 +1,10 @@
-import { Code, type ConnectError } from '@connectrpc/connect';
+import type { ConnectError } from '@connectrpc/connect';
+import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
-import { apiError } from '@switchboard/runtime/errors';
+import { retryLater } from '@switchboard/runtime/errors';
+import { throttleKeyOfIp } from '@switchboard/runtime/ip';
+import type { Logger } from '@switchboard/runtime/log';
+import { maskAddress } from '@switchboard/runtime/mail';
 import { type Clock, systemClock } from './clock.js';
 import { clearAuthFailures, deleteAuthFailures, insertAuthFailure, pruneAuthFailures, recentAuthFailures } from './store/auth-failures.js';
 
@@ -36,8 +40,10 @@ export const throttleLimits: Record<FailureKind, { account: number; ip: number }
 export interface ThrottleSubjects {
   /** The account: a normalized email (password) or a user id (second factor). */
   account?: string;
-  /** The client address the gateway saw. */
+  /** The client address the gateway saw (counted by its /64 when IPv6). */
   ip?: string;
+  /** For the audit line of a refusal. */
+  requestId?: string;
 }
 
 export interface ThrottleAttempt {
@@ -46,7 +52,7 @@ export interface ThrottleAttempt {
 }
 
 export class LoginThrottle {
-  constructor(private readonly deps: { db: Knex; clock?: Clock }) {}
+  constructor(private readonly deps: { db: Knex; log: Logger; clock?: Clock }) {}
 
   private now(): Date {
     return (this.deps.clock ?? systemClock)();
@@ -56,7 +62,8 @@ export class LoginThrottle {
    * Starts an attempt: records it as a failure, then refuses it with 429 too_many_attempts
    * (Retry-After) when earlier failures already reach a limit of `kind`.
    */
-  async begin(kind: FailureKind, subjects: ThrottleSubjects): Promise<ThrottleAttempt> {
+  async begin(kind: FailureKind, given: ThrottleSubjects): Promise<ThrottleAttempt> {
+    const subjects = { account: given.account, ip: given.ip && throttleKeyOfIp(given.ip) };
     const at = this.now();
     const ids: string[] = [];
     for (const scope of ['account', 'ip'] as const) {
@@ -67,6 +74,16 @@ export class LoginThrottle {
       await this.check(kind, subjects, ids);
     } catch (err) {
       await deleteAuthFailures(this.deps.db, ids);
+      audit(this.deps.log, {
+        event: `${kind}.throttled`,
+        outcome: 'denied',
+        // The account of a password counter is an email: only its masked form goes to the log.
+        userId: kind === 'second_factor' ? subjects.account : undefined,
+        ip: given.ip,
+        requestId: given.requestId,
+        reason: 'too_many_attempts',
+        details: kind === 'password' && subjects.account ? { account: maskAddress(subjects.account) } : undefined,
+      });
       throw err;
     }
     return { ids };
@@ -117,9 +134,5 @@ export class LoginThrottle {
 }
 
 export function tooManyAttempts(retryAfterSeconds: number): ConnectError {
-  const err = apiError(Code.ResourceExhausted, 'too_many_attempts', `Too many failed attempts; try again in ${retryAfterSeconds} seconds.`, {
-    metadata: { retry_after_seconds: retryAfterSeconds },
-  });
-  err.metadata.set('retry-after', String(retryAfterSeconds));
-  return err;
+  return retryLater('too_many_attempts', `Too many failed attempts; try again in ${retryAfterSeconds} seconds.`, retryAfterSeconds);
 }

@@ -4,6 +4,7 @@ import { createMailer } from '@switchboard/runtime/mail';
 import { runService } from '@switchboard/runtime/service';
 import { AccountSettings } from './account-settings.js';
 import { Accounts } from './accounts.js';
+import { ActionLimits, readActionLimits } from './action-limits.js';
 import { systemClock } from './clock.js';
 import { Deactivations } from './deactivation.js';
 import { EmailVerifications } from './email-verification.js';
@@ -44,12 +45,13 @@ await runService<IdentityHandlers>({
     const mailer = createMailer({ log });
     const mail = new AccountMail({ mailer, log });
     const sessions = new Sessions({ db, signingKeys, dataKeys, recordEvent, log, clock });
-    const throttle = new LoginThrottle({ db, clock });
+    const throttle = new LoginThrottle({ db, log, clock });
     const twoFactor = new TwoFactor({ db, dataKeys, clock });
-    const challenges = new LoginChallenges({ db, sessions, twoFactor, throttle, clock, ttlMs: readDuration('MFA_TOKEN_TTL', '5m') });
-    const reauth = new Reauthentication({ db, passwords, twoFactor, throttle });
+    const challenges = new LoginChallenges({ db, log, sessions, twoFactor, throttle, clock, ttlMs: readDuration('MFA_TOKEN_TTL', '5m') });
+    const reauth = new Reauthentication({ db, log, passwords, twoFactor, throttle });
     const verifications = new EmailVerifications({ db, mailer, log });
-    const accounts = new Accounts({ db, log, passwords, sessions, verifications, recordEvent, throttle, challenges });
+    const limits = new ActionLimits({ db, clock, limits: readActionLimits() });
+    const accounts = new Accounts({ db, log, passwords, sessions, verifications, recordEvent, throttle, challenges, limits });
     return {
       accounts,
       signingKeys,
@@ -60,10 +62,10 @@ await runService<IdentityHandlers>({
       passwordResets: new PasswordResets({ db, log, passwords, sessions, mail, throttle, clock, ttlMs: readDuration('PASSWORD_RESET_TTL', '1h') }),
       settings: new AccountSettings({ db, log, passwords, sessions, twoFactor, reauth, mail }),
       deactivations: new Deactivations({ db, log, sessions, reauth, mail, recordEvent, clock, eraseAfterMs: readDuration('ACCOUNT_ERASE_AFTER', '30d') }),
-      organizations: new Organizations({ db, log, recordEvent }),
+      organizations: new Organizations({ db, log, recordEvent, limits }),
       members: new Members({ db, log, recordEvent }),
       // INVITATION_TTL: how long an invitation stays valid (7d; tests shorten it).
-      invitations: new Invitations({ db, log, mailer, recordEvent, ttlMs: readDuration('INVITATION_TTL', defaultInvitationTtl) }),
+      invitations: new Invitations({ db, log, mailer, recordEvent, ttlMs: readDuration('INVITATION_TTL', defaultInvitationTtl), limits }),
       ownership: new Ownership({ db, log, recordEvent }),
     };
   },
@@ -73,7 +75,7 @@ await runService<IdentityHandlers>({
       db: runtime.db,
       log: runtime.log,
       // Stateless (its state is in Postgres): the job's own instance prunes the counters.
-      throttle: new LoginThrottle({ db: runtime.db }),
+      throttle: new LoginThrottle({ db: runtime.db, log: runtime.log }),
       intervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h'),
     }),
   ],

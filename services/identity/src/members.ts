@@ -1,11 +1,13 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
 import type { ListMembersResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize, forbidden, isRole, mayGrant, mayManageMember, type Role } from '@switchboard/runtime/policy';
+import { clientIpOf } from '@switchboard/runtime/server';
 import { type Caller, toMember, visibleOrganization } from './access.js';
 import { deleteMembership, findMember, listMembers, updateMemberRole } from './store/members.js';
 import type { EventWriter } from './workspaces.js';
@@ -80,7 +82,16 @@ export class Members {
       });
       return { member: { ...member, role }, changed: true };
     });
-    if (result.changed) log.info({ org_id: orgId, user_id: userId, role: result.member.role, by: caller.userId, request_id: requestId }, 'member role changed');
+    if (result.changed) {
+      audit(log, {
+        event: 'organization.role_changed',
+        outcome: 'success',
+        userId: caller.userId,
+        ip: clientIpOf(caller.ctx),
+        requestId,
+        details: { org_id: orgId, member_user_id: userId, role: result.member.role },
+      });
+    }
     return toMember(result.member);
   }
 

@@ -6,7 +6,9 @@ import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize } from '@switchboard/runtime/policy';
+import { clientIpOf } from '@switchboard/runtime/server';
 import { type Caller, toOrganization, visibleOrganization } from './access.js';
+import type { ActionLimits } from './action-limits.js';
 import type { ResolvedMembership } from './store/members.js';
 import { deleteOrganization, findOrganizationOfMember, insertOrganization, listOrganizationsOfUser } from './store/organizations.js';
 import { addOwner, type EventWriter, resolveWorkspace } from './workspaces.js';
@@ -29,6 +31,7 @@ export interface OrganizationsDeps {
   db: Knex;
   log: Logger;
   recordEvent: EventWriter;
+  limits: ActionLimits;
 }
 
 export class Organizations {
@@ -45,7 +48,8 @@ export class Organizations {
   /** A new organization with the caller as owner (organization.created, organization.member.added). */
   async create(caller: Caller, rawName: string, requestId?: string): Promise<MessageInitShape<typeof OrganizationSchema>> {
     const name = normalizeOrganizationName(rawName);
-    const { db, recordEvent, log } = this.deps;
+    const { db, recordEvent, log, limits } = this.deps;
+    await limits.take('organization_create', { userId: caller.userId, ip: clientIpOf(caller.ctx) });
     const orgId = newId('org');
     const row = await db.transaction(async (trx) => {
       await insertOrganization(trx, { id: orgId, name, personal: false });

@@ -1,10 +1,12 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
 import type { OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { authorize } from '@switchboard/runtime/policy';
+import { clientIpOf } from '@switchboard/runtime/server';
 import { type Caller, toOrganization, visibleOrganization } from './access.js';
 import { findMember, SecondOwnerError, updateMemberRole } from './store/members.js';
 import type { EventWriter } from './workspaces.js';
@@ -67,7 +69,16 @@ export class Ownership {
           throw apiError(Code.Aborted, 'conflict', 'Ownership changed at the same time; read the organization again and retry.');
         throw err;
       });
-    if (result.changed) log.info({ org_id: orgId, from: caller.userId, to: newOwnerUserId, request_id: requestId }, 'ownership transferred');
+    if (result.changed) {
+      audit(log, {
+        event: 'organization.ownership_transferred',
+        outcome: 'success',
+        userId: caller.userId,
+        ip: clientIpOf(caller.ctx),
+        requestId,
+        details: { org_id: orgId, new_owner_user_id: newOwnerUserId },
+      });
+    }
     return toOrganization(result.organization, result.role);
   }
 }

@@ -1,4 +1,5 @@
 import { Code } from '@connectrpc/connect';
+import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import { newToken } from '@switchboard/runtime/ids';
@@ -88,7 +89,13 @@ export class PasswordResets {
     if (!revoked) throw invalidResetToken();
     // The mailbox is proven: earlier wrong guesses no longer block the owner.
     await throttle.clearAccount('password', user.email);
-    this.deps.log.info({ user_id: user.id, request_id: requestId, sessions_revoked: revoked.length }, 'password reset');
+    audit(this.deps.log, {
+      event: 'credentials.password_reset',
+      outcome: 'success',
+      userId: user.id,
+      requestId,
+      details: { sessions_revoked: revoked.length },
+    });
     await mail.credentialChanged({ id: user.id, email: user.email, fullName: user.full_name }, 'password_reset');
     return revoked;
   }

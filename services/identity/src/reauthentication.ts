@@ -1,6 +1,8 @@
 import { Code } from '@connectrpc/connect';
+import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
+import type { Logger } from '@switchboard/runtime/log';
 import type { LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
 import type { UserRow } from './store/users.js';
@@ -16,13 +18,13 @@ export const reauthenticationFailed = (field: string) =>
   apiError(Code.PermissionDenied, 'reauthentication_failed', field === 'code' ? 'The code is not valid.' : 'The password is not correct.', { field });
 
 export class Reauthentication {
-  constructor(private readonly deps: { db: Knex; passwords: PasswordHasher; twoFactor: TwoFactor; throttle: LoginThrottle }) {}
+  constructor(private readonly deps: { db: Knex; log: Logger; passwords: PasswordHasher; twoFactor: TwoFactor; throttle: LoginThrottle }) {}
 
   async password(user: UserRow, password: string, ip: string | undefined, field = 'password'): Promise<void> {
     const { passwords, throttle } = this.deps;
     const attempt = await throttle.begin('password', { account: user.email, ip });
     const check = await passwords.verify(user.password_hash, password);
-    if (!check.ok) throw reauthenticationFailed(field);
+    if (!check.ok) throw this.failed(user, ip, `wrong_${field}`, field);
     await throttle.release(attempt);
   }
 
@@ -30,7 +32,12 @@ export class Reauthentication {
   async code(user: UserRow, code: string, ip: string | undefined): Promise<void> {
     const { db, twoFactor, throttle } = this.deps;
     const attempt = await throttle.begin('second_factor', { account: user.id, ip });
-    if (!(await twoFactor.verifyCode(db, user.id, code))) throw reauthenticationFailed('code');
+    if (!(await twoFactor.verifyCode(db, user.id, code))) throw this.failed(user, ip, 'wrong_code', 'code');
     await throttle.release(attempt);
+  }
+
+  private failed(user: UserRow, ip: string | undefined, reason: string, field: string) {
+    audit(this.deps.log, { event: 'reauthentication', outcome: 'failure', userId: user.id, ip, reason });
+    return reauthenticationFailed(field);
   }
 }

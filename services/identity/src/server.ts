@@ -68,7 +68,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       const email = normalizeEmail(req.email);
       assertAcceptablePassword(req.password, email);
       const fullName = normalizeFullName(req.fullName);
-      const { user, session } = await accounts.register({ email, password: req.password, fullName }, requestIdOf(ctx));
+      const { user, session } = await accounts.register({ email, password: req.password, fullName, ip: clientIpOf(ctx) }, requestIdOf(ctx));
       return { user: toAccount(user), session };
     },
 
@@ -76,12 +76,18 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       if (req.email.trim() === '') throw invalidArgument('email', 'An email address is required.');
       if (req.password === '') throw invalidArgument('password', 'A password is required.');
       // No syntax check: a malformed address is just an unknown one (same 401, same timing).
-      const result = await accounts.login({ email: req.email.trim().toLowerCase(), password: req.password, ip: clientIpOf(ctx) });
+      const result = await accounts.login({ email: req.email.trim().toLowerCase(), password: req.password, ip: clientIpOf(ctx), requestId: requestIdOf(ctx) });
       return 'session' in result ? { session: result.session } : { mfaRequired: true, mfaToken: result.mfaToken };
     },
 
     async loginSecondFactor(req, ctx) {
-      const session = await handlers.challenges.complete({ mfaToken: req.mfaToken, code: req.code, recoveryCode: req.recoveryCode, ip: clientIpOf(ctx) });
+      const session = await handlers.challenges.complete({
+        mfaToken: req.mfaToken,
+        code: req.code,
+        recoveryCode: req.recoveryCode,
+        ip: clientIpOf(ctx),
+        requestId: requestIdOf(ctx),
+      });
       return { session };
     },
 
@@ -166,8 +172,9 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       };
     },
 
-    async enrollTwoFactor(_req, ctx) {
-      return handlers.settings.enrollTwoFactor(await accounts.get(principalOf(ctx)));
+    async enrollTwoFactor(req, ctx) {
+      if (req.password === '') throw invalidArgument('password', 'password is required: changing the second factor needs re-authentication.');
+      return handlers.settings.enrollTwoFactor(await accounts.get(principalOf(ctx)), req.password, clientIpOf(ctx));
     },
 
     async activateTwoFactor(req, ctx) {

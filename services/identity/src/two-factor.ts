@@ -22,7 +22,7 @@ import { setTwoFactorEnabled, type UserRow } from './store/users.js';
  * TOTP two-factor authentication (SPEC §3): RFC 6238 with SHA1, 30 s steps, 6 digits, ±1 step,
  * a 160-bit secret encrypted at rest. The last accepted time step is stored and moved forward
  * in one conditional UPDATE, so no code (the activation code included) is accepted twice, not
- * even by two concurrent requests. Ten recovery codes of 100 bits each, stored as SHA-256,
+ * even by two concurrent requests. Ten recovery codes of 125 bits each (≥ 112, ASVS 6.5), stored as SHA-256,
  * single use; regenerating replaces the set.
  */
 
@@ -48,9 +48,12 @@ function totp(secretBase32: string, label: string): OTPAuth.TOTP {
   });
 }
 
-/** A recovery code: 20 base32 characters (100 bits) in groups of five, e.g. `ab3de-…`. */
+/**
+ * A recovery code: 25 base32 characters (125 bits, so a stored SHA-256 needs no pepper to resist
+ * offline guessing) in groups of five, e.g. `ab3de-…`.
+ */
 function newRecoveryCode(): string {
-  const bytes = randomBytes(20);
+  const bytes = randomBytes(25);
   let code = '';
   for (const byte of bytes) code += base32Alphabet[byte & 31];
   return code.match(/.{5}/g)!.join('-');

@@ -380,7 +380,7 @@ describe('identity: registration, login, tokens', () => {
       role: 'owner',
     });
     for (const call of [
-      () => asKey.enrollTwoFactor({}),
+      () => asKey.enrollTwoFactor({ password }),
       () => asKey.activateTwoFactor({ code: '000000' }),
       () => asKey.disableTwoFactor({ password }),
       () => asKey.regenerateRecoveryCodes({ code: '000000' }),

@@ -86,7 +86,7 @@ describe('secret rotation', () => {
     await start({ SWITCHBOARD_MESH_SECRET: secretA, SWITCHBOARD_DATA_KEYS: k1 });
     const { user } = await client(AuthService, secretA).register({ email, password });
     const account = client(AccountService, secretA, user!.userId);
-    const enrolled = await account.enrollTwoFactor({});
+    const enrolled = await account.enrollTwoFactor({ password });
     totp = new OTPAuth.TOTP({ algorithm: 'SHA1', digits: 6, period: 30, secret: OTPAuth.Secret.fromBase32(enrolled.secret) });
     expect((await account.activateTwoFactor({ code: code() })).recoveryCodes).toHaveLength(10);
     kid = (await client(AuthService, secretA).getJwks({})).keys[0].kid;

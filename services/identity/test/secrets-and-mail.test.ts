@@ -39,36 +39,31 @@ describe('mail adapter', () => {
     expect(() => createMailer({ log: createLogger('test', 'silent'), env: { SMTP_URL: 'http://localhost' } })).toThrow(/smtp:\/\//);
   });
 
+  it('requires SMTP_URL in production, and never lets production send in the clear', () => {
+    const log = createLogger('test', 'silent');
+    expect(() => createMailer({ log, env: { NODE_ENV: 'production', MAILBOX_DIR: tmpdir() } })).toThrow(/SMTP_URL is required when NODE_ENV=production/);
+    expect(() => createMailer({ log, env: { NODE_ENV: 'production', SMTP_URL: 'smtp://mail:587?ignoreTLS=true' } })).toThrow(/ignoreTLS is refused/);
+    expect(createMailer({ log, env: { NODE_ENV: 'production', SMTP_URL: 'smtps://mail:465' } })).toBeInstanceOf(SmtpMailer);
+  });
+
+  it('refuses to send over smtp:// to a server that offers no STARTTLS', async () => {
+    const received: string[] = [];
+    const server = minimalSmtpServer(received);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as net.AddressInfo).port;
+    const mailer = createMailer({ log: createLogger('test', 'silent'), env: { SMTP_URL: `smtp://127.0.0.1:${port}` } }) as SmtpMailer;
+    try {
+      await expect(mailer.send({ to: 'jane@example.com', subject: 'Hello', text: 'a token', kind: 'test_kind' })).rejects.toThrow(/TLS/);
+      expect(received).toHaveLength(0);
+    } finally {
+      mailer.close();
+      server.close();
+    }
+  });
+
   it('delivers over SMTP (to a minimal SMTP server)', async () => {
     const received: string[] = [];
-    const server = net.createServer((socket) => {
-      let inData = false;
-      let data = '';
-      let pending = '';
-      socket.write('220 test ESMTP\r\n');
-      socket.on('data', (chunk) => {
-        pending += chunk.toString('utf8');
-        for (let end = pending.indexOf('\r\n'); end >= 0; end = pending.indexOf('\r\n')) {
-          const line = pending.slice(0, end);
-          pending = pending.slice(end + 2);
-          if (inData) {
-            if (line === '.') {
-              inData = false;
-              received.push(data);
-              socket.write('250 2.0.0 queued\r\n');
-            } else data += `${line}\r\n`;
-            continue;
-          }
-          const verb = line.slice(0, 4).toUpperCase();
-          if (verb === 'EHLO') socket.write('250-test\r\n250 8BITMIME\r\n');
-          else if (verb === 'DATA') {
-            inData = true;
-            socket.write('354 go ahead\r\n');
-          } else if (verb === 'QUIT') socket.end('221 bye\r\n');
-          else socket.write('250 ok\r\n');
-        }
-      });
-    });
+    const server = minimalSmtpServer(received);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as net.AddressInfo).port;
     const mailer = createMailer({ log: createLogger('test', 'silent'), env: { SMTP_URL: `smtp://127.0.0.1:${port}?ignoreTLS=true` } }) as SmtpMailer;
@@ -114,3 +109,36 @@ describe('mail adapter', () => {
     expect(maskAddress('jane@example.com')).toBe('j***@example.com');
   });
 });
+
+/** An SMTP server that accepts everything and offers no STARTTLS; what it receives goes to `received`. */
+function minimalSmtpServer(received: string[]): net.Server {
+  return net.createServer((socket) => {
+    let inData = false;
+    let data = '';
+    let pending = '';
+    socket.write('220 test ESMTP\r\n');
+    socket.on('data', (chunk) => {
+      pending += chunk.toString('utf8');
+      for (let end = pending.indexOf('\r\n'); end >= 0; end = pending.indexOf('\r\n')) {
+        const line = pending.slice(0, end);
+        pending = pending.slice(end + 2);
+        if (inData) {
+          if (line === '.') {
+            inData = false;
+            received.push(data);
+            socket.write('250 2.0.0 queued\r\n');
+          } else data += `${line}\r\n`;
+          continue;
+        }
+        const verb = line.slice(0, 4).toUpperCase();
+        if (verb === 'EHLO') socket.write('250-test\r\n250 8BITMIME\r\n');
+        else if (verb === 'DATA') {
+          inData = true;
+          socket.write('354 go ahead\r\n');
+        } else if (verb === 'QUIT') socket.end('221 bye\r\n');
+        else if (verb === 'STAR') socket.write('502 5.5.1 STARTTLS not supported\r\n');
+        else socket.write('250 ok\r\n');
+      }
+    });
+  });
+}

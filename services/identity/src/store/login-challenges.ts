@@ -15,6 +15,10 @@ export async function insertMfaChallenge(db: Db, challenge: { tokenHash: string;
   await db('mfa_challenges').insert({ token_hash: challenge.tokenHash, user_id: challenge.userId, expires_at: challenge.expiresAt });
 }
 
+export async function findMfaChallenge(db: Db, tokenHash: string): Promise<MfaChallengeRow | undefined> {
+  return db('mfa_challenges').where({ token_hash: tokenHash }).first();
+}
+
 export async function lockMfaChallenge(db: Db, tokenHash: string): Promise<MfaChallengeRow | undefined> {
   return db('mfa_challenges').where({ token_hash: tokenHash }).forUpdate().first();
 }

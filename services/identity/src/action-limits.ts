@@ -1,0 +1,86 @@
+import type { ConnectError } from '@connectrpc/connect';
+import { ConfigError, readInt } from '@switchboard/runtime/config';
+import type { Knex } from '@switchboard/runtime/db';
+import { retryLater } from '@switchboard/runtime/errors';
+import { throttleKeyOfIp } from '@switchboard/runtime/ip';
+import { type Clock, systemClock } from './clock.js';
+import { deleteAuthFailures, insertAuthFailure, recentAuthFailures } from './store/auth-failures.js';
+
+/**
+ * Rate limits of expensive or abusable actions that no failure counter covers (ASVS 2.4): every
+ * registration hashes a password and mails, every invitation mails a stranger. Each action is
+ * counted per subject (the client IP, or the acting user) over a sliding hour, in Postgres so
+ * all replicas share it, the same way the sign-in throttle counts: the attempt is written first,
+ * then the count read, so a concurrent burst cannot pass the limit; a refused attempt is deleted.
+ */
+
+export type LimitedAction = 'registration' | 'organization_create' | 'invitation';
+type Scope = 'ip' | 'user';
+
+const windowMs = 3600 * 1000;
+
+/** Per hour; the variables that set each limit, and their defaults. */
+const settings: Record<LimitedAction, Array<{ scope: Scope; variable: string; fallback: number }>> = {
+  registration: [{ scope: 'ip', variable: 'REGISTRATIONS_PER_IP_PER_HOUR', fallback: 20 }],
+  organization_create: [
+    { scope: 'user', variable: 'ORGANIZATIONS_PER_USER_PER_HOUR', fallback: 20 },
+    { scope: 'ip', variable: 'ORGANIZATIONS_PER_IP_PER_HOUR', fallback: 60 },
+  ],
+  invitation: [
+    { scope: 'user', variable: 'INVITATIONS_PER_USER_PER_HOUR', fallback: 100 },
+    { scope: 'ip', variable: 'INVITATIONS_PER_IP_PER_HOUR', fallback: 300 },
+  ],
+};
+
+export type ActionLimitsConfig = Record<LimitedAction, Array<{ scope: Scope; limit: number }>>;
+
+/** The limits from the environment (each ≥ 1). */
+export function readActionLimits(env: Record<string, string | undefined> = process.env): ActionLimitsConfig {
+  const config = {} as ActionLimitsConfig;
+  for (const [action, limits] of Object.entries(settings) as Array<[LimitedAction, (typeof settings)[LimitedAction]]>) {
+    config[action] = limits.map(({ scope, variable, fallback }) => {
+      const limit = readInt(variable, fallback, env);
+      if (limit < 1) throw new ConfigError(`${variable} must be at least 1`);
+      return { scope, limit };
+    });
+  }
+  return config;
+}
+
+export class ActionLimits {
+  constructor(private readonly deps: { db: Knex; limits: ActionLimitsConfig; clock?: Clock }) {}
+
+  /**
+   * Counts one `action` by these subjects, or refuses it with 429 `rate_limited` and Retry-After
+   * when a limit is reached. A subject that is unknown (no client IP) is not counted.
+   */
+  async take(action: LimitedAction, subjects: { ip?: string; userId?: string }): Promise<void> {
+    const { db, limits } = this.deps;
+    const now = (this.deps.clock ?? systemClock)();
+    const keyed = limits[action]
+      .map(({ scope, limit }) => ({ scope, limit, subject: scope === 'ip' ? subjects.ip && throttleKeyOfIp(subjects.ip) : subjects.userId }))
+      .filter((entry): entry is { scope: Scope; limit: number; subject: string } => Boolean(entry.subject));
+    const ids: string[] = [];
+    for (const { scope, subject } of keyed) ids.push(await insertAuthFailure(db, { kind: action, scope, subject, at: now }));
+    let retryAt = 0;
+    for (const { scope, subject, limit } of keyed) {
+      const earlier = await recentAuthFailures(db, { kind: action, scope, subject }, new Date(now.getTime() - windowMs), limit, ids);
+      // `earlier` is oldest first; at the limit, this attempt may go when the oldest leaves the hour.
+      if (earlier.length >= limit) retryAt = Math.max(retryAt, earlier[0].getTime() + windowMs);
+    }
+    if (retryAt > now.getTime()) {
+      await deleteAuthFailures(db, ids);
+      throw rateLimited(action, Math.max(1, Math.ceil((retryAt - now.getTime()) / 1000)));
+    }
+  }
+}
+
+const what: Record<LimitedAction, string> = {
+  registration: 'accounts registered from this address',
+  organization_create: 'organizations created',
+  invitation: 'invitations sent',
+};
+
+function rateLimited(action: LimitedAction, retryAfterSeconds: number): ConnectError {
+  return retryLater('rate_limited', `Too many ${what[action]} in the last hour; try again in ${retryAfterSeconds} seconds.`, retryAfterSeconds);
+}
