@@ -14,6 +14,9 @@ let mesh: Mesh;
 let base: RestCall;
 let ipCounter = 0;
 const registrationsPerIp = 3;
+// Counters live in the run's database, which other files share: this file's addresses are its own.
+const subnet = `198.18.${Math.floor(Math.random() * 250)}`;
+const ipv6Prefix = `2001:db8:${Math.floor(Math.random() * 0xffff).toString(16)}`;
 
 beforeAll(async () => {
   mesh = await bootMesh({
@@ -31,7 +34,7 @@ afterAll(async () => {
 
 function clientFromNewIp(): RestCall {
   ipCounter += 1;
-  return fromAddress(base, `198.51.100.${ipCounter}`);
+  return fromAddress(base, `${subnet}.${ipCounter}`);
 }
 
 async function registered(call: RestCall) {
@@ -64,9 +67,9 @@ describe('rate limits of expensive actions', () => {
   });
 
   it('counts IPv6 clients by their /64', async () => {
-    for (let i = 0; i < registrationsPerIp; i++) await registered(fromAddress(base, `2001:db8:5:7::${i + 1}`));
-    expectErrorBody(await fromAddress(base, '2001:db8:5:7:ffff::9')('POST', '/v1/auth/register', { body: newUser() }), 429, 'rate_limited');
-    await registered(fromAddress(base, '2001:db8:5:8::1'));
+    for (let i = 0; i < registrationsPerIp; i++) await registered(fromAddress(base, `${ipv6Prefix}:7::${i + 1}`));
+    expectErrorBody(await fromAddress(base, `${ipv6Prefix}:7:ffff::9`)('POST', '/v1/auth/register', { body: newUser() }), 429, 'rate_limited');
+    await registered(fromAddress(base, `${ipv6Prefix}:8::1`));
   });
 
   it('limits organizations and invitations per user', async () => {
@@ -84,11 +87,14 @@ describe('rate limits of expensive actions', () => {
   it('counts a login with an over-long email against the client address', async () => {
     const call = clientFromNewIp();
     const longEmail = `${'a'.repeat(400)}@example.com`;
-    // 50 failures from one address (SPEC §10) lock the address, whatever the email.
-    const guesses = await Promise.all(
-      Array.from({ length: 50 }, () => call('POST', '/v1/auth/login', { body: { email: longEmail, password: 'guess guess guess' } })),
-    );
-    for (const guess of guesses) expect(guess.status).toBe(401);
+    // 50 failures from one address (SPEC §10) lock the address, whatever the email (in waves
+    // the argon2 queue admits).
+    for (let wave = 0; wave < 5; wave++) {
+      const guesses = await Promise.all(
+        Array.from({ length: 10 }, () => call('POST', '/v1/auth/login', { body: { email: longEmail, password: 'guess guess guess' } })),
+      );
+      for (const guess of guesses) expect(guess.status, guess.text).toBe(401);
+    }
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: longEmail, password: 'guess guess guess' } }), 429, 'too_many_attempts');
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: 'someone@example.com', password: 'guess guess guess' } }), 429, 'too_many_attempts');
   });
@@ -154,7 +160,7 @@ describe('audit lines', () => {
     expect((await call('POST', '/v1/account/2fa/enroll', { token, body: { password: 'still not the password' } })).status).toBe(403);
     const changed = await call('POST', '/v1/account/password', { token, body: { current_password: user.password, new_password: 'a brand new passphrase' } });
     expect(changed.status).toBe(204);
-    const ip = `198.51.100.${ipCounter}`;
+    const ip = `${subnet}.${ipCounter}`;
     const lines = await eventually(() => {
       const found = auditLines('identity').filter((line) => line.user_id === user.userId);
       return found.some((line) => line.event === 'credentials.password_changed') ? found : undefined;
@@ -191,7 +197,7 @@ describe('audit lines', () => {
       () => auditLines('identity').find((line) => line.event === 'authorization' && line.user_id === outsider.userId),
       'the refusal audit line',
     );
-    expect(refusal).toMatchObject({ outcome: 'denied', reason: 'organization.delete', role: 'developer', ip: `198.51.100.${ipCounter}` });
+    expect(refusal).toMatchObject({ outcome: 'denied', reason: 'organization.delete', role: 'developer', ip: `${subnet}.${ipCounter}` });
     const requestLine = await eventually(
       () =>
         mesh
@@ -201,7 +207,7 @@ describe('audit lines', () => {
       'the request line of the refused call',
     );
     expect(requestLine).toContain('"principal_type":"user"');
-    expect(requestLine).toContain(`"client_ip":"198.51.100.${ipCounter}"`);
+    expect(requestLine).toContain(`"client_ip":"${subnet}.${ipCounter}"`);
   });
 });
 

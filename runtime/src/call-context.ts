@@ -27,4 +27,9 @@ export function clientIpOf(ctx: Pick<HandlerContext, 'values'>): string | undefi
  * The request a piece of work belongs to, for code that has no handler context at hand (audit
  * lines deep in a domain module): set by the RPC server around each call.
  */
-export const requestScope = new AsyncLocalStorage<{ requestId: string; clientIp?: string }>();
+export const requestScope = new AsyncLocalStorage<{
+  requestId: string;
+  clientIp?: string;
+  /** Aborted when the call's deadline passes or its client goes away. */
+  signal?: AbortSignal;
+}>();

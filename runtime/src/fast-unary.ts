@@ -3,7 +3,7 @@ import { create, type DescMethodUnary, type DescService, fromBinary, isMessage, 
 import { Code, ConnectError, type ConnectRouter, type ContextValues, createContextValues, type HandlerContext } from '@connectrpc/connect';
 import { codeToHttpStatus, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
 
-type Guard = <T>(header: Headers, values: ContextValues, method: DescMethodUnary, run: () => Promise<T>) => Promise<T>;
+type Guard = <T>(header: Headers, values: ContextValues, method: DescMethodUnary, run: () => Promise<T>, signal?: AbortSignal) => Promise<T>;
 type UnaryImpl = (request: unknown, context: HandlerContext) => Promise<unknown> | unknown;
 
 interface FastRoute {
@@ -100,15 +100,21 @@ export class FastUnaryHandler {
       url: req.url,
     };
     try {
-      const output = await this.guard(requestHeader, values, route.method, async () => {
-        let input: unknown;
-        try {
-          input = fromBinary(route.method.input, body);
-        } catch (err) {
-          throw new ConnectError(`cannot decode the request: ${(err as Error).message}`, Code.InvalidArgument);
-        }
-        return route.impl(input, context);
-      });
+      const output = await this.guard(
+        requestHeader,
+        values,
+        route.method,
+        async () => {
+          let input: unknown;
+          try {
+            input = fromBinary(route.method.input, body);
+          } catch (err) {
+            throw new ConnectError(`cannot decode the request: ${(err as Error).message}`, Code.InvalidArgument);
+          }
+          return route.impl(input, context);
+        },
+        abort.signal,
+      );
       const message = isMessage(output, route.method.output) ? output : create(route.method.output, output as never);
       const bytes = toBinary(route.method.output, message);
       const headers: Record<string, string> = { 'content-type': 'application/proto', 'content-length': String(bytes.length) };

@@ -14,7 +14,7 @@ import type { Logger } from './log.js';
 import { MeshTokenError, type MeshTokens } from './mesh-token.js';
 import { guardRpc, type RpcRule, readRpcRules, rpcName } from './policy.js';
 
-export { callerOf, clientIpOf, requestIdOf } from './call-context.js';
+export { callerOf, clientIpOf, requestIdOf, requestScope } from './call-context.js';
 
 const firstByteTimeoutMs = 10_000;
 /** A connection with nothing in flight for this long is closed. */
@@ -63,7 +63,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
   let rules = new Map<string, RpcRule>();
 
   /** Every call but health: verify the mesh token, then run it with errors translated. */
-  const guard = async <T>(header: Headers, values: ContextValues, method: DescMethod, run: () => Promise<T>): Promise<T> => {
+  const guard = async <T>(header: Headers, values: ContextValues, method: DescMethod, run: () => Promise<T>, signal?: AbortSignal): Promise<T> => {
     const rpc = method.name;
     const requestId = header.get('x-request-id') || newId('req');
     values.set(requestIdKey, requestId);
@@ -80,7 +80,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     const started = performance.now();
     try {
       // Every RPC's rule comes from its proto (policy.ts), applied here or by its handler.
-      const scope = { requestId, clientIp: values.get(callerKey)?.clientIp };
+      const scope = { requestId, clientIp: values.get(callerKey)?.clientIp, signal };
       return await requestScope.run(scope, () => guardRpc(rules.get(rpcName(method)), method, values, run));
     } catch (err) {
       throw translateError(err, log, requestId, rpc);
@@ -89,7 +89,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     }
   };
   const authenticate: Interceptor = (next) => (req) =>
-    req.service.typeName === Health.typeName ? next(req) : guard(req.header, req.contextValues, req.method, () => next(req));
+    req.service.typeName === Health.typeName ? next(req) : guard(req.header, req.contextValues, req.method, () => next(req), req.signal);
   const fastUnary = new FastUnaryHandler(guard);
 
   const handler = connectNodeAdapter({

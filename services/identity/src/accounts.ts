@@ -132,19 +132,29 @@ export class Accounts {
     const { db, passwords, sessions, log, throttle, challenges } = this.deps;
     // No account can have such an address: the same 401, at the same cost, without a lookup;
     // it still counts against the client's address, or such guesses would be free.
-    if (input.email.length > maxEmailLength || input.email.includes('\u0000')) {
-      await throttle.begin('password', { ip: input.ip, requestId: input.requestId });
-      await passwords.verifyDummy(input.password);
+    const impossible = input.email.length > maxEmailLength || input.email.includes('\u0000');
+    const origin = { ip: input.ip, requestId: input.requestId };
+    const attempt = await throttle.begin('password', impossible ? origin : { ...origin, account: input.email });
+    // The hasher may refuse (queue full, deadline passed): then no password was checked, and
+    // the attempt is no failure.
+    const checked = async <T>(work: () => Promise<T>): Promise<T> => {
+      try {
+        return await work();
+      } catch (err) {
+        await throttle.release(attempt);
+        throw err;
+      }
+    };
+    if (impossible) {
+      await checked(() => passwords.verifyDummy(input.password));
       throw this.failedLogin(input, undefined, 'malformed_email');
     }
-    const subjects = { account: input.email, ip: input.ip, requestId: input.requestId };
-    const attempt = await throttle.begin('password', subjects);
     const user = await findUserByEmail(db, input.email);
     if (!user || user.deactivated_at !== null) {
-      await passwords.verifyDummy(input.password);
+      await checked(() => passwords.verifyDummy(input.password));
       throw this.failedLogin(input, user?.id, user ? 'deactivated' : 'unknown_account');
     }
-    const check = await passwords.verify(user.password_hash, input.password);
+    const check = await checked(() => passwords.verify(user.password_hash, input.password));
     if (!check.ok) throw this.failedLogin(input, user.id, 'wrong_password');
     await throttle.succeed(attempt, 'password', input.email);
     audit(log, {

@@ -11,7 +11,7 @@ import type { AccountMail } from './notifications.js';
 import { assertAcceptablePassword, type PasswordHasher } from './passwords.js';
 import type { Sessions } from './sessions.js';
 import { countRecentPasswordResets, findPasswordReset, insertPasswordReset, usePasswordResets } from './store/password-resets.js';
-import { findUserByEmail, findUserById, setPasswordHash } from './store/users.js';
+import { findUserByEmail, findUserById, lockUser, setPasswordHash } from './store/users.js';
 
 /**
  * Password reset (SPEC §3): the request always answers 202 at once and does its work after
@@ -59,13 +59,20 @@ export class PasswordResets {
   private async issue(email: string): Promise<void> {
     const user = await findUserByEmail(this.deps.db, email);
     if (!user || user.deactivated_at !== null) return;
-    // Nobody gets mail-bombed: past a few mails in a quarter of an hour, requests are dropped (still 202).
-    if ((await countRecentPasswordResets(this.deps.db, user.id, resetMailWindowSeconds)) >= maxResetMailsPerWindow) {
+    const token = newToken();
+    // Nobody gets mail-bombed: past a few mails in a quarter of an hour, requests are dropped
+    // (still 202). The user row is locked while counting, so concurrent requests cannot all
+    // see room under the cap.
+    const issued = await this.deps.db.transaction(async (trx) => {
+      await lockUser(trx, user.id);
+      if ((await countRecentPasswordResets(trx, user.id, resetMailWindowSeconds)) >= maxResetMailsPerWindow) return false;
+      await insertPasswordReset(trx, { tokenHash: sha256Hex(token), userId: user.id, expiresAt: new Date(this.now().getTime() + this.ttlMs) });
+      return true;
+    });
+    if (!issued) {
       this.deps.log.warn({ user_id: user.id }, 'password reset mails throttled');
       return;
     }
-    const token = newToken();
-    await insertPasswordReset(this.deps.db, { tokenHash: sha256Hex(token), userId: user.id, expiresAt: new Date(this.now().getTime() + this.ttlMs) });
     await this.deps.mail.passwordReset({ id: user.id, email: user.email, fullName: user.full_name }, token, Math.round(this.ttlMs / 60_000));
   }
 

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import { Code } from '@connectrpc/connect';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import { requestScope } from '@switchboard/runtime/server';
 import argon2 from 'argon2';
 import { commonPasswords } from './common-passwords.js';
 
@@ -60,31 +61,90 @@ export function defaultArgon2Concurrency(): number {
   return Math.max(1, os.availableParallelism());
 }
 
+/**
+ * How many hashes may wait for a slot (ARGON2_QUEUE_LIMIT; default: 8 per slot, about a second
+ * of work at this machine's rate). Past it a request fails at once with 503: queueing without
+ * bound only turns a storm into memory use and answers that come after their deadline.
+ */
+export function defaultArgon2QueueLimit(concurrency: number): number {
+  const configured = Number(process.env.ARGON2_QUEUE_LIMIT);
+  if (Number.isInteger(configured) && configured >= 0) return configured;
+  return concurrency * 8;
+}
+
+function busy(): ConnectError {
+  const err = apiError(Code.Unavailable, 'service_unavailable', 'Too many passwords are being checked right now; try again in a moment.', {
+    metadata: { retry_after_seconds: 1 },
+  });
+  err.metadata.set('retry-after', '1');
+  return err;
+}
+const expired = () => apiError(Code.DeadlineExceeded, 'deadline_exceeded', 'The request ran out of time before its password could be checked.');
+
+/** A bounded queue in front of `limit` slots; work whose request ended meanwhile never starts. */
 class Semaphore {
+  /** How many computations started: tests see from it that expired work never ran. */
+  started = 0;
   private active = 0;
-  private readonly waiting: Array<() => void> = [];
+  private readonly waiting: Array<{ start: () => void }> = [];
 
-  constructor(private readonly limit: number) {}
+  constructor(
+    private readonly limit: number,
+    private readonly queueLimit: number,
+  ) {}
 
-  async run<T>(work: () => Promise<T>): Promise<T> {
-    if (this.active >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.active++;
+  async run<T>(work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    if (signal?.aborted) throw expired();
+    if (this.active >= this.limit) {
+      if (this.waiting.length >= this.queueLimit) throw busy();
+      await new Promise<void>((resolve, reject) => {
+        const entry = {
+          start: () => {
+            signal?.removeEventListener('abort', onAbort);
+            resolve();
+          },
+        };
+        // A request that ends while it waits leaves the queue at once (its slot goes to the next).
+        const onAbort = () => {
+          this.waiting.splice(this.waiting.indexOf(entry), 1);
+          reject(expired());
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        this.waiting.push(entry);
+      });
+    } else this.active++;
     try {
+      if (signal?.aborted) throw expired();
+      this.started++;
       return await work();
     } finally {
       const next = this.waiting.shift();
-      if (next) next();
+      if (next) next.start();
       else this.active--;
     }
   }
 }
 
+/**
+ * Hashes and verifies with argon2id behind a bounded queue. The deadline of the current call
+ * (the RPC server's request scope) is honoured: a request that is over by the time its turn
+ * comes is never hashed.
+ */
 export class PasswordHasher {
   private dummyHash: Promise<string> | undefined;
   private readonly slots: Semaphore;
 
-  constructor(concurrency = defaultArgon2Concurrency()) {
-    this.slots = new Semaphore(concurrency);
+  constructor(concurrency = defaultArgon2Concurrency(), queueLimit = defaultArgon2QueueLimit(concurrency)) {
+    this.slots = new Semaphore(concurrency, queueLimit);
+  }
+
+  /** argon2 computations started so far. */
+  get computations(): number {
+    return this.slots.started;
+  }
+
+  private run<T>(work: () => Promise<T>): Promise<T> {
+    return this.slots.run(work, requestScope.getStore()?.signal);
   }
 
   /** Computes the dummy hash (same cost as real ones) so the first unknown-email login is not faster. */
@@ -97,14 +157,15 @@ export class PasswordHasher {
   }
 
   hash(password: string): Promise<string> {
-    return this.slots.run(() => argon2.hash(password, { type: argon2.argon2id, ...argon2Parameters }));
+    return this.run(() => argon2.hash(password, { type: argon2.argon2id, ...argon2Parameters }));
   }
 
   async verify(hash: string, password: string): Promise<PasswordCheck> {
     let ok: boolean;
     try {
-      ok = await this.slots.run(() => argon2.verify(hash, password));
-    } catch {
+      ok = await this.run(() => argon2.verify(hash, password));
+    } catch (err) {
+      if (err instanceof ConnectError) throw err;
       // A malformed stored hash never lets anyone in.
       return { ok: false, needsRehash: false };
     }
