@@ -1,7 +1,15 @@
 import type http2 from 'node:http2';
-import { create, type DescMethodUnary, type DescService, fromBinary, isMessage, toBinary } from '@bufbuild/protobuf';
-import { Code, ConnectError, type ConnectRouter, type ContextValues, createContextValues, type HandlerContext } from '@connectrpc/connect';
-import { codeToHttpStatus, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
+import { create, type DescMethod, type DescMethodUnary, type DescService, fromBinary, isMessage, toBinary } from '@bufbuild/protobuf';
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  type ContextValues,
+  createContextValues,
+  createHandlerContext,
+  type HandlerContext,
+} from '@connectrpc/connect';
+import { codeToHttpStatus, errorToJsonBytes, parseTimeout } from '@connectrpc/connect/protocol-connect';
 
 type Guard = <T>(header: Headers, values: ContextValues, method: DescMethodUnary, run: () => Promise<T>, signal?: AbortSignal) => Promise<T>;
 type UnaryImpl = (request: unknown, context: HandlerContext) => Promise<unknown> | unknown;
@@ -12,7 +20,8 @@ interface FastRoute {
   impl: UnaryImpl;
 }
 
-const maxRequestBytes = 4 * 1024 * 1024;
+/** The most a call's request body may hold, after decompression: on both paths (server.ts). */
+export const maxRequestBytes = 4 * 1024 * 1024;
 const maxTimerMs = 2 ** 31 - 1;
 const bodyReadTimeoutMs = 30_000;
 
@@ -27,18 +36,31 @@ export class FastUnaryHandler {
 
   constructor(private readonly guard: Guard) {}
 
-  /** A router that also remembers the unary implementations it is given. */
+  /**
+   * A router that also remembers the unary implementations it is given, by `service` and by
+   * `rpc`. Interceptors registered on the router do not run on the fast path: the server's
+   * guard (mesh token, access rule, error translation) is called explicitly instead, which is
+   * all the interceptor of the generic path does.
+   */
   recording(router: ConnectRouter): ConnectRouter {
     const recorder = Object.create(router) as ConnectRouter;
-    recorder.service = ((service: DescService, implementation: Record<string, UnaryImpl>, options?: unknown) => {
-      for (const method of service.methods) {
-        const impl = implementation[method.localName];
-        if (method.methodKind === 'unary' && typeof impl === 'function') {
-          this.routes.set(`/${service.typeName}/${method.name}`, { service, method: method as DescMethodUnary, impl: impl.bind(implementation) });
-        }
+    const remember = (method: DescMethod, impl: unknown, self?: object) => {
+      if (method.methodKind === 'unary' && typeof impl === 'function') {
+        this.routes.set(`/${method.parent.typeName}/${method.name}`, {
+          service: method.parent,
+          method: method as DescMethodUnary,
+          impl: impl.bind(self) as UnaryImpl,
+        });
       }
+    };
+    recorder.service = ((service: DescService, implementation: Record<string, unknown>, options?: unknown) => {
+      for (const method of service.methods) remember(method, implementation[method.localName], implementation);
       return (router.service as (...args: unknown[]) => ConnectRouter)(service, implementation, options);
     }) as ConnectRouter['service'];
+    recorder.rpc = ((method: DescMethod, impl: unknown, options?: unknown) => {
+      remember(method, impl);
+      return (router.rpc as (...args: unknown[]) => ConnectRouter)(method, impl, options);
+    }) as ConnectRouter['rpc'];
     return recorder;
   }
 
@@ -66,43 +88,42 @@ export class FastUnaryHandler {
   }
 
   private async run(route: FastRoute, body: Buffer, req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): Promise<void> {
-    const abort = new AbortController();
     const timeoutHeader = req.headers['connect-timeout-ms'];
-    // The Connect rule: at most 10 digits; longer than a timer can wait means no deadline here.
-    if (timeoutHeader !== undefined && (typeof timeoutHeader !== 'string' || !/^\d{1,10}$/.test(timeoutHeader))) {
-      respondError(res, new ConnectError(`invalid connect-timeout-ms: ${String(timeoutHeader)}`, Code.InvalidArgument));
+    // connect's own parser: at most 10 digits, else invalid_argument.
+    const timeout = parseTimeout(
+      typeof timeoutHeader === 'string' ? timeoutHeader : timeoutHeader === undefined ? null : String(timeoutHeader),
+      Number.MAX_SAFE_INTEGER,
+    );
+    if (timeout.error) {
+      respondError(res, timeout.error);
       return;
     }
-    const requested = timeoutHeader === undefined ? 0 : Number(timeoutHeader);
-    const timeoutMs = requested > 0 && requested <= maxTimerMs ? requested : undefined;
-    const deadline = timeoutMs ? setTimeout(() => abort.abort(new ConnectError('deadline exceeded', Code.DeadlineExceeded)), timeoutMs) : undefined;
+    const clientGone = new AbortController();
     const onClose = () => {
-      if (!res.writableEnded) abort.abort(new ConnectError('the client cancelled the call', Code.Canceled));
+      if (!res.writableEnded) clientGone.abort(new ConnectError('the client cancelled the call', Code.Canceled));
     };
     res.once('close', onClose);
     const requestHeader = new Headers();
     for (const [name, value] of Object.entries(req.headers)) {
       if (!name.startsWith(':') && typeof value === 'string') requestHeader.set(name, value);
     }
-    const values = createContextValues();
-    const expiresAt = timeoutMs ? Date.now() + timeoutMs : undefined;
-    const context: HandlerContext = {
+    // connect's own context: deadline signal, linked cancellation, header objects. A deadline
+    // longer than a timer can wait is no deadline here (Node would fire such a timer at once).
+    const context = createHandlerContext({
       service: route.service,
       method: route.method,
-      signal: abort.signal,
-      timeoutMs: () => (expiresAt === undefined ? undefined : expiresAt - Date.now()),
-      requestMethod: 'POST',
-      requestHeader,
-      responseHeader: new Headers(),
-      responseTrailer: new Headers(),
       protocolName: 'connect',
-      values,
+      requestMethod: 'POST',
       url: req.url,
-    };
+      timeoutMs: timeout.timeoutMs !== undefined && timeout.timeoutMs <= maxTimerMs ? timeout.timeoutMs : undefined,
+      requestSignal: clientGone.signal,
+      requestHeader,
+      contextValues: createContextValues(),
+    });
     try {
       const output = await this.guard(
         requestHeader,
-        values,
+        context.values,
         route.method,
         async () => {
           let input: unknown;
@@ -113,7 +134,7 @@ export class FastUnaryHandler {
           }
           return route.impl(input, context);
         },
-        abort.signal,
+        context.signal,
       );
       const message = isMessage(output, route.method.output) ? output : create(route.method.output, output as never);
       const bytes = toBinary(route.method.output, message);
@@ -130,11 +151,15 @@ export class FastUnaryHandler {
       // Past the guard every expected error is a ConnectError; anything else stays internal.
       respondError(res, err instanceof ConnectError ? err : new ConnectError('internal error', Code.Internal), context.responseHeader);
     } finally {
-      clearTimeout(deadline);
+      // Ends the deadline timer; a reason object of our own spares a DOMException per call.
+      context.abort(callEnded);
       res.off('close', onClose);
     }
   }
 }
+
+/** The abort reason of a call's context once it has answered (nothing listens by then). */
+const callEnded = new ConnectError('the call has ended', Code.Canceled);
 
 function respondError(res: http2.Http2ServerResponse, error: ConnectError, responseHeader?: Headers): void {
   if (res.closed || res.headersSent) return;

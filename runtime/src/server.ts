@@ -8,15 +8,17 @@ import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@swi
 import { callerKey, requestIdKey, requestScope } from './call-context.js';
 import { isDatabaseInputError, isDatabaseUnavailable } from './db.js';
 import { apiError } from './errors.js';
-import { FastUnaryHandler } from './fast-unary.js';
+import { FastUnaryHandler, maxRequestBytes } from './fast-unary.js';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
 import { MeshTokenError, type MeshTokens } from './mesh-token.js';
 import { guardRpc, type RpcRule, readRpcRules, rpcName } from './policy.js';
+import { replaceBodyWithEmptyMessage } from './unread-body.js';
 
 export { callerOf, clientIpOf, requestIdOf, requestScope } from './call-context.js';
 
 const firstByteTimeoutMs = 10_000;
+const healthPrefix = `/${Health.typeName}/`;
 /** A connection with nothing in flight for this long is closed. */
 const idleConnectionMs = 120_000;
 
@@ -92,10 +94,32 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     req.service.typeName === Health.typeName ? next(req) : guard(req.header, req.contextValues, req.method, () => next(req), req.signal);
   const fastUnary = new FastUnaryHandler(guard);
 
+  /**
+   * Whether the call may have its body read: health checks, or a valid mesh token (verified
+   * again, from the cache, by the guard). Anything else gets an empty message in place of its
+   * body, so the guard refuses it without the server buffering or inflating a byte.
+   */
+  const admit = async (req: http.IncomingMessage | http2.Http2ServerRequest): Promise<boolean> => {
+    if (req.url?.startsWith(healthPrefix)) return true;
+    const authorization = req.headers.authorization;
+    const valid =
+      typeof authorization === 'string' &&
+      authorization.startsWith('Bearer ') &&
+      (await meshTokens.verify(authorization.slice(7), name).then(
+        () => true,
+        () => false,
+      ));
+    if (!valid) replaceBodyWithEmptyMessage(req);
+    return valid;
+  };
+
   const handler = connectNodeAdapter({
     grpc: true,
     grpcWeb: true,
     connect: true,
+    // Decompressed size counts too: connect inflates at most this much (a gzip bomb is a
+    // resource_exhausted error, not an OOM).
+    readMaxBytes: maxRequestBytes,
     interceptors: [authenticate],
     routes(router) {
       router.service(Health, {
@@ -129,10 +153,12 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
       if (shuttingDown && inFlight === 0) socket.destroy();
     });
     if (shuttingDown) res.setHeader('connection', 'close');
-    void handler(req, res);
+    void admit(req).then(() => handler(req, res));
   });
   const h2 = http2.createServer({}, (req, res) => {
-    if (!fastUnary.handle(req, res)) void handler(req, res);
+    void admit(req).then((admitted) => {
+      if (!admitted || !fastUnary.handle(req, res)) void handler(req, res);
+    });
   });
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on('session', (session) => {

@@ -10,13 +10,13 @@ import * as grpc from '@grpc/grpc-js';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { AccountSchema, AccountService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { createPeerClient, UnaryClient } from '@switchboard/runtime/clients';
+import { apiError } from '@switchboard/runtime/errors';
+import { FastUnaryHandler } from '@switchboard/runtime/fast-unary';
+import { createLogger } from '@switchboard/runtime/log';
+import { type MeshClaims, MeshTokens } from '@switchboard/runtime/mesh-token';
+import { callerOf, type RpcServer, requestIdOf, startRpcServer } from '@switchboard/runtime/server';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createPeerClient, UnaryClient } from '../src/clients.js';
-import { apiError } from '../src/errors.js';
-import { FastUnaryHandler } from '../src/fast-unary.js';
-import { createLogger } from '../src/log.js';
-import { type MeshClaims, MeshTokens } from '../src/mesh-token.js';
-import { callerOf, type RpcServer, requestIdOf, startRpcServer } from '../src/server.js';
 
 const secret = 'fast-unary-test-secret-0123456789abcdef';
 const audience = 'identity';
@@ -330,7 +330,8 @@ describe.each(paths)('an RPC server called through $name', (path) => {
       await mintTokens.mint('keys', gatewayClaims),
       await new MeshTokens('another-secret-0123456789abcdef-xyz').mint(audience, gatewayClaims),
     ]) {
-      const err = await tracked(() => failure(path.call(methods.getAccount, {}, { token })));
+      // Refused before its body is read, so never on the fast path (which reads the body first).
+      const err = await tracked(() => failure(path.call(methods.getAccount, {}, { token })), false);
       expect(err.code, `token ${token}`).toBe(Code.Unauthenticated);
     }
     expect(seen).toEqual([]);
