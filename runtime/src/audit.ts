@@ -1,4 +1,3 @@
-import { requestScope } from './call-context.js';
 import type { Logger } from './log.js';
 
 /**
@@ -19,16 +18,14 @@ export interface AuditEvent {
   details?: Record<string, string | number | boolean | undefined>;
 }
 
-/** Logs `event`; the request id and client address default to those of the current call. */
 export function audit(log: Logger, event: AuditEvent): void {
-  const scope = requestScope.getStore();
   const line = {
     audit: true,
     event: event.event,
     outcome: event.outcome,
     user_id: event.userId,
-    ip: event.ip ?? scope?.clientIp,
-    request_id: event.requestId ?? scope?.requestId,
+    ip: event.ip,
+    request_id: event.requestId,
     reason: event.reason,
     ...event.details,
   };

@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { Code, ConnectError, createContextKey, type HandlerContext } from '@connectrpc/connect';
 import type { MeshClaims } from './mesh-token.js';
 
@@ -24,12 +23,15 @@ export function clientIpOf(ctx: Pick<HandlerContext, 'values'>): string | undefi
 }
 
 /**
- * The request a piece of work belongs to, for code that has no handler context at hand (audit
- * lines deep in a domain module): set by the RPC server around each call.
+ * What domain code needs of the call it works for: the request id and client address for its
+ * audit lines, and the signal that ends with the call (its deadline, or its client leaving).
  */
-export const requestScope = new AsyncLocalStorage<{
-  requestId: string;
-  clientIp?: string;
-  /** Aborted when the call's deadline passes or its client goes away. */
+export interface CallScope {
+  requestId?: string;
+  ip?: string;
   signal?: AbortSignal;
-}>();
+}
+
+export function callScopeOf(ctx: Pick<HandlerContext, 'values' | 'signal'>): CallScope {
+  return { requestId: requestIdOf(ctx), ip: clientIpOf(ctx), signal: ctx.signal };
+}

@@ -11,7 +11,7 @@ import {
 } from '@connectrpc/connect';
 import { codeToHttpStatus, errorToJsonBytes, parseTimeout } from '@connectrpc/connect/protocol-connect';
 
-type Guard = <T>(header: Headers, values: ContextValues, method: DescMethodUnary, run: () => Promise<T>, signal?: AbortSignal) => Promise<T>;
+type Guard = <T>(header: Headers, values: ContextValues, method: DescMethodUnary, run: () => Promise<T>) => Promise<T>;
 type UnaryImpl = (request: unknown, context: HandlerContext) => Promise<unknown> | unknown;
 
 interface FastRoute {
@@ -121,21 +121,15 @@ export class FastUnaryHandler {
       contextValues: createContextValues(),
     });
     try {
-      const output = await this.guard(
-        requestHeader,
-        context.values,
-        route.method,
-        async () => {
-          let input: unknown;
-          try {
-            input = fromBinary(route.method.input, body);
-          } catch (err) {
-            throw new ConnectError(`cannot decode the request: ${(err as Error).message}`, Code.InvalidArgument);
-          }
-          return route.impl(input, context);
-        },
-        context.signal,
-      );
+      const output = await this.guard(requestHeader, context.values, route.method, async () => {
+        let input: unknown;
+        try {
+          input = fromBinary(route.method.input, body);
+        } catch (err) {
+          throw new ConnectError(`cannot decode the request: ${(err as Error).message}`, Code.InvalidArgument);
+        }
+        return route.impl(input, context);
+      });
       const message = isMessage(output, route.method.output) ? output : create(route.method.output, output as never);
       const bytes = toBinary(route.method.output, message);
       const headers: Record<string, string> = { 'content-type': 'application/proto', 'content-length': String(bytes.length) };

@@ -5,7 +5,7 @@ import type { DescMethod } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ConnectRouter, type ContextValues, type Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
-import { callerKey, requestIdKey, requestScope } from './call-context.js';
+import { callerKey, requestIdKey } from './call-context.js';
 import { isDatabaseInputError, isDatabaseUnavailable } from './db.js';
 import { apiError } from './errors.js';
 import { FastUnaryHandler, maxRequestBytes } from './fast-unary.js';
@@ -15,7 +15,7 @@ import { MeshTokenError, type MeshTokens } from './mesh-token.js';
 import { guardRpc, type RpcRule, readRpcRules, rpcName } from './policy.js';
 import { replaceBodyWithEmptyMessage } from './unread-body.js';
 
-export { callerOf, clientIpOf, requestIdOf, requestScope } from './call-context.js';
+export { type CallScope, callerOf, callScopeOf, clientIpOf, requestIdOf } from './call-context.js';
 
 const firstByteTimeoutMs = 10_000;
 const healthPrefix = `/${Health.typeName}/`;
@@ -65,7 +65,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
   let rules = new Map<string, RpcRule>();
 
   /** Every call but health: verify the mesh token, then run it with errors translated. */
-  const guard = async <T>(header: Headers, values: ContextValues, method: DescMethod, run: () => Promise<T>, signal?: AbortSignal): Promise<T> => {
+  const guard = async <T>(header: Headers, values: ContextValues, method: DescMethod, run: () => Promise<T>): Promise<T> => {
     const rpc = method.name;
     const requestId = header.get('x-request-id') || newId('req');
     values.set(requestIdKey, requestId);
@@ -82,8 +82,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     const started = performance.now();
     try {
       // Every RPC's rule comes from its proto (policy.ts), applied here or by its handler.
-      const scope = { requestId, clientIp: values.get(callerKey)?.clientIp, signal };
-      return await requestScope.run(scope, () => guardRpc(rules.get(rpcName(method)), method, values, run));
+      return await guardRpc(rules.get(rpcName(method)), method, values, run);
     } catch (err) {
       throw translateError(err, log, requestId, rpc);
     } finally {
@@ -91,7 +90,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     }
   };
   const authenticate: Interceptor = (next) => (req) =>
-    req.service.typeName === Health.typeName ? next(req) : guard(req.header, req.contextValues, req.method, () => next(req), req.signal);
+    req.service.typeName === Health.typeName ? next(req) : guard(req.header, req.contextValues, req.method, () => next(req));
   const fastUnary = new FastUnaryHandler(guard);
 
   /**

@@ -7,6 +7,7 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
+import type { CallScope } from '@switchboard/runtime/server';
 import type { ActionLimits } from './action-limits.js';
 import type { EmailVerifications } from './email-verification.js';
 import type { LoginChallenges } from './login-challenge.js';
@@ -91,16 +92,14 @@ export class Accounts {
    * verification token, and the events, in one transaction; then mails the token.
    * The input is validated already (normalizeEmail, assertAcceptablePassword, normalizeFullName).
    */
-  async register(
-    input: { email: string; password: string; fullName: string | null; ip?: string },
-    requestId?: string,
-  ): Promise<{ user: UserRow; session: SessionTokens }> {
+  async register(input: { email: string; password: string; fullName: string | null }, scope: CallScope): Promise<{ user: UserRow; session: SessionTokens }> {
+    const { requestId } = scope;
     const { db, passwords, sessions, verifications, recordEvent } = this.deps;
     // Before the lookup and the hash: a registration costs an argon2 hash and a mail.
-    await this.deps.limits.take('registration', { ip: input.ip });
+    await this.deps.limits.take('registration', { ip: scope.ip });
     // Cheap early answer; the unique index decides under concurrent sign-ups.
     if (await emailRegistered(db, input.email)) throw emailTaken();
-    const passwordHash = await passwords.hash(input.password);
+    const passwordHash = await passwords.hash(input.password, scope.signal);
     const userId = newId('usr');
     let result: { user: UserRow; session: SessionTokens; verificationToken: string };
     try {
@@ -128,7 +127,7 @@ export class Accounts {
    * whether an account exists. Throttled per address and per IP (429 + Retry-After). With 2FA
    * on, the answer is a challenge, never a session.
    */
-  async login(input: { email: string; password: string; ip?: string; requestId?: string }): Promise<LoginResult> {
+  async login(input: { email: string; password: string; ip?: string; requestId?: string; signal?: AbortSignal }): Promise<LoginResult> {
     const { db, passwords, sessions, log, throttle, challenges } = this.deps;
     // No account can have such an address: the same 401, at the same cost, without a lookup;
     // it still counts against the client's address, or such guesses would be free.
@@ -146,15 +145,15 @@ export class Accounts {
       }
     };
     if (impossible) {
-      await checked(() => passwords.verifyDummy(input.password));
+      await checked(() => passwords.verifyDummy(input.password, input.signal));
       throw this.failedLogin(input, undefined, 'malformed_email');
     }
     const user = await findUserByEmail(db, input.email);
     if (!user || user.deactivated_at !== null) {
-      await checked(() => passwords.verifyDummy(input.password));
+      await checked(() => passwords.verifyDummy(input.password, input.signal));
       throw this.failedLogin(input, user?.id, user ? 'deactivated' : 'unknown_account');
     }
-    const check = await checked(() => passwords.verify(user.password_hash, input.password));
+    const check = await checked(() => passwords.verify(user.password_hash, input.password, input.signal));
     if (!check.ok) throw this.failedLogin(input, user.id, 'wrong_password');
     await throttle.succeed(attempt, 'password', input.email);
     audit(log, {
@@ -166,13 +165,13 @@ export class Accounts {
       details: { second_factor_required: user.two_factor_enabled },
     });
     let checkedHash = user.password_hash;
-    const rehashed = check.needsRehash ? await passwords.hash(input.password) : undefined;
+    const rehashed = check.needsRehash ? await passwords.hash(input.password, input.signal) : undefined;
     if (rehashed && (await replacePasswordHash(db, user.id, user.password_hash, rehashed))) {
       log.info({ user_id: user.id }, 'password rehashed with the current argon2 parameters');
       checkedHash = rehashed;
     }
     if (user.two_factor_enabled) return { mfaToken: await challenges.issue(user.id) };
-    return { session: await db.transaction((trx) => sessions.open(trx, user.id, 'aal1', checkedHash)) };
+    return { session: await sessions.open(db, user.id, 'aal1', checkedHash) };
   }
 
   /** The 401 of a failed password sign-in, and its audit line (the reason stays in the log). */

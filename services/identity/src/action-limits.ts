@@ -4,7 +4,7 @@ import type { Knex } from '@switchboard/runtime/db';
 import { retryLater } from '@switchboard/runtime/errors';
 import { throttleKeyOfIp } from '@switchboard/runtime/ip';
 import { type Clock, systemClock } from './clock.js';
-import { deleteAuthFailures, insertAuthFailure, recentAuthFailures } from './store/auth-failures.js';
+import { deleteAttempts, insertAttempts, recentAttempts } from './store/auth-failures.js';
 
 /**
  * Rate limits of expensive or abusable actions that no failure counter covers (ASVS 2.4): every
@@ -60,16 +60,16 @@ export class ActionLimits {
     const keyed = limits[action]
       .map(({ scope, limit }) => ({ scope, limit, subject: scope === 'ip' ? subjects.ip && throttleKeyOfIp(subjects.ip) : subjects.userId }))
       .filter((entry): entry is { scope: Scope; limit: number; subject: string } => Boolean(entry.subject));
-    const ids: string[] = [];
-    for (const { scope, subject } of keyed) ids.push(await insertAuthFailure(db, { kind: action, scope, subject, at: now }));
+    const ids = await insertAttempts(db, action, keyed, now);
+    const recent = await recentAttempts(db, action, keyed, new Date(now.getTime() - windowMs), ids);
     let retryAt = 0;
-    for (const { scope, subject, limit } of keyed) {
-      const earlier = await recentAuthFailures(db, { kind: action, scope, subject }, new Date(now.getTime() - windowMs), limit, ids);
-      // `earlier` is oldest first; at the limit, this attempt may go when the oldest leaves the hour.
+    for (const { scope, limit } of keyed) {
+      // Oldest first; at the limit, this attempt may go when the oldest leaves the hour.
+      const earlier = recent.get(scope) ?? [];
       if (earlier.length >= limit) retryAt = Math.max(retryAt, earlier[0].getTime() + windowMs);
     }
     if (retryAt > now.getTime()) {
-      await deleteAuthFailures(db, ids);
+      await deleteAttempts(db, ids);
       throw rateLimited(action, Math.max(1, Math.ceil((retryAt - now.getTime()) / 1000)));
     }
   }

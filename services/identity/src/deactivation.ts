@@ -2,6 +2,7 @@ import { Code } from '@connectrpc/connect';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
+import type { CallScope } from '@switchboard/runtime/server';
 import { type Clock, systemClock } from './clock.js';
 import type { AccountMail } from './notifications.js';
 import type { Reauthentication } from './reauthentication.js';
@@ -39,15 +40,16 @@ export class Deactivations {
 
   async deactivate(
     user: UserRow,
-    input: { password: string; code?: string; ip?: string },
-    requestId?: string,
+    input: { password: string; code?: string },
+    scope: CallScope,
   ): Promise<{ deactivatedAt: Date; eraseAfter: Date; revoked: string[] }> {
     const { db, sessions, reauth, mail, recordEvent, log } = this.deps;
+    const { requestId } = scope;
     if (input.password === '') throw invalidArgument('password', 'Your password is required to deactivate the account.');
-    await reauth.password(user, input.password, input.ip);
+    await reauth.password(user, input.password, scope);
     if (user.two_factor_enabled) {
       if (!input.code?.trim()) throw invalidArgument('code', 'Two-factor authentication is on: send a current code too.');
-      await reauth.code(user, input.code, input.ip);
+      await reauth.code(user, input.code, scope);
     }
     const deactivatedAt = (this.deps.clock ?? systemClock)();
     const eraseAfter = new Date(deactivatedAt.getTime() + (this.deps.eraseAfterMs ?? defaultEraseAfterMs));

@@ -6,7 +6,7 @@ import { throttleKeyOfIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import { maskAddress } from '@switchboard/runtime/mail';
 import { type Clock, systemClock } from './clock.js';
-import { clearAuthFailures, deleteAuthFailures, insertAuthFailure, pruneAuthFailures, recentAuthFailures } from './store/auth-failures.js';
+import { type Counter, deleteAttempts, insertAttempts, pruneAuthFailures, recentAttempts } from './store/auth-failures.js';
 
 /**
  * Brute-force throttling (SPEC §3, §10), shared by every replica through Postgres: failures
@@ -64,16 +64,17 @@ export class LoginThrottle {
    */
   async begin(kind: FailureKind, given: ThrottleSubjects): Promise<ThrottleAttempt> {
     const subjects = { account: given.account, ip: given.ip && throttleKeyOfIp(given.ip) };
-    const at = this.now();
-    const ids: string[] = [];
-    for (const scope of ['account', 'ip'] as const) {
+    const counters = (['account', 'ip'] as const).flatMap((scope) => {
       const subject = subjects[scope];
-      if (subject) ids.push(await insertAuthFailure(this.deps.db, { kind, scope, subject, at }));
-    }
+      // Enough of the latest failures to size the window (it grows with persistence).
+      return subject ? [{ scope, subject, limit: throttleLimits[kind][scope] * (maxWindowDoublings + 1) }] : [];
+    });
+    // Written (and committed) before the counters are read, so concurrent attempts see each other.
+    const ids = await insertAttempts(this.deps.db, kind, counters, this.now());
     try {
-      await this.check(kind, subjects, ids);
+      await this.check(kind, counters, ids);
     } catch (err) {
-      await deleteAuthFailures(this.deps.db, ids);
+      await deleteAttempts(this.deps.db, ids);
       audit(this.deps.log, {
         event: `${kind}.throttled`,
         outcome: 'denied',
@@ -91,34 +92,29 @@ export class LoginThrottle {
 
   /** The attempt was no failure after all (it succeeded, or never got to check a secret). */
   async release(attempt: ThrottleAttempt): Promise<void> {
-    await deleteAuthFailures(this.deps.db, attempt.ids);
+    await deleteAttempts(this.deps.db, attempt.ids);
   }
 
-  /** A success: releases the attempt and clears the account's counter (not the IP's: one good account does not clear a spray). */
+  /**
+   * A success: releases the attempt and clears the account's counter (not the IP's: one good
+   * account does not clear a spray), in one statement.
+   */
   async succeed(attempt: ThrottleAttempt, kind: FailureKind, account: string): Promise<void> {
-    await this.release(attempt);
-    await this.clearAccount(kind, account);
+    await deleteAttempts(this.deps.db, attempt.ids, { kind, scope: 'account', subject: account });
   }
 
   async clearAccount(kind: FailureKind, account: string): Promise<void> {
-    await clearAuthFailures(this.deps.db, { kind, scope: 'account', subject: account });
+    await deleteAttempts(this.deps.db, [], { kind, scope: 'account', subject: account });
   }
 
-  private async check(kind: FailureKind, subjects: ThrottleSubjects, ownIds: string[]): Promise<void> {
+  private async check(kind: FailureKind, counters: Counter[], ownIds: string[]): Promise<void> {
     const now = this.now().getTime();
     let retryAt = 0;
-    for (const scope of ['account', 'ip'] as const) {
-      const subject = subjects[scope];
-      if (!subject) continue;
-      const limit = throttleLimits[kind][scope];
-      // Oldest first: the other failures of the last 24 hours (enough of them to size the window).
-      const failures = await recentAuthFailures(
-        this.deps.db,
-        { kind, scope, subject },
-        new Date(now - throttleMemoryMs),
-        limit * (maxWindowDoublings + 1),
-        ownIds,
-      );
+    // Oldest first: the other failures of the last 24 hours, per counter.
+    const recent = await recentAttempts(this.deps.db, kind, counters, new Date(now - throttleMemoryMs), ownIds);
+    for (const { scope } of counters) {
+      const limit = throttleLimits[kind][scope as 'account' | 'ip'];
+      const failures = recent.get(scope) ?? [];
       if (failures.length < limit) continue;
       const window = throttleWindowMs * 2 ** Math.min(maxWindowDoublings, Math.floor((failures.length - limit) / limit));
       const limitthMostRecent = failures[failures.length - limit].getTime();

@@ -5,6 +5,7 @@ import { apiError } from '@switchboard/runtime/errors';
 import { newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { sha256Hex } from '@switchboard/runtime/secrets';
+import type { CallScope } from '@switchboard/runtime/server';
 import { type Clock, systemClock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { AccountMail } from './notifications.js';
@@ -77,7 +78,8 @@ export class PasswordResets {
   }
 
   /** Sets the new password; returns the ids of the sessions it revoked. */
-  async confirm(token: string, newPassword: string, requestId?: string): Promise<string[]> {
+  async confirm(token: string, newPassword: string, scope: CallScope): Promise<string[]> {
+    const { requestId } = scope;
     const { db, passwords, sessions, mail, throttle } = this.deps;
     const tokenHash = sha256Hex(token);
     const reset = await findPasswordReset(db, tokenHash);
@@ -85,7 +87,7 @@ export class PasswordResets {
     const user = await findUserById(db, reset.user_id);
     if (!user || user.deactivated_at !== null) throw invalidResetToken();
     assertAcceptablePassword(newPassword, user.email, 'new_password');
-    const passwordHash = await passwords.hash(newPassword);
+    const passwordHash = await passwords.hash(newPassword, scope.signal);
     const revoked = await db.transaction(async (trx) => {
       const locked = await findPasswordReset(trx, tokenHash, true);
       if (!locked || !this.usable(locked)) return undefined;

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
-import { requestScope } from '@switchboard/runtime/server';
 import argon2 from 'argon2';
 import { commonPasswords } from './common-passwords.js';
 
@@ -126,9 +125,8 @@ class Semaphore {
 }
 
 /**
- * Hashes and verifies with argon2id behind a bounded queue. The deadline of the current call
- * (the RPC server's request scope) is honoured: a request that is over by the time its turn
- * comes is never hashed.
+ * Hashes and verifies with argon2id behind a bounded queue. The caller's signal is honoured: a
+ * request that is over (deadline passed, client gone) by the time its turn comes is never hashed.
  */
 export class PasswordHasher {
   private dummyHash: Promise<string> | undefined;
@@ -143,10 +141,6 @@ export class PasswordHasher {
     return this.slots.started;
   }
 
-  private run<T>(work: () => Promise<T>): Promise<T> {
-    return this.slots.run(work, requestScope.getStore()?.signal);
-  }
-
   /** Computes the dummy hash (same cost as real ones) so the first unknown-email login is not faster. */
   prepare(): Promise<string> {
     this.dummyHash ??= this.hash(randomBytes(32).toString('base64url')).catch((err) => {
@@ -156,14 +150,15 @@ export class PasswordHasher {
     return this.dummyHash;
   }
 
-  hash(password: string): Promise<string> {
-    return this.run(() => argon2.hash(password, { type: argon2.argon2id, ...argon2Parameters }));
+  /** `signal`: the call's; once it aborts, the hash is not computed (or waited for). */
+  hash(password: string, signal?: AbortSignal): Promise<string> {
+    return this.slots.run(() => argon2.hash(password, { type: argon2.argon2id, ...argon2Parameters }), signal);
   }
 
-  async verify(hash: string, password: string): Promise<PasswordCheck> {
+  async verify(hash: string, password: string, signal?: AbortSignal): Promise<PasswordCheck> {
     let ok: boolean;
     try {
-      ok = await this.run(() => argon2.verify(hash, password));
+      ok = await this.slots.run(() => argon2.verify(hash, password), signal);
     } catch (err) {
       if (err instanceof ConnectError) throw err;
       // A malformed stored hash never lets anyone in.
@@ -173,8 +168,8 @@ export class PasswordHasher {
   }
 
   /** Spends the time of a real verification for an account that does not exist; always false. */
-  async verifyDummy(password: string): Promise<false> {
-    await this.verify(await this.prepare(), password);
+  async verifyDummy(password: string, signal?: AbortSignal): Promise<false> {
+    await this.verify(await this.prepare(), password, signal);
     return false;
   }
 }

@@ -3,8 +3,9 @@ import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
+import type { CallScope } from '@switchboard/runtime/server';
 import type { LoginThrottle } from './login-throttle.js';
-import type { PasswordHasher } from './passwords.js';
+import type { PasswordCheck, PasswordHasher } from './passwords.js';
 import type { UserRow } from './store/users.js';
 import type { TwoFactor } from './two-factor.js';
 
@@ -20,24 +21,31 @@ export const reauthenticationFailed = (field: string) =>
 export class Reauthentication {
   constructor(private readonly deps: { db: Knex; log: Logger; passwords: PasswordHasher; twoFactor: TwoFactor; throttle: LoginThrottle }) {}
 
-  async password(user: UserRow, password: string, ip: string | undefined, field = 'password'): Promise<void> {
+  async password(user: UserRow, password: string, scope: CallScope, field = 'password'): Promise<void> {
     const { passwords, throttle } = this.deps;
-    const attempt = await throttle.begin('password', { account: user.email, ip });
-    const check = await passwords.verify(user.password_hash, password);
-    if (!check.ok) throw this.failed(user, ip, `wrong_${field}`, field);
+    const attempt = await throttle.begin('password', { account: user.email, ip: scope.ip, requestId: scope.requestId });
+    let check: PasswordCheck;
+    try {
+      check = await passwords.verify(user.password_hash, password, scope.signal);
+    } catch (err) {
+      // Not checked at all (the hasher refused): no failed attempt.
+      await throttle.release(attempt);
+      throw err;
+    }
+    if (!check.ok) throw this.failed(user, scope, `wrong_${field}`, field);
     await throttle.release(attempt);
   }
 
   /** A current TOTP code (its time step is used up). */
-  async code(user: UserRow, code: string, ip: string | undefined): Promise<void> {
+  async code(user: UserRow, code: string, scope: CallScope): Promise<void> {
     const { db, twoFactor, throttle } = this.deps;
-    const attempt = await throttle.begin('second_factor', { account: user.id, ip });
-    if (!(await twoFactor.verifyCode(db, user.id, code))) throw this.failed(user, ip, 'wrong_code', 'code');
+    const attempt = await throttle.begin('second_factor', { account: user.id, ip: scope.ip, requestId: scope.requestId });
+    if (!(await twoFactor.verifyCode(db, user.id, code))) throw this.failed(user, scope, 'wrong_code', 'code');
     await throttle.release(attempt);
   }
 
-  private failed(user: UserRow, ip: string | undefined, reason: string, field: string) {
-    audit(this.deps.log, { event: 'reauthentication', outcome: 'failure', userId: user.id, ip, reason });
+  private failed(user: UserRow, scope: CallScope, reason: string, field: string) {
+    audit(this.deps.log, { event: 'reauthentication', outcome: 'failure', userId: user.id, ip: scope.ip, requestId: scope.requestId, reason });
     return reauthenticationFailed(field);
   }
 }

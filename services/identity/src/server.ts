@@ -2,7 +2,7 @@ import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
-import { callerOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
+import { callerOf, callScopeOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
 import { callerFrom } from './access.js';
 import type { AccountSettings } from './account-settings.js';
 import { type Accounts, normalizeEmail, normalizeFullName, toAccount } from './accounts.js';
@@ -68,7 +68,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       const email = normalizeEmail(req.email);
       assertAcceptablePassword(req.password, email);
       const fullName = normalizeFullName(req.fullName);
-      const { user, session } = await accounts.register({ email, password: req.password, fullName, ip: clientIpOf(ctx) }, requestIdOf(ctx));
+      const { user, session } = await accounts.register({ email, password: req.password, fullName }, callScopeOf(ctx));
       return { user: toAccount(user), session };
     },
 
@@ -76,7 +76,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       if (req.email.trim() === '') throw invalidArgument('email', 'An email address is required.');
       if (req.password === '') throw invalidArgument('password', 'A password is required.');
       // No syntax check: a malformed address is just an unknown one (same 401, same timing).
-      const result = await accounts.login({ email: req.email.trim().toLowerCase(), password: req.password, ip: clientIpOf(ctx), requestId: requestIdOf(ctx) });
+      const result = await accounts.login({ email: req.email.trim().toLowerCase(), password: req.password, ...callScopeOf(ctx) });
       return 'session' in result ? { session: result.session } : { mfaRequired: true, mfaToken: result.mfaToken };
     },
 
@@ -121,7 +121,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
     async confirmPasswordReset(req, ctx) {
       if (req.token === '') throw invalidArgument('token', 'token is required.');
       if (req.newPassword === '') throw invalidArgument('new_password', 'new_password is required.');
-      announceRevoked(ctx, await handlers.passwordResets.confirm(req.token, req.newPassword, requestIdOf(ctx)));
+      announceRevoked(ctx, await handlers.passwordResets.confirm(req.token, req.newPassword, callScopeOf(ctx)));
       return {};
     },
 
@@ -156,8 +156,8 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       const user = await accounts.get(principalOf(ctx));
       const revoked = await handlers.settings.changePassword(
         user,
-        { currentPassword: req.currentPassword, newPassword: req.newPassword, currentSessionId: callerOf(ctx).sessionId, ip: clientIpOf(ctx) },
-        requestIdOf(ctx),
+        { currentPassword: req.currentPassword, newPassword: req.newPassword, currentSessionId: callerOf(ctx).sessionId },
+        callScopeOf(ctx),
       );
       announceRevoked(ctx, revoked);
       return {};
@@ -174,28 +174,28 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
 
     async enrollTwoFactor(req, ctx) {
       if (req.password === '') throw invalidArgument('password', 'password is required: changing the second factor needs re-authentication.');
-      return handlers.settings.enrollTwoFactor(await accounts.get(principalOf(ctx)), req.password, clientIpOf(ctx));
+      return handlers.settings.enrollTwoFactor(await accounts.get(principalOf(ctx)), req.password, callScopeOf(ctx));
     },
 
     async activateTwoFactor(req, ctx) {
       const user = await accounts.get(principalOf(ctx));
-      return { recoveryCodes: await handlers.settings.activateTwoFactor(user, req.code) };
+      return { recoveryCodes: await handlers.settings.activateTwoFactor(user, req.code, callScopeOf(ctx)) };
     },
 
     async disableTwoFactor(req, ctx) {
       const user = await accounts.get(principalOf(ctx));
-      await handlers.settings.disableTwoFactor(user, { code: req.code, password: req.password, ip: clientIpOf(ctx) });
+      await handlers.settings.disableTwoFactor(user, { code: req.code, password: req.password }, callScopeOf(ctx));
       return {};
     },
 
     async regenerateRecoveryCodes(req, ctx) {
       const user = await accounts.get(principalOf(ctx));
-      return { recoveryCodes: await handlers.settings.regenerateRecoveryCodes(user, req.code, clientIpOf(ctx)) };
+      return { recoveryCodes: await handlers.settings.regenerateRecoveryCodes(user, req.code, callScopeOf(ctx)) };
     },
 
     async deactivateAccount(req, ctx) {
       const user = await accounts.get(principalOf(ctx));
-      const result = await handlers.deactivations.deactivate(user, { password: req.password, code: req.code, ip: clientIpOf(ctx) }, requestIdOf(ctx));
+      const result = await handlers.deactivations.deactivate(user, { password: req.password, code: req.code }, callScopeOf(ctx));
       announceRevoked(ctx, result.revoked);
       return { deactivatedAt: timestampFromDate(result.deactivatedAt), eraseAfter: timestampFromDate(result.eraseAfter) };
     },

@@ -13,7 +13,7 @@ import {
   findRevokedSessions,
   findUsersSessionOfRefreshToken,
   insertRefreshToken,
-  insertSession,
+  insertSessionForActiveUser,
   lockRefreshToken,
   markRefreshTokenUsed,
   revokeUserSessions,
@@ -21,7 +21,6 @@ import {
   touchSession,
 } from './store/sessions.js';
 import type { Db } from './store/sql.js';
-import { lockUserForSession } from './store/users.js';
 import type { EventWriter } from './workspaces.js';
 
 /**
@@ -85,21 +84,25 @@ export class Sessions {
   }
 
   /**
-   * Opens a session for `userId` inside `trx` and returns its tokens. The access token is
-   * signed before the transaction commits, so a signing failure leaves nothing behind. The user
-   * row is locked meanwhile, and a deactivated user, or a password that changed since the one
-   * the caller checked (`checkedPasswordHash`), gets no session (401 invalid_credentials).
+   * Opens a session for `userId` (in `db`: the pool, or the caller's transaction) and returns
+   * its tokens. The access token is signed first, so a signing failure leaves nothing behind;
+   * then one statement share-locks the user row and inserts the session and its refresh token
+   * only if the user is active and, when the caller checked a password, still has that hash
+   * (a password changed meanwhile gives no session: 401 invalid_credentials).
    */
-  async open(trx: Db, userId: string, aal: 'aal1' | 'aal2' = 'aal1', checkedPasswordHash?: string): Promise<SessionTokens> {
-    const user = await lockUserForSession(trx, userId);
-    if (!user || user.deactivated_at !== null || (checkedPasswordHash !== undefined && user.password_hash !== checkedPasswordHash)) {
-      throw invalidCredentials();
-    }
+  async open(db: Db, userId: string, aal: 'aal1' | 'aal2' = 'aal1', checkedPasswordHash?: string): Promise<SessionTokens> {
     const sessionId = newId('ses');
     const refreshToken = newToken();
-    await insertSession(trx, { id: sessionId, userId, aal, expiresAt: new Date(this.now().getTime() + sessionLifetimeMs) });
-    await insertRefreshToken(trx, { tokenHash: sha256Hex(refreshToken), sessionId, parentHash: null });
     const access = await this.deps.signingKeys.signAccessToken({ userId, sessionId, aal });
+    const opened = await insertSessionForActiveUser(db, {
+      sessionId,
+      userId,
+      aal,
+      expiresAt: new Date(this.now().getTime() + sessionLifetimeMs),
+      refreshTokenHash: sha256Hex(refreshToken),
+      passwordHash: checkedPasswordHash,
+    });
+    if (!opened) throw invalidCredentials();
     return { accessToken: access.token, refreshToken, tokenType: 'Bearer', expiresIn: access.expiresIn };
   }
 

@@ -1,39 +1,55 @@
 import type { Db } from './sql.js';
 
-// Failure counters of the brute-force throttle.
+// Attempt counters of the brute-force throttle and the action limits: one row per attempt of
+// a kind (password, second_factor, registration, …), per scope (account, ip, user) and subject.
 
-/** Inserts a failure row; returns its id. */
-export async function insertAuthFailure(db: Db, failure: { kind: string; scope: string; subject: string; at: Date }): Promise<string> {
-  const [row] = (await db('auth_failures')
-    .insert({ kind: failure.kind, scope: failure.scope, subject: failure.subject, created_at: failure.at })
-    .returning(['id'])) as Array<{ id: string }>;
-  return String(row.id);
+/** A counter of one kind: its scope and subject, and how many of its latest rows matter. */
+export interface Counter {
+  scope: string;
+  subject: string;
+  limit: number;
 }
 
-export async function deleteAuthFailures(db: Db, ids: string[]): Promise<void> {
-  if (ids.length > 0) await db('auth_failures').whereIn('id', ids).delete();
-}
-
-/** Failures of one counter since `since` but `excludeIds`, oldest first (at most `limit`). */
-export async function recentAuthFailures(
-  db: Db,
-  counter: { kind: string; scope: string; subject: string },
-  since: Date,
-  limit: number,
-  excludeIds: string[] = [],
-): Promise<Date[]> {
+/** Records one attempt on each counter in one statement; returns the row ids. */
+export async function insertAttempts(db: Db, kind: string, counters: Array<Pick<Counter, 'scope' | 'subject'>>, at: Date): Promise<string[]> {
+  if (counters.length === 0) return [];
   const rows = (await db('auth_failures')
-    .select('created_at')
-    .where({ kind: counter.kind, scope: counter.scope, subject: counter.subject })
-    .where('created_at', '>', since)
-    .whereNotIn('id', excludeIds)
-    .orderBy('created_at', 'desc')
-    .limit(limit)) as Array<{ created_at: Date }>;
-  return rows.map((row) => row.created_at).reverse();
+    .insert(counters.map(({ scope, subject }) => ({ kind, scope, subject, created_at: at })))
+    .returning(['id'])) as Array<{ id: string }>;
+  return rows.map((row) => String(row.id));
 }
 
-export async function clearAuthFailures(db: Db, counter: { kind: string; scope: string; subject: string }): Promise<void> {
-  await db('auth_failures').where(counter).delete();
+/**
+ * The latest attempts of each counter since `since` but `excludeIds` (at most its `limit`),
+ * oldest first, by scope: one statement for every counter.
+ */
+export async function recentAttempts(db: Db, kind: string, counters: Counter[], since: Date, excludeIds: string[]): Promise<Map<string, Date[]>> {
+  const found = new Map<string, Date[]>(counters.map(({ scope }) => [scope, []]));
+  if (counters.length === 0) return found;
+  const { rows } = (await db.raw(
+    `WITH wanted AS (SELECT * FROM unnest(?::text[], ?::text[], ?::int[]) AS w(scope, subject, lim))
+     SELECT scope, created_at FROM (
+       SELECT a.scope, a.created_at, w.lim, row_number() OVER (PARTITION BY a.scope ORDER BY a.created_at DESC) AS rn
+       FROM auth_failures a JOIN wanted w ON a.scope = w.scope AND a.subject = w.subject
+       WHERE a.kind = ? AND a.created_at > ? AND a.id <> ALL(?::bigint[])
+     ) latest
+     WHERE rn <= lim
+     ORDER BY created_at`,
+    [counters.map((c) => c.scope), counters.map((c) => c.subject), counters.map((c) => c.limit), kind, since, excludeIds],
+  )) as { rows: Array<{ scope: string; created_at: Date }> };
+  for (const row of rows) found.get(row.scope)?.push(row.created_at);
+  return found;
+}
+
+/** Deletes the rows `ids` and, when given, every row of `clear` (a counter of `kind`), in one statement. */
+export async function deleteAttempts(db: Db, ids: string[], clear?: { kind: string; scope: string; subject: string }): Promise<void> {
+  if (ids.length === 0 && !clear) return;
+  await db('auth_failures')
+    .whereIn('id', ids)
+    .modify((query) => {
+      if (clear) query.orWhere(clear);
+    })
+    .delete();
 }
 
 export async function pruneAuthFailures(db: Db, before: Date): Promise<number> {

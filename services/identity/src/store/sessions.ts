@@ -2,8 +2,26 @@ import type { Db } from './sql.js';
 
 // Sessions and their rotating refresh tokens.
 
-export async function insertSession(db: Db, session: { id: string; userId: string; aal: string; expiresAt: Date }): Promise<void> {
-  await db('sessions').insert({ id: session.id, user_id: session.userId, aal: session.aal, expires_at: session.expiresAt });
+/**
+ * Inserts a session and its first refresh token, in one statement, if the user is active and
+ * (when `passwordHash` is given) still has that password hash; the user row is share-locked by
+ * the statement, so a concurrent password change or deactivation either waits for it or wins
+ * before it. False when no session was opened.
+ */
+export async function insertSessionForActiveUser(
+  db: Db,
+  input: { sessionId: string; userId: string; aal: string; expiresAt: Date; refreshTokenHash: string; passwordHash?: string },
+): Promise<boolean> {
+  const { rows } = (await db.raw(
+    `WITH active AS (
+       SELECT id FROM users WHERE id = ? AND deactivated_at IS NULL AND (?::text IS NULL OR password_hash = ?) FOR SHARE
+     ), opened AS (
+       INSERT INTO sessions (id, user_id, aal, expires_at) SELECT ?, id, ?, ? FROM active RETURNING id
+     )
+     INSERT INTO refresh_tokens (token_hash, session_id, parent_hash) SELECT ?, id, NULL FROM opened RETURNING session_id`,
+    [input.userId, input.passwordHash ?? null, input.passwordHash ?? null, input.sessionId, input.aal, input.expiresAt, input.refreshTokenHash],
+  )) as { rows: unknown[] };
+  return rows.length === 1;
 }
 
 export async function insertRefreshToken(db: Db, token: { tokenHash: string; sessionId: string; parentHash: string | null }): Promise<void> {

@@ -68,15 +68,6 @@ export async function replacePasswordHash(db: Db, userId: string, previousHash: 
   return updated === 1;
 }
 
-/**
- * Locks the user row against concurrent password changes and deactivation (FOR SHARE) while a
- * session is opened: a sign-in racing a reset, a password change or a deactivation either
- * finishes first (and its session is revoked by them) or sees their result.
- */
-export async function lockUserForSession(db: Db, userId: string): Promise<{ password_hash: string; deactivated_at: Date | null } | undefined> {
-  return db('users').select('password_hash', 'deactivated_at').where({ id: userId }).forShare().first();
-}
-
 /** Whether the user's password changed after `since` (database clock on both sides). */
 export async function passwordChangedSince(db: Db, userId: string, since: Date): Promise<boolean> {
   return Boolean(await db('users').where({ id: userId }).where('password_changed_at', '>', since).first(db.raw('1 AS changed')));
