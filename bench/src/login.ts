@@ -4,7 +4,8 @@
  * and proof that identity's event loop is not blocked while it hashes: a health check sent to
  * identity every 20 ms during the load must stay under 50 ms at p99.
  *
- *   npm run bench:login        (BENCH_DURATION_SECONDS, default 10; BENCH_LOGIN_CONNECTIONS, default 8)
+ *   npm run bench:login        (BENCH_DURATION_SECONDS, default 10; BENCH_LOGIN_CONNECTIONS, default 8;
+ *                               BENCH_NODE_FLAGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to profile)
  *
  * The mesh gets its own database on the Postgres startMesh finds (dropped at the end when it is
  * the local server). Results: printed, and written to bench/results/login-<time>.json.
@@ -92,7 +93,9 @@ async function main(): Promise<number> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'switchboard-bench-login-'));
   const database = `switchboard_bench_login_${process.pid}_${Date.now().toString(36)}`;
   console.log('starting the mesh');
-  const mesh = await startMesh({ dataDir, randomPorts: true, database, env: { LOG_LEVEL: 'warn' } });
+  // BENCH_NODE_FLAGS: extra flags for every component, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const nodeFlags = process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean);
+  const mesh = await startMesh({ dataDir, randomPorts: true, database, nodeFlags, env: { LOG_LEVEL: 'warn' } });
   try {
     const user = await registerUserWithPassword(mesh.gatewayUrl, 'login');
     const target = {
