@@ -93,12 +93,15 @@ export class Sessions {
   async open(db: Db, userId: string, aal: 'aal1' | 'aal2' = 'aal1', checkedPasswordHash?: string): Promise<SessionTokens> {
     const sessionId = newId('ses');
     const refreshToken = newToken();
+    const now = this.now();
     const access = await this.deps.signingKeys.signAccessToken({ userId, sessionId, aal });
     const opened = await insertSessionForActiveUser(db, {
       sessionId,
       userId,
       aal,
-      expiresAt: new Date(this.now().getTime() + sessionLifetimeMs),
+      // The module's clock, like every later check of the session's age.
+      openedAt: now,
+      expiresAt: new Date(now.getTime() + sessionLifetimeMs),
       refreshTokenHash: sha256Hex(refreshToken),
       passwordHash: checkedPasswordHash,
     });

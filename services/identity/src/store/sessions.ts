@@ -10,16 +10,26 @@ import type { Db } from './sql.js';
  */
 export async function insertSessionForActiveUser(
   db: Db,
-  input: { sessionId: string; userId: string; aal: string; expiresAt: Date; refreshTokenHash: string; passwordHash?: string },
+  input: { sessionId: string; userId: string; aal: string; openedAt: Date; expiresAt: Date; refreshTokenHash: string; passwordHash?: string },
 ): Promise<boolean> {
   const { rows } = (await db.raw(
     `WITH active AS (
        SELECT id FROM users WHERE id = ? AND deactivated_at IS NULL AND (?::text IS NULL OR password_hash = ?) FOR SHARE
      ), opened AS (
-       INSERT INTO sessions (id, user_id, aal, expires_at) SELECT ?, id, ?, ? FROM active RETURNING id
+       INSERT INTO sessions (id, user_id, aal, created_at, last_used_at, expires_at) SELECT ?, id, ?, ?, ?, ? FROM active RETURNING id
      )
      INSERT INTO refresh_tokens (token_hash, session_id, parent_hash) SELECT ?, id, NULL FROM opened RETURNING session_id`,
-    [input.userId, input.passwordHash ?? null, input.passwordHash ?? null, input.sessionId, input.aal, input.expiresAt, input.refreshTokenHash],
+    [
+      input.userId,
+      input.passwordHash ?? null,
+      input.passwordHash ?? null,
+      input.sessionId,
+      input.aal,
+      input.openedAt,
+      input.openedAt,
+      input.expiresAt,
+      input.refreshTokenHash,
+    ],
   )) as { rows: unknown[] };
   return rows.length === 1;
 }
