@@ -148,6 +148,8 @@ class Bench {
       dataDir,
       randomPorts: true,
       database,
+      // BENCH_NODE_FLAGS: extra flags for every component, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+      nodeFlags: process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean),
       env: { LOG_LEVEL: 'warn' },
       onLine: (component, line) => this.forward(component, line),
     });

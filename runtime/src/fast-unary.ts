@@ -98,28 +98,28 @@ export class FastUnaryHandler {
       respondError(res, timeout.error);
       return;
     }
-    const clientGone = new AbortController();
-    const onClose = () => {
-      if (!res.writableEnded) clientGone.abort(new ConnectError('the client cancelled the call', Code.Canceled));
-    };
-    res.once('close', onClose);
     const requestHeader = new Headers();
     for (const [name, value] of Object.entries(req.headers)) {
       if (!name.startsWith(':') && typeof value === 'string') requestHeader.set(name, value);
     }
-    // connect's own context: deadline signal, linked cancellation, header objects. A deadline
-    // longer than a timer can wait is no deadline here (Node would fire such a timer at once).
+    // connect's own context: deadline signal and header objects. A deadline longer than a timer
+    // can wait is no deadline here (Node would fire such a timer at once).
+    const timeoutMs = timeout.timeoutMs !== undefined && timeout.timeoutMs <= maxTimerMs ? timeout.timeoutMs : undefined;
     const context = createHandlerContext({
       service: route.service,
       method: route.method,
       protocolName: 'connect',
       requestMethod: 'POST',
       url: req.url,
-      timeoutMs: timeout.timeoutMs !== undefined && timeout.timeoutMs <= maxTimerMs ? timeout.timeoutMs : undefined,
-      requestSignal: clientGone.signal,
+      timeoutMs,
       requestHeader,
       contextValues: createContextValues(),
     });
+    // A client that goes away aborts the context itself (no linked controller per call).
+    const onClose = () => {
+      if (!res.writableEnded) context.abort(new ConnectError('the client cancelled the call', Code.Canceled));
+    };
+    res.once('close', onClose);
     try {
       const output = await this.guard(requestHeader, context.values, route.method, async () => {
         let input: unknown;
@@ -145,8 +145,9 @@ export class FastUnaryHandler {
       // Past the guard every expected error is a ConnectError; anything else stays internal.
       respondError(res, err instanceof ConnectError ? err : new ConnectError('internal error', Code.Internal), context.responseHeader);
     } finally {
-      // Ends the deadline timer; a reason object of our own spares a DOMException per call.
-      context.abort(callEnded);
+      // Ends the deadline timer (only a call with a deadline has one); a reason object of our
+      // own spares a DOMException per call.
+      if (timeoutMs !== undefined) context.abort(callEnded);
       res.off('close', onClose);
     }
   }

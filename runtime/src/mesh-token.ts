@@ -86,6 +86,12 @@ export class MeshTokens {
     return token;
   }
 
+  /** The claims of a token for `audience` verified before and still valid, without any work. */
+  verifiedBefore(token: string, audience: string): MeshClaims | undefined {
+    const cached = this.verified.get(`${audience} ${token}`);
+    return cached && cached.exp > Math.floor(this.now() / 1000) ? cached.claims : undefined;
+  }
+
   /** Verifies a token meant for `audience`; throws MeshTokenError when it is not acceptable. */
   async verify(token: string, audience: string): Promise<MeshClaims> {
     const nowSeconds = Math.floor(this.now() / 1000);
