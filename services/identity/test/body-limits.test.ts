@@ -103,8 +103,10 @@ describe('request bodies on a service port', () => {
     const tooBig = Buffer.alloc(fourMiB + 1024, 0x20);
     const fast = await h2({ 'content-type': 'application/proto', authorization: `Bearer ${token}` }, tooBig);
     expect(fast.headers[':status']).toBe(429);
-    const generic = await h1({ 'content-type': 'application/json', authorization: `Bearer ${token}` }, tooBig);
-    expect(generic.status).toBe(429);
+    // JSON goes to connect-node. Over h2c: on HTTP/1.1 the server may answer and close before
+    // the client has sent the rest, which the client sees as a broken pipe instead of the answer.
+    const generic = await h2({ 'content-type': 'application/json', authorization: `Bearer ${token}` }, tooBig);
+    expect(generic.headers[':status']).toBe(429);
     await stillServing();
   });
 
