@@ -45,11 +45,11 @@ const requestIdPattern = /^[\w.:-]{1,128}$/;
  * Headers of every response (OWASP ASVS 3.4, 13.x): an API answer is never sniffed, framed or
  * given a referrer; pages with HTML (/docs) set a CSP of their own over this one.
  */
-const securityHeaders: Record<string, string> = {
-  'X-Content-Type-Options': 'nosniff',
-  'Referrer-Policy': 'no-referrer',
-  'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'",
-};
+const securityHeaders: ReadonlyArray<[string, string]> = [
+  ['X-Content-Type-Options', 'nosniff'],
+  ['Referrer-Policy', 'no-referrer'],
+  ['Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'"],
+];
 const hsts = 'max-age=31536000; includeSubDomains';
 
 /** What the request log line says of a request once it is answered. */
@@ -67,13 +67,14 @@ export function createRestHandler(options: RestOptions): http.RequestListener {
     const incomingId = req.headers['x-request-id'];
     const requestId = typeof incomingId === 'string' && requestIdPattern.test(incomingId) ? incomingId : newId('req');
     res.setHeader('X-Request-Id', requestId);
-    for (const [name, value] of Object.entries(securityHeaders)) res.setHeader(name, value);
+    for (const [name, value] of securityHeaders) res.setHeader(name, value);
     const clientIp = clientIpOf(req, options.trustedProxies);
     if (overTls(req, options.trustedProxies)) res.setHeader('Strict-Transport-Security', hsts);
     const facts: RequestFacts = { route: '-', clientIp };
     handle(options, req, res, requestId, facts)
       .catch((err) => sendError(res, err, requestId, log))
       .finally(() => {
+        if (!log.isLevelEnabled('info')) return;
         log.info(
           {
             request_id: requestId,
