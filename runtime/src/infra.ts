@@ -25,16 +25,32 @@ export function isPortOpen(host: string, port: number, timeoutMs = 500): Promise
   });
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Ports handed out by this process: never twice, even if one is not bound yet. */
+const handedOut = new Set<number>();
+
+/** Whether `port` can be listened on (every address, as the components listen). */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = net.createServer();
     server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '0.0.0.0', () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * A port to start a component on. Chosen below Linux's ephemeral range (32768+): a port the
+ * kernel hands out for `listen(0)` is one it may also give an outgoing connection before the
+ * component binds it, which made a test mesh fail now and then with EADDRINUSE.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (handedOut.has(port) || !(await canListen(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error('no free port between 20000 and 32000');
 }
 
 /** Creates the database named in `url` when it does not exist yet. */
