@@ -87,10 +87,6 @@ export async function touchSession(db: Db, sessionId: string, at: Date): Promise
   await db('sessions').where({ id: sessionId }).update({ last_used_at: at });
 }
 
-export async function findSession(db: Db, sessionId: string): Promise<SessionRow | undefined> {
-  return db('sessions').where({ id: sessionId }).first();
-}
-
 /** Revokes the user's live sessions that match; returns the ids actually revoked. */
 export async function revokeUserSessions(db: Db, input: { userId: string; reason: string; at: Date; only?: string[]; except?: string }): Promise<string[]> {
   const query = db('sessions').where({ user_id: input.userId }).whereNull('revoked_at');
