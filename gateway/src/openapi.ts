@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import { type DescEnum, type DescField, type DescMessage, getOption, hasOption, ScalarType } from '@bufbuild/protobuf';
 import { field as fieldRule } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { type Action, type Credentials, permissions, type RpcRule, roles } from '@switchboard/runtime/policy';
+import { type Action, type Credentials, type Permission, permissions, type RpcRule, roles } from '@switchboard/runtime/policy';
 import { type Route, readsFromQuery, unversionedAlias } from './routes.js';
 
 /**
@@ -312,7 +312,7 @@ const either = (names: readonly string[]) => (names.length > 1 ? `${names.slice(
 
 /** One row of the permission table, in words: who may do it. */
 function whoMay(action: Action): string {
-  const row: { roles: readonly string[]; ownRoles?: readonly string[]; describes: string } = permissions[action];
+  const row: Permission = permissions[action];
   const own = row.ownRoles ? `; also the ${either(row.ownRoles.filter((r) => !row.roles.includes(r)))} who created the object` : '';
   return `${either(row.roles)} may ${row.describes}${own}`;
 }
@@ -343,7 +343,7 @@ function accessExtension(route: Route): Json {
     ...(actions.length > 0
       ? {
           actions: actions.map((action) => {
-            const row: { roles: readonly string[]; ownRoles?: readonly string[]; describes: string } = permissions[action];
+            const row: Permission = permissions[action];
             return { action, describes: row.describes, roles: [...row.roles], ...(row.ownRoles ? { roles_on_own_objects: [...row.ownRoles] } : {}) };
           }),
         }
@@ -354,7 +354,7 @@ function accessExtension(route: Route): Json {
 /** The role × action table of SPEC §3, for the document's introduction. */
 function permissionTable(): string[] {
   const rows = (Object.keys(permissions) as Action[]).map((action) => {
-    const row: { roles: readonly string[]; ownRoles?: readonly string[]; describes: string } = permissions[action];
+    const row: Permission = permissions[action];
     const cells = roles.map((role) => (row.roles.includes(role) ? 'yes' : row.ownRoles?.includes(role) ? 'own' : 'no'));
     return `| \`${action}\` | ${row.describes} | ${cells.join(' | ')} |`;
   });

@@ -8,7 +8,7 @@ import type { UnaryClient } from '@switchboard/runtime/clients';
 import type { ServiceName } from '@switchboard/runtime/config';
 import { type ErrorBody, errorBody, toHttpError } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
-import { type AddressRanges, forwardedClientIp, unmapIp } from '@switchboard/runtime/ip';
+import { type AddressRanges, forwardedClientIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { userSessionRequired } from '@switchboard/runtime/policy';
@@ -183,7 +183,6 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
 /** The client's address: the socket's, or the one trusted proxies put in X-Forwarded-For. */
 export function clientIpOf(req: http.IncomingMessage, trustedProxies?: AddressRanges): string | undefined {
   const forwarded = req.headers['x-forwarded-for'];
-  if (!trustedProxies) return req.socket.remoteAddress && unmapIp(req.socket.remoteAddress);
   return forwardedClientIp(req.socket.remoteAddress, typeof forwarded === 'string' ? forwarded : undefined, trustedProxies);
 }
 

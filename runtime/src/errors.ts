@@ -41,11 +41,11 @@ export function apiError(code: Code, errorCode: string, message: string, options
 export const invalidArgument = (field: string, message: string, errorCode = 'invalid_request') => apiError(Code.InvalidArgument, errorCode, message, { field });
 
 /**
- * A 429: `errorCode`, the message, `retry_after_seconds` in the metadata and a Retry-After header
- * (the gateway copies it from the error's metadata).
+ * An error to retry after a while: a 429 by default (or `code`, e.g. Unavailable for a 503), with
+ * `retry_after_seconds` in the metadata and a Retry-After header (the gateway copies it).
  */
-export function retryLater(errorCode: string, message: string, retryAfterSeconds: number): ConnectError {
-  const err = apiError(Code.ResourceExhausted, errorCode, message, { metadata: { retry_after_seconds: retryAfterSeconds } });
+export function retryLater(errorCode: string, message: string, retryAfterSeconds: number, code = Code.ResourceExhausted): ConnectError {
+  const err = apiError(code, errorCode, message, { metadata: { retry_after_seconds: retryAfterSeconds } });
   err.metadata.set('retry-after', String(retryAfterSeconds));
   return err;
 }

@@ -83,10 +83,10 @@ export class AddressRanges {
  * not one is the client. A client cannot spoof it by sending its own X-Forwarded-For: the
  * entries left of the first untrusted hop are never read.
  */
-export function forwardedClientIp(socketAddress: string | undefined, forwardedFor: string | undefined, trusted: AddressRanges): string | undefined {
+export function forwardedClientIp(socketAddress: string | undefined, forwardedFor: string | undefined, trusted?: AddressRanges): string | undefined {
   if (!socketAddress) return undefined;
   let client = unmapIp(socketAddress);
-  if (!forwardedFor || !trusted.has(client)) return client;
+  if (!forwardedFor || !trusted?.has(client)) return client;
   const hops = forwardedFor
     .split(',')
     .map((hop) => hop.trim())

@@ -37,7 +37,8 @@ const everyone: readonly Role[] = roles;
 const managers: readonly Role[] = ['owner', 'admin'];
 const ownerOnly: readonly Role[] = ['owner'];
 
-interface Rule {
+/** A row of the permission table. */
+export interface Permission {
   /** Roles allowed on any object of the workspace. */
   roles: readonly Role[];
   /** Roles also allowed when the caller owns the object (`ownerId` = the caller). */
@@ -79,14 +80,14 @@ export const permissions = {
   // webhooks
   'webhooks.read': { roles: managers, describes: 'read webhooks and deliveries' },
   'webhooks.manage': { roles: managers, describes: 'manage webhooks' },
-} as const satisfies Record<string, Rule>;
+} as const satisfies Record<string, Permission>;
 
 export type Action = keyof typeof permissions;
 
 /** Whether `role` may perform `action`; `own` says the caller owns the object. Pure. */
 export function allows(role: string | undefined, action: Action, own = false): boolean {
   if (!role || !isRole(role)) return false;
-  const rule: Rule = permissions[action];
+  const rule: Permission = permissions[action];
   return rule.roles.includes(role) || (own && (rule.ownRoles?.includes(role) ?? false));
 }
 
@@ -149,7 +150,7 @@ export function authorize(ctx: { values: ContextValues }, action: Action, option
     'authorization decision',
   );
   if (!allowed) {
-    const rule: Rule = permissions[action];
+    const rule: Permission = permissions[action];
     const who = role ? `The ${role} role` : 'A caller without a role in this workspace';
     const allowedRoles = rule.ownRoles ? `${rule.roles.join(' or ')} (or the ${rule.ownRoles.join(', ')} who owns it)` : rule.roles.join(' or ');
     throw apiError(Code.PermissionDenied, 'forbidden', `${who} cannot ${rule.describes}; this needs the ${allowedRoles} role.`);

@@ -41,7 +41,8 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
-function requireEnv(name: string): string {
+/** A variable the vitest global setup provides (the run's database, NATS, secrets). */
+export function requireEnv(name: string): string {
   const value = process.env[name];
   if (!value) throw new Error(`${name} is not set (the vitest global setup provides it)`);
   return value;

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ServiceName, serviceNames, servicePorts } from '../config.js';
@@ -46,29 +46,17 @@ export interface Mesh {
   stop(): Promise<void>;
 }
 
-/** The dev mesh secret: SWITCHBOARD_MESH_SECRET, else one generated once per data dir. */
-async function meshSecret(dataDir: string): Promise<string> {
-  if (process.env.SWITCHBOARD_MESH_SECRET) return process.env.SWITCHBOARD_MESH_SECRET;
-  const file = path.join(dataDir, 'mesh-secret');
-  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
-  const secret = randomBytes(32).toString('base64url');
-  await writeFile(file, secret, { mode: 0o600 });
-  return secret;
-}
-
 /**
- * The dev data keys: SWITCHBOARD_DATA_KEYS, else a ring generated once per data dir. `legacy` says
- * the ring was just created for a data dir that already had a mesh secret, so its data may still
- * be encrypted the way it was before data keys (under the mesh secret) and must be moved.
+ * A dev secret: the variable when set, else the one kept in `file` of the data dir, generated
+ * (mode 0600) on first use; `created` says this call generated it.
  */
-async function dataKeys(dataDir: string): Promise<{ ring: string; legacy: boolean }> {
-  if (process.env.SWITCHBOARD_DATA_KEYS) return { ring: process.env.SWITCHBOARD_DATA_KEYS, legacy: false };
-  const file = path.join(dataDir, 'data-keys');
-  if (existsSync(file)) return { ring: (await readFile(file, 'utf8')).trim(), legacy: false };
-  const legacy = existsSync(path.join(dataDir, 'mesh-secret'));
-  const ring = DataKeyRing.generateEntry('k1');
-  await writeFile(file, ring, { mode: 0o600 });
-  return { ring, legacy };
+async function devSecret(variable: string, file: string, generate: () => string): Promise<{ value: string; created: boolean }> {
+  const given = process.env[variable];
+  if (given) return { value: given, created: false };
+  if (existsSync(file)) return { value: (await readFile(file, 'utf8')).trim(), created: false };
+  const value = generate();
+  await writeFile(file, value, { mode: 0o600 });
+  return { value, created: true };
 }
 
 /** Runs `--rotate-data-key` of every service and waits for it; throws with its output on failure. */
@@ -109,18 +97,30 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   for (const name of serviceNames) ports[name] = options.randomPorts ? await freePort() : servicePorts[name];
   ports.gateway = options.randomPorts ? await freePort() : Number(process.env.PORT ?? 8080);
   const urls = Object.fromEntries(serviceNames.map((name) => [name, `http://127.0.0.1:${ports[name]}`])) as Record<ServiceName, string>;
-  const keys = await dataKeys(options.dataDir);
+  const meshSecretFile = path.join(options.dataDir, 'mesh-secret');
+  const dataKeysFile = path.join(options.dataDir, 'data-keys');
+  // A data dir with a mesh secret but no data keys holds data from before them (encrypted under
+  // the mesh secret): it is moved under the new keys before anything starts.
+  const legacyDataDir = existsSync(meshSecretFile) && !existsSync(dataKeysFile);
+  const meshSecret = await devSecret('SWITCHBOARD_MESH_SECRET', meshSecretFile, () => randomBytes(32).toString('base64url'));
+  const dataKeys = await devSecret('SWITCHBOARD_DATA_KEYS', dataKeysFile, () => DataKeyRing.generateEntry('k1'));
   const env: Record<string, string> = {
     DATABASE_URL: postgres.url,
     NATS_URL: nats.url,
-    SWITCHBOARD_MESH_SECRET: await meshSecret(options.dataDir),
-    SWITCHBOARD_DATA_KEYS: keys.ring,
+    SWITCHBOARD_MESH_SECRET: meshSecret.value,
+    SWITCHBOARD_DATA_KEYS: dataKeys.value,
     MAILBOX_DIR: process.env.MAILBOX_DIR ?? path.join(options.dataDir, 'mailbox'),
     ...Object.fromEntries(serviceNames.map((name) => [`${name.toUpperCase()}_URL`, urls[name]])),
     ...options.env,
   };
 
-  if (keys.legacy) await rotateDataKeys(env, log);
+  if (legacyDataDir && dataKeys.created) {
+    // Not half-done: if the move fails, the new keys go too, so the next start tries again.
+    await rotateDataKeys(env, log).catch(async (err) => {
+      await rm(dataKeysFile, { force: true });
+      throw err;
+    });
+  }
 
   const children = new Map<Component, ChildProcess>();
   const outputs = new Map<Component, string[]>();

@@ -134,26 +134,16 @@ export class Accounts {
     const impossible = input.email.length > maxEmailLength || input.email.includes('\u0000');
     const origin = { ip: input.ip, requestId: input.requestId };
     const attempt = await throttle.begin('password', impossible ? origin : { ...origin, account: input.email });
-    // The hasher may refuse (queue full, deadline passed): then no password was checked, and
-    // the attempt is no failure.
-    const checked = async <T>(work: () => Promise<T>): Promise<T> => {
-      try {
-        return await work();
-      } catch (err) {
-        await throttle.release(attempt);
-        throw err;
-      }
-    };
     if (impossible) {
-      await checked(() => passwords.verifyDummy(input.password, input.signal));
+      await throttle.checking(attempt, () => passwords.verifyDummy(input.password, input.signal));
       throw this.failedLogin(input, undefined, 'malformed_email');
     }
     const user = await findUserByEmail(db, input.email);
     if (!user || user.deactivated_at !== null) {
-      await checked(() => passwords.verifyDummy(input.password, input.signal));
+      await throttle.checking(attempt, () => passwords.verifyDummy(input.password, input.signal));
       throw this.failedLogin(input, user?.id, user ? 'deactivated' : 'unknown_account');
     }
-    const check = await checked(() => passwords.verify(user.password_hash, input.password, input.signal));
+    const check = await throttle.checking(attempt, () => passwords.verify(user.password_hash, input.password, input.signal));
     if (!check.ok) throw this.failedLogin(input, user.id, 'wrong_password');
     await throttle.succeed(attempt, 'password', input.email);
     audit(log, {
@@ -165,7 +155,8 @@ export class Accounts {
       details: { second_factor_required: user.two_factor_enabled },
     });
     let checkedHash = user.password_hash;
-    const rehashed = check.needsRehash ? await passwords.hash(input.password, input.signal) : undefined;
+    // Rehashing is an improvement, not part of signing in: a busy hasher skips it this time.
+    const rehashed = check.needsRehash ? await passwords.hash(input.password, input.signal).catch(() => undefined) : undefined;
     if (rehashed && (await replacePasswordHash(db, user.id, user.password_hash, rehashed))) {
       log.info({ user_id: user.id }, 'password rehashed with the current argon2 parameters');
       checkedHash = rehashed;

@@ -74,6 +74,10 @@ export class Invitations {
    */
   async create(caller: Caller, orgId: string, input: { email: string; role: string }, requestId?: string): Promise<MessageInitShape<typeof InvitationSchema>> {
     const { db, log } = this.deps;
+    // Each invitation mails a stranger. Counted before the transaction, not in it: the limit
+    // writes on its own connection, and one taken while the transaction holds another could
+    // wait for the pool forever under load.
+    await this.deps.limits.take('invitation', { userId: caller.userId, ip: clientIpOf(caller.ctx) });
     const token = newToken();
     const { invitation, organizationName, inviter } = await db.transaction(async (trx) => {
       const organization = await visibleOrganization(trx, caller, orgId, true);
@@ -87,8 +91,6 @@ export class Invitations {
       if (await findMemberByEmail(trx, orgId, email)) {
         throw apiError(Code.AlreadyExists, 'already_a_member', 'This address belongs to a member of the organization already.', { field: 'email' });
       }
-      // Counted once the request is valid: each invitation mails a stranger.
-      await this.deps.limits.take('invitation', { userId: caller.userId, ip: clientIpOf(caller.ctx) });
       await revokePendingInvitationsFor(trx, orgId, email, caller.userId);
       const row = await insertInvitation(trx, {
         id: newId('inv'),

@@ -96,6 +96,19 @@ export class LoginThrottle {
   }
 
   /**
+   * Runs the check of the attempt's secret; when it throws instead of answering (the hasher
+   * refused: queue full, deadline passed), no secret was checked and the attempt is released.
+   */
+  async checking<T>(attempt: ThrottleAttempt, check: () => Promise<T>): Promise<T> {
+    try {
+      return await check();
+    } catch (err) {
+      await this.release(attempt);
+      throw err;
+    }
+  }
+
+  /**
    * A success: releases the attempt and clears the account's counter (not the IP's: one good
    * account does not clear a spray), in one statement.
    */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import { apiError, invalidArgument, retryLater } from '@switchboard/runtime/errors';
 import argon2 from 'argon2';
 import { commonPasswords } from './common-passwords.js';
 
@@ -71,13 +71,7 @@ export function defaultArgon2QueueLimit(concurrency: number): number {
   return concurrency * 8;
 }
 
-function busy(): ConnectError {
-  const err = apiError(Code.Unavailable, 'service_unavailable', 'Too many passwords are being checked right now; try again in a moment.', {
-    metadata: { retry_after_seconds: 1 },
-  });
-  err.metadata.set('retry-after', '1');
-  return err;
-}
+const busy = () => retryLater('service_unavailable', 'Too many passwords are being checked right now; try again in a moment.', 1, Code.Unavailable);
 const expired = () => apiError(Code.DeadlineExceeded, 'deadline_exceeded', 'The request ran out of time before its password could be checked.');
 
 /** A bounded queue in front of `limit` slots; work whose request ended meanwhile never starts. */

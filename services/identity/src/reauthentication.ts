@@ -5,7 +5,7 @@ import { apiError } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import type { CallScope } from '@switchboard/runtime/server';
 import type { LoginThrottle } from './login-throttle.js';
-import type { PasswordCheck, PasswordHasher } from './passwords.js';
+import type { PasswordHasher } from './passwords.js';
 import type { UserRow } from './store/users.js';
 import type { TwoFactor } from './two-factor.js';
 
@@ -24,14 +24,7 @@ export class Reauthentication {
   async password(user: UserRow, password: string, scope: CallScope, field = 'password'): Promise<void> {
     const { passwords, throttle } = this.deps;
     const attempt = await throttle.begin('password', { account: user.email, ip: scope.ip, requestId: scope.requestId });
-    let check: PasswordCheck;
-    try {
-      check = await passwords.verify(user.password_hash, password, scope.signal);
-    } catch (err) {
-      // Not checked at all (the hasher refused): no failed attempt.
-      await throttle.release(attempt);
-      throw err;
-    }
+    const check = await throttle.checking(attempt, () => passwords.verify(user.password_hash, password, scope.signal));
     if (!check.ok) throw this.failed(user, scope, `wrong_${field}`, field);
     await throttle.release(attempt);
   }

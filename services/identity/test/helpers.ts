@@ -5,18 +5,12 @@ import { fileURLToPath } from 'node:url';
 import type { DescService } from '@bufbuild/protobuf';
 import type { Client } from '@connectrpc/connect';
 import { type MeshClaims, MeshTokens } from '@switchboard/runtime/mesh-token';
-import { eventually, type RunningService, meshClient as serviceClient, startService } from '@switchboard/runtime/testing';
+import { eventually, type RunningService, requireEnv, meshClient as serviceClient, startService } from '@switchboard/runtime/testing';
 
-export { eventually };
+export { eventually, requireEnv };
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 export const identityMain = path.join(repoRoot, 'services/identity/dist/src/main.js');
-
-export function requireEnv(name: string): string {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set (the vitest global setup provides it)`);
-  return value;
-}
 
 export interface RunningIdentity extends RunningService {
   mailboxDir: string;
