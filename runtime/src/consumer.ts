@@ -15,7 +15,7 @@ import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events
 import type { Knex } from './db.js';
 import type { Logger } from './log.js';
 import type { NatsConnection } from './nats.js';
-import { sleepUnless, withTimeout } from './outbox.js';
+import { sleepUnless, withTimeout } from './timing.js';
 
 /**
  * The event envelope as consumers see it: the proto3 JSON form with proto field names, every

@@ -2,11 +2,12 @@ import { create, type JsonObject, toJson } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import pg from 'pg';
 import type { Knex } from './db.js';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
 import type { NatsConnection } from './nats.js';
+import { startPgListener } from './pg-listen.js';
+import { sleepUnless, withTimeout } from './timing.js';
 
 /**
  * Transactional outbox (SPEC §1, events): a service writes its state change and the event row
@@ -162,31 +163,8 @@ class Signal {
   }
 }
 
-/** Sleeps `ms`, or less when `stopped` resolves first. */
-export function sleepUnless(ms: number, stopped: Promise<void>): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))), stopped]).finally(() => clearTimeout(timer));
-}
-
-/** `promise`, or a rejection after `ms`. */
-export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms))),
-  ]).finally(() => clearTimeout(timer));
-}
-
 function errorMessage(err: unknown): string {
   return (err instanceof Error ? `${err.name}: ${err.message}` : String(err)).slice(0, 1000);
-}
-
-/** The pg connection settings behind a knex instance, for a dedicated LISTEN connection. */
-function listenConnectionConfig(db: Knex): pg.ClientConfig | undefined {
-  const connection = (db.client as { config?: Knex.Config }).config?.connection;
-  if (typeof connection === 'string') return { connectionString: connection };
-  if (connection && typeof connection === 'object') return { ...(connection as pg.ClientConfig) };
-  return undefined;
 }
 
 /**
@@ -210,43 +188,14 @@ export function startOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
   const stoppedPromise = new Promise<void>((resolve) => (resolveStopped = resolve));
   const wake = new Signal();
 
-  // --- LISTEN connection -------------------------------------------------------------------
-  const channel = outboxChannel(schema);
-  const listenConfig = listenConnectionConfig(db);
-
-  const listenLoop = async () => {
-    if (!listenConfig) {
-      relayLog.warn('no connection settings for LISTEN: polling only');
-      return;
-    }
-    let failures = 0;
-    while (!stopped) {
-      const client = new pg.Client({ ...listenConfig, keepAlive: true, connectionTimeoutMillis: 3000 });
-      const lost = new Promise<void>((resolve) => {
-        client.on('error', (err) => {
-          if (!stopped) relayLog.warn({ err: errorMessage(err) }, 'outbox listen connection error');
-          resolve();
-        });
-        client.on('end', () => resolve());
-      });
-      client.on('notification', (message) => {
-        if (message.channel === channel) wake.notify();
-      });
-      try {
-        await withTimeout(client.connect(), 5000, 'listen connect');
-        await withTimeout(client.query(`LISTEN "${channel.replace(/"/g, '""')}"`), 5000, 'LISTEN');
-        failures = 0;
-        wake.notify(); // rows committed while we were not listening
-        await Promise.race([lost, stoppedPromise]);
-      } catch (err) {
-        if (!stopped) relayLog.warn({ err: errorMessage(err) }, 'outbox listen failed');
-      }
-      await withTimeout(client.end(), 2000, 'listen end').catch(() => undefined);
-      if (stopped) break;
-      failures++;
-      await sleepUnless(Math.min(100 * 2 ** failures, maxBackoffMs), stoppedPromise);
-    }
-  };
+  // --- LISTEN: a commit wakes the relay; rows committed while not listening are picked up at once
+  const listener = startPgListener({
+    db,
+    channel: outboxChannel(schema),
+    log: relayLog,
+    onNotification: () => wake.notify(),
+    onListening: () => wake.notify(),
+  });
 
   // --- publishing --------------------------------------------------------------------------
   let js: { nc: NatsConnection; client: JetStreamClient } | undefined;
@@ -345,7 +294,7 @@ export function startOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     }
   };
 
-  const loops = Promise.allSettled([listenLoop(), publishLoop(), pruneLoop()]);
+  const loops = Promise.allSettled([publishLoop(), pruneLoop()]);
 
   return {
     async stop() {
@@ -353,6 +302,7 @@ export function startOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
       stopped = true;
       resolveStopped();
       wake.notify();
+      await listener.stop();
       // Every wait inside the loops is bounded; this is a last guard against a stuck stop.
       await withTimeout(loops, 15_000, 'outbox relay stop').catch((err) => relayLog.warn({ err: errorMessage(err) }, 'outbox relay stop'));
     },

@@ -23,6 +23,9 @@ export interface ServiceRuntime {
   recordEvent(trx: Knex.Transaction, event: { type: string; workspaceId?: string; data: JsonObject; requestId?: string }): Promise<string>;
 }
 
+/** Writes an event in the caller's transaction (the outbox). */
+export type EventWriter = ServiceRuntime['recordEvent'];
+
 /** Something a service runs beside its RPC server (a relay, a consumer, a sweeper). */
 export interface BackgroundTask {
   stop(): Promise<void>;
@@ -35,8 +38,8 @@ export interface ServiceDefinition<Prepared = void> {
   /** Work that must finish before the service answers (loading keys, building its domain). */
   prepare?(runtime: ServiceRuntime): Promise<Prepared>;
   routes(router: ConnectRouter, runtime: ServiceRuntime, prepared: Prepared): void;
-  /** Consumers and jobs, started after migrations. */
-  background?(runtime: ServiceRuntime): BackgroundTask[];
+  /** Consumers and jobs, started after migrations; stopped after the RPC server. */
+  background?(runtime: ServiceRuntime, prepared: Prepared): BackgroundTask[];
   /** The columns that hold ciphertexts under the data keys, for `--rotate-data-key`. */
   encryptedColumns?: EncryptedColumn[];
 }
@@ -95,7 +98,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
         return true;
       },
     });
-    const tasks: BackgroundTask[] = [startOutboxRelay({ db, schema: name, nats, log }), ...(definition.background?.(runtime) ?? [])];
+    const tasks: BackgroundTask[] = [startOutboxRelay({ db, schema: name, nats, log }), ...(definition.background?.(runtime, prepared) ?? [])];
 
     let stopping = false;
     const stop = async (signal: string) => {

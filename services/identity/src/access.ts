@@ -4,9 +4,9 @@ import { Code, type HandlerContext } from '@connectrpc/connect';
 import type { MemberSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { apiError } from '@switchboard/runtime/errors';
 import { callerOf } from '@switchboard/runtime/server';
+import type { Db } from '@switchboard/runtime/sql';
 import type { MemberRow } from './store/members.js';
 import { findOrganizationOfMember, lockOrganization, type MemberOrganizationRow } from './store/organizations.js';
-import type { Db } from './store/sql.js';
 
 /**
  * Who calls an organization RPC, and which organizations they may see. For

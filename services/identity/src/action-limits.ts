@@ -1,9 +1,9 @@
 import type { ConnectError } from '@connectrpc/connect';
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import { ConfigError, readInt } from '@switchboard/runtime/config';
 import type { Knex } from '@switchboard/runtime/db';
 import { retryLater } from '@switchboard/runtime/errors';
 import { throttleKeyOfIp } from '@switchboard/runtime/ip';
-import { type Clock, systemClock } from './clock.js';
 import { deleteAttempts, insertAttempts, recentAttempts } from './store/auth-failures.js';
 
 /**

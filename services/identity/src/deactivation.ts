@@ -1,9 +1,9 @@
 import { Code } from '@connectrpc/connect';
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import type { CallScope } from '@switchboard/runtime/server';
-import { type Clock, systemClock } from './clock.js';
 import type { AccountMail } from './notifications.js';
 import type { Reauthentication } from './reauthentication.js';
 import type { Sessions } from './sessions.js';

@@ -5,8 +5,8 @@ import { newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { Mailer } from '@switchboard/runtime/mail';
 import { sha256Hex } from '@switchboard/runtime/secrets';
+import type { Db } from '@switchboard/runtime/sql';
 import { completeEmailVerification, insertEmailVerification, lockEmailVerification } from './store/email-verifications.js';
-import type { Db } from './store/sql.js';
 
 /**
  * Email verification: a single-use token (256 bits, stored as its SHA-256) valid for 24 hours,

@@ -1,7 +1,7 @@
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
 import type { BackgroundTask } from '@switchboard/runtime/service';
-import { type Clock, systemClock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
 import { pruneExpiredTokens } from './store/housekeeping.js';
 import { lockUsersDueForErasure, pseudonymizeUser } from './store/users.js';

@@ -1,11 +1,11 @@
 import { Code } from '@connectrpc/connect';
 import { audit } from '@switchboard/runtime/audit';
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { sha256Hex } from '@switchboard/runtime/secrets';
-import { type Clock, systemClock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { Sessions, SessionTokens } from './sessions.js';
 import { findMfaChallenge, insertMfaChallenge, lockMfaChallenge, type MfaChallengeRow, updateMfaChallenge } from './store/login-challenges.js';

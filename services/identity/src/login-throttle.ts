@@ -1,11 +1,11 @@
 import type { ConnectError } from '@connectrpc/connect';
 import { audit } from '@switchboard/runtime/audit';
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { retryLater } from '@switchboard/runtime/errors';
 import { throttleKeyOfIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import { maskAddress } from '@switchboard/runtime/mail';
-import { type Clock, systemClock } from './clock.js';
 import { type Counter, deleteAttempts, insertAttempts, pruneAuthFailures, recentAttempts } from './store/auth-failures.js';
 
 /**

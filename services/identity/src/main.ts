@@ -1,11 +1,11 @@
 import { fileURLToPath } from 'node:url';
+import { systemClock } from '@switchboard/runtime/clock';
 import { readDuration } from '@switchboard/runtime/config';
 import { createMailer } from '@switchboard/runtime/mail';
 import { runService } from '@switchboard/runtime/service';
 import { AccountSettings } from './account-settings.js';
 import { Accounts } from './accounts.js';
 import { ActionLimits, readActionLimits } from './action-limits.js';
-import { systemClock } from './clock.js';
 import { Deactivations } from './deactivation.js';
 import { EmailVerifications } from './email-verification.js';
 import { startHousekeeping } from './erasure.js';

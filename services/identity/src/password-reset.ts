@@ -1,12 +1,12 @@
 import { Code } from '@connectrpc/connect';
 import { audit } from '@switchboard/runtime/audit';
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import { newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { sha256Hex } from '@switchboard/runtime/secrets';
 import type { CallScope } from '@switchboard/runtime/server';
-import { type Clock, systemClock } from './clock.js';
 import type { LoginThrottle } from './login-throttle.js';
 import type { AccountMail } from './notifications.js';
 import { assertAcceptablePassword, type PasswordHasher } from './passwords.js';

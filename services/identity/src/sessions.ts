@@ -1,12 +1,13 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
 import type { SessionSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import { newId, newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { type DataKeyRing, sha256Hex } from '@switchboard/runtime/secrets';
-import { type Clock, systemClock } from './clock.js';
+import type { Db } from '@switchboard/runtime/sql';
 import type { SigningKeys } from './signing-keys.js';
 import {
   findRefreshToken,
@@ -20,7 +21,6 @@ import {
   type SessionRow,
   touchSession,
 } from './store/sessions.js';
-import type { Db } from './store/sql.js';
 import type { EventWriter } from './workspaces.js';
 
 /**

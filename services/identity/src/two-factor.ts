@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Code } from '@connectrpc/connect';
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { type DataKeyRing, sha256Hex } from '@switchboard/runtime/secrets';
+import type { Db } from '@switchboard/runtime/sql';
 import * as OTPAuth from 'otpauth';
-import { type Clock, systemClock } from './clock.js';
-import type { Db } from './store/sql.js';
 import {
   activateTwoFactor,
   claimTotpStep,

@@ -1,17 +1,18 @@
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { Knex } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
-import type { ServiceRuntime } from '@switchboard/runtime/service';
+import type { Db } from '@switchboard/runtime/sql';
 import { findMembership, insertMembership, type ResolvedMembership } from './store/members.js';
 import { insertOrganization } from './store/organizations.js';
-import type { Db } from './store/sql.js';
 
 /**
  * Workspaces are organizations (SPEC §3). Registration creates the personal one; the gateway
  * resolves the workspace and role of every user request here.
  */
 
-export type EventWriter = ServiceRuntime['recordEvent'];
+import type { EventWriter } from '@switchboard/runtime/service';
+
+export type { EventWriter };
 
 export type Role = 'owner' | 'admin' | 'developer';
 

@@ -1,4 +1,4 @@
-import type { Db } from './sql.js';
+import type { Db } from '@switchboard/runtime/sql';
 
 // Attempt counters of the brute-force throttle and the action limits: one row per attempt of
 // a kind (password, second_factor, registration, …), per scope (account, ip, user) and subject.

@@ -1,4 +1,4 @@
-import type { Db } from './sql.js';
+import type { Db } from '@switchboard/runtime/sql';
 
 // Mailed email-verification tokens (stored hashed).
 

@@ -1,4 +1,4 @@
-import { type Db, microsOf, type PageQuery, pageClause } from './sql.js';
+import { type Db, microsOf, type PageQuery, pageClause } from '@switchboard/runtime/sql';
 
 // Organization invitations (token stored hashed).
 

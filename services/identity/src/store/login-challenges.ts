@@ -1,4 +1,4 @@
-import type { Db } from './sql.js';
+import type { Db } from '@switchboard/runtime/sql';
 
 // Second-factor challenges of a sign-in (mfa_token, stored hashed).
 

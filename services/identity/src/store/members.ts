@@ -1,4 +1,4 @@
-import { type Db, isUniqueViolation, microsOf, type PageQuery, pageClause } from './sql.js';
+import { type Db, isUniqueViolation, microsOf, type PageQuery, pageClause } from '@switchboard/runtime/sql';
 
 // Memberships and roles.
 

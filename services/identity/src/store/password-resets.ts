@@ -1,4 +1,4 @@
-import type { Db } from './sql.js';
+import type { Db } from '@switchboard/runtime/sql';
 
 // Mailed password-reset tokens (stored hashed).
 

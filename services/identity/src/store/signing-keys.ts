@@ -1,4 +1,4 @@
-import type { Db } from './sql.js';
+import type { Db } from '@switchboard/runtime/sql';
 
 // The access-token signing keys (private JWK encrypted).
 

@@ -1,4 +1,4 @@
-import { type Db, isUniqueViolation } from './sql.js';
+import { type Db, isUniqueViolation } from '@switchboard/runtime/sql';
 
 // Accounts: credentials, 2FA flag, deactivation and erasure.
 

@@ -1,7 +1,8 @@
-import type { Knex } from '@switchboard/runtime/db';
+import type { Knex } from './db.js';
 
-// Shared SQL pieces of the identity store: the connection type every function takes and the keyset
-// pagination of its lists. Tables are unqualified (search_path = identity).
+// SQL pieces every service store shares: the connection type each store function takes, the
+// unique-violation test, and the keyset pagination of lists (SPEC §2). Tables are unqualified:
+// the search_path is the service's schema.
 
 export type Db = Knex | Knex.Transaction;
 

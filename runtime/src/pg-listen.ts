@@ -1,0 +1,101 @@
+import pg from 'pg';
+import type { Knex } from './db.js';
+import type { Logger } from './log.js';
+import { sleepUnless, withTimeout } from './timing.js';
+
+/**
+ * A LISTEN on one Postgres channel over a dedicated connection (a pooled one would drop it),
+ * re-established with a capped back-off after any loss. NOTIFY is transactional, so a listener
+ * hears only committed changes; what was sent while it was not listening is lost, which is why
+ * `onListening` runs after every (re)connect: the caller resynchronizes there.
+ */
+
+export interface PgListenerOptions {
+  db: Knex;
+  channel: string;
+  log: Logger;
+  onNotification(payload: string): void;
+  /** After each successful LISTEN (the first one and every reconnect). */
+  onListening?(): void;
+  /** When the connection is lost (until onListening runs again, nothing is heard). */
+  onLost?(): void;
+  /** Cap of the reconnect back-off (default 2000 ms). */
+  maxBackoffMs?: number;
+}
+
+export interface PgListener {
+  /** Whether the channel is being listened to right now. */
+  readonly listening: boolean;
+  stop(): Promise<void>;
+}
+
+/** The pg connection settings behind a knex instance, for a dedicated connection. */
+function connectionConfig(db: Knex): pg.ClientConfig | undefined {
+  const connection = (db.client as { config?: Knex.Config }).config?.connection;
+  if (typeof connection === 'string') return { connectionString: connection };
+  if (connection && typeof connection === 'object') return { ...(connection as pg.ClientConfig) };
+  return undefined;
+}
+
+const errorMessage = (err: unknown) => (err instanceof Error ? `${err.name}: ${err.message}` : String(err)).slice(0, 1000);
+
+export function startPgListener(options: PgListenerOptions): PgListener {
+  const { channel, log } = options;
+  const maxBackoffMs = options.maxBackoffMs ?? 2000;
+  const config = connectionConfig(options.db);
+  let stopped = false;
+  let listening = false;
+  let resolveStopped!: () => void;
+  const stoppedPromise = new Promise<void>((resolve) => (resolveStopped = resolve));
+
+  const loop = async () => {
+    if (!config) {
+      log.warn({ channel }, 'no connection settings for LISTEN');
+      return;
+    }
+    let failures = 0;
+    while (!stopped) {
+      const client = new pg.Client({ ...config, keepAlive: true, connectionTimeoutMillis: 3000 });
+      const lost = new Promise<void>((resolve) => {
+        client.on('error', (err) => {
+          if (!stopped) log.warn({ err: errorMessage(err), channel }, 'listen connection error');
+          resolve();
+        });
+        client.on('end', () => resolve());
+      });
+      client.on('notification', (message) => {
+        if (message.channel === channel) options.onNotification(message.payload ?? '');
+      });
+      try {
+        await withTimeout(client.connect(), 5000, 'listen connect');
+        await withTimeout(client.query(`LISTEN "${channel.replace(/"/g, '""')}"`), 5000, 'LISTEN');
+        failures = 0;
+        listening = true;
+        options.onListening?.();
+        await Promise.race([lost, stoppedPromise]);
+      } catch (err) {
+        if (!stopped) log.warn({ err: errorMessage(err), channel }, 'listen failed');
+      }
+      if (listening) {
+        listening = false;
+        options.onLost?.();
+      }
+      await withTimeout(client.end(), 2000, 'listen end').catch(() => undefined);
+      if (stopped) break;
+      failures++;
+      await sleepUnless(Math.min(100 * 2 ** failures, maxBackoffMs), stoppedPromise);
+    }
+  };
+  const running = loop();
+
+  return {
+    get listening() {
+      return listening;
+    },
+    async stop() {
+      stopped = true;
+      resolveStopped();
+      await withTimeout(running, 5000, 'listener stop').catch(() => undefined);
+    },
+  };
+}
