@@ -3,6 +3,7 @@ import { type Client, Code, ConnectError } from '@connectrpc/connect';
 import type { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import type { Logger } from '@switchboard/runtime/log';
+import { sha256Hex } from '@switchboard/runtime/secrets';
 import { createLocalJWKSet, type JSONWebKeySet, errors as joseErrors, jwtVerify } from 'jose';
 import { HttpError } from './http-error.js';
 import { RevokedSessions } from './revocations.js';
@@ -24,6 +25,12 @@ export interface Workspace {
 
 /** How long a resolved role is reused at most (changes drop it at once: forgetWorkspace). */
 export const roleCacheMs = 2_000;
+/**
+ * How long the keys service's answer for an API key is reused at most: the backstop of SPEC §4's
+ * "a revoked key gets 401 within one second" when the key.revoked and key.updated events cannot
+ * reach this gateway (NATS down). With them, a change applies within milliseconds (forgetKey).
+ */
+export const defaultKeyCacheMs = 1_000;
 const jwksRefreshMinIntervalMs = 10_000;
 /** The key set is fetched again this often, so a key identity retired stops being accepted. */
 const jwksMaxAgeMs = 5 * 60_000;
@@ -41,6 +48,9 @@ export class Authenticator {
   private keySetLoading?: Promise<void>;
   private readonly verifiedTokens = new Map<string, { principal: Principal; expiresAt: number }>();
   private readonly roles = new Map<string, { workspace: Workspace; expiresAt: number }>();
+  /** By the SHA-256 of the key (the key itself is not kept): the principal, or the refusal to throw. */
+  private readonly keyAnswers = new Map<string, { keyId?: string; outcome: Principal | HttpError; expiresAt: number }>();
+  private readonly keyHashes = new Map<string, string>();
 
   constructor(
     private readonly identityAuth: Client<typeof AuthService>,
@@ -49,6 +59,7 @@ export class Authenticator {
     private readonly log: Logger,
     /** Sessions whose tokens are refused before they expire (logout, password change, …). */
     readonly revokedSessions: RevokedSessions = new RevokedSessions(),
+    private readonly keyCacheMs = defaultKeyCacheMs,
   ) {}
 
   /** The principal of an `Authorization: Bearer …` header; 401 when absent or not valid. */
@@ -116,20 +127,31 @@ export class Authenticator {
     return this.keySetLoading;
   }
 
+  /**
+   * The principal of an API key, from the keys service (AuthenticateKey answers from memory),
+   * cached for keyCacheMs: 401 unknown or revoked, 402 spend_cap_exceeded with its facts.
+   */
   private async authenticateKey(fullKey: string): Promise<Principal> {
-    const result = await this.keys.authenticateKey({ fullKey }, { timeoutMs: 5000 });
-    if (result.reason === 'spend_cap_exceeded') {
-      throw new HttpError(402, 'spend_cap_exceeded', 'This key has reached its monthly spend cap; raise or clear the cap to continue.', {
-        metadata: {
-          scope: 'key',
-          cap_usd: result.capUsd ?? null,
-          spend_usd: result.spendUsd ?? null,
-          resets_at: result.resetsAt ? timestampDate(result.resetsAt).toISOString() : null,
-        },
-      });
+    const hash = sha256Hex(fullKey);
+    let cached = this.keyAnswers.get(hash);
+    if (!cached || cached.expiresAt <= Date.now()) {
+      const result = await this.keys.authenticateKey({ fullKey }, { timeoutMs: 5000 });
+      cached = { keyId: result.keyId || undefined, outcome: keyOutcome(result), expiresAt: Date.now() + this.keyCacheMs };
+      if (this.keyAnswers.size >= cacheLimit) {
+        this.keyAnswers.clear();
+        this.keyHashes.clear();
+      }
+      this.keyAnswers.set(hash, cached);
+      if (cached.keyId) this.keyHashes.set(cached.keyId, hash);
     }
-    if (result.reason) throw unauthenticated('The API key is not valid.', 'invalid_api_key');
-    return { type: 'key', userId: result.createdBy, keyId: result.keyId, keyWorkspaceId: result.workspaceId };
+    if (cached.outcome instanceof HttpError) throw cached.outcome;
+    return cached.outcome;
+  }
+
+  /** Drops the cached answer for a key whose standing changed (revoked, cap changed or reached). */
+  forgetKey(keyId: string): void {
+    const hash = this.keyHashes.get(keyId);
+    if (hash) this.keyAnswers.delete(hash);
   }
 
   /** Drops the cached roles of an organization whose memberships or roles changed. */
@@ -163,5 +185,30 @@ export class Authenticator {
     if (this.roles.size >= cacheLimit) this.roles.clear();
     this.roles.set(cacheKey, { workspace, expiresAt: Date.now() + roleCacheMs });
     return workspace;
+  }
+}
+
+function keyOutcome(result: Awaited<ReturnType<Client<typeof KeyService>['authenticateKey']>>): Principal | HttpError {
+  switch (result.reason) {
+    case '':
+      return { type: 'key', userId: result.createdBy, keyId: result.keyId, keyWorkspaceId: result.workspaceId };
+    case 'spend_cap_exceeded':
+      return new HttpError(
+        402,
+        'spend_cap_exceeded',
+        'This key has reached its monthly spend cap; raise or clear the cap, or wait for the next month (resets_at).',
+        {
+          metadata: {
+            scope: 'key',
+            cap_usd: result.capUsd ?? null,
+            spend_usd: result.spendUsd ?? null,
+            resets_at: result.resetsAt ? timestampDate(result.resetsAt).toISOString() : null,
+          },
+        },
+      );
+    case 'revoked':
+      return unauthenticated('This API key has been revoked.', 'api_key_revoked');
+    default:
+      return unauthenticated('The API key is not valid.', 'invalid_api_key');
   }
 }

@@ -33,6 +33,7 @@ async function main() {
     createPeerClient(KeyService, { name: 'keys', url: urls.keys }, meshTokens, asGateway),
     log,
     revokedSessions,
+    readDuration('GATEWAY_KEY_CACHE_TTL', '1s'),
   );
   const revocationFeed = await startRevocationFeed({
     revoked: revokedSessions,
@@ -42,6 +43,7 @@ async function main() {
     log,
     pollIntervalMs: readDuration('REVOCATION_POLL_INTERVAL', '10s'),
     onWorkspaceChanged: (workspaceId) => authenticator.forgetWorkspace(workspaceId),
+    onKeyChanged: (keyId) => authenticator.forgetKey(keyId),
   });
   const routes = buildRoutes();
   const openApi = JSON.stringify(buildOpenApiDocument(routes));

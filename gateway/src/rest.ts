@@ -12,7 +12,7 @@ import { type AddressRanges, forwardedClientIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { userSessionRequired } from '@switchboard/runtime/policy';
-import { changedWorkspaceHeader, revokedSessionsHeader } from '@switchboard/runtime/server';
+import { changedKeyHeader, changedWorkspaceHeader, revokedSessionsHeader } from '@switchboard/runtime/server';
 import type { Authenticator, Principal, Workspace } from './auth.js';
 import { decodeRequest, encodeResponse, InputError } from './codec.js';
 import { HttpError } from './http-error.js';
@@ -175,6 +175,8 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   if (typeof revoked === 'string' && revoked) options.authenticator.revokedSessions.add(revoked.split(','));
   const changedWorkspace = response.header[changedWorkspaceHeader];
   if (typeof changedWorkspace === 'string' && changedWorkspace) options.authenticator.forgetWorkspace(changedWorkspace);
+  const changedKey = response.header[changedKeyHeader];
+  if (typeof changedKey === 'string' && changedKey) options.authenticator.forgetKey(changedKey);
   const override = Number(response.header[statusOverrideHeader]);
   const status = override >= 200 && override < 300 ? override : route.successStatus;
   sendResult(res, route, status, response.message);

@@ -62,6 +62,8 @@ export interface RevocationFeedOptions {
   pollIntervalMs: number;
   /** Called with an organization whose memberships or roles changed (organization.* events). */
   onWorkspaceChanged(workspaceId: string): void;
+  /** Called with an API key whose standing changed (key.revoked, key.updated events). */
+  onKeyChanged(keyId: string): void;
 }
 
 /** Starts the feed; resolves after the first load (or a failed first attempt: it keeps retrying). */
@@ -107,6 +109,20 @@ export async function startRevocationFeed(options: RevocationFeedOptions): Promi
         }
       },
     });
+    // Revoked keys, changed or reached caps: the cached answer for that key goes.
+    for (const type of ['key.revoked', 'key.updated']) {
+      connection.subscribe(`${options.subjectPrefix}.${type}`, {
+        callback: (err, msg) => {
+          if (err) return;
+          try {
+            const keyId = parseEventEnvelope(msg.data).data.key_id;
+            if (typeof keyId === 'string' && keyId) options.onKeyChanged(keyId);
+          } catch (parseError) {
+            log.warn({ err: (parseError as Error).message }, `ignored a malformed ${type} event`);
+          }
+        },
+      });
+    }
     void (async () => {
       for await (const status of connection.status()) {
         // Events published while disconnected were missed: reload the authoritative list.

@@ -35,3 +35,8 @@ export function newId(prefix: string): string {
 export function newToken(): string {
   return randomBytes(32).toString('base64url');
 }
+
+/** A Standard Webhooks signing secret: `whsec_` + base64 of 32 random bytes (SPEC §7). */
+export function newSigningSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}

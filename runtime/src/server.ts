@@ -36,6 +36,13 @@ export const revokedSessionsHeader = 'sb-revoked-sessions';
  */
 export const changedWorkspaceHeader = 'sb-changed-workspace';
 
+/**
+ * Response header through which a service tells the gateway that an API key's standing changed
+ * (its id: revoked, cap changed), so the gateway's cached answer for it is dropped before the next
+ * request; other gateway replicas learn it from the key.revoked and key.updated events.
+ */
+export const changedKeyHeader = 'sb-changed-key';
+
 export interface RpcServerOptions {
   /** The service name: the audience its mesh tokens must carry. */
   name: string;

@@ -1,10 +1,39 @@
 import { fileURLToPath } from 'node:url';
+import { readDuration } from '@switchboard/runtime/config';
 import { runService } from '@switchboard/runtime/service';
+import { AlertWebhooks } from './alert-webhooks.js';
+import { KeyAuthorizer } from './authorization.js';
+import { startEventConsumers } from './events.js';
+import { startHousekeeping } from './housekeeping.js';
+import { KeyStates } from './key-states.js';
+import { alertSecretPurpose, Keys } from './keys.js';
+import { Revocations } from './revocations.js';
 import { type KeysHandlers, registerRoutes } from './server.js';
+import { Spend } from './spend.js';
 
-await runService<KeysHandlers>({
+await runService<KeysHandlers & { states: KeyStates }>({
   name: 'keys',
   migrationsDir: fileURLToPath(new URL('../migrations/', import.meta.url)),
-  prepare: async () => ({}),
+  // Re-encrypted under the newest data key by `--rotate-data-key`.
+  encryptedColumns: [{ table: 'api_keys', keyColumn: 'id', column: 'alert_signing_secret_encrypted', purpose: alertSecretPurpose }],
+  async prepare(runtime) {
+    const { db, log, recordEvent } = runtime;
+    const { dataKeys } = runtime.config;
+    const states = new KeyStates({ db, log });
+    return {
+      states,
+      keys: new Keys({ db, log, dataKeys, recordEvent }),
+      authorizer: new KeyAuthorizer({ db, log, states }),
+      alertWebhooks: new AlertWebhooks({ db, dataKeys }),
+    };
+  },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
+  background: (runtime, { states }) => [
+    ...startEventConsumers(runtime, {
+      spend: new Spend({ log: runtime.log, recordEvent: runtime.recordEvent }),
+      revocations: new Revocations({ log: runtime.log, recordEvent: runtime.recordEvent }),
+    }),
+    startHousekeeping({ db: runtime.db, log: runtime.log, intervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h') }),
+    { stop: () => states.stop() },
+  ],
 });

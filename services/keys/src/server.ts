@@ -1,14 +1,76 @@
-import type { ConnectRouter } from '@connectrpc/connect';
+import type { ConnectRouter, HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { invalidArgument } from '@switchboard/runtime/errors';
+import { changedKeyHeader } from '@switchboard/runtime/server';
+import type { AlertWebhooks } from './alert-webhooks.js';
+import type { KeyAuthorizer } from './authorization.js';
+import { callerFrom } from './caller.js';
+import type { Keys } from './keys.js';
 
 /**
- * The RPC surface of the keys service: validation and translation only; the work belongs in
- * domain modules that `main.ts` builds and passes here. API keys are built by a later issue: until
- * then the handlers are empty and every RPC answers Unimplemented (501 on the REST surface),
- * never a fake success; each call still passes its access rule first.
+ * The RPC surface of the keys service: translation only; the work happens in the domain modules.
+ * Each RPC's access rule is its proto option (keys.proto): the workspace ones are decided before
+ * the handler, the `keys.manage` ones by the domain module once it has found the key (404 before
+ * 403).
  */
-export type KeysHandlers = Record<string, never>;
 
-export function registerRoutes(router: ConnectRouter, _handlers: KeysHandlers): void {
-  router.service(KeyService, {});
+export interface KeysHandlers {
+  keys: Keys;
+  authorizer: KeyAuthorizer;
+  alertWebhooks: AlertWebhooks;
+}
+
+/** Tells the gateway to drop its cached standing of the key (see changedKeyHeader). */
+function announceChangedKey(ctx: HandlerContext, keyId: string): void {
+  ctx.responseHeader.set(changedKeyHeader, keyId);
+}
+
+export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): void {
+  const { keys, authorizer } = handlers;
+  const service: ServiceImpl<typeof KeyService> = {
+    async createKey(req, ctx) {
+      return keys.create(callerFrom(ctx), { name: req.name, capUsd: req.monthlySpendCapUsd, routingPolicy: req.routingPolicy });
+    },
+    async listKeys(req, ctx) {
+      return keys.list(callerFrom(ctx), { limit: req.limit, after: req.after, status: req.status });
+    },
+    async getKey(req, ctx) {
+      return keys.get(callerFrom(ctx), req.keyId);
+    },
+    async updateKey(req, ctx) {
+      return keys.rename(callerFrom(ctx), req.keyId, req.name);
+    },
+    async updateSpendCap(req, ctx) {
+      const key = await keys.setSpendCap(callerFrom(ctx), req.keyId, { capUsd: req.monthlySpendCapUsd, clear: req.clear });
+      announceChangedKey(ctx, req.keyId);
+      return key;
+    },
+    async setAlertWebhook(req, ctx) {
+      return keys.setAlertWebhook(callerFrom(ctx), req.keyId, { url: req.url, thresholdPct: req.thresholdPct });
+    },
+    async deleteAlertWebhook(req, ctx) {
+      return keys.deleteAlertWebhook(callerFrom(ctx), req.keyId);
+    },
+    async setRoutingPolicy(req, ctx) {
+      const key = await keys.setRoutingPolicy(callerFrom(ctx), req.keyId, req.routingPolicy);
+      announceChangedKey(ctx, req.keyId);
+      return key;
+    },
+    async revokeKey(req, ctx) {
+      const key = await keys.revoke(callerFrom(ctx), req.keyId);
+      announceChangedKey(ctx, req.keyId);
+      return key;
+    },
+    async authorizeKey(req) {
+      return authorizer.authorize(req.fullKey, req.estimatedCostUsd);
+    },
+    async authenticateKey(req) {
+      return authorizer.authenticate(req.fullKey);
+    },
+    async resolveAlertWebhook(req) {
+      if (req.keyId === '') throw invalidArgument('key_id', 'key_id is required.');
+      return handlers.alertWebhooks.resolve(req.keyId);
+    },
+  };
+  router.service(KeyService, service);
 }

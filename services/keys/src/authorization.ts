@@ -1,0 +1,103 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { AuthenticateKeyResponseSchema, AuthorizeKeyResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
+import type { Knex } from '@switchboard/runtime/db';
+import { newId } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
+import { formatMoney } from '@switchboard/runtime/money';
+import { hashKey, isWellFormedKey } from './key-format.js';
+import { parseEstimate } from './key-input.js';
+import type { KeyState, KeyStates } from './key-states.js';
+import { monthEnd } from './months.js';
+import { touchKey } from './store/keys.js';
+import { reserveWithinCap } from './store/reservations.js';
+
+/**
+ * May this key be used now? The two internal checks of SPEC §4 and §8, answered from the key
+ * states in memory (key-states.ts):
+ *  - `authorize` (AuthorizeKey, the data plane): unknown, revoked, spend_cap_exceeded,
+ *    insufficient_balance, else allowed; with an estimate, the amount is reserved atomically
+ *    against the cap (the only path that touches the database);
+ *  - `authenticate` (AuthenticateKey, the gateway for REST calls): the same without the balance
+ *    (insufficient_balance never blocks management calls) and without reservations.
+ * A key that is not well formed (wrong length, alphabet or checksum) is unknown without a lookup.
+ * A use marks `last_used_at`, at most once a minute per key.
+ */
+
+export const reservationTtlSeconds = 600;
+const touchIntervalMs = 60_000;
+
+export type AuthorizeAnswer = MessageInitShape<typeof AuthorizeKeyResponseSchema>;
+export type AuthenticateAnswer = MessageInitShape<typeof AuthenticateKeyResponseSchema>;
+
+export interface KeyAuthorizerDeps {
+  db: Knex;
+  log: Logger;
+  states: KeyStates;
+  clock?: Clock;
+}
+
+export class KeyAuthorizer {
+  private readonly touchedAt = new Map<string, number>();
+  private readonly clock: Clock;
+
+  constructor(private readonly deps: KeyAuthorizerDeps) {
+    this.clock = deps.clock ?? systemClock;
+  }
+
+  async authorize(fullKey: string, rawEstimate?: string): Promise<AuthorizeAnswer> {
+    const estimate = rawEstimate === undefined ? undefined : parseEstimate(rawEstimate);
+    const state = await this.lookup(fullKey);
+    if (!state) return { allowed: false, reason: 'unknown' };
+    const base = { keyId: state.keyId, workspaceId: state.workspaceId, routingPolicy: state.routingPolicy };
+    if (state.status === 'revoked') return { ...base, allowed: false, reason: 'revoked' };
+    if (state.capReached) return { ...base, allowed: false, ...this.capExceeded(state.capUsd!, state.spendUsd) };
+    const balance = await this.deps.states.balanceOf(state.workspaceId);
+    if (balance?.lte(0)) return { ...base, allowed: false, reason: 'insufficient_balance' };
+    let reservationId: string | undefined;
+    if (estimate !== undefined) {
+      reservationId = newId('rsv');
+      // A key without a cap has nothing to hold back: its reservation is only an id, and settling it is a no-op.
+      if (state.capUsd !== null) {
+        const reservation = await this.deps.db.transaction((trx) =>
+          reserveWithinCap(trx, { id: reservationId!, keyId: state.keyId, month: state.month, amountUsd: estimate, ttlSeconds: reservationTtlSeconds }),
+        );
+        if (!reservation.reserved) {
+          if (reservation.status !== undefined) return { ...base, allowed: false, reason: reservation.status === 'revoked' ? 'revoked' : 'unknown' };
+          return { ...base, allowed: false, ...this.capExceeded(reservation.capUsd!, reservation.committedUsd) };
+        }
+      }
+    }
+    this.touch(state.keyId);
+    return { ...base, allowed: true, reason: '', reservationId };
+  }
+
+  async authenticate(fullKey: string): Promise<AuthenticateAnswer> {
+    const state = await this.lookup(fullKey);
+    if (!state) return { reason: 'unknown' };
+    const base = { keyId: state.keyId, workspaceId: state.workspaceId, createdBy: state.createdBy, status: state.status };
+    if (state.status === 'revoked') return { ...base, reason: 'revoked' };
+    if (state.capReached) return { ...base, ...this.capExceeded(state.capUsd!, state.spendUsd) };
+    this.touch(state.keyId);
+    return { ...base, reason: '' };
+  }
+
+  private lookup(fullKey: string): Promise<KeyState | undefined> | undefined {
+    return isWellFormedKey(fullKey) ? this.deps.states.byHash(hashKey(fullKey)) : undefined;
+  }
+
+  /** The facts of a 402 spend_cap_exceeded: `spendUsd` counts open reservations when a reservation was refused. */
+  private capExceeded(capUsd: string, spendUsd: string) {
+    return { reason: 'spend_cap_exceeded', capUsd, spendUsd: formatMoney(spendUsd), resetsAt: timestampFromDate(monthEnd(this.clock())) };
+  }
+
+  /** last_used_at, written at most once a minute per key by this replica (and by the statement, across replicas). */
+  private touch(keyId: string): void {
+    const now = this.clock().getTime();
+    if (now - (this.touchedAt.get(keyId) ?? 0) < touchIntervalMs) return;
+    if (this.touchedAt.size >= 100_000) this.touchedAt.clear();
+    this.touchedAt.set(keyId, now);
+    touchKey(this.deps.db, keyId).catch((err) => this.deps.log.warn({ err: (err as Error).message, key_id: keyId }, 'could not record the key use'));
+  }
+}

@@ -1,0 +1,31 @@
+import { type EventEnvelopeJson, startConsumer } from '@switchboard/runtime/consumer';
+import type { Knex } from '@switchboard/runtime/db';
+import type { BackgroundTask, ServiceRuntime } from '@switchboard/runtime/service';
+import type { Revocations } from './revocations.js';
+import type { Spend } from './spend.js';
+
+/**
+ * The events the keys service consumes, one durable consumer each (a consumer with several
+ * subjects needs NATS 2.10; Debian ships 2.9). Each consumer is idempotent by event id.
+ */
+export function startEventConsumers(runtime: ServiceRuntime, handlers: { spend: Spend; revocations: Revocations }): BackgroundTask[] {
+  const { spend, revocations } = handlers;
+  const subscriptions: Array<[type: string, handle: (trx: Knex.Transaction, event: EventEnvelopeJson) => Promise<void>]> = [
+    ['billing.usage.recorded', (trx, event) => spend.usageRecorded(trx, event)],
+    ['billing.topup.completed', (trx, event) => spend.topupCompleted(trx, event)],
+    ['user.deactivated', (trx, event) => revocations.userDeactivated(trx, event)],
+    ['organization.member.removed', (trx, event) => revocations.memberRemoved(trx, event)],
+    ['organization.deleted', (trx, event) => revocations.organizationDeleted(trx, event)],
+  ];
+  return subscriptions.map(([type, handle]) =>
+    startConsumer({
+      db: runtime.db,
+      nats: runtime.nats,
+      stream: runtime.config.eventsStream,
+      durable: `keys-${type.replaceAll('.', '-')}`,
+      filterSubjects: [`${runtime.config.eventsSubjectPrefix}.${type}`],
+      log: runtime.log,
+      handle: (event, trx) => handle(trx, event),
+    }),
+  );
+}

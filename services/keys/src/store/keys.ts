@@ -1,0 +1,156 @@
+import type { Knex } from '@switchboard/runtime/db';
+import { type Db, microsOf, type PageQuery, pageClause } from '@switchboard/runtime/sql';
+
+// API key records, with the spend of one month joined in.
+
+export interface KeyRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  key_hash: string;
+  hint: string;
+  status: 'active' | 'revoked';
+  monthly_spend_cap_usd: string | null;
+  alert_webhook_url: string | null;
+  alert_threshold_pct: number | null;
+  alert_signing_secret_encrypted: string | null;
+  routing_policy: string;
+  created_by: string;
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+/** A key as its workspace sees it: the record plus the spend of the month asked for. */
+export interface KeyWithSpendRow extends KeyRow {
+  month_spend_usd: string;
+  cursor_micros: string;
+}
+
+const keyColumns = `k.id, k.workspace_id, k.name, k.key_hash, k.hint, k.status, k.monthly_spend_cap_usd, k.alert_webhook_url,
+  k.alert_threshold_pct, k.alert_signing_secret_encrypted, k.routing_policy, k.created_by, k.created_at, k.last_used_at, k.revoked_at`;
+
+const withSpend = `${keyColumns}, COALESCE(s.spend_usd, 0)::text AS month_spend_usd, ${microsOf('k.created_at')} AS cursor_micros
+  FROM api_keys k LEFT JOIN key_monthly_spend s ON s.key_id = k.id AND s.month = ?::date`;
+
+export async function insertKey(
+  db: Db,
+  key: { id: string; workspaceId: string; name: string; keyHash: string; hint: string; capUsd: string | null; routingPolicy: string; createdBy: string },
+): Promise<void> {
+  await db('api_keys').insert({
+    id: key.id,
+    workspace_id: key.workspaceId,
+    name: key.name,
+    key_hash: key.keyHash,
+    hint: key.hint,
+    monthly_spend_cap_usd: key.capUsd,
+    routing_policy: key.routingPolicy,
+    created_by: key.createdBy,
+  });
+}
+
+/** The key `keyId` of `workspaceId` (never another workspace's) with its spend of `month`. */
+export async function findKey(db: Db, keyId: string, workspaceId: string, month: string): Promise<KeyWithSpendRow | undefined> {
+  const { rows } = await db.raw<{ rows: KeyWithSpendRow[] }>(`SELECT ${withSpend} WHERE k.id = ? AND k.workspace_id = ?`, [month, keyId, workspaceId]);
+  return rows[0];
+}
+
+/** Locks the key `keyId` of `workspaceId` for a change; undefined when there is none. */
+export async function lockKey(trx: Knex.Transaction, keyId: string, workspaceId: string): Promise<KeyRow | undefined> {
+  const { rows } = await trx.raw<{ rows: KeyRow[] }>(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ? AND k.workspace_id = ? FOR UPDATE`, [
+    keyId,
+    workspaceId,
+  ]);
+  return rows[0];
+}
+
+/** The workspace's keys, newest first; `limit + 1` rows (pageOf cuts). */
+export async function listKeys(db: Db, workspaceId: string, status: string | undefined, month: string, page: PageQuery): Promise<KeyWithSpendRow[]> {
+  const { cursor, bindings } = pageClause(page, 'k.created_at', 'k.id', [month, workspaceId, status ?? null, status ?? null]);
+  const { rows } = await db.raw<{ rows: KeyWithSpendRow[] }>(
+    `SELECT ${withSpend}
+      WHERE k.workspace_id = ? AND (?::text IS NULL OR k.status = ?) ${cursor}
+      ORDER BY k.created_at DESC, k.id DESC
+      LIMIT ?`,
+    bindings,
+  );
+  return rows;
+}
+
+export type KeyChanges = Partial<
+  Pick<KeyRow, 'name' | 'monthly_spend_cap_usd' | 'alert_webhook_url' | 'alert_threshold_pct' | 'alert_signing_secret_encrypted' | 'routing_policy'>
+>;
+
+export async function updateKey(trx: Knex.Transaction, keyId: string, changes: KeyChanges): Promise<void> {
+  await trx('api_keys')
+    .where({ id: keyId })
+    .update({ ...changes, updated_at: trx.fn.now() });
+}
+
+/** What revokeKeys selects: one key, every active key of a workspace, or a user's (in one workspace or all). */
+export type RevocationScope = { keyId: string } | { workspaceId: string; createdBy?: string } | { createdBy: string };
+
+/** Revokes the active keys of `scope`; returns those it revoked (already revoked ones are left as they were). */
+export async function revokeKeys(
+  trx: Knex.Transaction,
+  scope: RevocationScope,
+  revocation: { by: string | null; reason: string },
+): Promise<Array<{ id: string; workspace_id: string }>> {
+  const query = trx('api_keys').where({ status: 'active' });
+  if ('keyId' in scope) query.where({ id: scope.keyId });
+  if ('workspaceId' in scope) query.where({ workspace_id: scope.workspaceId });
+  if ('createdBy' in scope && scope.createdBy !== undefined) query.where({ created_by: scope.createdBy });
+  return query
+    .update({ status: 'revoked', revoked_at: trx.fn.now(), revoked_by: revocation.by, revoked_reason: revocation.reason, updated_at: trx.fn.now() })
+    .returning(['id', 'workspace_id']);
+}
+
+/** What AuthorizeKey and AuthenticateKey decide on, for the key with `keyHash`. */
+export interface KeyStateRow {
+  id: string;
+  key_hash: string;
+  workspace_id: string;
+  created_by: string;
+  status: 'active' | 'revoked';
+  monthly_spend_cap_usd: string | null;
+  routing_policy: string;
+  month_spend_usd: string;
+}
+
+const stateColumns = `k.id, k.key_hash, k.workspace_id, k.created_by, k.status, k.monthly_spend_cap_usd::text, k.routing_policy,
+  COALESCE(s.spend_usd, 0)::text AS month_spend_usd
+  FROM api_keys k LEFT JOIN key_monthly_spend s ON s.key_id = k.id AND s.month = ?::date`;
+
+export async function findKeyStateByHash(db: Db, keyHash: string, month: string): Promise<KeyStateRow | undefined> {
+  const { rows } = await db.raw<{ rows: KeyStateRow[] }>(`SELECT ${stateColumns} WHERE k.key_hash = ?`, [month, keyHash]);
+  return rows[0];
+}
+
+export async function findKeyStateById(db: Db, keyId: string, month: string): Promise<KeyStateRow | undefined> {
+  const { rows } = await db.raw<{ rows: KeyStateRow[] }>(`SELECT ${stateColumns} WHERE k.id = ?`, [month, keyId]);
+  return rows[0];
+}
+
+/** The alert webhook of a key, for the webhooks service. */
+export async function findAlertWebhook(
+  db: Db,
+  keyId: string,
+): Promise<Pick<KeyRow, 'alert_webhook_url' | 'alert_threshold_pct' | 'alert_signing_secret_encrypted'> | undefined> {
+  return db('api_keys').where({ id: keyId }).first('alert_webhook_url', 'alert_threshold_pct', 'alert_signing_secret_encrypted');
+}
+
+/**
+ * Marks the key used now, unless it was marked within the last minute (SPEC: at most one write a
+ * minute per key, whatever the number of replicas).
+ */
+export async function touchKey(db: Db, keyId: string): Promise<void> {
+  await db.raw(`UPDATE api_keys SET last_used_at = now() WHERE id = ? AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`, [keyId]);
+}
+
+/** The channel every replica listens on to keep its key states fresh (see key-states.ts). */
+export const keyStateChannel = 'keys_state_changed';
+
+/** Tells every replica, on commit, that these keys (`key:<id>`) or balances (`workspace:<id>`) changed. */
+export async function notifyStateChanged(trx: Knex.Transaction, subjects: string[]): Promise<void> {
+  for (const subject of subjects) await trx.raw('SELECT pg_notify(?, ?)', [keyStateChannel, subject]);
+}
