@@ -1,5 +1,7 @@
+import { createDb } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { freePort } from '@switchboard/runtime/infra';
+import { requireEnv } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RevokedSessions } from '../src/revocations.js';
 import { eventually, expectErrorBody } from './account-helpers.js';
@@ -44,6 +46,27 @@ describe('revocation while NATS is down', () => {
     const token = registered.json.session.access_token;
     expect((await call('POST', '/v1/auth/logout', { token })).status).toBe(204);
     expectErrorBody(await call('GET', '/v1/account', { token }), 401, 'session_revoked');
+  });
+});
+
+describe('API keys while NATS is down', () => {
+  it('manages keys and refuses a revoked key at once; the events wait in the outbox', async () => {
+    const registered = await call('POST', '/v1/auth/register', { body: newUser() });
+    const token = registered.json.session.access_token;
+    const created = await call('POST', '/v1/keys', { token, body: { name: 'offline', monthly_spend_cap_usd: '1' } });
+    expect(created.status, created.text).toBe(201);
+    const { full_key: fullKey, key } = created.json;
+    expect((await call('PATCH', `/v1/keys/${key.key_id}/spend-cap`, { token, body: { clear: true } })).status).toBe(200);
+    expect((await call('GET', '/v1/account', { token: fullKey })).status).toBe(200);
+    expect((await call('DELETE', `/v1/keys/${key.key_id}`, { token })).status).toBe(200);
+    expectErrorBody(await call('GET', '/v1/account', { token: fullKey }), 401, 'api_key_revoked');
+    const db = createDb(requireEnv('DATABASE_URL'), 'keys', 1);
+    try {
+      const waiting = await db('outbox').whereNull('published_at').whereRaw(`payload->'data'->>'key_id' = ?`, [key.key_id]).pluck('subject');
+      expect(waiting.map((subject: string) => subject.split('.').slice(-2).join('.')).sort()).toEqual(['key.created', 'key.revoked', 'key.updated']);
+    } finally {
+      await db.destroy();
+    }
   });
 });
 

@@ -25,7 +25,8 @@ import { reserveWithinCap } from './store/reservations.js';
  * A use marks `last_used_at`, at most once a minute per key.
  */
 
-export const reservationTtlSeconds = 600;
+/** How long an unsettled reservation holds its amount (SPEC §4: released after 10 minutes unused). */
+export const defaultReservationTtlMs = 10 * 60_000;
 const touchIntervalMs = 60_000;
 
 export type AuthorizeAnswer = MessageInitShape<typeof AuthorizeKeyResponseSchema>;
@@ -36,6 +37,7 @@ export interface KeyAuthorizerDeps {
   log: Logger;
   states: KeyStates;
   clock?: Clock;
+  reservationTtlMs?: number;
 }
 
 export class KeyAuthorizer {
@@ -61,7 +63,13 @@ export class KeyAuthorizer {
       // A key without a cap has nothing to hold back: its reservation is only an id, and settling it is a no-op.
       if (state.capUsd !== null) {
         const reservation = await this.deps.db.transaction((trx) =>
-          reserveWithinCap(trx, { id: reservationId!, keyId: state.keyId, month: state.month, amountUsd: estimate, ttlSeconds: reservationTtlSeconds }),
+          reserveWithinCap(trx, {
+            id: reservationId!,
+            keyId: state.keyId,
+            month: state.month,
+            amountUsd: estimate,
+            ttlSeconds: (this.deps.reservationTtlMs ?? defaultReservationTtlMs) / 1000,
+          }),
         );
         if (!reservation.reserved) {
           if (reservation.status !== undefined) return { ...base, allowed: false, reason: reservation.status === 'revoked' ? 'revoked' : 'unknown' };

@@ -23,7 +23,8 @@ await runService<KeysHandlers & { states: KeyStates }>({
     return {
       states,
       keys: new Keys({ db, log, dataKeys, recordEvent }),
-      authorizer: new KeyAuthorizer({ db, log, states }),
+      // RESERVATION_TTL: how long an unsettled reservation holds its amount (10m; tests shorten it).
+      authorizer: new KeyAuthorizer({ db, log, states, reservationTtlMs: readDuration('RESERVATION_TTL', '10m') }),
       alertWebhooks: new AlertWebhooks({ db, dataKeys }),
     };
   },

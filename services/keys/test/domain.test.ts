@@ -1,0 +1,189 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ConnectError } from '@connectrpc/connect';
+import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { generateFullKey, hashKey, hintOf, isWellFormedKey } from '@switchboard/keys/key-format';
+import { parseKeyName, parseSpendCap } from '@switchboard/keys/key-input';
+import { KeyStates } from '@switchboard/keys/key-states';
+import { monthEnd, monthOf } from '@switchboard/keys/months';
+import { Spend } from '@switchboard/keys/spend';
+import { insertKey, notifyStateChanged, revokeKeys } from '@switchboard/keys/store/keys';
+import { parseEventEnvelope } from '@switchboard/runtime/consumer';
+import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
+import { newId } from '@switchboard/runtime/ids';
+import { createLogger } from '@switchboard/runtime/log';
+import { buildEventPayload, recordEvent } from '@switchboard/runtime/outbox';
+import { eventually, requireEnv } from '@switchboard/runtime/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * The keys service's domain modules on their own, against a migrated schema of their own: the
+ * key format, the input rules, the key states kept fresh by NOTIFY, and spend with its alerts.
+ */
+
+const schema = `keys_domain_${randomBytes(3).toString('hex')}`;
+const log = createLogger('keys-domain-test', 'silent');
+const migrations = path.join(fileURLToPath(new URL('../dist/migrations/', import.meta.url)));
+let db: Knex;
+
+beforeAll(async () => {
+  db = createDb(requireEnv('DATABASE_URL'), schema, 4);
+  await migrate(db, schema, migrations);
+});
+
+afterAll(async () => {
+  await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
+  await db.destroy();
+});
+
+async function newKey(cap: string | null = null, workspaceId = newId('org')) {
+  const fullKey = generateFullKey();
+  const id = newId('key');
+  await insertKey(db, {
+    id,
+    workspaceId,
+    name: 'k',
+    keyHash: hashKey(fullKey),
+    hint: hintOf(fullKey),
+    capUsd: cap,
+    routingPolicy: 'any',
+    createdBy: newId('usr'),
+  });
+  return { id, fullKey, workspaceId };
+}
+
+describe('the key format', () => {
+  it('is sb_ + 43 base62 + a 6-character checksum that catches every single-character change', () => {
+    const keys = new Set(Array.from({ length: 1000 }, generateFullKey));
+    expect(keys.size).toBe(1000);
+    const key = [...keys][0];
+    expect(key).toMatch(/^sb_[0-9A-Za-z]{49}$/);
+    expect(isWellFormedKey(key)).toBe(true);
+    for (let i = 3; i < key.length; i++) {
+      const other = key[i] === 'x' ? 'y' : 'x';
+      expect(isWellFormedKey(key.slice(0, i) + other + key.slice(i + 1)), `position ${i}`).toBe(false);
+    }
+    expect(isWellFormedKey(`${key}0`)).toBe(false);
+    expect(isWellFormedKey(key.replace('sb_', 'sk_'))).toBe(false);
+    expect(hintOf(key)).toBe(`sb_…${key.slice(-4)}`);
+    expect(hashKey(key)).toMatch(/^[0-9a-f]{64}$/);
+  });
+});
+
+describe('input rules', () => {
+  /** The field a refusal names (a 400 of SPEC §2), or 'accepted'. */
+  const fieldOf = (fn: () => unknown) => {
+    try {
+      fn();
+      return 'accepted';
+    } catch (err) {
+      return (err as ConnectError).findDetails(ErrorDetailSchema)[0]?.field;
+    }
+  };
+
+  it('caps: plain decimal notation, kept as given, bounded', () => {
+    for (const cap of ['0', '0.1', '0.10', '12.50', '999999999999999', '0.000000000001']) expect(parseSpendCap(cap)).toBe(cap);
+    for (const cap of ['abc', '-5', '', '1e3', '.5', '5.', '+5', ' 5', '1_000', '1000000000000000', '0.0000000000001', '٣']) {
+      expect(
+        fieldOf(() => parseSpendCap(cap)),
+        cap,
+      ).toBe('monthly_spend_cap_usd');
+    }
+  });
+
+  it('names: 1..100 code points after trimming (astral characters count once)', () => {
+    expect(parseKeyName('  a  ')).toBe('a');
+    expect(parseKeyName('😀'.repeat(100))).toHaveLength(200);
+    for (const name of ['', ' \t\n', '😀'.repeat(101)])
+      expect(
+        fieldOf(() => parseKeyName(name)),
+        name,
+      ).toBe('name');
+  });
+
+  it('months are UTC calendar months', () => {
+    expect(monthOf(new Date('2026-01-31T23:59:59.999Z'))).toBe('2026-01-01');
+    expect(monthOf(new Date('2026-02-01T00:00:00Z'))).toBe('2026-02-01');
+    expect(monthEnd(new Date('2026-12-15T10:00:00Z')).toISOString()).toBe('2027-01-01T00:00:00.000Z');
+  });
+});
+
+describe('key states', () => {
+  it('answers from memory and hears every committed change, on any connection, within milliseconds', async () => {
+    const states = new KeyStates({ db, log });
+    try {
+      const key = await newKey('5');
+      await eventually(async () => (await states.byHash(hashKey(key.fullKey)))?.status === 'active', 'the key to load');
+      const state = await states.byHash(hashKey(key.fullKey));
+      expect(state).toMatchObject({ keyId: key.id, capUsd: '5', spendUsd: '0', capReached: false });
+      expect(await states.byHash(hashKey(generateFullKey()))).toBeUndefined();
+
+      await db.transaction(async (trx) => {
+        await revokeKeys(trx, { keyId: key.id }, { by: null, reason: 'revoked' });
+        await notifyStateChanged(trx, [`key:${key.id}`]);
+      });
+      await eventually(async () => (await states.byHash(hashKey(key.fullKey)))?.status === 'revoked', 'the revocation to be heard', 1000, 5);
+    } finally {
+      await states.stop();
+    }
+  });
+
+  it('starts a new month at zero spend, without any reset', async () => {
+    let now = new Date('2026-03-31T23:59:00Z');
+    const states = new KeyStates({ db, log, clock: () => now });
+    const spend = new Spend({ log, recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'keys', subjectPrefix: 'test' }) });
+    try {
+      const key = await newKey('1.00');
+      await db.transaction((trx) => spend.usageRecorded(trx, parseEventEnvelope(JSON.stringify(usageEvent(key, '1.00', now)))));
+      await eventually(async () => (await states.byHash(hashKey(key.fullKey)))?.capReached, 'the cap to be reached');
+      now = new Date('2026-04-01T00:00:01Z');
+      expect(await states.byHash(hashKey(key.fullKey))).toMatchObject({ month: '2026-04-01', spendUsd: '0', capReached: false });
+    } finally {
+      await states.stop();
+    }
+  });
+});
+
+function usageEvent(key: { id: string; workspaceId: string }, cost: string, at: Date) {
+  return buildEventPayload(
+    newId('evt'),
+    {
+      type: 'billing.usage.recorded',
+      workspaceId: key.workspaceId,
+      data: { key_id: key.id, cost_usd: cost, occurred_at: at.toISOString(), balance_usd: '10' },
+    },
+    'billing',
+    at,
+  );
+}
+
+describe('spend alerts', () => {
+  it('fire once per threshold per month; a 100% threshold is the cap alert itself; usage of another month counts there', async () => {
+    const events: Array<{ type: string; data: Record<string, unknown> }> = [];
+    const spend = new Spend({
+      log,
+      recordEvent: async (trx, event) => {
+        events.push({ type: event.type, data: event.data });
+        return recordEvent(trx, event, { producer: 'keys', subjectPrefix: 'test' });
+      },
+    });
+    const key = await newKey('2');
+    await db('api_keys')
+      .where({ id: key.id })
+      .update({ alert_webhook_url: 'https://a.example.com', alert_threshold_pct: 100, alert_signing_secret_encrypted: 'x' });
+    const at = new Date();
+    for (const cost of ['1.5', '0.5', '0.5']) {
+      await db.transaction((trx) => spend.usageRecorded(trx, parseEventEnvelope(JSON.stringify(usageEvent(key, cost, at)))));
+    }
+    const lastMonth = new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth() - 1, 10));
+    await db.transaction((trx) => spend.usageRecorded(trx, parseEventEnvelope(JSON.stringify(usageEvent(key, '7', lastMonth)))));
+    const alerts = events.filter((e) => e.type === 'key.spend_alert').map((e) => [e.data.month, e.data.threshold_pct, e.data.spend_usd]);
+    expect(alerts).toEqual([
+      [monthOf(at).slice(0, 7), 100, '2'],
+      [monthOf(lastMonth).slice(0, 7), 100, '7'],
+    ]);
+    const rows = await db('key_monthly_spend').where({ key_id: key.id }).orderBy('month').select('month', db.raw('spend_usd::text AS spend'));
+    expect(rows.map((r: { spend: string }) => r.spend)).toEqual(['7', '2.5']);
+  });
+});
