@@ -4,11 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildRoutes } from '../src/routes.js';
 import { Mailbox } from './mailbox.js';
 import { bootMesh, restClient } from './mesh.js';
-import { accountScopedServices, type Principal, principals, type RouteCase, routeCases, type Workspace, World } from './permissions.js';
+import { accountScopedServices, type Caller, principals, type RouteCase, routeCases, type Workspace, World } from './permissions.js';
 
 /**
  * Walks the permission table (permissions.ts) through REST: every route, with a principal of
- * each role in the workspace and one of another workspace.
+ * each role in the workspace and one of another workspace, and for rows of "own" rules the
+ * developer on its own object.
  */
 
 let mesh: Mesh;
@@ -28,31 +29,38 @@ afterAll(async () => {
   await mesh?.stop();
 });
 
-async function callAs(routeCase: RouteCase, ws: Workspace, as: Principal) {
-  const user = ws.users[as];
-  // Members act in the organization; the outsider in its own workspace, which is a real one.
-  const workspaceHeader = as === 'outsider' ? user.personalWorkspaceId : ws.orgId;
-  return call(routeCase.method, routeCase.path(ws), {
-    token: user.token,
-    headers: { 'x-workspace-id': workspaceHeader },
-    body: routeCase.body?.(ws, as),
-  });
+/** The callers of a row: every principal, and the developer on its own object where the row expects it. */
+const callersOf = (routeCase: RouteCase): Caller[] => (routeCase.expect.developerOnOwn === undefined ? principals : [...principals, 'developerOnOwn']);
+
+/** The object a call changes, read as the owner (undefined for rows without a subject). */
+async function readSubject(routeCase: RouteCase, ws: Workspace, as: Caller) {
+  if (!routeCase.subject) return undefined;
+  const read = await world.callAs(ws, 'owner', 'GET', routeCase.subject(ws, as));
+  expect(read.status, read.text).toBe(200);
+  return read.json;
 }
 
 describe('the permission table, route by route', () => {
   for (const routeCase of routeCases) {
     it(`${routeCase.method} ${routeCase.template} (${routeCase.rpc})`, async () => {
-      for (const as of principals) {
+      for (const as of callersOf(routeCase)) {
         const ws = routeCase.mutates ? await world.workspace() : shared;
-        const response = await callAs(routeCase, ws, as);
-        expect(response.status, `${as}: ${response.text}`).toBe(routeCase.expect[as]);
-        if (response.status === 403) expect(response.json.error.code, `${as}: ${response.text}`).toMatch(/^forbidden$|^invitation_email_mismatch$/);
+        const before = await readSubject(routeCase, ws, as);
+        const response = await world.callAs(ws, as, routeCase.method, routeCase.path(ws, as), routeCase.body?.(ws, as));
+        const context = `${as}: ${response.text}`;
+        expect(response.status, context).toBe(routeCase.expect[as]);
+        if (response.status === 403) expect(response.json.error.code, context).toMatch(/^forbidden$|^invitation_email_mismatch$/);
         if (response.status === 404) {
-          // Another tenant's organization: never 403, never a trace of the object.
-          expect(response.json.error.code).toBe('organization_not_found');
+          // Another tenant's organization or object: never 403, never a trace of the object.
+          expect(response.json.error.code, context).toBe(routeCase.notFoundCode ?? 'organization_not_found');
           expect(response.text).not.toContain(ws.name);
         }
-        routeCase.check?.(response, ws, as);
+        // A full key is shown once, in the answer that creates it (SPEC §4).
+        if (!routeCase.showsFullKey) expect(response.text, context).not.toMatch(/full_key|sb_[0-9A-Za-z]{49}/);
+        if (response.status >= 400 && before !== undefined) {
+          expect(await readSubject(routeCase, ws, as), `${as}: the refused call changed its object`).toEqual(before);
+        }
+        await routeCase.check?.(response, ws, as, world);
       }
     });
   }

@@ -13,6 +13,20 @@ import { newUser } from './mesh.js';
 export type Principal = 'owner' | 'admin' | 'developer' | 'outsider';
 export const principals: Principal[] = ['owner', 'admin', 'developer', 'outsider'];
 
+/**
+ * Who makes a call of the walk: a principal, acting on the object its row names (for a key: one
+ * that another member created), or `developerOnOwn`, the developer acting on an object it created
+ * itself (SPEC §3: "change or revoke own keys"), walked for the rows that expect it.
+ */
+export type Caller = Principal | 'developerOnOwn';
+
+/** The principal whose token and workspace a caller's calls use. */
+export const principalOf = (as: Caller): Principal => (as === 'developerOnOwn' ? 'developer' : as);
+
+/** The members of a workspace's organization. */
+export type Member = 'owner' | 'admin' | 'developer' | 'target';
+const members: Member[] = ['owner', 'admin', 'developer', 'target'];
+
 type Call = ReturnType<typeof restClient>;
 
 export interface User {
@@ -23,11 +37,16 @@ export interface User {
   personalWorkspaceId: string;
 }
 
-/** One organization with an owner, an admin, a developer, a further developer (`target`) and a pending invitation. */
+/**
+ * One organization with an owner, an admin, a developer, a further developer (`target`), a key
+ * created by each of them, and a pending invitation.
+ */
 export interface Workspace {
   orgId: string;
   name: string;
   users: Record<Principal | 'target', User>;
+  /** The key_id of the key each member created in the organization (named after it and the organization, with an alert webhook). */
+  keys: Record<Member, string>;
   pendingInvitationId: string;
   pendingInvitationToken: string;
 }
@@ -38,18 +57,59 @@ export interface RouteCase {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** The canonical template, exactly as the proto's google.api.http annotation writes it. */
   template: string;
-  path(ws: Workspace): string;
-  body?(ws: Workspace, as: Principal): unknown;
-  /** The status each principal gets. The outsider is a member of another workspace only. */
-  expect: Record<Principal, number>;
+  path(ws: Workspace, as: Caller): string;
+  body?(ws: Workspace, as: Caller): unknown;
+  /**
+   * The status each principal gets. The outsider is a member of another workspace only. With
+   * `developerOnOwn`, the walk also calls as the developer on its own object.
+   */
+  expect: Record<Principal, number> & { developerOnOwn?: number };
+  /** The error code of a 404 (the object is not visible to the caller); organization_not_found when not given. */
+  notFoundCode?: string;
   /** The call changes the workspace: every principal gets a workspace of its own. */
   mutates?: boolean;
-  /** Further checks of a response. */
-  check?(response: ApiResponse, ws: Workspace, as: Principal): void;
+  /** The path of a GET (as the owner) reading the object the call changes: a refused call must leave it as it was. */
+  subject?(ws: Workspace, as: Caller): string;
+  /** The answer shows a full key (SPEC §4: only the answer that creates it); no other answer may. */
+  showsFullKey?: boolean;
+  /** Further checks of a response; `world` makes further calls. */
+  check?(response: ApiResponse, ws: Workspace, as: Caller, world: World): void | Promise<void>;
 }
 
 const managersOnly = { owner: 200, admin: 200, developer: 403, outsider: 404 };
 const everyMember = { owner: 200, admin: 200, developer: 200, outsider: 404 };
+/** SPEC §3: every member changes or revokes its own keys, owners and admins any key of the workspace. */
+const creatorOrManagers = { ...managersOnly, developerOnOwn: 200 };
+
+/** Whose key a caller acts on: `target`'s (another member's), or for `developerOnOwn` the developer's own. */
+const keyCreatorOf = (as: Caller): Member => (as === 'developerOnOwn' ? 'developer' : 'target');
+const keyPath = (ws: Workspace, as: Caller) => `/v1/keys/${ws.keys[keyCreatorOf(as)]}`;
+
+/** The alert webhook every key of a workspace starts with, and the one the walk sets. */
+const initialAlertUrl = 'https://alerts.example.com/initial';
+const alertUrl = 'https://alerts.example.com/hook';
+
+/**
+ * The row of a call that changes one key and answers it (SPEC §4): on the key of `keyCreatorOf`,
+ * in a fresh workspace for every caller; `changed` checks the answer of a success.
+ */
+function keyChange(row: Pick<RouteCase, 'rpc' | 'method' | 'template' | 'body'> & { changed(key: ApiResponse['json'], as: Caller): void }): RouteCase {
+  const { changed, ...route } = row;
+  return {
+    ...route,
+    path: (ws, as) => row.template.replace('{key_id}', ws.keys[keyCreatorOf(as)]),
+    expect: creatorOrManagers,
+    notFoundCode: 'key_not_found',
+    mutates: true,
+    subject: keyPath,
+    check: (response, ws, as) => {
+      if (response.status !== 200) return;
+      const creator = keyCreatorOf(as);
+      expect(response.json).toMatchObject({ key_id: ws.keys[creator], created_by: ws.users[creator].userId });
+      changed(response.json, as);
+    },
+  };
+}
 
 let invitationCounter = 0;
 const freshAddress = () => {
@@ -109,7 +169,7 @@ export const routeCases: RouteCase[] = [
     mutates: true,
     check: (response, ws, as) => {
       if (response.status === 201)
-        expect(response.json).toMatchObject({ org_id: ws.orgId, role: 'developer', status: 'pending', invited_by: ws.users[as].userId });
+        expect(response.json).toMatchObject({ org_id: ws.orgId, role: 'developer', status: 'pending', invited_by: ws.users[principalOf(as)].userId });
     },
   },
   {
@@ -189,7 +249,101 @@ export const routeCases: RouteCase[] = [
       if (response.status === 200) expect(response.json).toMatchObject({ org_id: ws.orgId, role: 'admin' });
     },
   },
-  // --- keys, billing, conversations, webhooks: rows land with their issues -----------------------
+  // --- keys ------------------------------------------------------------------------------------
+  {
+    rpc: 'CreateKey',
+    method: 'POST',
+    template: '/v1/keys',
+    path: () => '/v1/keys',
+    body: (_ws, as) => ({ name: `Made by ${as}` }),
+    // Every member creates keys in the workspace; the outsider, acting in its own, creates one there.
+    expect: { owner: 201, admin: 201, developer: 201, outsider: 201 },
+    showsFullKey: true,
+    check: async (response, ws, as, world) => {
+      const user = ws.users[principalOf(as)];
+      expect(response.json).toMatchObject({
+        full_key: expect.stringMatching(/^sb_[0-9A-Za-z]{49}$/),
+        key: { key_id: expect.stringMatching(/^key_/), name: `Made by ${as}`, status: 'active', created_by: user.userId },
+      });
+      // The key belongs to the workspace the caller acted in, and only to it.
+      const path = `/v1/keys/${response.json.key.key_id}`;
+      expect((await world.callAs(ws, as, 'GET', path)).status).toBe(200);
+      expect((await world.callAs(ws, 'owner', 'GET', path)).status).toBe(as === 'outsider' ? 404 : 200);
+    },
+  },
+  {
+    rpc: 'ListKeys',
+    method: 'GET',
+    template: '/v1/keys',
+    path: () => '/v1/keys?limit=100',
+    // The outsider lists the keys of its own workspace.
+    expect: { owner: 200, admin: 200, developer: 200, outsider: 200 },
+    check: (response, ws, as) => {
+      const listed: { key_id: string; created_by: string }[] = response.json.data;
+      const ids = listed.map((key) => key.key_id);
+      if (as === 'outsider') {
+        for (const keyId of Object.values(ws.keys)) expect(ids).not.toContain(keyId);
+        // Its workspace is its personal one, where it is the only member.
+        for (const key of listed) expect(key.created_by).toBe(ws.users.outsider.userId);
+      } else {
+        expect(ids).toEqual(expect.arrayContaining(Object.values(ws.keys)));
+        const memberIds = members.map((member) => ws.users[member].userId);
+        for (const key of listed) expect(memberIds).toContain(key.created_by);
+      }
+    },
+  },
+  {
+    rpc: 'GetKey',
+    method: 'GET',
+    template: '/v1/keys/{key_id}',
+    path: keyPath,
+    expect: everyMember,
+    notFoundCode: 'key_not_found',
+    check: (response, ws) => {
+      if (response.status === 200) expect(response.json).toMatchObject({ key_id: ws.keys.target, created_by: ws.users.target.userId, status: 'active' });
+    },
+  },
+  keyChange({
+    rpc: 'UpdateKey',
+    method: 'PATCH',
+    template: '/v1/keys/{key_id}',
+    body: (_ws, as) => ({ name: `Renamed by ${as}` }),
+    changed: (key, as) => expect(key.name).toBe(`Renamed by ${as}`),
+  }),
+  keyChange({
+    rpc: 'UpdateSpendCap',
+    method: 'PATCH',
+    template: '/v1/keys/{key_id}/spend-cap',
+    body: () => ({ monthly_spend_cap_usd: '5' }),
+    changed: (key) => expect(key.monthly_spend_cap_usd).toBe('5'),
+  }),
+  keyChange({
+    rpc: 'SetAlertWebhook',
+    method: 'PUT',
+    template: '/v1/keys/{key_id}/alert-webhook',
+    body: () => ({ url: alertUrl }),
+    changed: (key) => expect(key).toMatchObject({ alert_webhook_url: alertUrl, alert_threshold_pct: 80, signing_secret: expect.stringMatching(/^whsec_/) }),
+  }),
+  keyChange({
+    rpc: 'DeleteAlertWebhook',
+    method: 'DELETE',
+    template: '/v1/keys/{key_id}/alert-webhook',
+    changed: (key) => expect(key).toMatchObject({ alert_webhook_url: null, alert_threshold_pct: null }),
+  }),
+  keyChange({
+    rpc: 'SetRoutingPolicy',
+    method: 'PUT',
+    template: '/v1/keys/{key_id}/routing-policy',
+    body: () => ({ routing_policy: 'cn-only' }),
+    changed: (key) => expect(key.routing_policy).toBe('cn-only'),
+  }),
+  keyChange({
+    rpc: 'RevokeKey',
+    method: 'DELETE',
+    template: '/v1/keys/{key_id}',
+    changed: (key) => expect(key).toMatchObject({ status: 'revoked', revoked_at: expect.any(String) }),
+  }),
+  // --- billing, conversations, webhooks: rows land with their issues ----------------------------
 ];
 
 /**
@@ -235,7 +389,25 @@ export class World {
     return this.call('POST', '/v1/invitations/accept', { token: user.token, body: { token } });
   }
 
-  /** A fresh organization of the shared users (owner, admin, developer, target), plus a pending invitation. */
+  /** A call by `as`: members act in the organization; the outsider in its own workspace, which is a real one. */
+  callAs(ws: Workspace, as: Caller, method: string, path: string, body?: unknown): Promise<ApiResponse> {
+    const user = ws.users[principalOf(as)];
+    const workspaceId = as === 'outsider' ? user.personalWorkspaceId : ws.orgId;
+    return this.call(method, path, { token: user.token, headers: { 'x-workspace-id': workspaceId }, body });
+  }
+
+  /** Creates a key as `user` in `workspaceId`, with the initial alert webhook, and returns its key_id. */
+  private async key(user: User, workspaceId: string, name: string): Promise<string> {
+    const options = { token: user.token, headers: { 'x-workspace-id': workspaceId } };
+    const created = await this.call('POST', '/v1/keys', { ...options, body: { name } });
+    expect(created.status, created.text).toBe(201);
+    const keyId: string = created.json.key.key_id;
+    const alerted = await this.call('PUT', `/v1/keys/${keyId}/alert-webhook`, { ...options, body: { url: initialAlertUrl } });
+    expect(alerted.status, alerted.text).toBe(200);
+    return keyId;
+  }
+
+  /** A fresh organization of the shared users (owner, admin, developer, target), a key of each, plus a pending invitation. */
   async workspace(): Promise<Workspace> {
     const users = {
       owner: await this.user('owner'),
@@ -257,7 +429,10 @@ export class World {
       const accepted = await this.accept(users[label], token);
       expect(accepted.status, accepted.text).toBe(200);
     }
+    // Named after the organization, so that a 404 shows no trace of the key either.
+    const keyIds = await Promise.all(members.map((member) => this.key(users[member], orgId, `${member}'s key in ${name}`)));
+    const keys = Object.fromEntries(members.map((member, i) => [member, keyIds[i]])) as Record<Member, string>;
     const pending = await this.invite(users.owner, orgId, name, freshAddress(), 'developer');
-    return { orgId, name, users, pendingInvitationId: pending.invitationId, pendingInvitationToken: pending.token };
+    return { orgId, name, users, keys, pendingInvitationId: pending.invitationId, pendingInvitationToken: pending.token };
   }
 }

@@ -1,13 +1,30 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
-import { memberClaims, outcomeOf, ServiceUnderTest } from '@switchboard/runtime/testing';
+import { dropDatabase, ensureDatabase } from '@switchboard/runtime/infra';
+import { DataKeyRing } from '@switchboard/runtime/secrets';
+import { memberClaims, outcomeOf, requireEnv, ServiceUnderTest } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-const service = new ServiceUnderTest(new URL('../dist/src/main.js', import.meta.url), 'keys');
+const main = new URL('../dist/src/main.js', import.meta.url);
+const service = new ServiceUnderTest(main, 'keys');
 
 /** The keys service on its own: it boots, migrates, and guards every RPC by its proto rule. */
 describe('keys service', () => {
-  beforeAll(() => service.start());
-  afterAll(() => service.stop());
+  // A database of its own: the data-key rotation below re-encrypts every row it finds.
+  const url = new URL(requireEnv('DATABASE_URL'));
+  url.pathname = `/${url.pathname.slice(1)}_keys_${randomBytes(3).toString('hex')}`;
+  const databaseUrl = url.toString();
+
+  beforeAll(async () => {
+    await ensureDatabase(databaseUrl);
+    await service.start({ env: { DATABASE_URL: databaseUrl } });
+  });
+  afterAll(async () => {
+    await service.stop();
+    await dropDatabase(databaseUrl).catch(() => undefined);
+  });
 
   it('refuses calls without a mesh token or principal, and lets internal RPCs be called only by the components their rule names', async () => {
     expect(await outcomeOf(service.client(KeyService, null).listKeys({}))).toBe('Unauthenticated');
@@ -21,11 +38,27 @@ describe('keys service', () => {
     expect((await service.client(KeyService, { caller: 'webhooks' }).resolveAlertWebhook({ keyId: 'key_x' })).url).toBeUndefined();
   });
 
-  it('gives the alert webhook and its signing secret to the webhooks service only', async () => {
+  it('gives the alert webhook and its signing secret to the webhooks service only, also after a data key rotation', async () => {
     const owner = service.client(KeyService, memberClaims('owner'));
     const { key } = await owner.createKey({ name: 'alerts' });
     const set = await owner.setAlertWebhook({ keyId: key!.keyId, url: 'https://alerts.example.com/h', thresholdPct: 90 });
-    const resolved = await service.client(KeyService, { caller: 'webhooks' }).resolveAlertWebhook({ keyId: key!.keyId });
-    expect(resolved).toMatchObject({ url: 'https://alerts.example.com/h', signingSecret: set.signingSecret, thresholdPct: 90 });
+    const resolve = () => service.client(KeyService, { caller: 'webhooks' }).resolveAlertWebhook({ keyId: key!.keyId });
+    expect(await resolve()).toMatchObject({ url: 'https://alerts.example.com/h', signingSecret: set.signingSecret, thresholdPct: 90 });
+
+    // A new data key in front, every secret re-encrypted under it, then the old key dropped.
+    await service.stop();
+    const k1 = requireEnv('SWITCHBOARD_DATA_KEYS');
+    const k2 = DataKeyRing.generateEntry('k2');
+    const rotation = spawn(process.execPath, [fileURLToPath(main), '--rotate-data-key'], {
+      env: { ...process.env, DATABASE_URL: databaseUrl, SWITCHBOARD_DATA_KEYS: `${k2},${k1}` },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    for (const stream of [rotation.stdout, rotation.stderr]) stream.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    expect(await new Promise((resolve) => rotation.once('exit', resolve)), output).toBe(0);
+    expect(output).toContain('data key rotation finished');
+    expect(output).not.toContain(set.signingSecret);
+    await service.start({ env: { DATABASE_URL: databaseUrl, SWITCHBOARD_DATA_KEYS: k2 } });
+    expect((await resolve()).signingSecret).toBe(set.signingSecret);
   });
 });
