@@ -2,6 +2,7 @@ import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { type Client, Code, ConnectError } from '@connectrpc/connect';
 import type { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { audit } from '@switchboard/runtime/audit';
 import type { Logger } from '@switchboard/runtime/log';
 import { sha256Hex } from '@switchboard/runtime/secrets';
 import { createLocalJWKSet, type JSONWebKeySet, errors as joseErrors, jwtVerify } from 'jose';
@@ -63,12 +64,12 @@ export class Authenticator {
   ) {}
 
   /** The principal of an `Authorization: Bearer …` header; 401 when absent or not valid. */
-  async authenticate(authorization: string | undefined): Promise<Principal> {
+  async authenticate(authorization: string | undefined, scope: { ip?: string; requestId?: string } = {}): Promise<Principal> {
     if (!authorization) throw unauthenticated('Authentication required: send Authorization: Bearer <access token or API key>.');
     const match = /^Bearer\s+(\S+)$/i.exec(authorization);
     if (!match) throw unauthenticated('The Authorization header must be "Bearer <token>".');
     const credential = match[1];
-    return credential.startsWith('sb_') ? this.authenticateKey(credential) : this.authenticateAccessToken(credential);
+    return credential.startsWith('sb_') ? this.authenticateKey(credential, scope) : this.authenticateAccessToken(credential);
   }
 
   private async authenticateAccessToken(token: string): Promise<Principal> {
@@ -131,7 +132,7 @@ export class Authenticator {
    * The principal of an API key, from the keys service (AuthenticateKey answers from memory),
    * cached for keyCacheMs: 401 unknown or revoked, 402 spend_cap_exceeded with its facts.
    */
-  private async authenticateKey(fullKey: string): Promise<Principal> {
+  private async authenticateKey(fullKey: string, scope: { ip?: string; requestId?: string }): Promise<Principal> {
     const hash = sha256Hex(fullKey);
     let cached = this.keyAnswers.get(hash);
     if (!cached || cached.expiresAt <= Date.now()) {
@@ -144,7 +145,18 @@ export class Authenticator {
       this.keyAnswers.set(hash, cached);
       if (cached.keyId) this.keyHashes.set(cached.keyId, hash);
     }
-    if (cached.outcome instanceof HttpError) throw cached.outcome;
+    if (cached.outcome instanceof HttpError) {
+      // ASVS 16.3: a refused credential is an audit line (the key's id when it exists, never the key).
+      audit(this.log, {
+        event: 'authentication.api_key',
+        outcome: 'failure',
+        ip: scope.ip,
+        requestId: scope.requestId,
+        reason: cached.outcome.code,
+        details: { key_id: cached.keyId },
+      });
+      throw cached.outcome;
+    }
     return cached.outcome;
   }
 

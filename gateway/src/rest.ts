@@ -131,7 +131,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   let principal: Principal | undefined;
   let workspace: Workspace | undefined;
   if (route.credentials !== 'none') {
-    principal = await options.authenticator.authenticate(req.headers.authorization);
+    principal = await options.authenticator.authenticate(req.headers.authorization, { ip: facts.clientIp, requestId });
     facts.principal = principal;
     if (route.credentials === 'user_session' && principal.type === 'key') {
       throw new HttpError(403, userSessionRequired.code, userSessionRequired.message);

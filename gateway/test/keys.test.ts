@@ -280,7 +280,24 @@ describe('keys as credentials', () => {
     const { fullKey } = await createKey((await signUp()).token);
     const flipped = `${fullKey.slice(0, 10)}${fullKey[10] === 'a' ? 'b' : 'a'}${fullKey.slice(11)}`;
     for (const credential of ['sb_nothing', flipped, `${fullKey}x`, fullKey.slice(0, -1)]) {
-      expectErrorBody(await call('GET', '/v1/account', { token: credential }), 401, 'invalid_api_key');
+      const refused = await call('GET', '/v1/account', { token: credential });
+      expectErrorBody(refused, 401, 'invalid_api_key');
+      // An audit line with the request id and the client's address, never the credential.
+      const line = await eventually(
+        () =>
+          mesh
+            .output('gateway')
+            .split('\n')
+            .find((l) => l.includes(refused.headers.get('x-request-id')!) && l.includes('"audit":true')),
+        'the audit line',
+      );
+      expect(JSON.parse(line)).toMatchObject({
+        event: 'authentication.api_key',
+        outcome: 'failure',
+        reason: 'invalid_api_key',
+        ip: expect.stringContaining('127.0.0.1'),
+      });
+      expect(line).not.toContain(credential);
     }
   });
 
