@@ -79,7 +79,8 @@ export interface InsertLoopResult {
   server: { version: string; synchronousCommit: string };
 }
 
-function percentile(sorted: Float64Array, p: number): number {
+/** The `p`th percentile of ascending `sorted` values, rounded to 2 decimals (0 when empty). */
+export function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return 0;
   const index = Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1);
   return Math.round(sorted[Math.max(0, index)] * 100) / 100;

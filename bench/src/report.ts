@@ -59,10 +59,11 @@ export function check(name: string, value: number, comparison: '<' | '>=', limit
   return { name, value, comparison, limit, unit, pass: comparison === '<' ? value < limit : value >= limit };
 }
 
-const fmt = (value: number | undefined, digits = 0) => (value === undefined || Number.isNaN(value) ? '-' : value.toFixed(digits));
+export const fmt = (value: number | undefined, digits = 0) => (value === undefined || Number.isNaN(value) ? '-' : value.toFixed(digits));
 const verdict = (pass: boolean) => (pass ? 'PASS' : 'FAIL');
 
-function table(header: string[], rows: string[][], alignLeft = 1): string {
+/** A plain-text table, columns after the first `alignLeft` right-aligned. */
+export function table(header: string[], rows: string[][], alignLeft = 1): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells

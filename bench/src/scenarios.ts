@@ -74,8 +74,8 @@ const seconds = (name: string, fallback: number) => {
 };
 
 /** BENCH_DURATION_SECONDS / BENCH_WARMUP_SECONDS shorten or lengthen every scenario. */
-const durationSeconds = seconds('BENCH_DURATION_SECONDS', 10);
-const warmupSeconds = seconds('BENCH_WARMUP_SECONDS', 2);
+export const durationSeconds = seconds('BENCH_DURATION_SECONDS', 10);
+export const warmupSeconds = seconds('BENCH_WARMUP_SECONDS', 2);
 
 export const scenarios: Scenario[] = [
   {
