@@ -110,6 +110,8 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     SWITCHBOARD_MESH_SECRET: meshSecret.value,
     SWITCHBOARD_DATA_KEYS: dataKeys.value,
     MAILBOX_DIR: process.env.MAILBOX_DIR ?? path.join(options.dataDir, 'mailbox'),
+    // Links the mesh hands out (the sandbox checkout page) point at this gateway.
+    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://localhost:${ports.gateway}`,
     ...Object.fromEntries(serviceNames.map((name) => [`${name.toUpperCase()}_URL`, urls[name]])),
     ...options.env,
   };

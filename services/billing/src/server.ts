@@ -1,16 +1,77 @@
-import type { ConnectRouter } from '@connectrpc/connect';
+import { timestampDate } from '@bufbuild/protobuf/wkt';
+import type { ConnectRouter, HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import { Code } from '@connectrpc/connect';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { apiError } from '@switchboard/runtime/errors';
+import { callerOf, requestIdOf } from '@switchboard/runtime/server';
+import type { Reports } from './reports.js';
+import type { Topups } from './topups.js';
+import type { UsageLedger } from './usage.js';
 
 /**
- * The RPC surface of the billing service: validation and translation only; the work belongs in
- * domain modules that `main.ts` builds and passes here. Billing are built by a later issue: until
- * then the handlers are empty and every RPC answers Unimplemented (501 on the REST surface),
- * never a fake success; each call still passes its access rule first.
+ * The RPC surface of the billing service: translation only; the work happens in the domain
+ * modules. Workspace RPCs act in the workspace the gateway resolved (the mesh token's), after
+ * their proto access rule (billing.read, billing.topup) was applied.
  */
-export type BillingHandlers = Record<string, never>;
 
-export function registerRoutes(router: ConnectRouter, _handlers: BillingHandlers): void {
-  router.service(BillingService, {});
-  router.service(CheckoutService, {});
-  router.service(UsageService, {});
+export interface BillingHandlers {
+  usage: UsageLedger;
+  reports: Reports;
+  topups: Topups;
+}
+
+function workspaceOf(ctx: HandlerContext): string {
+  const { workspaceId } = callerOf(ctx);
+  if (!workspaceId) throw apiError(Code.Unauthenticated, 'unauthenticated', 'This call needs a signed-in user or an API key.');
+  return workspaceId;
+}
+
+export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
+  const { usage, reports, topups } = handlers;
+
+  const billing: ServiceImpl<typeof BillingService> = {
+    getBalance: (_req, ctx) => reports.balance(workspaceOf(ctx)),
+    getUsage: (req, ctx) => reports.usage(workspaceOf(ctx), req.days),
+    getUsageByTier: (req, ctx) => reports.usageByTier(workspaceOf(ctx), req.days),
+    getPlan: (_req, ctx) => reports.plan(workspaceOf(ctx)),
+    getUpgradeHint: (_req, ctx) => reports.upgradeHint(workspaceOf(ctx)),
+    createCheckout: (req, ctx) =>
+      topups.create(
+        { workspaceId: workspaceOf(ctx), userId: callerOf(ctx).principalId, requestId: requestIdOf(ctx) },
+        { amount: req.amountUsd, idempotencyKey: req.idempotencyKey },
+      ),
+    createTopup: (req, ctx) =>
+      topups.create(
+        { workspaceId: workspaceOf(ctx), userId: callerOf(ctx).principalId, requestId: requestIdOf(ctx) },
+        { amount: req.amountUsd, idempotencyKey: req.idempotencyKey },
+      ),
+    listTopups: (req, ctx) => topups.list(workspaceOf(ctx), { limit: req.limit, after: req.after }),
+  };
+
+  const checkout: Partial<ServiceImpl<typeof CheckoutService>> = {
+    completeSandboxCheckout: (req, ctx) => topups.completeSandbox(req.token, requestIdOf(ctx)),
+  };
+
+  const usageService: ServiceImpl<typeof UsageService> = {
+    recordUsage: (req, ctx) =>
+      usage.record({
+        generationId: req.generationId,
+        keyId: req.keyId,
+        workspaceId: req.workspaceId,
+        model: req.model,
+        routedModel: req.routedModel,
+        inputTokens: req.inputTokens,
+        outputTokens: req.outputTokens,
+        upstreamCostUsd: req.upstreamCostUsd,
+        byok: req.byok,
+        occurredAt: req.occurredAt ? timestampDate(req.occurredAt) : undefined,
+        reservationId: req.reservationId,
+        requestId: requestIdOf(ctx),
+      }),
+    getGeneration: (req) => usage.generation(req.generationId, req.workspaceId),
+  };
+
+  router.service(BillingService, billing);
+  router.service(CheckoutService, checkout);
+  router.service(UsageService, usageService);
 }

@@ -18,7 +18,7 @@ import { generateFullKey, hashKey, hintOf } from './key-format.js';
 import { parseKeyName, parseRoutingPolicy, parseSpendCap, parseStatusFilter, parseThresholdPct } from './key-input.js';
 import { toKey } from './key-record.js';
 import { monthOf } from './months.js';
-import { findKey, insertKey, type KeyChanges, type KeyRow, listKeys, lockKey, notifyStateChanged, revokeKeys, updateKey } from './store/keys.js';
+import { findKey, findKeyOwner, insertKey, type KeyChanges, type KeyRow, listKeys, lockKey, notifyStateChanged, revokeKeys, updateKey } from './store/keys.js';
 
 /**
  * API keys as their workspace manages them (SPEC §4): create, list, read, and the changes a
@@ -106,6 +106,13 @@ export class Keys {
     const row = keyId ? await findKey(this.deps.db, keyId, caller.workspaceId, this.month()) : undefined;
     if (!row) throw keyNotFound();
     return toKey(row);
+  }
+
+  /** Whose a key is, for the billing service (any workspace: the caller is a component, not a user). */
+  async owner(keyId: string): Promise<{ keyId: string; workspaceId: string; status: string }> {
+    const row = keyId ? await findKeyOwner(this.deps.db, keyId) : undefined;
+    if (!row) throw keyNotFound();
+    return { keyId: row.id, workspaceId: row.workspace_id, status: row.status };
   }
 
   rename(caller: Caller, keyId: string, rawName: string): Promise<KeyRecord> {

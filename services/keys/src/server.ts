@@ -67,6 +67,10 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
     async authenticateKey(req) {
       return authorizer.authenticate(req.fullKey);
     },
+    async describeKey(req) {
+      if (req.keyId === '') throw invalidArgument('key_id', 'key_id is required.');
+      return keys.owner(req.keyId);
+    },
     async resolveAlertWebhook(req) {
       if (req.keyId === '') throw invalidArgument('key_id', 'key_id is required.');
       return handlers.alertWebhooks.resolve(req.keyId);

@@ -131,6 +131,11 @@ export async function findKeyStateById(db: Db, keyId: string, month: string): Pr
   return rows[0];
 }
 
+/** The workspace and status of a key, for the billing service. */
+export async function findKeyOwner(db: Db, keyId: string): Promise<{ id: string; workspace_id: string; status: string } | undefined> {
+  return db('api_keys').where({ id: keyId }).first('id', 'workspace_id', 'status');
+}
+
 /** The alert webhook of a key, for the webhooks service. */
 export async function findAlertWebhook(
   db: Db,

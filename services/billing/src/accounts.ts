@@ -1,0 +1,36 @@
+import type { Knex } from '@switchboard/runtime/db';
+import type { Pricing } from './pricing.js';
+import { ensureAccount, findAccount } from './store/accounts.js';
+
+/**
+ * Billing accounts: one per workspace, created on first touch with the free credit (SPEC §5:
+ * `FREE_CREDIT_USD`, default "1.00"), personal workspaces and organizations alike. The insert is
+ * idempotent, so the credit is granted once whichever call comes first.
+ */
+export interface AccountsDeps {
+  db: Knex;
+  pricing: Pricing;
+  freeCreditUsd: string;
+}
+
+export class Accounts {
+  /** Workspaces known to have an account: no insert attempt per call. Bounded. */
+  private readonly known = new Set<string>();
+
+  constructor(private readonly deps: AccountsDeps) {}
+
+  async ensure(workspaceId: string): Promise<void> {
+    if (this.known.has(workspaceId)) return;
+    await ensureAccount(this.deps.db, workspaceId, this.deps.freeCreditUsd, this.deps.pricing.defaultPlan);
+    if (this.known.size >= 100_000) this.known.clear();
+    this.known.add(workspaceId);
+  }
+
+  /** The account, created first when needed. */
+  async get(workspaceId: string): Promise<{ balanceUsd: string; planId: string; updatedAt: Date }> {
+    await this.ensure(workspaceId);
+    const row = await findAccount(this.deps.db, workspaceId);
+    if (!row) throw new Error(`billing account ${workspaceId} vanished`);
+    return { balanceUsd: row.balance_usd, planId: row.plan_id, updatedAt: row.updated_at };
+  }
+}

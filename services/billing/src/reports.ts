@@ -1,0 +1,134 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type {
+  BalanceSchema,
+  GetPlanResponseSchema,
+  GetUpgradeHintResponseSchema,
+  UsageByTierSchema,
+  UsageSchema,
+} from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
+import type { Knex } from '@switchboard/runtime/db';
+import { invalidArgument } from '@switchboard/runtime/errors';
+import { Money } from '@switchboard/runtime/money';
+import type { Accounts } from './accounts.js';
+import type { PlanPricing, Pricing, Tier } from './pricing.js';
+import { type TierRow, usageByDay, usageByTier } from './store/usage.js';
+
+/**
+ * The billing reads of a workspace (SPEC §5): balance, usage per UTC day and per tier over the
+ * last `days` (1..365, default 30; today included, days without usage as zeros), the plan, and
+ * the upgrade hint: the last 30 days priced under every plan of the pricing file, its monthly fee
+ * included; the cheapest other plan is recommended when it costs less than the current one.
+ */
+
+export interface ReportsDeps {
+  db: Knex;
+  pricing: Pricing;
+  accounts: Accounts;
+  clock?: Clock;
+}
+
+const dayMs = 24 * 3600 * 1000;
+const hintWindowDays = 30;
+
+export function parseDays(days: number | undefined, field = 'days'): number {
+  if (days === undefined) return 30;
+  if (!Number.isInteger(days) || days < 1 || days > 365) throw invalidArgument(field, 'days must be a whole number from 1 to 365.');
+  return days;
+}
+
+const isoDate = (at: Date) => at.toISOString().slice(0, 10);
+
+function toPlan(plan: PlanPricing) {
+  return {
+    planId: plan.planId,
+    name: plan.name,
+    monthlyFeeUsd: plan.monthlyFeeUsd,
+    discounts: {
+      fastPct: plan.discounts.fastPct,
+      balancedPct: plan.discounts.balancedPct,
+      passthroughMarkupPct: plan.discounts.passthroughMarkupPct,
+      byokFeePct: plan.discounts.byokFeePct,
+    },
+  };
+}
+
+export class Reports {
+  constructor(private readonly deps: ReportsDeps) {}
+
+  private now(): Date {
+    return (this.deps.clock ?? systemClock)();
+  }
+
+  async balance(workspaceId: string): Promise<MessageInitShape<typeof BalanceSchema>> {
+    const account = await this.deps.accounts.get(workspaceId);
+    return { balanceUsd: account.balanceUsd, currency: 'USD', updatedAt: timestampFromDate(account.updatedAt) };
+  }
+
+  /** The first day of a window of `days` days that ends today (UTC). */
+  private window(days: number): { from: string; to: string; since: Date } {
+    const today = new Date(`${isoDate(this.now())}T00:00:00Z`);
+    const since = new Date(today.getTime() - (days - 1) * dayMs);
+    return { from: isoDate(since), to: isoDate(today), since };
+  }
+
+  async usage(workspaceId: string, rawDays: number | undefined): Promise<MessageInitShape<typeof UsageSchema>> {
+    const days = parseDays(rawDays);
+    const { from, to } = this.window(days);
+    const rows = await usageByDay(this.deps.db, workspaceId, from, to);
+    const total = rows.reduce((sum, row) => sum.plus(row.cost_usd), new Money(0));
+    return {
+      days,
+      totalCostUsd: total.toFixed(),
+      data: rows.map((row) => ({
+        date: row.date,
+        costUsd: new Money(row.cost_usd).toFixed(),
+        requests: BigInt(row.requests),
+        inputTokens: BigInt(row.input_tokens),
+        outputTokens: BigInt(row.output_tokens),
+      })),
+    };
+  }
+
+  async usageByTier(workspaceId: string, rawDays: number | undefined): Promise<MessageInitShape<typeof UsageByTierSchema>> {
+    const days = parseDays(rawDays);
+    const rows = await usageByTier(this.deps.db, workspaceId, this.window(days).since);
+    const of = (tier: Tier) => {
+      const row = rows.find((r) => r.tier === tier);
+      return { costUsd: row ? new Money(row.cost_usd).toFixed() : '0', requests: BigInt(row?.requests ?? 0) };
+    };
+    return { days, byTier: { fast: of('fast'), balanced: of('balanced'), passthrough: of('passthrough'), byok: of('byok') } };
+  }
+
+  async plan(workspaceId: string): Promise<MessageInitShape<typeof GetPlanResponseSchema>> {
+    const { planId } = await this.deps.accounts.get(workspaceId);
+    return { plan: toPlan(this.deps.pricing.plan(planId)) };
+  }
+
+  async upgradeHint(workspaceId: string): Promise<MessageInitShape<typeof GetUpgradeHintResponseSchema>> {
+    const { pricing } = this.deps;
+    const { planId } = await this.deps.accounts.get(workspaceId);
+    const rows = await usageByTier(this.deps.db, workspaceId, new Date(this.now().getTime() - hintWindowDays * dayMs));
+    const costUnder = (plan: PlanPricing) => rows.reduce((sum, row) => sum.plus(this.repriced(row, plan.planId)), new Money(plan.monthlyFeeUsd));
+    const current = costUnder(pricing.plan(planId));
+    if (current.isZero()) return { hint: {} };
+    let best: { plan: PlanPricing; cost: Money } | undefined;
+    for (const plan of pricing.plans) {
+      if (plan.planId === planId) continue;
+      const cost = costUnder(plan);
+      if (cost.lt(current) && (!best || cost.lt(best.cost))) best = { plan, cost };
+    }
+    if (!best) return { hint: {} };
+    const savingsPct = current.minus(best.cost).div(current).times(100).toDecimalPlaces(1, Money.ROUND_HALF_UP).toNumber();
+    return { hint: { recommendPlan: best.plan.planId, savingsPct } };
+  }
+
+  /** What the usage of one tier would have cost under `planId` (pricing is linear in its inputs). */
+  private repriced(row: TierRow, planId: string): Money {
+    return this.deps.pricing.cost(
+      { tier: row.tier as Tier, inputTokens: BigInt(row.input_tokens), outputTokens: BigInt(row.output_tokens), upstreamCostUsd: row.upstream_cost_usd },
+      planId,
+    );
+  }
+}

@@ -1,0 +1,34 @@
+import type { Knex } from '@switchboard/runtime/db';
+import type { Db } from '@switchboard/runtime/sql';
+
+// The billing account of each workspace: its balance and plan.
+
+export interface AccountRow {
+  workspace_id: string;
+  balance_usd: string;
+  plan_id: string;
+  updated_at: Date;
+}
+
+/** Creates the account with the free credit unless it exists (credited once, whoever comes first). */
+export async function ensureAccount(db: Db, workspaceId: string, freeCreditUsd: string, planId: string): Promise<void> {
+  await db.raw('INSERT INTO accounts (workspace_id, balance_usd, plan_id) VALUES (?, ?::numeric, ?) ON CONFLICT DO NOTHING', [
+    workspaceId,
+    freeCreditUsd,
+    planId,
+  ]);
+}
+
+export async function findAccount(db: Db, workspaceId: string): Promise<AccountRow | undefined> {
+  return db('accounts').where({ workspace_id: workspaceId }).first('workspace_id', db.raw('balance_usd::text AS balance_usd'), 'plan_id', 'updated_at');
+}
+
+/** Adds `deltaUsd` (negative: a debit) to the balance; returns the new balance. */
+export async function adjustBalance(trx: Knex.Transaction, workspaceId: string, deltaUsd: string): Promise<string> {
+  const { rows } = await trx.raw<{ rows: Array<{ balance_usd: string }> }>(
+    'UPDATE accounts SET balance_usd = balance_usd + ?::numeric, updated_at = now() WHERE workspace_id = ? RETURNING balance_usd::text',
+    [deltaUsd, workspaceId],
+  );
+  if (rows.length !== 1) throw new Error(`no billing account for ${workspaceId}`);
+  return rows[0].balance_usd;
+}

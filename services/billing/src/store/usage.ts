@@ -1,0 +1,116 @@
+import type { Knex } from '@switchboard/runtime/db';
+import type { Db } from '@switchboard/runtime/sql';
+
+// Priced usage, one row per generation (the generation registry).
+
+export interface UsageRow {
+  id: string;
+  generation_id: string;
+  workspace_id: string;
+  key_id: string;
+  model: string;
+  routed_model: string | null;
+  tier: string;
+  cost_usd: string;
+  occurred_at: Date;
+}
+
+export interface NewUsage {
+  id: string;
+  generationId: string;
+  workspaceId: string;
+  keyId: string;
+  model: string;
+  routedModel: string | null;
+  tier: string;
+  inputTokens: string;
+  outputTokens: string;
+  upstreamCostUsd: string | null;
+  costUsd: string;
+  planId: string;
+  pricingVersion: string;
+  reservationId: string | null;
+  occurredAt: Date;
+}
+
+const usageColumns = 'id, generation_id, workspace_id, key_id, model, routed_model, tier, cost_usd::text AS cost_usd, occurred_at';
+
+/** Inserts the usage unless its generation is recorded already; true when inserted. */
+export async function insertUsage(trx: Knex.Transaction, usage: NewUsage): Promise<boolean> {
+  const { rows } = await trx.raw<{ rows: unknown[] }>(
+    `INSERT INTO usage_records (id, generation_id, workspace_id, key_id, model, routed_model, tier, input_tokens, output_tokens,
+       upstream_cost_usd, cost_usd, plan_id, pricing_version, reservation_id, occurred_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::bigint, ?::numeric, ?::numeric, ?, ?, ?, ?)
+     ON CONFLICT (generation_id) DO NOTHING RETURNING id`,
+    [
+      usage.id,
+      usage.generationId,
+      usage.workspaceId,
+      usage.keyId,
+      usage.model,
+      usage.routedModel,
+      usage.tier,
+      usage.inputTokens,
+      usage.outputTokens,
+      usage.upstreamCostUsd,
+      usage.costUsd,
+      usage.planId,
+      usage.pricingVersion,
+      usage.reservationId,
+      usage.occurredAt,
+    ],
+  );
+  return rows.length === 1;
+}
+
+export async function findUsageByGeneration(db: Db, generationId: string): Promise<UsageRow | undefined> {
+  const { rows } = await db.raw<{ rows: UsageRow[] }>(`SELECT ${usageColumns} FROM usage_records WHERE generation_id = ?`, [generationId]);
+  return rows[0];
+}
+
+export interface DayRow {
+  date: string;
+  cost_usd: string;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+/** One row per UTC day from `from` to `to` (dates, inclusive), days without usage as zeros. */
+export async function usageByDay(db: Db, workspaceId: string, from: string, to: string): Promise<DayRow[]> {
+  const { rows } = await db.raw<{ rows: DayRow[] }>(
+    `WITH days AS (SELECT generate_series(?::date, ?::date, interval '1 day')::date AS day),
+     agg AS (
+       SELECT (occurred_at AT TIME ZONE 'UTC')::date AS day, sum(cost_usd) AS cost, count(*) AS requests,
+              sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens
+         FROM usage_records
+        WHERE workspace_id = ? AND occurred_at >= (?::date)::timestamp AT TIME ZONE 'UTC' AND occurred_at < (?::date + 1)::timestamp AT TIME ZONE 'UTC'
+        GROUP BY 1
+     )
+     SELECT to_char(days.day, 'YYYY-MM-DD') AS date, COALESCE(agg.cost, 0)::text AS cost_usd, COALESCE(agg.requests, 0) AS requests,
+            COALESCE(agg.input_tokens, 0)::bigint AS input_tokens, COALESCE(agg.output_tokens, 0)::bigint AS output_tokens
+       FROM days LEFT JOIN agg USING (day) ORDER BY days.day`,
+    [from, to, workspaceId, from, to],
+  );
+  return rows;
+}
+
+export interface TierRow {
+  tier: string;
+  cost_usd: string;
+  requests: number;
+  input_tokens: string;
+  output_tokens: string;
+  upstream_cost_usd: string;
+}
+
+/** Per tier since `since`: what was charged, and what re-pricing it under another plan needs. */
+export async function usageByTier(db: Db, workspaceId: string, since: Date): Promise<TierRow[]> {
+  const { rows } = await db.raw<{ rows: TierRow[] }>(
+    `SELECT tier, sum(cost_usd)::text AS cost_usd, count(*) AS requests, sum(input_tokens)::text AS input_tokens,
+            sum(output_tokens)::text AS output_tokens, COALESCE(sum(upstream_cost_usd), 0)::text AS upstream_cost_usd
+       FROM usage_records WHERE workspace_id = ? AND occurred_at >= ? GROUP BY tier`,
+    [workspaceId, since],
+  );
+  return rows;
+}

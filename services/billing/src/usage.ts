@@ -1,0 +1,167 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { Code } from '@connectrpc/connect';
+import type { GenerationSchema, RecordUsageResponseSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { type Clock, systemClock } from '@switchboard/runtime/clock';
+import type { Knex } from '@switchboard/runtime/db';
+import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import { newId } from '@switchboard/runtime/ids';
+import { formatMoney, parsePlainDecimal } from '@switchboard/runtime/money';
+import type { EventWriter } from '@switchboard/runtime/service';
+import type { Accounts } from './accounts.js';
+import type { KeyDirectory } from './key-directory.js';
+import { Pricing, type Tier } from './pricing.js';
+import { adjustBalance } from './store/accounts.js';
+import { findUsageByGeneration, insertUsage, type UsageRow } from './store/usage.js';
+
+/**
+ * Usage from the data plane (SPEC §5, §8 RecordUsage): each generation is priced once, under the
+ * workspace's plan, and recorded with its debit and its `billing.usage.recorded` event in one
+ * transaction (the outbox: a crash cannot leave a debit without its event, or the reverse).
+ * Idempotent by generation_id: the unique index decides, so concurrent repeats charge once and
+ * answer the first result with `duplicate: true`.
+ */
+
+export interface UsageInput {
+  generationId: string;
+  keyId: string;
+  workspaceId: string;
+  model: string;
+  routedModel?: string;
+  inputTokens: bigint;
+  outputTokens: bigint;
+  upstreamCostUsd?: string;
+  byok?: boolean;
+  occurredAt?: Date;
+  reservationId?: string;
+  requestId?: string;
+}
+
+export type UsageAnswer = MessageInitShape<typeof RecordUsageResponseSchema>;
+
+export interface UsageLedgerDeps {
+  db: Knex;
+  pricing: Pricing;
+  accounts: Accounts;
+  keys: KeyDirectory;
+  recordEvent: EventWriter;
+  clock?: Clock;
+}
+
+const maxIdLength = 200;
+/** Usage may be reported late (a retried call), never from the future beyond clock skew. */
+const maxFutureSkewMs = 5 * 60_000;
+
+function requiredId(value: string, field: string): string {
+  if (value.trim() === '') throw invalidArgument(field, `${field} is required.`);
+  if (value.length > maxIdLength) throw invalidArgument(field, `${field} may be at most ${maxIdLength} characters.`);
+  return value;
+}
+
+function tokens(value: bigint, field: string): bigint {
+  if (value < 0n) throw invalidArgument(field, `${field} must be a whole number of tokens, 0 or more.`);
+  return value;
+}
+
+const answerOf = (row: UsageRow, duplicate: boolean): UsageAnswer => ({ usageId: row.id, costUsd: row.cost_usd, tier: row.tier, duplicate });
+
+export class UsageLedger {
+  constructor(private readonly deps: UsageLedgerDeps) {}
+
+  async record(input: UsageInput): Promise<UsageAnswer> {
+    const { db, pricing, accounts, recordEvent } = this.deps;
+    const generationId = requiredId(input.generationId, 'generation_id');
+    const keyId = requiredId(input.keyId, 'key_id');
+    const workspaceId = requiredId(input.workspaceId, 'workspace_id');
+    const model = requiredId(input.model, 'model');
+    const routedModel = input.routedModel === undefined || input.routedModel === '' ? null : requiredId(input.routedModel, 'routed_model');
+    const inputTokens = tokens(input.inputTokens, 'input_tokens');
+    const outputTokens = tokens(input.outputTokens, 'output_tokens');
+    const upstreamCostUsd = input.upstreamCostUsd === undefined ? undefined : parsePlainDecimal(input.upstreamCostUsd, 'upstream_cost_usd');
+    const tier: Tier = pricing.tierOf(model, input.byok ?? false);
+    if (Pricing.needsUpstreamCost(tier) && upstreamCostUsd === undefined) {
+      throw invalidArgument(
+        'upstream_cost_usd',
+        `upstream_cost_usd is required for the ${tier} tier (its price is the upstream cost ${tier === 'byok' ? 'fee' : 'plus the markup'}).`,
+      );
+    }
+    const now = (this.deps.clock ?? systemClock)();
+    const occurredAt = input.occurredAt ?? now;
+    if (occurredAt.getTime() > now.getTime() + maxFutureSkewMs) throw invalidArgument('occurred_at', 'occurred_at is in the future.');
+
+    const first = await findUsageByGeneration(db, generationId);
+    if (first) return answerOf(first, true);
+    const owner = await this.deps.keys.workspaceOf(keyId);
+    if (!owner) throw invalidArgument('key_id', 'key_id names no key.');
+    if (owner !== workspaceId) throw invalidArgument('workspace_id', 'workspace_id is not the workspace of the key.');
+    const { planId } = await accounts.get(workspaceId);
+    const costUsd = formatMoney(pricing.cost({ tier, inputTokens, outputTokens, upstreamCostUsd }, planId));
+    const usageId = newId('usg');
+
+    const recorded = await db.transaction(async (trx) => {
+      const inserted = await insertUsage(trx, {
+        id: usageId,
+        generationId,
+        workspaceId,
+        keyId,
+        model,
+        routedModel,
+        tier,
+        inputTokens: inputTokens.toString(),
+        outputTokens: outputTokens.toString(),
+        upstreamCostUsd: upstreamCostUsd ?? null,
+        costUsd,
+        planId,
+        pricingVersion: pricing.version,
+        reservationId: input.reservationId || null,
+        occurredAt,
+      });
+      if (!inserted) return false;
+      const balanceUsd = await adjustBalance(trx, workspaceId, `-${costUsd}`);
+      await recordEvent(trx, {
+        type: 'billing.usage.recorded',
+        workspaceId,
+        data: {
+          usage_id: usageId,
+          generation_id: generationId,
+          key_id: keyId,
+          workspace_id: workspaceId,
+          model,
+          routed_model: routedModel,
+          tier,
+          cost_usd: costUsd,
+          input_tokens: inputTokens.toString(),
+          output_tokens: outputTokens.toString(),
+          occurred_at: occurredAt.toISOString(),
+          reservation_id: input.reservationId || null,
+          balance_usd: balanceUsd,
+        },
+        requestId: input.requestId,
+      });
+      return true;
+    });
+    if (recorded) return { usageId, costUsd, tier, duplicate: false };
+    // A concurrent call with the same generation id won: answer its result.
+    const winner = await findUsageByGeneration(db, generationId);
+    if (!winner) throw apiError(Code.Aborted, 'conflict', 'The generation was being recorded concurrently; retry.');
+    return answerOf(winner, true);
+  }
+
+  /** A generation of `workspaceId` (another workspace's is not found), for feedback. */
+  async generation(generationId: string, workspaceId: string): Promise<MessageInitShape<typeof GenerationSchema>> {
+    requiredId(generationId, 'generation_id');
+    requiredId(workspaceId, 'workspace_id');
+    const row = await findUsageByGeneration(this.deps.db, generationId);
+    if (!row || row.workspace_id !== workspaceId) throw apiError(Code.NotFound, 'generation_not_found', 'No such generation in this workspace.');
+    return {
+      generationId: row.generation_id,
+      usageId: row.id,
+      workspaceId: row.workspace_id,
+      keyId: row.key_id,
+      model: row.model,
+      routedModel: row.routed_model ?? undefined,
+      tier: row.tier,
+      occurredAt: timestampFromDate(row.occurred_at),
+    };
+  }
+}
