@@ -111,6 +111,58 @@ function keyChange(row: Pick<RouteCase, 'rpc' | 'method' | 'template' | 'body'> 
   };
 }
 
+/** SPEC §3: billing reads for every member; the outsider reads (and tops up) its own workspace. */
+const everyWorkspace = { owner: 200, admin: 200, developer: 200, outsider: 200 };
+const decimal = /^-?\d+(\.\d+)?$/;
+
+let idempotencyCounter = 0;
+/** A top-up's idempotency key used by no other call. */
+const freshIdempotencyKey = () => {
+  idempotencyCounter += 1;
+  return `walk-${Date.now().toString(36)}-${idempotencyCounter}`;
+};
+
+/** The checkout_ids of the top-ups `as` lists in the workspace it acts in. */
+async function topupIds(world: World, ws: Workspace, as: Caller): Promise<string[]> {
+  const listed = await world.callAs(ws, as, 'GET', '/v1/billing/topups?limit=100');
+  expect(listed.status, listed.text).toBe(200);
+  return listed.json.data.map((topup: { checkout_id: string }) => topup.checkout_id);
+}
+
+/**
+ * The row of a route that starts a top-up (SPEC §3: owners and admins; SPEC §5: checkout and
+ * topup answer the same): a pending checkout in the caller's workspace, and only there.
+ */
+function topupStart(rpc: string, template: string): RouteCase {
+  return {
+    rpc,
+    method: 'POST',
+    template,
+    path: () => template,
+    body: () => ({ amount_usd: '5.00', idempotency_key: freshIdempotencyKey() }),
+    // The outsider starts one in its own workspace.
+    expect: { owner: 201, admin: 201, developer: 403, outsider: 201 },
+    // A refused call leaves the workspace's top-ups as they were.
+    subject: () => '/v1/billing/topups?limit=100',
+    check: async (response, ws, as, world) => {
+      if (response.status !== 201) return;
+      expect(response.json).toMatchObject({
+        checkout_id: expect.stringMatching(/^chk_/),
+        checkout_url: expect.stringContaining('/v1/billing/sandbox/checkout/'),
+        amount_usd: '5.00',
+        status: 'pending',
+        idempotency_key: expect.stringMatching(/^walk-/),
+        completed_at: null,
+      });
+      const checkoutId: string = response.json.checkout_id;
+      expect(await topupIds(world, ws, as)).toContain(checkoutId);
+      const inWorkspace = await topupIds(world, ws, 'owner');
+      if (as === 'outsider') expect(inWorkspace).not.toContain(checkoutId);
+      else expect(inWorkspace).toContain(checkoutId);
+    },
+  };
+}
+
 let invitationCounter = 0;
 const freshAddress = () => {
   invitationCounter += 1;
@@ -343,7 +395,89 @@ export const routeCases: RouteCase[] = [
     template: '/v1/keys/{key_id}',
     changed: (key) => expect(key).toMatchObject({ status: 'revoked', revoked_at: expect.any(String) }),
   }),
-  // --- billing, conversations, webhooks: rows land with their issues ----------------------------
+  // --- billing ---------------------------------------------------------------------------------
+  // Every billing route acts in the caller's workspace (X-Workspace-Id); the outsider acts in its
+  // own personal workspace, so it gets its own billing (200, 201), never this workspace's.
+  {
+    rpc: 'GetBalance',
+    method: 'GET',
+    template: '/v1/billing/balance',
+    path: () => '/v1/billing/balance',
+    expect: everyWorkspace,
+    check: async (response, ws, as, world) => {
+      expect(response.json).toEqual({ balance_usd: expect.stringMatching(decimal), currency: 'USD', updated_at: expect.any(String) });
+      if (as !== 'outsider') {
+        expect(response.json.balance_usd).toBe((await world.callAs(ws, 'owner', 'GET', '/v1/billing/balance')).json.balance_usd);
+        return;
+      }
+      // A top-up paid in this workspace credits this workspace, never the outsider's.
+      const before = Number((await world.callAs(ws, 'owner', 'GET', '/v1/billing/balance')).json.balance_usd);
+      await world.paidTopup(ws, '7.00');
+      expect(Number((await world.callAs(ws, 'owner', 'GET', '/v1/billing/balance')).json.balance_usd)).toBeCloseTo(before + 7, 6);
+      expect((await world.callAs(ws, 'outsider', 'GET', '/v1/billing/balance')).json.balance_usd).toBe(response.json.balance_usd);
+    },
+  },
+  {
+    rpc: 'GetUsage',
+    method: 'GET',
+    template: '/v1/billing/usage',
+    path: () => '/v1/billing/usage?days=7',
+    expect: everyWorkspace,
+    check: (response) => {
+      expect(response.json).toMatchObject({ days: 7, total_cost_usd: expect.stringMatching(decimal) });
+      expect(response.json.data).toHaveLength(7);
+    },
+  },
+  {
+    rpc: 'GetUsageByTier',
+    method: 'GET',
+    template: '/v1/billing/usage/by-tier',
+    path: () => '/v1/billing/usage/by-tier',
+    expect: everyWorkspace,
+    check: (response) => {
+      const tier = { cost_usd: expect.stringMatching(decimal), requests: expect.any(Number) };
+      expect(response.json).toEqual({ days: 30, by_tier: { fast: tier, balanced: tier, passthrough: tier, byok: tier } });
+    },
+  },
+  {
+    rpc: 'GetPlan',
+    method: 'GET',
+    template: '/v1/billing/plan',
+    path: () => '/v1/billing/plan',
+    expect: everyWorkspace,
+    check: (response) => expect(response.json.plan).toMatchObject({ plan_id: 'payg', monthly_fee_usd: expect.stringMatching(decimal) }),
+  },
+  {
+    rpc: 'GetUpgradeHint',
+    method: 'GET',
+    template: '/v1/billing/upgrade-hint',
+    path: () => '/v1/billing/upgrade-hint',
+    expect: everyWorkspace,
+    // No usage in either workspace: no advice.
+    check: (response) => expect(response.json).toEqual({ hint: {} }),
+  },
+  topupStart('CreateCheckout', '/v1/billing/checkout'),
+  topupStart('CreateTopup', '/v1/billing/topup'),
+  {
+    rpc: 'ListTopups',
+    method: 'GET',
+    template: '/v1/billing/topups',
+    path: () => '/v1/billing/topups?limit=100',
+    expect: everyWorkspace,
+    check: async (response, ws, as, world) => {
+      expect(response.json).toMatchObject({ data: expect.any(Array), has_more: false });
+      // A top-up started in this workspace now: listed for every member, never for the outsider.
+      const started = await world.callAs(ws, 'owner', 'POST', '/v1/billing/topup', { amount_usd: '5.00', idempotency_key: freshIdempotencyKey() });
+      expect(started.status, started.text).toBe(201);
+      const listed = await topupIds(world, ws, as);
+      if (as === 'outsider') {
+        for (const checkoutId of await topupIds(world, ws, 'owner')) expect(listed).not.toContain(checkoutId);
+      } else {
+        expect(listed).toContain(started.json.checkout_id);
+      }
+    },
+  },
+  // --- conversations, webhooks: rows land with their issues -------------------------------------
 ];
 
 /**
@@ -351,6 +485,15 @@ export const routeCases: RouteCase[] = [
  * table does not apply to them (they are covered by the account tests).
  */
 export const accountScopedServices = ['switchboard.identity.v1.AuthService', 'switchboard.identity.v1.AccountService'];
+
+/**
+ * Services whose routes are public and capability-based, in no workspace: the permission table
+ * does not apply to them. billing's CheckoutService: the sandbox payment page and its completion
+ * (the unguessable token in the path is the capability) and the Stripe webhook (the provider's
+ * signature is). The walk only checks that they need no credentials and give nothing for a
+ * bogus capability; the billing tests cover them.
+ */
+export const publicServices = ['switchboard.billing.v1.CheckoutService'];
 
 /** Registers users and builds workspaces through REST, reading invitation tokens from the mailbox. */
 export class World {
@@ -394,6 +537,20 @@ export class World {
     const user = ws.users[principalOf(as)];
     const workspaceId = as === 'outsider' ? user.personalWorkspaceId : ws.orgId;
     return this.call(method, path, { token: user.token, headers: { 'x-workspace-id': workspaceId }, body });
+  }
+
+  /** A call without credentials, as a browser or a payment provider makes it. */
+  anonymous(method: string, path: string, body?: unknown): Promise<ApiResponse> {
+    return this.call(method, path, { body });
+  }
+
+  /** Starts a top-up of `amountUsd` in the workspace as its owner and pays it on the sandbox page. */
+  async paidTopup(ws: Workspace, amountUsd: string): Promise<void> {
+    const started = await this.callAs(ws, 'owner', 'POST', '/v1/billing/topup', { amount_usd: amountUsd, idempotency_key: freshIdempotencyKey() });
+    expect(started.status, started.text).toBe(201);
+    const paid = await this.anonymous('POST', `${new URL(started.json.checkout_url).pathname}/complete`);
+    expect(paid.status, paid.text).toBe(200);
+    expect(paid.json).toMatchObject({ checkout_id: started.json.checkout_id, status: 'completed' });
   }
 
   /** Creates a key as `user` in `workspaceId`, with the initial alert webhook, and returns its key_id. */
