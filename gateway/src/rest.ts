@@ -1,4 +1,5 @@
 import http from 'node:http';
+import type http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { create, type DescField, type JsonValue, type Message } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
@@ -12,7 +13,7 @@ import { type AddressRanges, forwardedClientIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { userSessionRequired } from '@switchboard/runtime/policy';
-import { changedKeyHeader, changedWorkspaceHeader, revokedSessionsHeader } from '@switchboard/runtime/server';
+import { changedKeyHeader, changedWorkspaceHeader, contentSecurityPolicyHeader, revokedSessionsHeader } from '@switchboard/runtime/server';
 import type { Authenticator, Principal, Workspace } from './auth.js';
 import { decodeRequest, encodeResponse, InputError } from './codec.js';
 import { HttpError } from './http-error.js';
@@ -43,7 +44,8 @@ const requestIdPattern = /^[\w.:-]{1,128}$/;
 
 /**
  * Headers of every response (OWASP ASVS 3.4, 13.x): an API answer is never sniffed, framed or
- * given a referrer; pages with HTML (/docs) set a CSP of their own over this one.
+ * given a referrer; pages with HTML (/docs, and service pages through contentSecurityPolicyHeader)
+ * set a CSP of their own over this one.
  */
 const securityHeaders: ReadonlyArray<[string, string]> = [
   ['X-Content-Type-Options', 'nosniff'],
@@ -179,7 +181,18 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   if (typeof changedKey === 'string' && changedKey) options.authenticator.forgetKey(changedKey);
   const override = Number(response.header[statusOverrideHeader]);
   const status = override >= 200 && override < 300 ? override : route.successStatus;
-  sendResult(res, route, status, response.message);
+  sendResult(res, route, status, response.message, pagePolicyOf(response.header));
+}
+
+/**
+ * The Content-Security-Policy a service gave for the page it answered (contentSecurityPolicyHeader),
+ * only when it still starts from deny-all and forbids framing; otherwise the default stays.
+ */
+function pagePolicyOf(header: http2.IncomingHttpHeaders): string | undefined {
+  const policy = header[contentSecurityPolicyHeader];
+  if (typeof policy !== 'string') return undefined;
+  const directives = policy.split(';').map((directive) => directive.trim().toLowerCase());
+  return directives[0] === "default-src 'none'" && directives.includes("frame-ancestors 'none'") ? policy : undefined;
 }
 
 /** The client's address: the socket's, or the one trusted proxies put in X-Forwarded-For. */
@@ -260,7 +273,7 @@ function readBody(req: http.IncomingMessage): Promise<Buffer> {
 
 const tooLarge = () => new HttpError(413, 'payload_too_large', `The request body is larger than ${maxBodyBytes} bytes.`);
 
-function sendResult(res: http.ServerResponse, route: Route, status: number, message: Message): void {
+function sendResult(res: http.ServerResponse, route: Route, status: number, message: Message, pagePolicy?: string): void {
   res.setHeader('Cache-Control', 'no-store');
   if (status === 204) {
     res.writeHead(204).end();
@@ -268,6 +281,8 @@ function sendResult(res: http.ServerResponse, route: Route, status: number, mess
   }
   if (route.method.output.typeName === 'google.api.HttpBody') {
     const page = message as HttpBody;
+    // A page may bring its own CSP (e.g. a nonce for its inline script); JSON answers never do.
+    if (pagePolicy) res.setHeader('Content-Security-Policy', pagePolicy);
     res.writeHead(status, { 'Content-Type': page.contentType || 'application/octet-stream', 'Content-Length': page.data.length });
     res.end(page.data);
     return;

@@ -43,6 +43,15 @@ export const changedWorkspaceHeader = 'sb-changed-workspace';
  */
 export const changedKeyHeader = 'sb-changed-key';
 
+/**
+ * Response header through which a service gives the Content-Security-Policy of a page it renders
+ * (an RPC answering google.api.HttpBody, e.g. a policy with the nonce of the page's inline
+ * script). The gateway uses it in place of its deny-all policy on HttpBody routes only, and only
+ * when it still starts from `default-src 'none'` and forbids framing; JSON answers always keep
+ * the deny-all policy, and no other service header ever reaches the client.
+ */
+export const contentSecurityPolicyHeader = 'sb-content-security-policy';
+
 export interface RpcServerOptions {
   /** The service name: the audience its mesh tokens must carry. */
   name: string;

@@ -8,8 +8,10 @@ import { Accounts } from './accounts.js';
 import { KeyDirectory } from './key-directory.js';
 import { Pricing } from './pricing.js';
 import { SandboxProvider } from './providers/sandbox.js';
+import { readStripeSettings, StripeProvider } from './providers/stripe.js';
 import { Reports } from './reports.js';
 import { type BillingHandlers, registerRoutes } from './server.js';
+import { StripeWebhooks } from './stripe-webhooks.js';
 import { Topups } from './topups.js';
 import { UsageLedger } from './usage.js';
 
@@ -24,21 +26,28 @@ await runService<BillingHandlers>({
     const accounts = new Accounts({ db, pricing, freeCreditUsd: parsePlainDecimal(readString('FREE_CREDIT_USD', '1.00'), 'FREE_CREDIT_USD') });
     const keys = new KeyDirectory(createPeerClient(KeyService, { name: 'keys', url: serviceUrl('keys') }, meshTokens, { caller: 'billing' }));
     // PUBLIC_BASE_URL: where users reach the gateway (the sandbox checkout page is one of its routes).
-    const sandbox = new SandboxProvider({ dataKeys, publicUrl: readString('PUBLIC_BASE_URL', 'http://localhost:8080').replace(/\/+$/, '') });
-    log.info({ pricing_version: pricing.version, provider: sandbox.name }, 'billing prices loaded');
+    const publicUrl = readString('PUBLIC_BASE_URL', 'http://localhost:8080').replace(/\/+$/, '');
+    const sandbox = new SandboxProvider({ dataKeys, publicUrl });
+    // STRIPE_SECRET_KEY (with STRIPE_WEBHOOK_SECRET): new checkouts go to Stripe Checkout, else to the sandbox.
+    const stripeSettings = readStripeSettings(publicUrl);
+    const stripe = stripeSettings && new StripeProvider(stripeSettings, log);
+    const provider = stripe ?? sandbox;
+    log.info({ pricing_version: pricing.version, provider: provider.name }, 'billing prices loaded');
+    const topups = new Topups({
+      db,
+      log,
+      accounts,
+      provider,
+      sandbox,
+      recordEvent,
+      maxAmountUsd: parsePlainDecimal(readString('TOPUP_MAX_USD', '10000'), 'TOPUP_MAX_USD'),
+      checkoutTtlMs: readDuration('CHECKOUT_TTL', '24h'),
+    });
     return {
       usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent }),
       reports: new Reports({ db, pricing, accounts }),
-      topups: new Topups({
-        db,
-        log,
-        accounts,
-        provider: sandbox,
-        sandbox,
-        recordEvent,
-        maxAmountUsd: parsePlainDecimal(readString('TOPUP_MAX_USD', '10000'), 'TOPUP_MAX_USD'),
-        checkoutTtlMs: readDuration('CHECKOUT_TTL', '24h'),
-      }),
+      topups,
+      stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
     };
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),

@@ -4,7 +4,9 @@ import { Code } from '@connectrpc/connect';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { apiError } from '@switchboard/runtime/errors';
 import { callerOf, requestIdOf } from '@switchboard/runtime/server';
+import { sandboxCheckoutPage } from './checkout-page.js';
 import type { Reports } from './reports.js';
+import type { StripeWebhooks } from './stripe-webhooks.js';
 import type { Topups } from './topups.js';
 import type { UsageLedger } from './usage.js';
 
@@ -18,6 +20,7 @@ export interface BillingHandlers {
   usage: UsageLedger;
   reports: Reports;
   topups: Topups;
+  stripeWebhooks: StripeWebhooks;
 }
 
 function workspaceOf(ctx: HandlerContext): string {
@@ -27,7 +30,7 @@ function workspaceOf(ctx: HandlerContext): string {
 }
 
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
-  const { usage, reports, topups } = handlers;
+  const { usage, reports, topups, stripeWebhooks } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
     getBalance: (_req, ctx) => reports.balance(workspaceOf(ctx)),
@@ -48,8 +51,13 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
     listTopups: (req, ctx) => topups.list(workspaceOf(ctx), { limit: req.limit, after: req.after }),
   };
 
-  const checkout: Partial<ServiceImpl<typeof CheckoutService>> = {
+  const checkout: ServiceImpl<typeof CheckoutService> = {
+    getSandboxCheckout: (req, ctx) => sandboxCheckoutPage(topups, req.token, ctx),
     completeSandboxCheckout: (req, ctx) => topups.completeSandbox(req.token, requestIdOf(ctx)),
+    handleStripeWebhook: async (req, ctx) => {
+      await stripeWebhooks.handle({ body: req.body?.data, signature: req.stripeSignature, requestId: requestIdOf(ctx) });
+      return {};
+    },
   };
 
   const usageService: ServiceImpl<typeof UsageService> = {

@@ -18,6 +18,7 @@ import { adjustBalance } from './store/accounts.js';
 import {
   type CheckoutRow,
   findCheckoutByKey,
+  findCheckoutByTokenHash,
   insertCheckout,
   listCheckouts,
   lockCheckout,
@@ -106,6 +107,7 @@ export class Topups {
     const { db, provider, accounts } = this.deps;
     await accounts.ensure(caller.workspaceId);
     const id = newId('chk');
+    const expiresAt = new Date(Date.now() + this.deps.checkoutTtlMs);
     await db.transaction(async (trx) => {
       const inserted = await insertCheckout(trx, {
         id,
@@ -113,10 +115,10 @@ export class Topups {
         idempotencyKey,
         amountUsd,
         provider: provider.name,
-        expiresAt: new Date(Date.now() + this.deps.checkoutTtlMs),
+        expiresAt,
         createdBy: caller.userId ?? null,
       });
-      if (inserted) await setProviderDetails(trx, id, await provider.start({ id, workspaceId: caller.workspaceId, amountUsd, idempotencyKey }));
+      if (inserted) await setProviderDetails(trx, id, await provider.start({ id, workspaceId: caller.workspaceId, amountUsd, idempotencyKey, expiresAt }));
     });
     const row = await findCheckoutByKey(db, caller.workspaceId, idempotencyKey);
     if (!row) throw new Error('the checkout of an idempotency key vanished');
@@ -145,9 +147,9 @@ export class Topups {
     return { data: page.rows.map((row) => this.toRecord(row)), hasMore: page.hasMore, nextCursor: page.nextCursor };
   }
 
-  /** The sandbox checkout a page token opens (404 for any other token). */
+  /** The sandbox checkout a page token opens (404 for any other token); a plain read, no lock. */
   async sandboxCheckout(token: string): Promise<CheckoutRow> {
-    const row = token ? await this.deps.db.transaction((trx) => lockCheckout(trx, { tokenHash: sha256Hex(token) })) : undefined;
+    const row = token ? await findCheckoutByTokenHash(this.deps.db, sha256Hex(token)) : undefined;
     if (!row) throw checkoutNotFound();
     return row;
   }
@@ -165,21 +167,23 @@ export class Topups {
 
   /**
    * Completes the checkout of a provider's session once per provider event: a replayed event
-   * (same id) changes nothing. Returns false when the session names no checkout of ours.
+   * (same id) changes nothing. Returns false when the session names no checkout of ours. The
+   * provider took the money, so a checkout that reads expired by now (a late or retried delivery,
+   * a delayed payment method) is still credited.
    */
   async completeByProvider(input: { provider: string; eventId: string; sessionId: string; requestId?: string }): Promise<boolean> {
     return this.deps.db.transaction(async (trx) => {
       if (!(await recordProviderEvent(trx, input.provider, input.eventId))) return true;
       const checkout = await lockCheckout(trx, { providerSessionId: input.sessionId });
       if (!checkout) return false;
-      await this.complete(trx, checkout, input.requestId);
+      await this.complete(trx, checkout, input.requestId, { paidByProvider: true });
       return true;
     });
   }
 
-  private async complete(trx: Knex.Transaction, checkout: CheckoutRow, requestId?: string): Promise<CheckoutRow> {
+  private async complete(trx: Knex.Transaction, checkout: CheckoutRow, requestId?: string, options: { paidByProvider?: boolean } = {}): Promise<CheckoutRow> {
     if (checkout.status === 'completed') return checkout;
-    if (checkout.status !== 'pending') {
+    if (checkout.status !== 'pending' && !(checkout.status === 'expired' && options.paidByProvider)) {
       throw apiError(Code.FailedPrecondition, `checkout_${checkout.status}`, `This checkout is ${checkout.status}; start a new top-up.`, { httpStatus: 409 });
     }
     const completedAt = await markCompleted(trx, checkout.id);

@@ -1,23 +1,66 @@
+import { Code, ConnectError } from '@connectrpc/connect';
+import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { contentSecurityPolicyHeader } from '@switchboard/runtime/server';
 import { memberClaims, outcomeOf, ServiceUnderTest } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const service = new ServiceUnderTest(new URL('../dist/src/main.js', import.meta.url), 'billing');
 
-/** The billing service as the skeleton leaves it: it boots, migrates, and guards every RPC by its proto rule. */
+const amount = (value: string) => ({ kind: { case: 'stringValue' as const, value } });
+
+/** The billing service on its own: it boots, migrates, guards every RPC by its proto rule, and answers past it. */
 describe('billing service', () => {
   beforeAll(() => service.start());
   afterAll(() => service.stop());
 
-  it('refuses calls without a mesh token or principal, and answers Unimplemented past the access rule', async () => {
+  it('refuses calls without a mesh token or principal, applies the access rules, and answers past them', async () => {
     expect(await outcomeOf(service.client(BillingService, null).getBalance({}))).toBe('Unauthenticated');
     // Top-ups are for owners and admins (SPEC §3), decided before the handler.
     expect(await outcomeOf(service.client(BillingService, memberClaims('developer')).createTopup({}))).toBe('PermissionDenied');
-    expect(await outcomeOf(service.client(BillingService, memberClaims('admin')).createTopup({}))).toBe('Unimplemented');
-    expect(await outcomeOf(service.client(BillingService, memberClaims('developer')).getBalance({}))).toBe('Unimplemented');
-    // The sandbox checkout page is public: its token is the capability.
-    expect(await outcomeOf(service.client(CheckoutService, { caller: 'gateway' }).getSandboxCheckout({}))).toBe('Unimplemented');
+    expect(await outcomeOf(service.client(BillingService, memberClaims('admin')).createTopup({}))).toBe('InvalidArgument');
+    expect(
+      await outcomeOf(
+        service.client(BillingService, memberClaims('admin')).createTopup({ amountUsd: amount('5.00'), idempotencyKey: `service-test-${Date.now()}` }),
+      ),
+    ).toBe('ok');
+    expect(await outcomeOf(service.client(BillingService, memberClaims('developer')).getBalance({}))).toBe('ok');
+    // The sandbox checkout page is public: its token is the capability, so an unknown one is NotFound.
+    expect(await outcomeOf(service.client(CheckoutService, { caller: 'gateway' }).getSandboxCheckout({}))).toBe('NotFound');
+    expect(await outcomeOf(service.client(CheckoutService, { caller: 'gateway' }).getSandboxCheckout({ token: 'not-a-token' }))).toBe('NotFound');
     expect(await outcomeOf(service.client(UsageService, memberClaims('owner')).recordUsage({}))).toBe('PermissionDenied');
-    expect(await outcomeOf(service.client(UsageService, { caller: 'data-plane' }).recordUsage({}))).toBe('Unimplemented');
+    const refused = await service
+      .client(UsageService, { caller: 'data-plane' })
+      .recordUsage({})
+      .then(
+        () => undefined,
+        (err: unknown) => ConnectError.from(err),
+      );
+    expect(refused?.code).toBe(Code.InvalidArgument);
+    expect(refused?.findDetails(ErrorDetailSchema)[0]?.field).toBe('generation_id');
+  });
+
+  it('renders the sandbox checkout page with its own CSP for the gateway', async () => {
+    const checkout = await service
+      .client(BillingService, memberClaims('owner'))
+      .createTopup({ amountUsd: amount('3.5'), idempotencyKey: `service-page-${Date.now()}` });
+    const token = new URL(checkout.checkoutUrl).pathname.split('/').pop()!;
+    let policy: string | null = null;
+    const page = await service.client(CheckoutService, { caller: 'gateway' }).getSandboxCheckout(
+      { token },
+      {
+        onHeader: (header) => {
+          policy = header.get(contentSecurityPolicyHeader);
+        },
+      },
+    );
+    expect(page.contentType).toBe('text/html; charset=utf-8');
+    const html = new TextDecoder().decode(page.data);
+    expect(html).toContain('Pay 3.50 USD');
+    expect(html).toContain(checkout.checkoutId);
+    const nonce = /<script nonce="([^"]+)">/.exec(html)?.[1];
+    expect(nonce).toBeTruthy();
+    expect(policy).toContain(`script-src 'nonce-${nonce}'`);
+    expect(policy).toMatch(/^default-src 'none'; /);
   });
 });

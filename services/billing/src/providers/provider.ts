@@ -13,5 +13,5 @@ export interface ProviderDetails {
  */
 export interface PaymentProvider {
   readonly name: 'sandbox' | 'stripe';
-  start(checkout: { id: string; workspaceId: string; amountUsd: string; idempotencyKey: string }): Promise<ProviderDetails>;
+  start(checkout: { id: string; workspaceId: string; amountUsd: string; idempotencyKey: string; expiresAt: Date }): Promise<ProviderDetails>;
 }

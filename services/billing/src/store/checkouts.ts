@@ -64,6 +64,12 @@ export async function findCheckoutByKey(db: Db, workspaceId: string, idempotency
   return rows[0];
 }
 
+/** The checkout of a sandbox token's hash, read without a lock (the payment page). */
+export async function findCheckoutByTokenHash(db: Db, tokenHash: string): Promise<CheckoutRow | undefined> {
+  const { rows } = await db.raw<{ rows: CheckoutRow[] }>(`SELECT ${columns} FROM checkouts WHERE token_hash = ?`, [tokenHash]);
+  return rows[0];
+}
+
 /** Locks the checkout a provider reference names (a sandbox token's hash, or a Stripe session id). */
 export async function lockCheckout(trx: Knex.Transaction, by: { tokenHash: string } | { providerSessionId: string }): Promise<CheckoutRow | undefined> {
   const [column, value] = 'tokenHash' in by ? ['token_hash', by.tokenHash] : ['provider_session_id', by.providerSessionId];
