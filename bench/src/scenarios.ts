@@ -37,6 +37,8 @@ export interface Scenario {
 
 export interface RegisteredUser {
   userId: string;
+  /** The user's personal workspace (created with the account). */
+  workspaceId: string;
   email: string;
   accessToken: string;
 }
@@ -63,9 +65,16 @@ export async function registerUserWithPassword(gatewayUrl: string, label: string
   });
   const text = await response.text();
   if (response.status !== 201) throw new Error(`POST /v1/auth/register answered ${response.status}: ${text.slice(0, 500)}`);
-  const json = JSON.parse(text) as { user?: { user_id?: string }; session?: { access_token?: string } };
-  if (!json.user?.user_id || !json.session?.access_token) throw new Error(`POST /v1/auth/register: no user_id or access_token in ${text.slice(0, 500)}`);
-  return { userId: json.user.user_id, email: body.email, accessToken: json.session.access_token, password: body.password };
+  const json = JSON.parse(text) as { user?: { user_id?: string; personal_workspace_id?: string }; session?: { access_token?: string } };
+  if (!json.user?.user_id || !json.user.personal_workspace_id || !json.session?.access_token)
+    throw new Error(`POST /v1/auth/register: no user_id, personal_workspace_id or access_token in ${text.slice(0, 500)}`);
+  return {
+    userId: json.user.user_id,
+    workspaceId: json.user.personal_workspace_id,
+    email: body.email,
+    accessToken: json.session.access_token,
+    password: body.password,
+  };
 }
 
 const seconds = (name: string, fallback: number) => {
