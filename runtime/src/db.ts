@@ -80,6 +80,18 @@ export async function migrate(db: Knex, schema: string, migrationsDirectory: str
   }
 }
 
+/**
+ * Runs `fn` once `trx` has committed, never after a rollback: for signals about what the
+ * transaction wrote that must not hold its locks (a wake-up, a NOTIFY). Top-level transactions
+ * only (a savepoint's promise settles when the savepoint is released).
+ */
+export function afterCommit(trx: Knex.Transaction, fn: () => void): void {
+  trx.executionPromise.then(
+    () => fn(),
+    () => undefined,
+  );
+}
+
 /** True for errors that mean the database is unreachable (→ 503), not a bug. */
 export function isDatabaseUnavailable(err: unknown): boolean {
   const error = err as { code?: string; name?: string; message?: string };

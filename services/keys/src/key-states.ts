@@ -2,7 +2,7 @@ import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
 import { Money } from '@switchboard/runtime/money';
-import { startPgListener } from '@switchboard/runtime/pg-listen';
+import { startPgListener } from '@switchboard/runtime/pg-notifications';
 import { monthOf } from './months.js';
 import { findBalance } from './store/balances.js';
 import { findKeyStateByHash, findKeyStateById, type KeyStateRow, keyStateChannel } from './store/keys.js';
@@ -11,10 +11,10 @@ import { findKeyStateByHash, findKeyStateById, type KeyStateRow, keyStateChannel
  * The standing of keys and workspace balances in memory, so AuthorizeKey and AuthenticateKey
  * answer without a database round trip (SPEC §4: well under a millisecond when warm).
  *
- * Freshness: every change of a key's standing (revocation, cap, spend, balance) commits a NOTIFY
- * on `keys_state_changed` in its own transaction (store/keys.ts notifyStateChanged), and every
- * replica LISTENs to it: an entry is reloaded on the notification, milliseconds after the commit,
- * on every replica, whichever replica made the change. Notifications are lost while the listen
+ * Freshness: every change of a key's standing (revocation, cap, spend, balance) is followed, once
+ * committed, by a NOTIFY on `keys_state_changed` (PgNotifier), and every replica LISTENs to it: an
+ * entry is reloaded on the notification, milliseconds after the commit, on every replica,
+ * whichever replica made the change. Notifications are lost while the listen
  * connection is down, so:
  *  - every (re)connect drops the whole cache (what was missed is read again);
  *  - while not listening, an entry is trusted for at most `unlistenedMaxAgeMs` (1 s);

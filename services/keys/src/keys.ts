@@ -8,6 +8,7 @@ import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId, newSigningSecret } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
+import type { PgNotifier } from '@switchboard/runtime/pg-notifications';
 import { authorize } from '@switchboard/runtime/policy';
 import type { DataKeyRing } from '@switchboard/runtime/secrets';
 import { clientIpOf, requestIdOf } from '@switchboard/runtime/server';
@@ -18,14 +19,15 @@ import { generateFullKey, hashKey, hintOf } from './key-format.js';
 import { parseKeyName, parseRoutingPolicy, parseSpendCap, parseStatusFilter, parseThresholdPct } from './key-input.js';
 import { toKey } from './key-record.js';
 import { monthOf } from './months.js';
-import { findKey, findKeyOwner, insertKey, type KeyChanges, type KeyRow, listKeys, lockKey, notifyStateChanged, revokeKeys, updateKey } from './store/keys.js';
+import { findKey, findKeyOwner, insertKey, type KeyChanges, type KeyRow, listKeys, lockKey, revokeKeys, updateKey } from './store/keys.js';
 
 /**
  * API keys as their workspace manages them (SPEC §4): create, list, read, and the changes a
  * creator (any role) or an owner or admin (any key) may make. Every change locks the key row,
  * decides in this order: the key in the caller's workspace (404) → the permission table (403,
  * `keys.manage` with the key's creator as owner) → the input (400) → the key still active (409);
- * then writes the change, its event and a NOTIFY for the key state caches in one transaction.
+ * then writes the change and its event in one transaction, and tells the key state caches once
+ * it committed.
  */
 
 /** The purpose label of alert signing secrets under the data keys. */
@@ -38,6 +40,8 @@ export interface KeysDeps {
   log: Logger;
   dataKeys: DataKeyRing;
   recordEvent: EventWriter;
+  /** Tells every replica's key states (key-states.ts) that a key changed, once committed. */
+  notifier: PgNotifier;
   clock?: Clock;
 }
 
@@ -168,7 +172,7 @@ export class Keys {
           data: { key_id: keyId, workspace_id: key.workspace_id, revoked_by: caller.userId, reason: 'revoked' },
           requestId,
         });
-        await notifyStateChanged(trx, [`key:${keyId}`]);
+        this.deps.notifier.afterCommit(trx, [`key:${keyId}`]);
       }
       return { row: await findKey(trx, keyId, caller.workspaceId, this.month()), revoked };
     });
@@ -196,7 +200,7 @@ export class Keys {
         data: { key_id: keyId, workspace_id: key.workspace_id, change },
         requestId: requestIdOf(caller.ctx),
       });
-      await notifyStateChanged(trx, [`key:${keyId}`]);
+      this.deps.notifier.afterCommit(trx, [`key:${keyId}`]);
       return findKey(trx, keyId, caller.workspaceId, this.month());
     });
     if (change === 'spend_cap' || change === 'alert_webhook') this.audit(caller, `api_key.${change}_changed`, keyId);

@@ -1,8 +1,9 @@
 import type { EventEnvelopeJson } from '@switchboard/runtime/consumer';
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
+import type { PgNotifier } from '@switchboard/runtime/pg-notifications';
 import type { EventWriter } from '@switchboard/runtime/service';
-import { notifyStateChanged, type RevocationScope, revokeKeys } from './store/keys.js';
+import { type RevocationScope, revokeKeys } from './store/keys.js';
 
 /**
  * Keys revoked because of identity's events (SPEC §3): a deactivated user's keys everywhere, a
@@ -15,6 +16,7 @@ import { notifyStateChanged, type RevocationScope, revokeKeys } from './store/ke
 export interface RevocationsDeps {
   log: Logger;
   recordEvent: EventWriter;
+  notifier: PgNotifier;
 }
 
 const text = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
@@ -64,7 +66,7 @@ export class Revocations {
       });
     }
     if (revoked.length > 0) {
-      await notifyStateChanged(
+      this.deps.notifier.afterCommit(
         trx,
         revoked.map((key) => `key:${key.id}`),
       );

@@ -2,10 +2,10 @@ import type { EventEnvelopeJson } from '@switchboard/runtime/consumer';
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
 import { formatMoney, Money } from '@switchboard/runtime/money';
+import type { PgNotifier } from '@switchboard/runtime/pg-notifications';
 import type { EventWriter } from '@switchboard/runtime/service';
 import { monthLabel, monthOf } from './months.js';
 import { recordBalance } from './store/balances.js';
-import { notifyStateChanged } from './store/keys.js';
 import { settleReservation } from './store/reservations.js';
 import { addSpend, findAlertSettings, insertSpendAlert } from './store/spend.js';
 
@@ -21,12 +21,14 @@ import { addSpend, findAlertSettings, insertSpendAlert } from './store/spend.js'
  *  - reaching the cap also emits `key.updated` (change cap_reached), so gateways drop their
  *    cached "allowed" for the key at once;
  *  - the workspace balance after the debit is kept for `insufficient_balance`.
- * Every replica's key states are told by a NOTIFY in the same transaction.
+ * Every replica's key states are told once the transaction committed.
  */
 
 export interface SpendDeps {
   log: Logger;
   recordEvent: EventWriter;
+  /** Tells every replica's key states that a key's spend or a balance changed, once committed. */
+  notifier: PgNotifier;
 }
 
 const plainDecimal = /^-?\d+(\.\d+)?$/;
@@ -93,7 +95,7 @@ export class Spend {
         });
       }
     }
-    await notifyStateChanged(trx, [`key:${keyId}`]);
+    this.deps.notifier.afterCommit(trx, [`key:${keyId}`]);
   }
 
   /** `billing.topup.completed`: only its balance matters here. */
@@ -105,6 +107,6 @@ export class Spend {
   private async balanceReported(trx: Knex.Transaction, event: EventEnvelopeJson, workspaceId: string | undefined): Promise<void> {
     const balance = decimalField(event.data, 'balance_usd');
     if (!workspaceId || balance === undefined) return;
-    if (await recordBalance(trx, workspaceId, balance, new Date(event.occurred_at))) await notifyStateChanged(trx, [`workspace:${workspaceId}`]);
+    if (await recordBalance(trx, workspaceId, balance, new Date(event.occurred_at))) this.deps.notifier.afterCommit(trx, [`workspace:${workspaceId}`]);
   }
 }

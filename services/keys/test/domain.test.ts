@@ -8,12 +8,13 @@ import { parseKeyName, parseSpendCap } from '@switchboard/keys/key-input';
 import { KeyStates } from '@switchboard/keys/key-states';
 import { monthEnd, monthOf } from '@switchboard/keys/months';
 import { Spend } from '@switchboard/keys/spend';
-import { insertKey, notifyStateChanged, revokeKeys } from '@switchboard/keys/store/keys';
+import { insertKey, keyStateChannel, revokeKeys } from '@switchboard/keys/store/keys';
 import { parseEventEnvelope } from '@switchboard/runtime/consumer';
 import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
 import { createLogger } from '@switchboard/runtime/log';
 import { buildEventPayload, recordEvent } from '@switchboard/runtime/outbox';
+import { PgNotifier } from '@switchboard/runtime/pg-notifications';
 import { eventually, requireEnv } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -26,10 +27,12 @@ const schema = `keys_domain_${randomBytes(3).toString('hex')}`;
 const log = createLogger('keys-domain-test', 'silent');
 const migrations = path.join(fileURLToPath(new URL('../dist/migrations/', import.meta.url)));
 let db: Knex;
+let notifier: PgNotifier;
 
 beforeAll(async () => {
   db = createDb(requireEnv('DATABASE_URL'), schema, 4);
   await migrate(db, schema, migrations);
+  notifier = new PgNotifier({ db, channel: keyStateChannel, log });
 });
 
 afterAll(async () => {
@@ -121,7 +124,7 @@ describe('key states', () => {
 
       await db.transaction(async (trx) => {
         await revokeKeys(trx, { keyId: key.id }, { by: null, reason: 'revoked' });
-        await notifyStateChanged(trx, [`key:${key.id}`]);
+        notifier.afterCommit(trx, [`key:${key.id}`]);
       });
       await eventually(async () => (await states.byHash(hashKey(key.fullKey)))?.status === 'revoked', 'the revocation to be heard', 1000, 5);
     } finally {
@@ -132,7 +135,7 @@ describe('key states', () => {
   it('starts a new month at zero spend, without any reset', async () => {
     let now = new Date('2026-03-31T23:59:00Z');
     const states = new KeyStates({ db, log, clock: () => now });
-    const spend = new Spend({ log, recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'keys', subjectPrefix: 'test' }) });
+    const spend = new Spend({ log, notifier, recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'keys', subjectPrefix: 'test' }) });
     try {
       const key = await newKey('1.00');
       await db.transaction((trx) => spend.usageRecorded(trx, parseEventEnvelope(JSON.stringify(usageEvent(key, '1.00', now)))));
@@ -163,6 +166,7 @@ describe('spend alerts', () => {
     const events: Array<{ type: string; data: Record<string, unknown> }> = [];
     const spend = new Spend({
       log,
+      notifier,
       recordEvent: async (trx, event) => {
         events.push({ type: event.type, data: event.data });
         return recordEvent(trx, event, { producer: 'keys', subjectPrefix: 'test' });

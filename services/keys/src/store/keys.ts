@@ -154,8 +154,3 @@ export async function touchKey(db: Db, keyId: string): Promise<void> {
 
 /** The channel every replica listens on to keep its key states fresh (see key-states.ts). */
 export const keyStateChannel = 'keys_state_changed';
-
-/** Tells every replica, on commit, that these keys (`key:<id>`) or balances (`workspace:<id>`) changed. */
-export async function notifyStateChanged(trx: Knex.Transaction, subjects: string[]): Promise<void> {
-  for (const subject of subjects) await trx.raw('SELECT pg_notify(?, ?)', [keyStateChannel, subject]);
-}

@@ -1,9 +1,11 @@
 import pg from 'pg';
-import type { Knex } from './db.js';
+import { afterCommit, type Knex } from './db.js';
 import type { Logger } from './log.js';
 import { sleepUnless, withTimeout } from './timing.js';
 
 /**
+ * Postgres notifications: a LISTEN on one channel, and a notifier that sends after commit.
+ *
  * A LISTEN on one Postgres channel over a dedicated connection (a pooled one would drop it),
  * re-established with a capped back-off after any loss. NOTIFY is transactional, so a listener
  * hears only committed changes; what was sent while it was not listening is lost, which is why
@@ -98,4 +100,45 @@ export function startPgListener(options: PgListenerOptions): PgListener {
       await withTimeout(running, 5000, 'listener stop').catch(() => undefined);
     },
   };
+}
+
+/**
+ * Sends NOTIFYs on one channel once the transactions that caused them have committed, coalesced
+ * per tick into one statement of its own. Not inside the data transaction: Postgres serializes
+ * the commits of notifying transactions, disk flush included, which would cap every writer at a
+ * few hundred commits a second. The notifying statement commits without waiting for the flush
+ * (`synchronous_commit` off for it alone): it carries no data, only the signal.
+ */
+export class PgNotifier {
+  private pending = new Set<string>();
+  private scheduled = false;
+
+  constructor(private readonly deps: { db: Knex; channel: string; log: Logger }) {}
+
+  /** Notifies each payload after `trx` commits (nothing after a rollback). */
+  afterCommit(trx: Knex.Transaction, payloads: string[]): void {
+    if (payloads.length > 0) afterCommit(trx, () => this.send(payloads));
+  }
+
+  send(payloads: string[]): void {
+    for (const payload of payloads) this.pending.add(payload);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => void this.flush());
+  }
+
+  private async flush(): Promise<void> {
+    const batch = [...this.pending];
+    this.pending = new Set();
+    this.scheduled = false;
+    try {
+      await this.deps.db.raw(`SELECT set_config('synchronous_commit', 'off', true), pg_notify(?, payload) FROM unnest(?::text[]) AS payload`, [
+        this.deps.channel,
+        batch,
+      ]);
+    } catch (err) {
+      // Listeners bound how long they trust what they cached (see their maximum age).
+      this.deps.log.warn({ err: errorMessage(err), channel: this.deps.channel, count: batch.length }, 'could not send notifications');
+    }
+  }
 }
