@@ -65,6 +65,12 @@ export interface ConsumerOptions {
   ackWaitMs?: number;
   /** Cap of the redelivery delay after a failed handler (default 30 s). */
   maxRetryDelayMs?: number;
+  /**
+   * Events handled at once (default 1: in stream order). More only for handlers whose effects
+   * commute (atomic increments, inserts decided by a unique key): each event still has its own
+   * transaction, and concurrent commits share the disk flush.
+   */
+  concurrency?: number;
 }
 
 export interface EventConsumer {
@@ -91,6 +97,7 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
   const { db, stream, durable, log, handle } = options;
   const ackWaitMs = options.ackWaitMs ?? 30_000;
   const maxRetryDelayMs = options.maxRetryDelayMs ?? 30_000;
+  const concurrency = Math.max(1, options.concurrency ?? 1);
   const consumerLog = log.child({ component: 'event-consumer', stream, durable });
   if (options.filterSubjects.length === 0) throw new Error('startConsumer needs at least one filter subject');
   const natsReady = Promise.resolve(options.nats);
@@ -187,10 +194,14 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
             }
           }
         })().catch(() => undefined);
+        const inFlight = new Set<Promise<void>>();
         for await (const msg of iterator) {
           if (stopped) break; // unacked messages are redelivered after ack_wait
-          await processMessage(msg);
+          const handled: Promise<void> = processMessage(msg).finally(() => inFlight.delete(handled));
+          inFlight.add(handled);
+          if (inFlight.size >= concurrency) await Promise.race(inFlight);
         }
+        await Promise.all(inFlight);
         if (!stopped) consumerLog.warn('consume iterator ended; restarting');
       } catch (err) {
         if (!stopped) consumerLog.warn({ err: errorMessage(err) }, 'consumer failed; restarting');

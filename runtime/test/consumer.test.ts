@@ -56,10 +56,10 @@ function envelope(group: string, type = 'thing.happened') {
 }
 
 /** Starts a consumer on `<prefix>.<group>.>` that counts handler runs per event id. */
-function consume(group: string, handle: (event: EventEnvelopeJson, trx: Knex.Transaction) => Promise<void>) {
+function consume(group: string, handle: (event: EventEnvelopeJson, trx: Knex.Transaction) => Promise<void>, concurrency?: number) {
   const durable = `ctest_${runId}_${group}`;
   durables.push(durable);
-  const consumer = startConsumer({ db, nats: nc, stream, durable, filterSubjects: [`${prefix}.${group}.>`], log, handle });
+  const consumer = startConsumer({ db, nats: nc, stream, durable, filterSubjects: [`${prefix}.${group}.>`], log, handle, concurrency });
   return { durable, consumer };
 }
 
@@ -69,6 +69,33 @@ async function processedRows(durable: string, eventId: string): Promise<number> 
 }
 
 describe('event consumer', () => {
+  it('handles up to `concurrency` events at once, each exactly once', async () => {
+    let running = 0;
+    let most = 0;
+    const calls = new Map<string, number>();
+    const { consumer } = consume(
+      'parallel',
+      async (event, trx) => {
+        running += 1;
+        most = Math.max(most, running);
+        await trx.raw('SELECT pg_sleep(0.02)');
+        calls.set(event.event_id, (calls.get(event.event_id) ?? 0) + 1);
+        running -= 1;
+      },
+      4,
+    );
+    try {
+      const events = Array.from({ length: 40 }, () => envelope('parallel'));
+      await Promise.all(events.map((event) => js.publish(event.subject, event.body, { msgID: event.eventId })));
+      await waitFor(() => calls.size === 40, 'every event handled');
+      expect([...calls.values()].every((count) => count === 1)).toBe(true);
+      expect(most).toBeGreaterThan(1);
+      expect(most).toBeLessThanOrEqual(4);
+    } finally {
+      await consumer.stop();
+    }
+  });
+
   it('handles an event published twice under different msg ids once', async () => {
     const calls = new Map<string, number>();
     const { durable, consumer } = consume('dup', async (event) => {

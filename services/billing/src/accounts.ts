@@ -16,6 +16,7 @@ export interface AccountsDeps {
 export class Accounts {
   /** Workspaces known to have an account: no insert attempt per call. Bounded. */
   private readonly known = new Set<string>();
+  private readonly plans = new Map<string, string>();
 
   constructor(private readonly deps: AccountsDeps) {}
 
@@ -24,6 +25,19 @@ export class Accounts {
     await ensureAccount(this.deps.db, workspaceId, this.deps.freeCreditUsd, this.deps.pricing.defaultPlan);
     if (this.known.size >= 100_000) this.known.clear();
     this.known.add(workspaceId);
+  }
+
+  /**
+   * The plan of the workspace, read once per process (no call changes a plan; a plan change would
+   * have to drop this entry).
+   */
+  async planOf(workspaceId: string): Promise<string> {
+    const known = this.plans.get(workspaceId);
+    if (known) return known;
+    const { planId } = await this.get(workspaceId);
+    if (this.plans.size >= 100_000) this.plans.clear();
+    this.plans.set(workspaceId, planId);
+    return planId;
   }
 
   /** The account, created first when needed. */

@@ -11,15 +11,15 @@ import type { EventWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
 import type { KeyDirectory } from './key-directory.js';
 import { Pricing, type Tier } from './pricing.js';
-import { adjustBalance } from './store/accounts.js';
-import { findUsageByGeneration, insertUsage, type UsageRow } from './store/usage.js';
+import { findUsageByGeneration, insertUsageAndDebit, type UsageRow } from './store/usage.js';
 
 /**
  * Usage from the data plane (SPEC §5, §8 RecordUsage): each generation is priced once, under the
  * workspace's plan, and recorded with its debit and its `billing.usage.recorded` event in one
  * transaction (the outbox: a crash cannot leave a debit without its event, or the reverse).
  * Idempotent by generation_id: the unique index decides, so concurrent repeats charge once and
- * answer the first result with `duplicate: true`.
+ * answer the first result with `duplicate: true` (a repeat is checked like a first call: a retry
+ * must be the same request).
  */
 
 export interface UsageInput {
@@ -89,17 +89,15 @@ export class UsageLedger {
     const occurredAt = input.occurredAt ?? now;
     if (occurredAt.getTime() > now.getTime() + maxFutureSkewMs) throw invalidArgument('occurred_at', 'occurred_at is in the future.');
 
-    const first = await findUsageByGeneration(db, generationId);
-    if (first) return answerOf(first, true);
     const owner = await this.deps.keys.workspaceOf(keyId);
     if (!owner) throw invalidArgument('key_id', 'key_id names no key.');
     if (owner !== workspaceId) throw invalidArgument('workspace_id', 'workspace_id is not the workspace of the key.');
-    const { planId } = await accounts.get(workspaceId);
+    const planId = await accounts.planOf(workspaceId);
     const costUsd = formatMoney(pricing.cost({ tier, inputTokens, outputTokens, upstreamCostUsd }, planId));
     const usageId = newId('usg');
 
     const recorded = await db.transaction(async (trx) => {
-      const inserted = await insertUsage(trx, {
+      const balanceUsd = await insertUsageAndDebit(trx, {
         id: usageId,
         generationId,
         workspaceId,
@@ -116,8 +114,7 @@ export class UsageLedger {
         reservationId: input.reservationId || null,
         occurredAt,
       });
-      if (!inserted) return false;
-      const balanceUsd = await adjustBalance(trx, workspaceId, `-${costUsd}`);
+      if (balanceUsd === undefined) return false;
       await recordEvent(trx, {
         type: 'billing.usage.recorded',
         workspaceId,

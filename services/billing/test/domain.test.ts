@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { Accounts } from '@switchboard/billing/accounts';
 import { Pricing } from '@switchboard/billing/pricing';
 import { Reports } from '@switchboard/billing/reports';
-import { insertUsage } from '@switchboard/billing/store/usage';
+import { insertUsageAndDebit } from '@switchboard/billing/store/usage';
 import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
 import { requireEnv } from '@switchboard/runtime/testing';
@@ -45,7 +45,7 @@ async function record(
   const priced = { tier: usage.tier, inputTokens: usage.input ?? 0n, outputTokens: usage.output ?? 0n, upstreamCostUsd: usage.upstream };
   const costUsd = pricing.cost(priced, 'payg').toFixed();
   await db.transaction((trx) =>
-    insertUsage(trx, {
+    insertUsageAndDebit(trx, {
       id: newId('usg'),
       generationId: newId('gen'),
       workspaceId,

@@ -10,14 +10,16 @@ import type { Spend } from './spend.js';
  */
 export function startEventConsumers(runtime: ServiceRuntime, handlers: { spend: Spend; revocations: Revocations }): BackgroundTask[] {
   const { spend, revocations } = handlers;
-  const subscriptions: Array<[type: string, handle: (trx: Knex.Transaction, event: EventEnvelopeJson) => Promise<void>]> = [
-    ['billing.usage.recorded', (trx, event) => spend.usageRecorded(trx, event)],
+  // Usage is the busy subject: its effects commute (atomic additions, alerts and balances decided
+  // by keys and timestamps), so several events are applied at once.
+  const subscriptions: Array<[type: string, handle: (trx: Knex.Transaction, event: EventEnvelopeJson) => Promise<void>, concurrency?: number]> = [
+    ['billing.usage.recorded', (trx, event) => spend.usageRecorded(trx, event), 4],
     ['billing.topup.completed', (trx, event) => spend.topupCompleted(trx, event)],
     ['user.deactivated', (trx, event) => revocations.userDeactivated(trx, event)],
     ['organization.member.removed', (trx, event) => revocations.memberRemoved(trx, event)],
     ['organization.deleted', (trx, event) => revocations.organizationDeleted(trx, event)],
   ];
-  return subscriptions.map(([type, handle]) =>
+  return subscriptions.map(([type, handle, concurrency]) =>
     startConsumer({
       db: runtime.db,
       nats: runtime.nats,
@@ -26,6 +28,7 @@ export function startEventConsumers(runtime: ServiceRuntime, handlers: { spend: 
       filterSubjects: [`${runtime.config.eventsSubjectPrefix}.${type}`],
       log: runtime.log,
       handle: (event, trx) => handle(trx, event),
+      concurrency,
     }),
   );
 }

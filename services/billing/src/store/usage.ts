@@ -35,13 +35,22 @@ export interface NewUsage {
 
 const usageColumns = 'id, generation_id, workspace_id, key_id, model, routed_model, tier, cost_usd::text AS cost_usd, occurred_at';
 
-/** Inserts the usage unless its generation is recorded already; true when inserted. */
-export async function insertUsage(trx: Knex.Transaction, usage: NewUsage): Promise<boolean> {
-  const { rows } = await trx.raw<{ rows: unknown[] }>(
-    `INSERT INTO usage_records (id, generation_id, workspace_id, key_id, model, routed_model, tier, input_tokens, output_tokens,
-       upstream_cost_usd, cost_usd, plan_id, pricing_version, reservation_id, occurred_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::bigint, ?::numeric, ?::numeric, ?, ?, ?, ?)
-     ON CONFLICT (generation_id) DO NOTHING RETURNING id`,
+/**
+ * Inserts the usage and debits its cost from the workspace balance, in one statement, unless the
+ * generation is recorded already; returns the balance after the debit, or undefined for a repeat.
+ */
+export async function insertUsageAndDebit(trx: Knex.Transaction, usage: NewUsage): Promise<string | undefined> {
+  const { rows } = await trx.raw<{ rows: Array<{ balance_usd: string | null }> }>(
+    `WITH inserted AS (
+       INSERT INTO usage_records (id, generation_id, workspace_id, key_id, model, routed_model, tier, input_tokens, output_tokens,
+         upstream_cost_usd, cost_usd, plan_id, pricing_version, reservation_id, occurred_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::bigint, ?::numeric, ?::numeric, ?, ?, ?, ?)
+       ON CONFLICT (generation_id) DO NOTHING RETURNING workspace_id, cost_usd
+     ), debited AS (
+       UPDATE accounts a SET balance_usd = a.balance_usd - inserted.cost_usd, updated_at = now()
+         FROM inserted WHERE a.workspace_id = inserted.workspace_id RETURNING a.balance_usd
+     )
+     SELECT (SELECT balance_usd::text FROM debited) AS balance_usd`,
     [
       usage.id,
       usage.generationId,
@@ -60,7 +69,7 @@ export async function insertUsage(trx: Knex.Transaction, usage: NewUsage): Promi
       usage.occurredAt,
     ],
   );
-  return rows.length === 1;
+  return rows[0].balance_usd ?? undefined;
 }
 
 export async function findUsageByGeneration(db: Db, generationId: string): Promise<UsageRow | undefined> {
