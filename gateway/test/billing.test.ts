@@ -111,6 +111,40 @@ describe('recording usage', () => {
     expect((await call('GET', '/v1/billing/balance', { token: ws.token })).json.balance_usd).toBe('-6.980');
     await eventually(async () => (await keysDataPlane.authorizeKey({ fullKey: ws.fullKey })).reason === 'insufficient_balance', 'insufficient_balance');
     expect((await call('GET', '/v1/billing/balance', { token: ws.fullKey })).status).toBe(200);
+    // A top-up that lifts the balance above zero lets the data plane in again.
+    const topup = await call('POST', '/v1/billing/topup', { token: ws.token, body: { amount_usd: '10', idempotency_key: 'lift' } });
+    expect((await call('POST', `${new URL(topup.json.checkout_url).pathname}/complete`)).json.status).toBe('completed');
+    expect((await call('GET', '/v1/billing/balance', { token: ws.token })).json.balance_usd).toBe('3.020');
+    await eventually(async () => (await keysDataPlane.authorizeKey({ fullKey: ws.fullKey })).allowed, 'the top-up to reach AuthorizeKey');
+  });
+
+  it("answers a generation to the conversations service, only in the generation's workspace", async () => {
+    const ws = await workspaceWithKey();
+    const other = await workspaceWithKey();
+    const recorded = usage(ws, { model: 'service/balanced', routedModel: 'acme/balanced-1' });
+    const { usageId } = await dataPlane.recordUsage(recorded);
+    const conversations = meshClient(UsageService, mesh.urls.billing, 'billing', { caller: 'conversations' });
+    expect(await conversations.getGeneration({ generationId: recorded.generationId, workspaceId: ws.workspaceId })).toMatchObject({
+      generationId: recorded.generationId,
+      usageId,
+      workspaceId: ws.workspaceId,
+      keyId: ws.keyId,
+      model: 'service/balanced',
+      routedModel: 'acme/balanced-1',
+      tier: 'balanced',
+    });
+    for (const request of [
+      { generationId: recorded.generationId, workspaceId: other.workspaceId },
+      { generationId: 'gen_unknown', workspaceId: ws.workspaceId },
+    ]) {
+      const err = await conversations.getGeneration(request).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      expect(err?.code).toBe(Code.NotFound);
+    }
+    // Only the conversations service may ask.
+    await expect(dataPlane.getGeneration({ generationId: recorded.generationId, workspaceId: ws.workspaceId })).rejects.toThrow(/not available/);
   });
 
   it('refuses bad usage with invalid_argument naming the field', async () => {

@@ -291,11 +291,10 @@ describe('members', () => {
     const member = await world.user('x-member');
     const { orgId, name } = await newOrganization(owner);
     await join(owner, orgId, name, member, 'admin');
-    // A top-up is for owners and admins: the gateway's role for the workspace decides (the
-    // billing service itself is not built yet: an allowed call is an honest 501).
+    // A top-up is for owners and admins: the gateway's role for the workspace decides.
     const asMember = () =>
       call('POST', '/v1/billing/topup', { token: member.token, headers: { 'x-workspace-id': orgId }, body: { amount_usd: 5, idempotency_key: 'k1' } });
-    expect((await asMember()).status).toBe(501);
+    expect((await asMember()).status).toBe(201);
     // Demoted to developer: refused from the very next request on.
     expect((await call('PATCH', `/v1/organizations/${orgId}/members/${member.userId}`, { token: owner.token, body: { role: 'developer' } })).status).toBe(200);
     expectErrorBody(await asMember(), 403, 'forbidden');
