@@ -113,9 +113,9 @@ describe('decodeRequest', () => {
     expect(inputError(() => decode('POST', '/v1/feedback', { generation_id: 'gen_1', rating: 1, tags: { a: 'ok' } })).field).toBe('tags');
   });
 
-  it('checks integers (feedback rating)', () => {
-    expect(decode('POST', '/v1/feedback', { generation_id: 'g', rating: '1' }).rating).toBe(1);
-    for (const rating of [1.5, 'one', true, [1], 2 ** 31, '1.0']) {
+  it('checks integers (feedback rating): a 32-bit integer is a JSON number, never a string', () => {
+    expect(decode('POST', '/v1/feedback', { generation_id: 'g', rating: -1 }).rating).toBe(-1);
+    for (const rating of [1.5, 'one', true, [1], 2 ** 31, '1.0', '1']) {
       expect(inputError(() => decode('POST', '/v1/feedback', { generation_id: 'g', rating })).field, JSON.stringify(rating)).toBe('rating');
     }
   });
