@@ -186,8 +186,7 @@ function checkScalar(scalar: ScalarType, value: JsonValue, path: string): JsonVa
   if (int32Types.has(scalar) || int64Types.has(scalar)) {
     // 64-bit integers may come as strings (proto3 JSON: beyond 2^53 a number loses digits);
     // 32-bit ones are JSON numbers only, so "1" is a type error like any other.
-    const integer =
-      typeof value === 'number' ? Number.isInteger(value) : int64Types.has(scalar) && typeof value === 'string' && /^-?\d+$/.test(value);
+    const integer = typeof value === 'number' ? Number.isInteger(value) : int64Types.has(scalar) && typeof value === 'string' && /^-?\d+$/.test(value);
     if (!integer) throw new InputError(path, `${path} must be an integer, not ${describe(value)}.`);
     if (int32Types.has(scalar) && !inInt32Range(scalar, Number(value))) throw new InputError(path, `${path} is out of range.`);
     return value;

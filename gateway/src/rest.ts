@@ -13,7 +13,13 @@ import { type AddressRanges, forwardedClientIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { userSessionRequired } from '@switchboard/runtime/policy';
-import { changedKeyHeader, changedWorkspaceHeader, contentSecurityPolicyHeader, revokedSessionsHeader } from '@switchboard/runtime/server';
+import {
+  changedKeyHeader,
+  changedWorkspaceHeader,
+  contentSecurityPolicyHeader,
+  revokedSessionsHeader,
+  statusOverrideHeader,
+} from '@switchboard/runtime/server';
 import type { Authenticator, Principal, Workspace } from './auth.js';
 import { decodeRequest, encodeResponse, InputError } from './codec.js';
 import { HttpError } from './http-error.js';
@@ -23,8 +29,6 @@ import type { Route } from './routes.js';
 export const maxBodyBytes = 1024 * 1024;
 /** Deadline of one service call made for a REST request. */
 export const callTimeoutMs = 10_000;
-/** A service may set this response header to answer with another 2xx than the route's. */
-export const statusOverrideHeader = 'sb-http-status';
 /** Request headers that fill request fields of the same meaning (raw-body provider webhooks). */
 const headerFields: Record<string, string> = { stripe_signature: 'stripe-signature' };
 

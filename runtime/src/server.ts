@@ -43,6 +43,9 @@ export const changedWorkspaceHeader = 'sb-changed-workspace';
  */
 export const changedKeyHeader = 'sb-changed-key';
 
+/** Response header through which a service answers with another 2xx than its route's (200 for a replaced resource). */
+export const statusOverrideHeader = 'sb-http-status';
+
 /**
  * Response header through which a service gives the Content-Security-Policy of a page it renders
  * (an RPC answering google.api.HttpBody, e.g. a policy with the nonce of the page's inline

@@ -1,16 +1,60 @@
-import type { ConnectRouter } from '@connectrpc/connect';
+import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { ConversationService, FeedbackService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { statusOverrideHeader } from '@switchboard/runtime/server';
+import { workspaceOf } from './caller.js';
+import type { Conversations } from './conversations.js';
+import type { FeedbackLedger } from './feedback.js';
+import type { Router } from './routing.js';
 
 /**
- * The RPC surface of the conversations service: validation and translation only; the work belongs in
- * domain modules that `main.ts` builds and passes here. Conversations, feedback and routing are built by a later issue: until
- * then the handlers are empty and every RPC answers Unimplemented (501 on the REST surface),
- * never a fake success; each call still passes its access rule first.
+ * The RPC surface of the conversations service: translation only; the work happens in the domain
+ * modules. Every REST RPC acts in the workspace the gateway resolved, after its proto access rule.
  */
-export type ConversationsHandlers = Record<string, never>;
 
-export function registerRoutes(router: ConnectRouter, _handlers: ConversationsHandlers): void {
-  router.service(ConversationService, {});
-  router.service(FeedbackService, {});
-  router.service(RoutingService, {});
+export interface ConversationsHandlers {
+  conversations: Conversations;
+  feedback: FeedbackLedger;
+  router: Router;
+}
+
+export function registerRoutes(router: ConnectRouter, handlers: ConversationsHandlers): void {
+  const { conversations, feedback } = handlers;
+
+  const conversationService: ServiceImpl<typeof ConversationService> = {
+    createConversation: (req, ctx) => conversations.create(workspaceOf(ctx).workspaceId, { title: req.title, metadata: req.metadata }),
+    listConversations: (req, ctx) => conversations.list(workspaceOf(ctx).workspaceId, { limit: req.limit, after: req.after }),
+    getConversation: (req, ctx) => conversations.get(workspaceOf(ctx).workspaceId, req.conversationId),
+    updateConversation: (req, ctx) => conversations.update(workspaceOf(ctx).workspaceId, req.conversationId, { title: req.title, metadata: req.metadata }),
+    async deleteConversation(req, ctx) {
+      await conversations.delete(workspaceOf(ctx).workspaceId, req.conversationId);
+      return {};
+    },
+    createMessage: (req, ctx) => conversations.append(workspaceOf(ctx).workspaceId, req.conversationId, { role: req.role, content: req.content }),
+    listMessages: (req, ctx) =>
+      conversations.messages(workspaceOf(ctx).workspaceId, req.conversationId, { limit: req.limit, after: req.after, order: req.order }),
+  };
+
+  const feedbackService: ServiceImpl<typeof FeedbackService> = {
+    async recordFeedback(req, ctx) {
+      const { workspaceId, requestId } = workspaceOf(ctx);
+      const result = await feedback.record(
+        workspaceId,
+        { generationId: req.generationId, rating: req.rating, comment: req.comment, tags: req.tags },
+        requestId,
+      );
+      // A replaced rating is no new resource (SPEC §6: 200, not 201).
+      if (!result.created) ctx.responseHeader.set(statusOverrideHeader, '200');
+      return result.feedback;
+    },
+    getFeedbackSummary: (req, ctx) => feedback.summary(workspaceOf(ctx).workspaceId, req.days),
+  };
+
+  const routingService: ServiceImpl<typeof RoutingService> = {
+    routeModel: (req) => handlers.router.route(req.tier, req.routingPolicy),
+    explainRoute: (req) => handlers.router.explain(req.tier, req.routingPolicy),
+  };
+
+  router.service(ConversationService, conversationService);
+  router.service(FeedbackService, feedbackService);
+  router.service(RoutingService, routingService);
 }

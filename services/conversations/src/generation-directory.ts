@@ -1,0 +1,48 @@
+import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { type Client, Code, ConnectError } from '@connectrpc/connect';
+import type { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import type { Knex } from '@switchboard/runtime/db';
+import { findGeneration, type GenerationRow, rememberGeneration } from './store/generations.js';
+
+/**
+ * The generations feedback may rate (SPEC §6: a usage record of the caller's workspace): kept
+ * from `billing.usage.recorded` events, and asked of billing's registry (GetGeneration) when an
+ * event has not arrived yet. The model is the one that served the generation (routed_model for a
+ * service tier), which is what its feedback counts for.
+ */
+export class GenerationDirectory {
+  constructor(private readonly deps: { db: Knex; billing: Client<typeof UsageService> }) {}
+
+  /** The generation if it belongs to `workspaceId`, else undefined (never another workspace's). */
+  async find(generationId: string, workspaceId: string): Promise<GenerationRow | undefined> {
+    const known = await findGeneration(this.deps.db, generationId);
+    if (known) return known.workspace_id === workspaceId ? known : undefined;
+    try {
+      const generation = await this.deps.billing.getGeneration({ generationId, workspaceId }, { timeoutMs: 5000 });
+      const row = {
+        generation_id: generation.generationId,
+        workspace_id: generation.workspaceId,
+        tier: generation.tier,
+        model: generation.routedModel || generation.model,
+      };
+      await rememberGeneration(this.deps.db, { ...row, occurredAt: generation.occurredAt ? timestampDate(generation.occurredAt) : new Date() });
+      return row;
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+      throw err;
+    }
+  }
+
+  /** `billing.usage.recorded`, in the consumer's transaction. */
+  async usageRecorded(trx: Knex.Transaction, data: Record<string, unknown>): Promise<void> {
+    const text = (name: string) => (typeof data[name] === 'string' ? (data[name] as string) : '');
+    if (!text('generation_id') || !text('workspace_id')) return;
+    await rememberGeneration(trx, {
+      generation_id: text('generation_id'),
+      workspace_id: text('workspace_id'),
+      tier: text('tier'),
+      model: text('routed_model') || text('model'),
+      occurredAt: text('occurred_at') ? new Date(text('occurred_at')) : new Date(),
+    });
+  }
+}
