@@ -1,5 +1,6 @@
+import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
-import { eventually } from '@switchboard/runtime/testing';
+import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildRoutes } from '../src/routes.js';
 import { Mailbox } from './mailbox.js';
@@ -21,7 +22,7 @@ beforeAll(async () => {
   // Debug level: authorization decisions are logged there.
   mesh = await bootMesh({ LOG_LEVEL: 'debug' });
   call = restClient(mesh.gatewayUrl);
-  world = new World(call, new Mailbox(mesh.env.MAILBOX_DIR));
+  world = new World(call, new Mailbox(mesh.env.MAILBOX_DIR), meshClient(UsageService, mesh.urls.billing, 'billing', { caller: 'data-plane' }));
   shared = await world.workspace();
 });
 

@@ -1,3 +1,5 @@
+import type { Client } from '@connectrpc/connect';
+import type { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { expect } from 'vitest';
 import type { Mailbox } from './mailbox.js';
 import type { ApiResponse, restClient } from './mesh.js';
@@ -39,7 +41,8 @@ export interface User {
 
 /**
  * One organization with an owner, an admin, a developer, a further developer (`target`), a key
- * created by each of them, and a pending invitation.
+ * created by each of them, a pending invitation, a conversation with a message, and a generation
+ * recorded by the data plane.
  */
 export interface Workspace {
   orgId: string;
@@ -49,6 +52,13 @@ export interface Workspace {
   keys: Record<Member, string>;
   pendingInvitationId: string;
   pendingInvitationToken: string;
+  /** A conversation `target` created (its title and metadata name the organization), with one message. */
+  conversationId: string;
+  /**
+   * A generation of the organization (service/fast, routed to gpt-4o-mini), recorded through
+   * RecordUsage with a key of its own that no row reads (the spend it adds reaches that key later).
+   */
+  generationId: string;
 }
 
 export interface RouteCase {
@@ -114,6 +124,10 @@ function keyChange(row: Pick<RouteCase, 'rpc' | 'method' | 'template' | 'body'> 
 /** SPEC §3: billing reads for every member; the outsider reads (and tops up) its own workspace. */
 const everyWorkspace = { owner: 200, admin: 200, developer: 200, outsider: 200 };
 const decimal = /^-?\d+(\.\d+)?$/;
+
+const conversationPath = (ws: Workspace) => `/v1/conversations/${ws.conversationId}`;
+/** The feedback_id of the first rating of each workspace's generation (later ratings replace it, keeping the id). */
+const firstFeedback = new Map<string, string>();
 
 let idempotencyCounter = 0;
 /** A top-up's idempotency key used by no other call. */
@@ -453,7 +467,7 @@ export const routeCases: RouteCase[] = [
     template: '/v1/billing/upgrade-hint',
     path: () => '/v1/billing/upgrade-hint',
     expect: everyWorkspace,
-    // No usage in either workspace: no advice.
+    // Too little usage in either workspace for a plan with a monthly fee to pay off: no advice.
     check: (response) => expect(response.json).toEqual({ hint: {} }),
   },
   topupStart('CreateCheckout', '/v1/billing/checkout'),
@@ -477,7 +491,167 @@ export const routeCases: RouteCase[] = [
       }
     },
   },
-  // --- conversations, webhooks: rows land with their issues -------------------------------------
+  // --- conversations, messages, feedback ----------------------------------------------------
+  // SPEC §3: every member reads and writes the workspace's conversations, messages and feedback.
+  // The outsider acts in its own personal workspace: it creates and lists conversations there
+  // (201, 200, never this workspace's), and this workspace's conversation or generation is one it
+  // cannot see (404, never 403).
+  {
+    rpc: 'CreateConversation',
+    method: 'POST',
+    template: '/v1/conversations',
+    path: () => '/v1/conversations',
+    body: (_ws, as) => ({ title: `Made by ${as}`, metadata: { by: as } }),
+    expect: { owner: 201, admin: 201, developer: 201, outsider: 201 },
+    check: async (response, ws, as, world) => {
+      expect(response.json).toMatchObject({ conversation_id: expect.stringMatching(/^conv_/), title: `Made by ${as}`, metadata: { by: as } });
+      // The conversation belongs to the workspace the caller acted in, and only to it.
+      const path = `/v1/conversations/${response.json.conversation_id}`;
+      expect((await world.callAs(ws, as, 'GET', path)).status).toBe(200);
+      expect((await world.callAs(ws, 'owner', 'GET', path)).status).toBe(as === 'outsider' ? 404 : 200);
+    },
+  },
+  {
+    rpc: 'ListConversations',
+    method: 'GET',
+    template: '/v1/conversations',
+    path: () => '/v1/conversations?limit=100',
+    // The outsider lists the conversations of its own workspace.
+    expect: everyWorkspace,
+    check: async (response, ws, as, world) => {
+      expect(response.json).toMatchObject({ data: expect.any(Array), has_more: false, next_cursor: null });
+      const ids = response.json.data.map((conversation: { conversation_id: string }) => conversation.conversation_id);
+      if (as !== 'outsider') {
+        expect(ids).toContain(ws.conversationId);
+        return;
+      }
+      expect(ids).not.toContain(ws.conversationId);
+      expect(response.text).not.toContain(ws.name);
+      const inWorkspace = await world.callAs(ws, 'owner', 'GET', '/v1/conversations?limit=100');
+      for (const conversation of inWorkspace.json.data) expect(ids).not.toContain(conversation.conversation_id);
+    },
+  },
+  {
+    rpc: 'GetConversation',
+    method: 'GET',
+    template: '/v1/conversations/{conversation_id}',
+    path: conversationPath,
+    expect: everyMember,
+    notFoundCode: 'conversation_not_found',
+    check: (response, ws) => {
+      if (response.status === 200) expect(response.json).toMatchObject({ conversation_id: ws.conversationId, metadata: { workspace: ws.name } });
+    },
+  },
+  {
+    rpc: 'UpdateConversation',
+    method: 'PATCH',
+    template: '/v1/conversations/{conversation_id}',
+    path: conversationPath,
+    body: (_ws, as) => ({ title: `Renamed by ${as}` }),
+    expect: everyMember,
+    notFoundCode: 'conversation_not_found',
+    subject: conversationPath,
+    check: (response, ws, as) => {
+      // The title changes; the metadata stays.
+      if (response.status === 200)
+        expect(response.json).toMatchObject({ conversation_id: ws.conversationId, title: `Renamed by ${as}`, metadata: { workspace: ws.name } });
+    },
+  },
+  {
+    rpc: 'DeleteConversation',
+    method: 'DELETE',
+    template: '/v1/conversations/{conversation_id}',
+    path: conversationPath,
+    expect: { owner: 204, admin: 204, developer: 204, outsider: 404 },
+    notFoundCode: 'conversation_not_found',
+    mutates: true,
+    subject: conversationPath,
+    check: async (response, ws, _as, world) => {
+      if (response.status !== 204) return;
+      // Gone with its messages, for every member.
+      expect((await world.callAs(ws, 'owner', 'GET', conversationPath(ws))).status).toBe(404);
+      expect((await world.callAs(ws, 'owner', 'GET', `${conversationPath(ws)}/messages`)).status).toBe(404);
+    },
+  },
+  {
+    rpc: 'CreateMessage',
+    method: 'POST',
+    template: '/v1/conversations/{conversation_id}/messages',
+    path: (ws) => `${conversationPath(ws)}/messages`,
+    body: (_ws, as) => ({ role: 'user', content: `Hello from ${as}` }),
+    expect: { owner: 201, admin: 201, developer: 201, outsider: 404 },
+    notFoundCode: 'conversation_not_found',
+    // A refused append leaves the messages as they were.
+    subject: (ws) => `${conversationPath(ws)}/messages?limit=100`,
+    check: async (response, ws, as, world) => {
+      if (response.status !== 201) return;
+      expect(response.json).toMatchObject({
+        message_id: expect.stringMatching(/^msg_/),
+        conversation_id: ws.conversationId,
+        role: 'user',
+        content: `Hello from ${as}`,
+      });
+      const listed = await world.callAs(ws, 'owner', 'GET', `${conversationPath(ws)}/messages?order=desc&limit=1`);
+      expect(listed.json.data).toEqual([response.json]);
+    },
+  },
+  {
+    rpc: 'ListMessages',
+    method: 'GET',
+    template: '/v1/conversations/{conversation_id}/messages',
+    path: (ws) => `${conversationPath(ws)}/messages?limit=100`,
+    expect: everyMember,
+    notFoundCode: 'conversation_not_found',
+    check: (response, ws) => {
+      if (response.status === 200)
+        expect(response.json.data[0]).toMatchObject({ conversation_id: ws.conversationId, role: 'user', content: `Welcome to ${ws.name}` });
+    },
+  },
+  {
+    rpc: 'RecordFeedback',
+    method: 'POST',
+    template: '/v1/feedback',
+    path: () => '/v1/feedback',
+    body: (ws, as) => ({ generation_id: ws.generationId, rating: as === 'admin' ? -1 : 1, tags: [as] }),
+    // One rating per workspace and generation: the owner's (the first caller) is new, each
+    // further member's replaces it. The outsider cannot see the generation.
+    expect: { owner: 201, admin: 200, developer: 200, outsider: 404 },
+    notFoundCode: 'generation_not_found',
+    // A refused rating leaves the workspace's feedback as it was.
+    subject: () => '/v1/feedback/summary',
+    check: async (response, ws, as, world) => {
+      if (response.status >= 300) return;
+      expect(response.json).toMatchObject({
+        feedback_id: expect.stringMatching(/^fb_/),
+        generation_id: ws.generationId,
+        rating: as === 'admin' ? -1 : 1,
+        tags: [as],
+        model: 'gpt-4o-mini',
+      });
+      const first = firstFeedback.get(ws.orgId) ?? response.json.feedback_id;
+      firstFeedback.set(ws.orgId, first);
+      expect(response.json.feedback_id).toBe(first);
+      const summary = await world.callAs(ws, 'owner', 'GET', '/v1/feedback/summary');
+      expect(summary.json).toMatchObject({ total: 1, by_tag: { [as]: { total: 1 } }, by_model: { 'gpt-4o-mini': { total: 1 } } });
+    },
+  },
+  {
+    rpc: 'GetFeedbackSummary',
+    method: 'GET',
+    template: '/v1/feedback/summary',
+    path: () => '/v1/feedback/summary',
+    // The outsider reads the summary of its own workspace, where nothing was rated.
+    expect: everyWorkspace,
+    check: async (response, ws, as, world) => {
+      expect(response.json).toMatchObject({ days: 30, total: expect.any(Number), by_tag: expect.any(Object), by_model: expect.any(Object) });
+      if (as === 'outsider') {
+        expect(response.json).toEqual({ days: 30, total: 0, thumbs_up: 0, thumbs_down: 0, by_tag: {}, by_model: {} });
+        return;
+      }
+      expect(response.json).toEqual((await world.callAs(ws, 'owner', 'GET', '/v1/feedback/summary')).json);
+    },
+  },
+  // --- webhooks: rows land with their issue ----------------------------------------------------
 ];
 
 /**
@@ -495,13 +669,20 @@ export const accountScopedServices = ['switchboard.identity.v1.AuthService', 'sw
  */
 export const publicServices = ['switchboard.billing.v1.CheckoutService'];
 
-/** Registers users and builds workspaces through REST, reading invitation tokens from the mailbox. */
+let generationCounter = 0;
+
+/**
+ * Registers users and builds workspaces through REST, reading invitation tokens from the mailbox;
+ * a workspace's generation is recorded through `dataPlane` (billing's UsageService, called as the
+ * data plane), which building workspaces needs.
+ */
 export class World {
   private readonly users = new Map<string, User>();
 
   constructor(
     private readonly call: Call,
     private readonly mailbox: Mailbox,
+    private readonly dataPlane?: Client<typeof UsageService>,
   ) {}
 
   async user(label: string): Promise<User> {
@@ -590,6 +771,46 @@ export class World {
     const keyIds = await Promise.all(members.map((member) => this.key(users[member], orgId, `${member}'s key in ${name}`)));
     const keys = Object.fromEntries(members.map((member, i) => [member, keyIds[i]])) as Record<Member, string>;
     const pending = await this.invite(users.owner, orgId, name, freshAddress(), 'developer');
-    return { orgId, name, users, keys, pendingInvitationId: pending.invitationId, pendingInvitationToken: pending.token };
+    return {
+      orgId,
+      name,
+      users,
+      keys,
+      pendingInvitationId: pending.invitationId,
+      pendingInvitationToken: pending.token,
+      conversationId: await this.conversation(users.target, orgId, name),
+      generationId: await this.generation(orgId, await this.key(users.owner, orgId, `the data plane's key in ${name}`)),
+    };
+  }
+
+  /** A conversation created by `user` in `workspaceId`, named after the organization (so a 404 shows no trace of it), with one message. */
+  private async conversation(user: User, workspaceId: string, name: string): Promise<string> {
+    const options = { token: user.token, headers: { 'x-workspace-id': workspaceId } };
+    const created = await this.call('POST', '/v1/conversations', { ...options, body: { title: `Plans of ${name}`, metadata: { workspace: name } } });
+    expect(created.status, created.text).toBe(201);
+    const conversationId: string = created.json.conversation_id;
+    const message = await this.call('POST', `/v1/conversations/${conversationId}/messages`, {
+      ...options,
+      body: { role: 'user', content: `Welcome to ${name}` },
+    });
+    expect(message.status, message.text).toBe(201);
+    return conversationId;
+  }
+
+  /** A generation of `workspaceId` served for `keyId`, recorded as the data plane records one. */
+  private async generation(workspaceId: string, keyId: string): Promise<string> {
+    if (!this.dataPlane) throw new Error("World.workspace() records a generation: construct the World with billing's UsageService client");
+    generationCounter += 1;
+    const generationId = `gen_walk_${Date.now().toString(36)}_${generationCounter}`;
+    await this.dataPlane.recordUsage({
+      generationId,
+      keyId,
+      workspaceId,
+      model: 'service/fast',
+      routedModel: 'gpt-4o-mini',
+      inputTokens: 10n,
+      outputTokens: 5n,
+    });
+    return generationId;
   }
 }

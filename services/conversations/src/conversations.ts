@@ -1,4 +1,4 @@
-import type { JsonObject, MessageInitShape } from '@bufbuild/protobuf';
+import type { JsonObject, JsonValue, MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import type {
@@ -48,8 +48,17 @@ function parseTitle(title: string): string {
   return title;
 }
 
-/** Any JSON object of at most 4096 bytes as compact UTF-8 JSON (JSON.stringify without spaces). */
+/** Whether a key or string anywhere in `value` holds a NUL character (which Postgres cannot store in jsonb). */
+function holdsNul(value: JsonValue): boolean {
+  if (typeof value === 'string') return value.includes('\u0000');
+  if (Array.isArray(value)) return value.some(holdsNul);
+  if (value !== null && typeof value === 'object') return Object.entries(value).some(([key, item]) => key.includes('\u0000') || holdsNul(item));
+  return false;
+}
+
+/** Any JSON object of at most 4096 bytes as compact UTF-8 JSON (JSON.stringify without spaces), without NUL characters. */
 function parseMetadata(metadata: JsonObject): string {
+  if (holdsNul(metadata)) throw invalidArgument('metadata', 'metadata must not contain a NUL character (\\u0000) in a key or a string.');
   const compact = JSON.stringify(metadata);
   const bytes = Buffer.byteLength(compact, 'utf8');
   if (bytes > maxMetadataBytes) throw invalidArgument('metadata', `metadata may be at most ${maxMetadataBytes} bytes as compact JSON; this one is ${bytes}.`);

@@ -62,7 +62,7 @@ export class FeedbackLedger {
     requestId?: string,
   ): Promise<{ feedback: MessageInitShape<typeof FeedbackSchema>; created: boolean }> {
     if (input.generationId.trim() === '') throw invalidArgument('generation_id', 'generation_id is required (the X-Service-Generation-Id of a response).');
-    const generation = await this.deps.generations.find(input.generationId, workspaceId);
+    const generation = await this.deps.generations.find(input.generationId, workspaceId, requestId);
     if (!generation) throw generationNotFound();
     if (input.rating !== 1 && input.rating !== -1) throw invalidArgument('rating', 'rating must be 1 (thumbs up) or -1 (thumbs down).');
     if (input.comment !== undefined && codePoints(input.comment) > maxCommentLength) {

@@ -13,12 +13,16 @@ import { findGeneration, type GenerationRow, rememberGeneration } from './store/
 export class GenerationDirectory {
   constructor(private readonly deps: { db: Knex; billing: Client<typeof UsageService> }) {}
 
-  /** The generation if it belongs to `workspaceId`, else undefined (never another workspace's). */
-  async find(generationId: string, workspaceId: string): Promise<GenerationRow | undefined> {
+  /**
+   * The generation if it belongs to `workspaceId`, else undefined (never another workspace's).
+   * The call to billing carries `requestId`, so its log lines share the request's id (SPEC §2).
+   */
+  async find(generationId: string, workspaceId: string, requestId?: string): Promise<GenerationRow | undefined> {
     const known = await findGeneration(this.deps.db, generationId);
     if (known) return known.workspace_id === workspaceId ? known : undefined;
     try {
-      const generation = await this.deps.billing.getGeneration({ generationId, workspaceId }, { timeoutMs: 5000 });
+      const headers = requestId ? { 'x-request-id': requestId } : undefined;
+      const generation = await this.deps.billing.getGeneration({ generationId, workspaceId }, { timeoutMs: 5000, headers });
       const row = {
         generation_id: generation.generationId,
         workspace_id: generation.workspaceId,

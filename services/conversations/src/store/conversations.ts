@@ -94,7 +94,11 @@ export async function appendMessage(
   return rows[0];
 }
 
-/** Messages by position after `afterPosition`, ascending or descending; `limit + 1` rows. */
+/**
+ * Messages by position after `afterPosition`, ascending or descending; `limit + 1` rows. The sort
+ * names the column (`messages.position`): a bare `position` would be the text output column, which
+ * sorts 1, 10, 100, 11… and breaks both the order and the cursor.
+ */
 export async function listMessages(
   db: Db,
   conversationId: string,
@@ -105,8 +109,8 @@ export async function listMessages(
   const comparison = order === 'asc' ? '>' : '<';
   const { rows } = await db.raw<{ rows: MessageRow[] }>(
     `SELECT id, conversation_id, position::text AS position, role, content, created_at FROM messages
-      WHERE conversation_id = ? ${afterPosition === undefined ? '' : `AND position ${comparison} ?::bigint`}
-      ORDER BY position ${order === 'asc' ? 'ASC' : 'DESC'} LIMIT ?`,
+      WHERE conversation_id = ? ${afterPosition === undefined ? '' : `AND messages.position ${comparison} ?::bigint`}
+      ORDER BY messages.position ${order === 'asc' ? 'ASC' : 'DESC'} LIMIT ?`,
     afterPosition === undefined ? [conversationId, limit + 1] : [conversationId, afterPosition, limit + 1],
   );
   return rows;
