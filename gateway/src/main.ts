@@ -8,6 +8,7 @@ import { readDuration, readEventsConfig, readInt, readMeshSecret, readString, ty
 import { AddressRanges } from '@switchboard/runtime/ip';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { keepByteOrderMarks } from '@switchboard/runtime/text-encoding';
 import { Authenticator } from './auth.js';
 import { handleDocs } from './docs.js';
 import { buildOpenApiDocument } from './openapi.js';
@@ -17,6 +18,7 @@ import { Router } from './router.js';
 import { buildRoutes } from './routes.js';
 
 const log = createLogger('gateway');
+keepByteOrderMarks();
 
 async function main() {
   const port = readInt('PORT', 8080);

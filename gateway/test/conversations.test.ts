@@ -113,6 +113,15 @@ function metadataOf(bytes: number): { user: string; note: string; nested: unknow
 }
 
 describe('conversations', () => {
+  it('answers metadata as it was sent, keys in their order', async () => {
+    const { token } = await signUp();
+    const metadata = { zeta: 1, alpha: { y: [3, 'x', null, true], b: 2.5 }, middle: 'm' };
+    const created = await call('POST', '/v1/conversations', { token, body: { metadata } });
+    expect(JSON.stringify(created.json.metadata)).toBe(JSON.stringify(metadata));
+    const read = await call('GET', `/v1/conversations/${created.json.conversation_id}`, { token });
+    expect(JSON.stringify(read.json.metadata)).toBe(JSON.stringify(metadata));
+  });
+
   it('creates, reads, updates and deletes a conversation with its messages', async () => {
     const { token } = await signUp();
     const created = await call('POST', '/v1/conversations', { token, body: { title: 'Support', metadata: { user: 'u1' } } });
@@ -405,6 +414,7 @@ describe('messages', () => {
       ' ',
       '\n',
       'a BOM\ufeff inside, zero\u200bwidth, no\u00a0break, soft\u00adhyphen',
+      '\ufeffa leading byte-order mark',
       'control \u0001\u001f\u007f characters',
       '{"looks": "like JSON", "n": 1}',
       '<script>alert("x")</script> &amp; &lt;',

@@ -9,6 +9,7 @@ import { connectNats, ensureEventStream, type NatsConnection } from './nats.js';
 import { recordEvent, startOutboxRelay } from './outbox.js';
 import { setPolicyLogger } from './policy.js';
 import { startRpcServer } from './server.js';
+import { keepByteOrderMarks } from './text-encoding.js';
 
 /** What a service's wiring gets: its config, log, database, NATS and event writer. */
 export interface ServiceRuntime {
@@ -52,6 +53,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
   const { name } = definition;
   const log = createLogger(name);
   setPolicyLogger(log);
+  keepByteOrderMarks();
   try {
     const config = readCommonConfig();
     const port = readInt('PORT', servicePorts[name]);

@@ -10,7 +10,8 @@ export async function up(knex: Knex): Promise<void> {
       id text PRIMARY KEY,
       workspace_id text NOT NULL,
       title text NULL,
-      metadata jsonb NOT NULL DEFAULT '{}',
+      -- json, not jsonb: the object comes back as it was sent, keys in their order.
+      metadata json NOT NULL DEFAULT '{}',
       -- The position of the last message: appends lock the row and take the next one.
       message_count bigint NOT NULL DEFAULT 0,
       created_at timestamptz NOT NULL DEFAULT now(),

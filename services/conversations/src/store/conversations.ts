@@ -16,7 +16,7 @@ const conversationColumns = `id, workspace_id, title, metadata, created_at, upda
 
 export async function insertConversation(db: Db, row: { id: string; workspaceId: string; title: string | null; metadata: string }): Promise<ConversationRow> {
   const { rows } = await db.raw<{ rows: ConversationRow[] }>(
-    `INSERT INTO conversations (id, workspace_id, title, metadata) VALUES (?, ?, ?, ?::jsonb) RETURNING ${conversationColumns}`,
+    `INSERT INTO conversations (id, workspace_id, title, metadata) VALUES (?, ?, ?, ?::json) RETURNING ${conversationColumns}`,
     [row.id, row.workspaceId, row.title, row.metadata],
   );
   return rows[0];
@@ -49,7 +49,7 @@ export async function updateConversation(
   const { rows } = await db.raw<{ rows: ConversationRow[] }>(
     `UPDATE conversations SET
        title = CASE WHEN ? THEN ? ELSE title END,
-       metadata = CASE WHEN ? THEN ?::jsonb ELSE metadata END,
+       metadata = CASE WHEN ? THEN ?::json ELSE metadata END,
        updated_at = now()
      WHERE id = ? AND workspace_id = ? RETURNING ${conversationColumns}`,
     [changes.title !== undefined, changes.title ?? null, changes.metadata !== undefined, changes.metadata ?? '{}', id, workspaceId],
