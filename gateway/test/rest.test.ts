@@ -133,7 +133,8 @@ describe('the error model', () => {
 
   it('answers an RPC that is not built yet with an honest 501', async () => {
     const registered = await call('POST', '/v1/auth/register', { body: newUser() });
-    const response = await call('GET', '/v1/conversations', { token: registered.json.session.access_token });
+    const webhooks = `/v1/workspaces/${registered.json.user.personal_workspace_id}/webhooks`;
+    const response = await call('GET', webhooks, { token: registered.json.session.access_token });
     expectErrorBody(response, 501, 'not_implemented');
   });
 });
@@ -192,16 +193,17 @@ describe('health and documents', () => {
 describe('a service outage', () => {
   it('answers 503 quickly while a service is down, and recovers when it is back', async () => {
     const registered = await call('POST', '/v1/auth/register', { body: newUser() });
+    const conversations = async () => call('GET', '/v1/conversations', { token: registered.json.session.access_token });
+    expect((await conversations()).status).toBe(200);
     await mesh.stopComponent('conversations');
     const started = Date.now();
-    const response = await call('GET', '/v1/conversations', { token: registered.json.session.access_token });
+    const response = await conversations();
     expect(Date.now() - started).toBeLessThan(5000);
     expectErrorBody(response, 503, 'service_unavailable');
     const ready = await call('GET', '/readyz');
     expect(ready.status).toBe(503);
     expect(ready.json.services.conversations).toBe('unreachable');
     await mesh.startComponent('conversations');
-    const back = await call('GET', '/v1/conversations', { token: registered.json.session.access_token });
-    expect(back.status).toBe(501);
+    expect((await conversations()).status).toBe(200);
   });
 });

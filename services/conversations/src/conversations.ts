@@ -79,6 +79,15 @@ function toMessage(row: MessageRow): MessageInitShape<typeof MessageSchema> {
   return { messageId: row.id, conversationId: row.conversation_id, role: row.role, content: row.content, createdAt: timestampFromDate(row.created_at) };
 }
 
+/** Why a message cannot be stored (a 400 naming the field), or undefined. */
+function messageProblem(input: { role: string; content: string }): ReturnType<typeof invalidArgument> | undefined {
+  if (!(roles as readonly string[]).includes(input.role)) return invalidArgument('role', `role must be one of ${roles.join(', ')}.`);
+  if (input.content === '') return invalidArgument('content', 'content is required (1 to 200,000 characters).');
+  const length = codePoints(input.content);
+  if (length > maxContentLength) return invalidArgument('content', `content may be at most ${maxContentLength} characters; this one has ${length}.`);
+  return undefined;
+}
+
 export class Conversations {
   constructor(private readonly deps: { db: Knex }) {}
 
@@ -123,11 +132,14 @@ export class Conversations {
   }
 
   async append(workspaceId: string, conversationId: string, input: { role: string; content: string }): Promise<MessageInitShape<typeof MessageSchema>> {
-    if (!conversationId || !(await findConversation(this.deps.db, conversationId, workspaceId))) throw conversationNotFound();
-    if (!(roles as readonly string[]).includes(input.role)) throw invalidArgument('role', `role must be one of ${roles.join(', ')}.`);
-    if (input.content === '') throw invalidArgument('content', 'content is required (1 to 200,000 characters).');
-    const length = codePoints(input.content);
-    if (length > maxContentLength) throw invalidArgument('content', `content may be at most ${maxContentLength} characters; this one has ${length}.`);
+    if (!conversationId) throw conversationNotFound();
+    const problem = messageProblem(input);
+    // Visibility before input (SPEC §10): a bad message for a conversation the caller cannot see is a 404.
+    if (problem) {
+      if (!(await findConversation(this.deps.db, conversationId, workspaceId))) throw conversationNotFound();
+      throw problem;
+    }
+    // The statement itself checks the conversation is the workspace's: one round trip per append.
     const row = await appendMessage(this.deps.db, { id: newId('msg'), conversationId, workspaceId, role: input.role, content: input.content });
     if (!row) throw conversationNotFound();
     return toMessage(row);
