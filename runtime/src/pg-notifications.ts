@@ -113,11 +113,23 @@ export class PgNotifier {
   private pending = new Set<string>();
   private scheduled = false;
 
-  constructor(private readonly deps: { db: Knex; channel: string; log: Logger }) {}
+  constructor(
+    private readonly deps: {
+      db: Knex;
+      channel: string;
+      log: Logger;
+      /** Runs synchronously on commit with the payloads, for this process's own listener (it hears the NOTIFY later). */
+      onCommit?(payloads: string[]): void;
+    },
+  ) {}
 
   /** Notifies each payload after `trx` commits (nothing after a rollback). */
   afterCommit(trx: Knex.Transaction, payloads: string[]): void {
-    if (payloads.length > 0) afterCommit(trx, () => this.send(payloads));
+    if (payloads.length === 0) return;
+    afterCommit(trx, () => {
+      this.deps.onCommit?.(payloads);
+      this.send(payloads);
+    });
   }
 
   send(payloads: string[]): void {
@@ -137,7 +149,7 @@ export class PgNotifier {
         batch,
       ]);
     } catch (err) {
-      // Listeners bound how long they trust what they cached (see their maximum age).
+      // Listeners also bound how long they trust what they cached (their maximum age).
       this.deps.log.warn({ err: errorMessage(err), channel: this.deps.channel, count: batch.length }, 'could not send notifications');
     }
   }

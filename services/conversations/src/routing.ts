@@ -47,6 +47,7 @@ const allows = (policy: RoutingPolicy, model: CatalogModel) => policy === 'any' 
 export class Router {
   private scores = new Map<string, ScoreRow>();
   private loadedAt = 0;
+  private everLoaded = false;
   private loading?: Promise<void>;
 
   constructor(private readonly deps: RouterDeps) {}
@@ -126,11 +127,20 @@ export class Router {
 
   private async fresh(): Promise<void> {
     if (Date.now() - this.loadedAt < (this.deps.scoresMaxAgeMs ?? 1000)) return;
+    const startedAt = Date.now();
     this.loading ??= listScores(this.deps.db)
-      .then((rows) => {
-        this.scores = new Map(rows.map((row) => [`${row.tier}|${row.model}`, row]));
-        this.loadedAt = Date.now();
-      })
+      .then(
+        (rows) => {
+          this.scores = new Map(rows.map((row) => [`${row.tier}|${row.model}`, row]));
+          this.loadedAt = startedAt;
+          this.everLoaded = true;
+        },
+        (err: unknown) => {
+          // A database blip: route on the scores already known (retried a second later); with none yet, fail.
+          if (!this.everLoaded) throw err;
+          this.loadedAt = startedAt;
+        },
+      )
       .finally(() => {
         this.loading = undefined;
       });

@@ -14,11 +14,12 @@ import { findKeyStateByHash, findKeyStateById, type KeyStateRow, keyStateChannel
  * Freshness: every change of a key's standing (revocation, cap, spend, balance) is followed, once
  * committed, by a NOTIFY on `keys_state_changed` (PgNotifier), and every replica LISTENs to it: an
  * entry is reloaded on the notification, milliseconds after the commit, on every replica,
- * whichever replica made the change. Notifications are lost while the listen
- * connection is down, so:
- *  - every (re)connect drops the whole cache (what was missed is read again);
- *  - while not listening, an entry is trusted for at most `unlistenedMaxAgeMs` (1 s);
- *  - while listening, for at most `maxAgeMs` (5 minutes), a backstop against a lost notification.
+ * whichever replica made the change; the replica that made it applies it synchronously on commit
+ * (`invalidate`), before its answer leaves. A notification can still be lost (a crash between
+ * commit and NOTIFY, a half-open listen connection), so no entry is trusted for more than
+ * `maxAgeMs` (1 s: the bound of SPEC §4 on a revocation), and a reconnect drops the whole cache.
+ * A reload costs one indexed query per key and second at most, paid by the request that finds
+ * its entry expired.
  * A load that overlaps a notification of the same key is not cached (it may have read the row
  * before the commit it was told about). Unknown keys are cached too: a key cannot become known
  * once looked up, since its hash exists only after it is created (256 random bits).
@@ -51,7 +52,6 @@ export interface KeyStatesDeps {
   clock?: Clock;
   maxEntries?: number;
   maxAgeMs?: number;
-  unlistenedMaxAgeMs?: number;
 }
 
 export function toKeyState(row: KeyStateRow, month: string): KeyState {
@@ -85,20 +85,18 @@ export class KeyStates {
   private readonly clock: Clock;
   private readonly maxEntries: number;
   private readonly maxAgeMs: number;
-  private readonly unlistenedMaxAgeMs: number;
 
   constructor(private readonly deps: KeyStatesDeps) {
     this.clock = deps.clock ?? systemClock;
     this.maxEntries = deps.maxEntries ?? 100_000;
-    this.maxAgeMs = deps.maxAgeMs ?? 5 * 60_000;
-    this.unlistenedMaxAgeMs = deps.unlistenedMaxAgeMs ?? 1000;
+    this.maxAgeMs = deps.maxAgeMs ?? 1000;
     this.listener = startPgListener({
       db: deps.db,
       channel: keyStateChannel,
       log: deps.log,
-      onNotification: (subject) => this.changed(subject),
+      onNotification: (subject) => this.invalidate(subject),
       onListening: () => this.clear(),
-      onLost: () => this.deps.log.warn('key state notifications lost: cached key states are trusted for 1 s until they resume'),
+      onLost: () => this.deps.log.warn('key state notifications lost: cached key states are reread every second until they resume'),
     });
   }
 
@@ -129,7 +127,7 @@ export class KeyStates {
   }
 
   private fresh(entry: Entry<unknown>, now: number): boolean {
-    return now - entry.loadedAt < (this.listener.listening ? this.maxAgeMs : this.unlistenedMaxAgeMs);
+    return now - entry.loadedAt < this.maxAgeMs;
   }
 
   /** One load per subject at a time; its result is cached unless a notification overlapped it. */
@@ -172,8 +170,8 @@ export class KeyStates {
     }
   }
 
-  /** A notification: `key:<id>` or `workspace:<id>` changed. The entry is reloaded at once. */
-  private changed(subject: string): void {
+  /** `key:<id>` or `workspace:<id>` changed (a notification, or this replica's own commit): the entry is reloaded at once. */
+  invalidate(subject: string): void {
     this.sequence += 1;
     if (this.notifiedAt.size >= 10_000) {
       this.notifiedAt.clear();

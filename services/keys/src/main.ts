@@ -22,7 +22,11 @@ await runService<KeysHandlers & { states: KeyStates; notifier: PgNotifier }>({
     const { db, log, recordEvent } = runtime;
     const { dataKeys } = runtime.config;
     const states = new KeyStates({ db, log });
-    const notifier = new PgNotifier({ db, channel: keyStateChannel, log });
+    // The replica that commits a change applies it to its own key states at once.
+    const notifier = new PgNotifier({ db, channel: keyStateChannel, log, onCommit: (subjects) => {
+        for (const subject of subjects) states.invalidate(subject);
+      },
+    });
     return {
       states,
       notifier,

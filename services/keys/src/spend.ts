@@ -15,8 +15,8 @@ import { addSpend, findAlertSettings, insertSpendAlert } from './store/spend.js'
  * redelivered event changes nothing (runtime/consumer.ts). Per usage:
  *  - its cost is added to the key's spend of the UTC month the usage occurred in;
  *  - its reservation, if any, is settled;
- *  - alerts: when the spend first reaches threshold_pct of the cap (a key with an alert webhook)
- *    and when it reaches the cap itself, a `key.spend_alert` event, once per key, month and
+ *  - alerts, for a key with an alert webhook: when the spend first reaches threshold_pct of the
+ *    cap and when it reaches the cap itself, a `key.spend_alert` event, once per key, month and
  *    threshold (the primary key of spend_alerts decides "once", also across replicas);
  *  - reaching the cap also emits `key.updated` (change cap_reached), so gateways drop their
  *    cached "allowed" for the key at once;
@@ -65,9 +65,9 @@ export class Spend {
     if (typeof data.reservation_id === 'string' && data.reservation_id) await settleReservation(trx, data.reservation_id, keyId);
     const cap = settings.monthly_spend_cap_usd;
     if (cap !== null && new Money(cap).gt(0)) {
-      const thresholds = new Set<number>([100]);
-      if (settings.alert_threshold_pct !== null) thresholds.add(settings.alert_threshold_pct);
-      for (const pct of [...thresholds].sort((a, b) => a - b)) {
+      // Alerts go to the key's alert webhook (SPEC §4): without one, none is spent for the month.
+      const thresholds = settings.alert_threshold_pct === null ? [] : [...new Set([settings.alert_threshold_pct, 100])].sort((a, b) => a - b);
+      for (const pct of thresholds) {
         if (after.lt(new Money(cap).times(pct).div(100))) continue;
         const spendUsd = formatMoney(after);
         if (!(await insertSpendAlert(trx, { keyId, month, thresholdPct: pct, spendUsd, capUsd: cap }))) continue;

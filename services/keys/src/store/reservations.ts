@@ -23,7 +23,8 @@ export async function reserveWithinCap(
   const { rows } = await trx.raw<{ rows: Array<{ committed: string; inserted: string | null }> }>(
     `WITH committed AS (
        SELECT COALESCE((SELECT spend_usd FROM key_monthly_spend WHERE key_id = ? AND month = ?::date), 0)
-            + COALESCE((SELECT sum(amount_usd) FROM reservations WHERE key_id = ? AND settled_at IS NULL AND expires_at > now()), 0) AS amount
+            + COALESCE((SELECT sum(amount_usd) FROM reservations
+                         WHERE key_id = ? AND settled_at IS NULL AND expires_at > now() AND created_at >= (?::date)::timestamp AT TIME ZONE 'UTC'), 0) AS amount
      ), inserted AS (
        INSERT INTO reservations (id, key_id, amount_usd, expires_at)
        SELECT ?, ?, ?::numeric, now() + make_interval(secs => ?) FROM committed
@@ -31,7 +32,7 @@ export async function reserveWithinCap(
        RETURNING id
      )
      SELECT committed.amount::text AS committed, (SELECT id FROM inserted) AS inserted FROM committed`,
-    [input.keyId, input.month, input.keyId, input.id, input.keyId, input.amountUsd, input.ttlSeconds, key.cap, input.amountUsd, key.cap],
+    [input.keyId, input.month, input.keyId, input.month, input.id, input.keyId, input.amountUsd, input.ttlSeconds, key.cap, input.amountUsd, key.cap],
   );
   const row = rows[0];
   return row.inserted ? { reserved: true } : { reserved: false, capUsd: key.cap, committedUsd: row.committed };
