@@ -23,7 +23,11 @@ await runService<KeysHandlers & { states: KeyStates; notifier: PgNotifier }>({
     const { dataKeys } = runtime.config;
     const states = new KeyStates({ db, log });
     // The replica that commits a change applies it to its own key states at once.
-    const notifier = new PgNotifier({ db, channel: keyStateChannel, log, onCommit: (subjects) => {
+    const notifier = new PgNotifier({
+      db,
+      channel: keyStateChannel,
+      log,
+      onCommit: (subjects) => {
         for (const subject of subjects) states.invalidate(subject);
       },
     });
