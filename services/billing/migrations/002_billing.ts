@@ -10,6 +10,8 @@ export async function up(knex: Knex): Promise<void> {
     CREATE TABLE accounts (
       workspace_id text PRIMARY KEY,
       balance_usd numeric NOT NULL,
+      -- +1 on every change of the balance: the order of the balances the events report.
+      balance_version bigint NOT NULL DEFAULT 0,
       plan_id text NOT NULL DEFAULT 'payg',
       created_at timestamptz NOT NULL DEFAULT now(),
       updated_at timestamptz NOT NULL DEFAULT now()

@@ -187,7 +187,7 @@ export class Topups {
       throw apiError(Code.FailedPrecondition, `checkout_${checkout.status}`, `This checkout is ${checkout.status}; start a new top-up.`, { httpStatus: 409 });
     }
     const completedAt = await markCompleted(trx, checkout.id);
-    const balanceUsd = await adjustBalance(trx, checkout.workspace_id, checkout.amount_usd);
+    const balance = await adjustBalance(trx, checkout.workspace_id, checkout.amount_usd);
     await this.deps.recordEvent(trx, {
       type: 'billing.topup.completed',
       workspaceId: checkout.workspace_id,
@@ -195,7 +195,8 @@ export class Topups {
         checkout_id: checkout.id,
         workspace_id: checkout.workspace_id,
         amount_usd: checkout.amount_usd,
-        balance_usd: balanceUsd,
+        balance_usd: balance.balanceUsd,
+        balance_version: balance.version,
         provider: checkout.provider,
         completed_at: completedAt.toISOString(),
       },

@@ -97,7 +97,7 @@ export class UsageLedger {
     const usageId = newId('usg');
 
     const recorded = await db.transaction(async (trx) => {
-      const balanceUsd = await insertUsageAndDebit(trx, {
+      const balance = await insertUsageAndDebit(trx, {
         id: usageId,
         generationId,
         workspaceId,
@@ -114,7 +114,7 @@ export class UsageLedger {
         reservationId: input.reservationId || null,
         occurredAt,
       });
-      if (balanceUsd === undefined) return false;
+      if (balance === undefined) return false;
       await recordEvent(trx, {
         type: 'billing.usage.recorded',
         workspaceId,
@@ -131,7 +131,8 @@ export class UsageLedger {
           output_tokens: outputTokens.toString(),
           occurred_at: occurredAt.toISOString(),
           reservation_id: input.reservationId || null,
-          balance_usd: balanceUsd,
+          balance_usd: balance.balanceUsd,
+          balance_version: balance.version,
         },
         requestId: input.requestId,
       });

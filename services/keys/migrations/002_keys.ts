@@ -71,11 +71,13 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw('CREATE INDEX reservations_open_idx ON reservations (key_id, expires_at) WHERE settled_at IS NULL');
 
   // The latest balance billing reported for a workspace (its events carry the balance after each
-  // debit or credit); as_of orders reports that arrive out of order.
+  // debit or credit, and its version); the version orders reports that arrive out of order.
   await knex.raw(`
     CREATE TABLE workspace_balances (
       workspace_id text PRIMARY KEY,
       balance_usd numeric NOT NULL,
+      -- billing's balance_version (0 when an event carries none: as_of orders those).
+      balance_version bigint NOT NULL DEFAULT 0,
       as_of timestamptz NOT NULL
     )`);
 }

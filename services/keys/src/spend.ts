@@ -20,7 +20,8 @@ import { addSpend, findAlertSettings, insertSpendAlert } from './store/spend.js'
  *    threshold (the primary key of spend_alerts decides "once", also across replicas);
  *  - reaching the cap also emits `key.updated` (change cap_reached), so gateways drop their
  *    cached "allowed" for the key at once;
- *  - the workspace balance after the debit is kept for `insufficient_balance`.
+ *  - the workspace balance after the debit is kept for `insufficient_balance`, ordered by
+ *    billing's balance version (a late event never undoes a newer balance).
  * Every replica's key states are told once the transaction committed.
  */
 
@@ -107,6 +108,10 @@ export class Spend {
   private async balanceReported(trx: Knex.Transaction, event: EventEnvelopeJson, workspaceId: string | undefined): Promise<void> {
     const balance = decimalField(event.data, 'balance_usd');
     if (!workspaceId || balance === undefined) return;
-    if (await recordBalance(trx, workspaceId, balance, new Date(event.occurred_at))) this.deps.notifier.afterCommit(trx, [`workspace:${workspaceId}`]);
+    const rawVersion = event.data.balance_version;
+    const version = (typeof rawVersion === 'string' || typeof rawVersion === 'number') && /^\d{1,18}$/.test(String(rawVersion)) ? String(rawVersion) : '0';
+    if (await recordBalance(trx, workspaceId, { balanceUsd: balance, version, asOf: new Date(event.occurred_at) })) {
+      this.deps.notifier.afterCommit(trx, [`workspace:${workspaceId}`]);
+    }
   }
 }

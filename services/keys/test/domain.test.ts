@@ -8,6 +8,7 @@ import { parseKeyName, parseSpendCap } from '@switchboard/keys/key-input';
 import { KeyStates } from '@switchboard/keys/key-states';
 import { monthEnd, monthOf } from '@switchboard/keys/months';
 import { Spend } from '@switchboard/keys/spend';
+import { findBalance } from '@switchboard/keys/store/balances';
 import { insertKey, keyStateChannel, revokeKeys } from '@switchboard/keys/store/keys';
 import { parseEventEnvelope } from '@switchboard/runtime/consumer';
 import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
@@ -189,5 +190,29 @@ describe('spend alerts', () => {
     ]);
     const rows = await db('key_monthly_spend').where({ key_id: key.id }).orderBy('month').select('month', db.raw('spend_usd::text AS spend'));
     expect(rows.map((r: { spend: string }) => r.spend)).toEqual(['7', '2.5']);
+  });
+});
+
+describe('balances', () => {
+  it('keep the newest balance by billing version, whatever the arrival order or the clocks', async () => {
+    const spend = new Spend({ log, notifier, recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'keys', subjectPrefix: 'test' }) });
+    const workspaceId = newId('org');
+    const report = (balance: string, version: string, at: Date) =>
+      parseEventEnvelope(
+        JSON.stringify(
+          buildEventPayload(
+            newId('evt'),
+            { type: 'billing.topup.completed', workspaceId, data: { workspace_id: workspaceId, balance_usd: balance, balance_version: version } },
+            'billing',
+            at,
+          ),
+        ),
+      );
+    // The top-up (version 2) is applied first; the debit before it (version 1) arrives later, with a later clock.
+    await db.transaction((trx) => spend.topupCompleted(trx, report('5.00', '2', new Date('2026-01-01T00:00:00Z'))));
+    await db.transaction((trx) => spend.topupCompleted(trx, report('-0.01', '1', new Date('2026-01-01T00:00:01Z'))));
+    expect(await findBalance(db, workspaceId)).toBe('5.00');
+    await db.transaction((trx) => spend.topupCompleted(trx, report('4.50', '3', new Date('2025-12-31T00:00:00Z'))));
+    expect(await findBalance(db, workspaceId)).toBe('4.50');
   });
 });

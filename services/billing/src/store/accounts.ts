@@ -23,12 +23,19 @@ export async function findAccount(db: Db, workspaceId: string): Promise<AccountR
   return db('accounts').where({ workspace_id: workspaceId }).first('workspace_id', db.raw('balance_usd::text AS balance_usd'), 'plan_id', 'updated_at');
 }
 
-/** Adds `deltaUsd` (negative: a debit) to the balance; returns the new balance. */
-export async function adjustBalance(trx: Knex.Transaction, workspaceId: string, deltaUsd: string): Promise<string> {
-  const { rows } = await trx.raw<{ rows: Array<{ balance_usd: string }> }>(
-    'UPDATE accounts SET balance_usd = balance_usd + ?::numeric, updated_at = now() WHERE workspace_id = ? RETURNING balance_usd::text',
+/** A balance after a change, and the version of the account that change made. */
+export interface BalanceChange {
+  balanceUsd: string;
+  version: string;
+}
+
+/** Adds `deltaUsd` (negative: a debit) to the balance; returns the new balance and version. */
+export async function adjustBalance(trx: Knex.Transaction, workspaceId: string, deltaUsd: string): Promise<BalanceChange> {
+  const { rows } = await trx.raw<{ rows: Array<{ balance_usd: string; balance_version: string }> }>(
+    `UPDATE accounts SET balance_usd = balance_usd + ?::numeric, balance_version = balance_version + 1, updated_at = now()
+      WHERE workspace_id = ? RETURNING balance_usd::text, balance_version::text`,
     [deltaUsd, workspaceId],
   );
   if (rows.length !== 1) throw new Error(`no billing account for ${workspaceId}`);
-  return rows[0].balance_usd;
+  return { balanceUsd: rows[0].balance_usd, version: rows[0].balance_version };
 }

@@ -3,13 +3,17 @@ import type { Db } from '@switchboard/runtime/sql';
 
 // The latest balance billing reported for each workspace (for insufficient_balance).
 
-/** Keeps the report of `asOf` unless a later one is stored already (events may arrive out of order). */
-export async function recordBalance(trx: Knex.Transaction, workspaceId: string, balanceUsd: string, asOf: Date): Promise<boolean> {
+/**
+ * Keeps a reported balance unless a newer one is stored already (events may arrive out of order):
+ * newer by billing's balance version, or by time for reports without a version.
+ */
+export async function recordBalance(trx: Knex.Transaction, workspaceId: string, report: { balanceUsd: string; version: string; asOf: Date }): Promise<boolean> {
   const { rows } = await trx.raw<{ rows: unknown[] }>(
-    `INSERT INTO workspace_balances AS b (workspace_id, balance_usd, as_of) VALUES (?, ?::numeric, ?)
-     ON CONFLICT (workspace_id) DO UPDATE SET balance_usd = EXCLUDED.balance_usd, as_of = EXCLUDED.as_of WHERE b.as_of <= EXCLUDED.as_of
+    `INSERT INTO workspace_balances AS b (workspace_id, balance_usd, balance_version, as_of) VALUES (?, ?::numeric, ?::bigint, ?)
+     ON CONFLICT (workspace_id) DO UPDATE SET balance_usd = EXCLUDED.balance_usd, balance_version = EXCLUDED.balance_version, as_of = EXCLUDED.as_of
+      WHERE EXCLUDED.balance_version > b.balance_version OR (EXCLUDED.balance_version = 0 AND b.balance_version = 0 AND b.as_of <= EXCLUDED.as_of)
      RETURNING workspace_id`,
-    [workspaceId, balanceUsd, asOf],
+    [workspaceId, report.balanceUsd, report.version, report.asOf],
   );
   return rows.length === 1;
 }
