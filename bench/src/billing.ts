@@ -30,7 +30,7 @@
  * written to bench/results/billing-<time>.json.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,7 +44,7 @@ import { Money } from '@switchboard/runtime/money';
 import pg from 'pg';
 import { type InsertLoopResult, percentile, runInsertLoop } from './baselines.js';
 import { type CpuUse, cpuMeter, readMemory } from './proc.js';
-import { check, fmt, type TargetCheck, table } from './report.js';
+import { check, finishBench, fmt, runBench, type TargetCheck, table } from './report.js';
 import { durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 
 const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
@@ -469,34 +469,11 @@ async function main(): Promise<number> {
         [cpuRow('calls', callsCpu, report.recordUsage.cpuMsPerUsage), cpuRow('first call → last spend visible', endToEndCpu, report.endToEnd.cpuMsPerUsage)],
       ),
     );
-    out.push('');
-    out.push('Targets');
-    for (const t of targets) out.push(`  ${t.pass ? 'PASS' : 'FAIL'}  ${t.name}: ${fmt(t.value, 2)} (target ${t.comparison} ${t.limit})`);
-    if (errors.length) {
-      out.push('');
-      out.push('Errors');
-      for (const error of errors) out.push(`  ${error}`);
-    }
-    report.totalSeconds = Math.round((performance.now() - started) / 1000);
-    out.push('');
-    out.push(`bench:billing took ${report.totalSeconds} s (mesh start included)`);
-    console.log(out.join('\n'));
-
-    await mkdir(resultsDir, { recursive: true });
-    const file = path.join(resultsDir, `billing-${at.replace(/[:.]/g, '-')}.json`);
-    await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
-    console.log(`wrote ${path.relative(process.cwd(), file)}`);
-    return errors.length ? 1 : 0;
+    return finishBench({ name: 'billing', lines: out, targets, errors, startedAt: started, at, resultsDir, report });
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup().catch((err: unknown) => progress(`cleanup: ${(err as Error).message}`));
     await rm(dataDir, { recursive: true, force: true });
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

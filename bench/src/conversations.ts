@@ -30,7 +30,7 @@
  * request failed (non-2xx, error, timeout), a check failed or something crashed. Results:
  * printed, and written to bench/results/conversations-<time>.json.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,7 +40,7 @@ import pg from 'pg';
 import { type InsertLoopResult, runInsertLoop } from './baselines.js';
 import { type CpuWatch, type LoadResult, runLoad, type Target } from './load.js';
 import { type CpuUse, readMemory } from './proc.js';
-import { check, fmt, type TargetCheck, table } from './report.js';
+import { check, finishBench, fmt, runBench, type TargetCheck, table } from './report.js';
 import { durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 
 const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
@@ -382,35 +382,13 @@ async function main(): Promise<number> {
         [cpuRow('append, 1 conversation', one), cpuRow(`append, ${conversations} conversations`, many), cpuRow(`list ${listLimit}`, list)],
       ),
     );
-    out.push('');
-    out.push('Targets');
-    for (const t of targets) out.push(`  ${t.pass ? 'PASS' : 'FAIL'}  ${t.name}: ${fmt(t.value, 2)} (target ${t.comparison} ${t.limit})`);
-    out.push(`  (info) appends/s (1 conversation) ÷ raw Postgres inserts/s: ${fmt(ratioOne, 2)}, no target: appends to one conversation are serialized`);
-    if (errors.length) {
-      out.push('');
-      out.push('Errors');
-      for (const error of errors) out.push(`  ${error}`);
-    }
-    report.totalSeconds = Math.round((performance.now() - started) / 1000);
-    out.push('');
-    out.push(`bench:conversations took ${report.totalSeconds} s (mesh start included)`);
-    console.log(out.join('\n'));
-
-    await mkdir(resultsDir, { recursive: true });
-    const file = path.join(resultsDir, `conversations-${at.replace(/[:.]/g, '-')}.json`);
-    await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
-    console.log(`wrote ${path.relative(process.cwd(), file)}`);
-    return errors.length ? 1 : 0;
+    // The 1-conversation ratio has no target (appends to one conversation are serialized).
+    out.push(`(info) appends/s (1 conversation) ÷ raw Postgres inserts/s: ${fmt(ratioOne, 2)}, no target: appends to one conversation are serialized`);
+    return finishBench({ name: 'conversations', lines: out, targets, errors, startedAt: started, at, resultsDir, report });
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup().catch((err: unknown) => progress(`cleanup: ${(err as Error).message}`));
     await rm(dataDir, { recursive: true, force: true });
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -21,7 +21,7 @@
  * crashed. The mesh gets its own database on the Postgres startMesh finds (dropped at the end
  * when it is the local server). Results: printed, and written to bench/results/keys-<time>.json.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,7 +35,7 @@ import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { percentile } from './baselines.js';
 import { type LoadResult, runLoad, type Target } from './load.js';
 import { type CpuUse, cpuMeter } from './proc.js';
-import { check, fmt, type TargetCheck, table } from './report.js';
+import { check, finishBench, fmt, runBench, type TargetCheck, table } from './report.js';
 import { durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 
 const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
@@ -422,24 +422,7 @@ async function main(): Promise<number> {
       ),
     );
     out.push(`  API key req/s ÷ JWT req/s: ${gatewayRatio.toFixed(2)}`);
-    out.push('');
-    out.push('Targets');
-    for (const t of targets) out.push(`  ${t.pass ? 'PASS' : 'FAIL'}  ${t.name}: ${fmt(t.value, 2)} (target ${t.comparison} ${t.limit})`);
-    if (errors.length) {
-      out.push('');
-      out.push('Errors');
-      for (const error of errors) out.push(`  ${error}`);
-    }
-    report.totalSeconds = Math.round((performance.now() - started) / 1000);
-    out.push('');
-    out.push(`bench:keys took ${report.totalSeconds} s (mesh start included)`);
-    console.log(out.join('\n'));
-
-    await mkdir(resultsDir, { recursive: true });
-    const file = path.join(resultsDir, `keys-${at.replace(/[:.]/g, '-')}.json`);
-    await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
-    console.log(`wrote ${path.relative(process.cwd(), file)}`);
-    return errors.length ? 1 : 0;
+    return finishBench({ name: 'keys', lines: out, targets, errors, startedAt: started, at, resultsDir, report });
   } finally {
     await mesh.stop();
     if (!process.env.DATABASE_URL) await dropDatabase(`postgres://postgres@127.0.0.1:5432/${database}`).catch(() => undefined);
@@ -447,10 +430,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -175,3 +175,43 @@ export async function writeReport(report: BenchReport, directory: string): Promi
   await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
   return file;
 }
+
+/**
+ * The end of a bench run: the targets and errors under the printed tables, the time it took, and
+ * the JSON report under bench/results/ (`<name>-<time>.json`). Exits non-zero on errors only: a
+ * missed target prints FAIL.
+ */
+export async function finishBench(input: {
+  name: string;
+  lines: string[];
+  targets: TargetCheck[];
+  errors: string[];
+  startedAt: number;
+  at: string;
+  resultsDir: string;
+  report: { totalSeconds?: number };
+}): Promise<number> {
+  const { lines, targets, errors, report } = input;
+  lines.push('', 'Targets');
+  for (const t of targets) lines.push(`  ${t.pass ? 'PASS' : 'FAIL'}  ${t.name}: ${fmt(t.value, 2)} (target ${t.comparison} ${t.limit})`);
+  if (errors.length) lines.push('', 'Errors', ...errors.map((error) => `  ${error}`));
+  report.totalSeconds = Math.round((performance.now() - input.startedAt) / 1000);
+  lines.push('', `bench:${input.name} took ${report.totalSeconds} s (mesh start included)`);
+  console.log(lines.join('\n'));
+  await mkdir(input.resultsDir, { recursive: true });
+  const file = path.join(input.resultsDir, `${input.name}-${input.at.replace(/[:.]/g, '-')}.json`);
+  await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+  console.log(`wrote ${path.relative(process.cwd(), file)}`);
+  return errors.length ? 1 : 0;
+}
+
+/** Runs a bench's main and exits with its code (1 on a crash). */
+export function runBench(main: () => Promise<number>): void {
+  main().then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}
