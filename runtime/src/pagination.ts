@@ -46,3 +46,10 @@ export function pageOf<Row>(rows: Row[], limit: number, cursorOf: (row: Row) => 
   const page = hasMore ? rows.slice(0, limit) : rows;
   return { rows: page, hasMore, nextCursor: hasMore ? encodeCursor(cursorOf(page[page.length - 1])) : undefined };
 }
+
+/** A report window of SPEC §5 and §6: `?days=` 1..365, default 30; else 400 on `field`. */
+export function parseDays(days: number | undefined, field = 'days'): number {
+  if (days === undefined) return 30;
+  if (!Number.isInteger(days) || days < 1 || days > 365) throw invalidArgument(field, `${field} must be a whole number from 1 to 365.`);
+  return days;
+}

@@ -9,8 +9,8 @@ import type {
 } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
-import { invalidArgument } from '@switchboard/runtime/errors';
 import { Money } from '@switchboard/runtime/money';
+import { parseDays } from '@switchboard/runtime/pagination';
 import type { Accounts } from './accounts.js';
 import type { PlanPricing, Pricing, Tier } from './pricing.js';
 import { type TierRow, usageByDay, usageByTier } from './store/usage.js';
@@ -31,12 +31,6 @@ export interface ReportsDeps {
 
 const dayMs = 24 * 3600 * 1000;
 const hintWindowDays = 30;
-
-export function parseDays(days: number | undefined, field = 'days'): number {
-  if (days === undefined) return 30;
-  if (!Number.isInteger(days) || days < 1 || days > 365) throw invalidArgument(field, 'days must be a whole number from 1 to 365.');
-  return days;
-}
 
 const isoDate = (at: Date) => at.toISOString().slice(0, 10);
 

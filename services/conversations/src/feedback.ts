@@ -5,6 +5,7 @@ import type { FeedbackSchema, FeedbackSummarySchema } from '@switchboard/contrac
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
+import { parseDays } from '@switchboard/runtime/pagination';
 import type { EventWriter } from '@switchboard/runtime/service';
 import type { GenerationDirectory } from './generation-directory.js';
 import type { Router } from './routing.js';
@@ -38,12 +39,6 @@ function toFeedback(row: FeedbackRow): MessageInitShape<typeof FeedbackSchema> {
     createdAt: timestampFromDate(row.created_at),
     updatedAt: timestampFromDate(row.updated_at),
   };
-}
-
-export function parseDays(days: number | undefined): number {
-  if (days === undefined) return 30;
-  if (!Number.isInteger(days) || days < 1 || days > 365) throw invalidArgument('days', 'days must be a whole number from 1 to 365.');
-  return days;
 }
 
 export interface FeedbackDeps {
