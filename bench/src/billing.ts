@@ -45,7 +45,7 @@ import pg from 'pg';
 import { type InsertLoopResult, percentile, runInsertLoop } from './baselines.js';
 import { type CpuUse, cpuMeter, readMemory } from './proc.js';
 import { check, finishBench, fmt, runBench, type TargetCheck, table } from './report.js';
-import { durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
+import { createKey, durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 
 const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
 const concurrency = 64;
@@ -76,21 +76,6 @@ interface Account {
   /** Sum of the costs RecordUsage answered for the key so far. */
   recorded: Money;
   calls: number;
-}
-
-/** POST /v1/keys through the gateway as the user: the new key's id. */
-async function createKey(gatewayUrl: string, accessToken: string): Promise<string> {
-  const response = await fetch(`${gatewayUrl}/v1/keys`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${accessToken}` },
-    body: JSON.stringify({ name: 'bench billing' }),
-    signal: AbortSignal.timeout(15_000),
-  });
-  const text = await response.text();
-  if (response.status !== 201) throw new Error(`POST /v1/keys answered ${response.status}: ${text.slice(0, 500)}`);
-  const keyId = (JSON.parse(text) as { key?: { key_id?: string } }).key?.key_id;
-  if (!keyId) throw new Error(`POST /v1/keys: no key.key_id in ${text.slice(0, 500)}`);
-  return keyId;
 }
 
 /** GET /v1/keys/{id}: the key's month-to-date spend as the keys service has it. */
@@ -290,7 +275,7 @@ async function main(): Promise<number> {
     const accounts: Account[] = [];
     for (let i = 0; i < workspaces; i++) {
       const user = await registerUser(mesh.gatewayUrl, `billing${i}`);
-      const keyId = await createKey(mesh.gatewayUrl, user.accessToken);
+      const { keyId } = await createKey(mesh.gatewayUrl, user.accessToken, 'bench billing');
       accounts.push({ token: user.accessToken, workspaceId: user.workspaceId, keyId, recorded: new Money(0), calls: 0 });
     }
 

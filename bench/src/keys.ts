@@ -36,7 +36,7 @@ import { percentile } from './baselines.js';
 import { type LoadResult, runLoad, type Target } from './load.js';
 import { type CpuUse, cpuMeter } from './proc.js';
 import { check, finishBench, fmt, runBench, type TargetCheck, table } from './report.js';
-import { durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
+import { createKey, durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 
 const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
 const concurrency = 64;
@@ -274,21 +274,6 @@ async function expectOk(target: Target): Promise<void> {
   if (response.status !== 200) throw new Error(`${target.method ?? 'GET'} ${target.url} answered ${response.status}: ${text.slice(0, 500)}`);
 }
 
-/** POST /v1/keys through the gateway as the user: the full key, shown only in this answer. */
-async function createKey(gatewayUrl: string, accessToken: string): Promise<string> {
-  const response = await fetch(`${gatewayUrl}/v1/keys`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${accessToken}` },
-    body: JSON.stringify({ name: 'bench data plane' }),
-    signal: AbortSignal.timeout(15_000),
-  });
-  const text = await response.text();
-  if (response.status !== 201) throw new Error(`POST /v1/keys answered ${response.status}: ${text.slice(0, 500)}`);
-  const fullKey = (JSON.parse(text) as { full_key?: string }).full_key;
-  if (!fullKey) throw new Error(`POST /v1/keys: no full_key in ${text.slice(0, 500)}`);
-  return fullKey;
-}
-
 const cpuCell = (cpu: CpuUse, name: string) => fmt(cpu.processes[name]);
 
 const gatewayRow = (credential: string, s: GatewaySummary) => [
@@ -344,7 +329,7 @@ async function main(): Promise<number> {
   const mesh = await startMesh({ dataDir, randomPorts: true, database, nodeFlags, env: { LOG_LEVEL: 'warn' } });
   try {
     const user = await registerUser(mesh.gatewayUrl, 'keys');
-    const fullKey = await createKey(mesh.gatewayUrl, user.accessToken);
+    const { fullKey } = await createKey(mesh.gatewayUrl, user.accessToken, 'bench data plane');
     // One token for the whole run: minted tokens live 5 minutes (runtime/src/mesh-token.ts).
     const meshToken = await new MeshTokens(mesh.env.SWITCHBOARD_MESH_SECRET).mint('keys', { caller: 'data-plane' });
 

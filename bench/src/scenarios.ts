@@ -104,3 +104,18 @@ export const scenarios: Scenario[] = [
     ],
   },
 ];
+
+/** POST /v1/keys through the gateway as the user: the new key's id and its full key (shown only in this answer). */
+export async function createKey(gatewayUrl: string, accessToken: string, name: string): Promise<{ keyId: string; fullKey: string }> {
+  const response = await fetch(`${gatewayUrl}/v1/keys`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${accessToken}` },
+    body: JSON.stringify({ name }),
+    signal: AbortSignal.timeout(15_000),
+  });
+  const text = await response.text();
+  if (response.status !== 201) throw new Error(`POST /v1/keys answered ${response.status}: ${text.slice(0, 500)}`);
+  const created = JSON.parse(text) as { full_key?: string; key?: { key_id?: string } };
+  if (!created.full_key || !created.key?.key_id) throw new Error(`POST /v1/keys: no full_key or key.key_id in ${text.slice(0, 500)}`);
+  return { keyId: created.key.key_id, fullKey: created.full_key };
+}
