@@ -4,7 +4,7 @@ import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventBus } from './events.js';
 import { Mailbox } from './mailbox.js';
-import { type ApiResponse, bootMesh, expectErrorBody, newUser, restClient } from './mesh.js';
+import { type ApiResponse, bootMesh, expectErrorBody, restClient, type SignedUp, signUp } from './mesh.js';
 
 /**
  * Conversations, messages and feedback through REST (SPEC §6, §10): every endpoint, the records,
@@ -29,24 +29,7 @@ afterAll(async () => {
   await mesh?.stop();
 });
 
-interface User {
-  token: string;
-  userId: string;
-  email: string;
-  workspaceId: string;
-}
-
-async function signUp(): Promise<User> {
-  const registration = newUser();
-  const response = await call('POST', '/v1/auth/register', { body: registration });
-  expect(response.status, response.text).toBe(201);
-  return {
-    token: response.json.session.access_token,
-    userId: response.json.user.user_id,
-    email: registration.email,
-    workspaceId: response.json.user.personal_workspace_id,
-  };
-}
+type User = SignedUp;
 
 const inWorkspace = (workspaceId?: string) => (workspaceId ? { 'x-workspace-id': workspaceId } : undefined);
 
@@ -114,7 +97,7 @@ function metadataOf(bytes: number): { user: string; note: string; nested: unknow
 
 describe('conversations', () => {
   it('answers metadata as it was sent, keys in their order', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const metadata = { zeta: 1, alpha: { y: [3, 'x', null, true], b: 2.5 }, middle: 'm' };
     const created = await call('POST', '/v1/conversations', { token, body: { metadata } });
     expect(JSON.stringify(created.json.metadata)).toBe(JSON.stringify(metadata));
@@ -123,7 +106,7 @@ describe('conversations', () => {
   });
 
   it('creates, reads, updates and deletes a conversation with its messages', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const created = await call('POST', '/v1/conversations', { token, body: { title: 'Support', metadata: { user: 'u1' } } });
     expect(created.status, created.text).toBe(201);
     expect(created.json).toMatchObject({ conversation_id: expect.stringMatching(/^conv_/), title: 'Support', metadata: { user: 'u1' } });
@@ -142,7 +125,7 @@ describe('conversations', () => {
   });
 
   it('creates with title and metadata optional: 201, title null and metadata {} when not given', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     for (const options of [{ body: {} }, {}, { body: { title: null, metadata: null } }]) {
       const response = await call('POST', '/v1/conversations', { token, ...options });
       expect(response.status, response.text).toBe(201);
@@ -169,7 +152,7 @@ describe('conversations', () => {
   });
 
   it('lists newest first with cursors; limit is 1..100 (else 400)', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push((await createConversation(token, { title: `c${i}` })).conversation_id);
     const newestFirst = [...ids].reverse();
@@ -207,7 +190,7 @@ describe('conversations', () => {
   });
 
   it('updates the title (the metadata stays) or the metadata (replaced whole, not merged)', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const created = await createConversation(token, { title: 'First', metadata: { a: 1, keep: { deep: true } } });
     const path = `/v1/conversations/${created.conversation_id}`;
 
@@ -233,7 +216,7 @@ describe('conversations', () => {
   });
 
   it('deletes a conversation and its messages: 204, then 404 on every route', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const doomed = await createConversation(token, { title: 'doomed' });
     const kept = await createConversation(token, { title: 'kept' });
     const path = `/v1/conversations/${doomed.conversation_id}`;
@@ -257,7 +240,7 @@ describe('conversations', () => {
   });
 
   it('titles: at most 512 characters, counted in code points', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     // 512 emoji are 1024 UTF-16 units: still 512 characters.
     const longest = '🎉'.repeat(512);
     const created = await createConversation(token, { title: longest });
@@ -275,7 +258,7 @@ describe('conversations', () => {
   });
 
   it('metadata: at most 4096 bytes of compact UTF-8 JSON, however the request is formatted', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const exact = metadataOf(4096);
     const body = { title: 'exact', metadata: exact };
     // Pretty-printed, the body holds far more than 4096 bytes of metadata: only the compact form counts.
@@ -328,7 +311,7 @@ describe('conversations', () => {
   });
 
   it('metadata must be a JSON object (an array, string, number or boolean is a 400), without NUL characters', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const created = await createConversation(token, { metadata: { kept: true } });
     const path = `/v1/conversations/${created.conversation_id}`;
     for (const metadata of [[1, 2], [], 'text', '{"a":1}', 5, 0, true]) {
@@ -347,7 +330,7 @@ describe('conversations', () => {
 
 describe('messages', () => {
   it('appends messages of each role (201, the record); any other role is a 400', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const conversation = await createConversation(token);
     const id = conversation.conversation_id;
     const appended: Json[] = [];
@@ -374,7 +357,7 @@ describe('messages', () => {
   });
 
   it('content: 1..200,000 characters counted in code points; missing or empty is a 400', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const id = (await createConversation(token)).conversation_id;
     const path = `/v1/conversations/${id}/messages`;
     for (const body of [{ role: 'user' }, { role: 'user', content: '' }, { role: 'user', content: null }]) {
@@ -400,7 +383,7 @@ describe('messages', () => {
   });
 
   it('stores content exactly: any Unicode, whitespace and markup, byte for byte', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const id = (await createConversation(token)).conversation_id;
     const samples = [
       'e\u0301 a\u0308 n\u0303: combining marks, not normalized (é ≠ e\u0301)',
@@ -435,7 +418,7 @@ describe('messages', () => {
   });
 
   it('lists oldest first by default or with ?order=asc, newest first with desc, with cursors; any other order is a 400', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const id = (await createConversation(token)).conversation_id;
     const path = `/v1/conversations/${id}/messages`;
     const ids: string[] = [];
@@ -477,7 +460,7 @@ describe('messages', () => {
   });
 
   it('200 concurrent appends: all 201, each stored once, every page walk sees each exactly once in one stable order; no usage recorded', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const id = (await createConversation(token, { title: 'busy' })).conversation_id;
     const path = `/v1/conversations/${id}/messages`;
     const contents = Array.from({ length: 200 }, (_, i) => `concurrent #${i} ${'🧵'.repeat(i % 7)}`);
@@ -534,8 +517,8 @@ async function organizationWith(owner: User, member: User): Promise<string> {
 
 describe('isolation', () => {
   it("another workspace's conversation is a 404 on every route (before any input check) and stays as it was", async () => {
-    const owner = await signUp();
-    const stranger = await signUp();
+    const owner = await signUp(call);
+    const stranger = await signUp(call);
     const secret = `Secret plans ${Date.now()}`;
     const conversation = await createConversation(owner.token, { title: secret, metadata: { secret } });
     const message = await append(owner.token, conversation.conversation_id, { role: 'user', content: secret });
@@ -570,9 +553,9 @@ describe('isolation', () => {
   });
 
   it('X-Workspace-Id: a member reads and writes the organization’s conversations; without it, only its personal ones', async () => {
-    const owner = await signUp();
-    const member = await signUp();
-    const outsider = await signUp();
+    const owner = await signUp(call);
+    const member = await signUp(call);
+    const outsider = await signUp(call);
     const orgId = await organizationWith(owner, member);
 
     const personal = await createConversation(member.token, { title: 'personal' });
@@ -625,7 +608,7 @@ interface Workspace extends User {
 }
 
 async function workspaceWithKey(): Promise<Workspace> {
-  const user = await signUp();
+  const user = await signUp(call);
   const key = await call('POST', '/v1/keys', { token: user.token, body: { name: 'data plane' } });
   expect(key.status, key.text).toBe(201);
   return { ...user, keyId: key.json.key.key_id };

@@ -1,7 +1,7 @@
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiResponse, bootMesh, expectErrorBody, newUser, restClient } from './mesh.js';
+import { type ApiResponse, bootMesh, expectErrorBody, restClient, signUp } from './mesh.js';
 
 /**
  * API keys through REST (SPEC §4): every endpoint, the record, every refusal with its error body,
@@ -19,12 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await mesh?.stop();
 });
-
-async function signUp(): Promise<{ token: string; userId: string; workspaceId: string }> {
-  const response = await call('POST', '/v1/auth/register', { body: newUser() });
-  expect(response.status, response.text).toBe(201);
-  return { token: response.json.session.access_token, userId: response.json.user.user_id, workspaceId: response.json.user.personal_workspace_id };
-}
 
 async function createKey(token: string, body: Record<string, unknown> = { name: 'ci' }): Promise<{ fullKey: string; key: Record<string, unknown> }> {
   const response = await call('POST', '/v1/keys', { token, body });
@@ -50,7 +44,7 @@ const keyRecordFields = [
 
 describe('creating and reading keys', () => {
   it('creates a key: 201 {full_key, key}, the key shown once and stored only as a hash', async () => {
-    const owner = await signUp();
+    const owner = await signUp(call);
     const response = await call('POST', '/v1/keys', { token: owner.token, body: { name: '  Production  ', monthly_spend_cap_usd: '0.10' } });
     expect(response.status, response.text).toBe(201);
     expect(Object.keys(response.json).sort()).toEqual(['full_key', 'key']);
@@ -85,14 +79,14 @@ describe('creating and reading keys', () => {
   });
 
   it('creates keys with a routing policy, and refuses an unknown one', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const { key } = await createKey(token, { name: 'cn', routing_policy: 'cn-only' });
     expect(key.routing_policy).toBe('cn-only');
     expectErrorBody(await call('POST', '/v1/keys', { token, body: { name: 'x', routing_policy: 'mars-only' } }), 400, 'invalid_request', 'routing_policy');
   });
 
   it('names: 1..100 code points after trimming', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const hundredEmoji = '🔑'.repeat(100);
     expect((await createKey(token, { name: hundredEmoji })).key.name).toBe(hundredEmoji);
     for (const name of ['', '   ', '🔑'.repeat(101), 'a'.repeat(101)]) {
@@ -103,7 +97,7 @@ describe('creating and reading keys', () => {
   });
 
   it('refuses caps that are not plain non-negative decimal strings, on create and on change', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const { key } = await createKey(token);
     for (const cap of ['abc', '-5', '', '1e3', '.5', '5.', '+5', ' 5', '5 ', '1,5', 'NaN', 'Infinity', '0x10']) {
       expectErrorBody(
@@ -132,7 +126,7 @@ describe('creating and reading keys', () => {
   });
 
   it('lists newest first with cursors, filters by status, and checks limit and status', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push((await createKey(token, { name: `k${i}` })).key.key_id as string);
     const first = await call('GET', '/v1/keys?limit=2', { token });
@@ -157,7 +151,7 @@ describe('creating and reading keys', () => {
   });
 
   it('gives 50 parallel creations 50 distinct keys', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const responses = await Promise.all(Array.from({ length: 50 }, (_, i) => call('POST', '/v1/keys', { token, body: { name: `parallel ${i}` } })));
     expect(responses.map((r) => r.status)).toEqual(Array(50).fill(201));
     expect(new Set(responses.map((r) => r.json.full_key)).size).toBe(50);
@@ -169,7 +163,7 @@ describe('creating and reading keys', () => {
 
 describe('changing keys', () => {
   it('renames, with the name rules', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const { key } = await createKey(token);
     const renamed = await call('PATCH', `/v1/keys/${key.key_id}`, { token, body: { name: ' staging ' } });
     expect(renamed.status, renamed.text).toBe(200);
@@ -178,7 +172,7 @@ describe('changing keys', () => {
   });
 
   it('sets a cap exactly as given, clears it, and refuses both or neither', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const { key } = await createKey(token);
     const path = `/v1/keys/${key.key_id}/spend-cap`;
     for (const cap of ['0.1', '0', '12.50', '100', '0.000000000001', '999999999999999']) {
@@ -197,7 +191,7 @@ describe('changing keys', () => {
   });
 
   it('sets the alert webhook (HTTPS, threshold 1..100, default 80) with a signing secret shown once, and removes it', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const { key } = await createKey(token);
     const path = `/v1/keys/${key.key_id}/alert-webhook`;
     const set = await call('PUT', path, { token, body: { url: 'https://alerts.example.com/hook' } });
@@ -230,7 +224,7 @@ describe('changing keys', () => {
   });
 
   it('sets the routing policy (default any) and refuses unknown ones', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const { key } = await createKey(token);
     const path = `/v1/keys/${key.key_id}/routing-policy`;
     for (const policy of ['cn-only', 'overseas-only', 'any']) {
@@ -246,7 +240,7 @@ describe('changing keys', () => {
   });
 
   it('revokes (200 with the key, twice is fine); a revoked key cannot be changed', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const { key } = await createKey(token);
     const first = await call('DELETE', `/v1/keys/${key.key_id}`, { token });
     expect(first.status, first.text).toBe(200);
@@ -262,7 +256,7 @@ describe('changing keys', () => {
 
 describe('keys as credentials', () => {
   it('authenticates REST calls as the creator in the key workspace, and records the use', async () => {
-    const owner = await signUp();
+    const owner = await signUp(call);
     const { fullKey, key } = await createKey(owner.token);
     const account = await call('GET', '/v1/account', { token: fullKey });
     expect(account.status, account.text).toBe(200);
@@ -272,12 +266,12 @@ describe('keys as credentials', () => {
     expect(listed.json.data.map((k: { key_id: string }) => k.key_id)).toEqual([key.key_id]);
     await eventually(async () => (await call('GET', `/v1/keys/${key.key_id}`, { token: owner.token })).json.last_used_at, 'last_used_at');
     // Another workspace named in the header is refused (SPEC §10).
-    const other = await signUp();
+    const other = await signUp(call);
     expectErrorBody(await call('GET', '/v1/keys', { token: fullKey, headers: { 'x-workspace-id': other.workspaceId } }), 403, 'workspace_mismatch');
   });
 
   it('refuses unknown, malformed and wrong-checksum keys with 401', async () => {
-    const { fullKey } = await createKey((await signUp()).token);
+    const { fullKey } = await createKey((await signUp(call)).token);
     const flipped = `${fullKey.slice(0, 10)}${fullKey[10] === 'a' ? 'b' : 'a'}${fullKey.slice(11)}`;
     for (const credential of ['sb_nothing', flipped, `${fullKey}x`, fullKey.slice(0, -1)]) {
       const refused = await call('GET', '/v1/account', { token: credential });
@@ -302,7 +296,7 @@ describe('keys as credentials', () => {
   });
 
   it('refuses a revoked key within one second, with 401 everywhere', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const { fullKey, key } = await createKey(token);
     expect((await call('GET', '/v1/keys', { token: fullKey })).status).toBe(200);
     expect((await call('DELETE', `/v1/keys/${key.key_id}`, { token })).status).toBe(200);
@@ -321,7 +315,7 @@ describe('keys as credentials', () => {
   });
 
   it('blocks a key whose cap is reached with 402 and the metadata, and unblocks it at once when the cap is raised or cleared', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const { fullKey, key } = await createKey(token, { name: 'capped', monthly_spend_cap_usd: '0' });
     const blocked = await call('GET', '/v1/account', { token: fullKey });
     expectErrorBody(blocked, 402, 'spend_cap_exceeded', null);
@@ -345,8 +339,8 @@ describe('keys as credentials', () => {
 
 describe('tenant isolation', () => {
   it("answers 404 for another workspace's key on every call, and leaves it as it was", async () => {
-    const owner = await signUp();
-    const stranger = await signUp();
+    const owner = await signUp(call);
+    const stranger = await signUp(call);
     const { key } = await createKey(owner.token, { name: 'mine', monthly_spend_cap_usd: '3' });
     const id = key.key_id as string;
     const attempts: Array<[string, string, unknown?]> = [
@@ -374,7 +368,7 @@ describe('tenant isolation', () => {
 
 describe('secrets stay out of logs', () => {
   it('never logs a full key or an alert signing secret', async () => {
-    const { token } = await signUp();
+    const { token } = await signUp(call);
     const { fullKey, key } = await createKey(token);
     await call('GET', '/v1/account', { token: fullKey });
     const secret = (await call('PUT', `/v1/keys/${key.key_id}/alert-webhook`, { token, body: { url: 'https://a.example.com/h' } })).json.signing_secret;

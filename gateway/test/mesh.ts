@@ -74,6 +74,29 @@ export function newUser() {
   };
 }
 
+/** A newly registered user: its access token, ids and credentials. */
+export interface SignedUp {
+  token: string;
+  userId: string;
+  workspaceId: string;
+  email: string;
+  password: string;
+}
+
+/** Registers a new user through REST (201 asserted). */
+export async function signUp(call: RestCall): Promise<SignedUp> {
+  const registration = newUser();
+  const response = await call('POST', '/v1/auth/register', { body: registration });
+  expect(response.status, response.text).toBe(201);
+  return {
+    token: response.json.session.access_token,
+    userId: response.json.user.user_id,
+    workspaceId: response.json.user.personal_workspace_id,
+    email: registration.email,
+    password: registration.password,
+  };
+}
+
 /** Asserts the error body of SPEC §2: status, code, field, and the request id of the response. */
 export function expectErrorBody(response: ApiResponse, status: number, code?: string, field?: string | null) {
   expect(response.status, response.text).toBe(status);

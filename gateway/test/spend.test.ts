@@ -6,7 +6,7 @@ import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventBus } from './events.js';
 import { Mailbox } from './mailbox.js';
-import { bootMesh, expectErrorBody, newUser, restClient } from './mesh.js';
+import { bootMesh, expectErrorBody, restClient, type SignedUp, signUp } from './mesh.js';
 
 /**
  * Spend, caps, reservations and revocations driven by events (SPEC §4, §5): usage arrives as
@@ -34,26 +34,7 @@ afterAll(async () => {
   await mesh?.stop();
 });
 
-interface User {
-  token: string;
-  userId: string;
-  workspaceId: string;
-  email: string;
-  password: string;
-}
-
-async function signUp(): Promise<User> {
-  const registration = newUser();
-  const response = await call('POST', '/v1/auth/register', { body: registration });
-  expect(response.status, response.text).toBe(201);
-  return {
-    token: response.json.session.access_token,
-    userId: response.json.user.user_id,
-    workspaceId: response.json.user.personal_workspace_id,
-    email: registration.email,
-    password: registration.password,
-  };
-}
+type User = SignedUp;
 
 async function createKey(token: string, body: Record<string, unknown>, workspaceId?: string): Promise<{ fullKey: string; keyId: string }> {
   const response = await call('POST', '/v1/keys', { token, body, headers: workspaceId ? { 'x-workspace-id': workspaceId } : {} });
@@ -95,7 +76,7 @@ const nextMonthStart = () => {
 
 describe('month-to-date spend, alerts and the cap', () => {
   it('alerts once at the threshold and once at the cap, then blocks with 402 until the cap is raised', async () => {
-    const user = await signUp();
+    const user = await signUp(call);
     const { fullKey, keyId } = await createKey(user.token, { name: 'alerting', monthly_spend_cap_usd: '10.00' });
     const hook = await call('PUT', `/v1/keys/${keyId}/alert-webhook`, {
       token: user.token,
@@ -158,7 +139,7 @@ describe('month-to-date spend, alerts and the cap', () => {
   });
 
   it('sums 200 parallel usage events exactly, ignoring their redeliveries', async () => {
-    const user = await signUp();
+    const user = await signUp(call);
     const { keyId } = await createKey(user.token, { name: 'busy' });
     // 0.000001 × (1 + 2 + … + 200) = 0.0201: every event has another cost, so a lost or doubled one shows.
     await Promise.all(
@@ -176,7 +157,7 @@ describe('month-to-date spend, alerts and the cap', () => {
 
 describe('reservations', () => {
   it('allows exactly 33 of 200 parallel reservations of 0.30 under a 10.00 cap, settles them by usage, and releases the unused ones', async () => {
-    const user = await signUp();
+    const user = await signUp(call);
     const { fullKey, keyId } = await createKey(user.token, { name: 'reserved', monthly_spend_cap_usd: '10.00' });
     const answers = await Promise.all(Array.from({ length: 200 }, () => dataPlane.authorizeKey({ fullKey, estimatedCostUsd: '0.30' })));
     const allowed = answers.filter((a) => a.allowed);
@@ -199,7 +180,7 @@ describe('reservations', () => {
   });
 
   it('answers unknown, revoked and bad estimates for the data plane', async () => {
-    const user = await signUp();
+    const user = await signUp(call);
     const { fullKey, keyId } = await createKey(user.token, { name: 'dp', routing_policy: 'cn-only' });
     expect(await dataPlane.authorizeKey({ fullKey })).toMatchObject({
       allowed: true,
@@ -223,7 +204,7 @@ describe('reservations', () => {
 
 describe('balances', () => {
   it('answers insufficient_balance to the data plane at zero or below, never to management calls', async () => {
-    const user = await signUp();
+    const user = await signUp(call);
     const { fullKey, keyId } = await createKey(user.token, { name: 'prepaid' });
     const t0 = Date.now();
     await bus.publish('billing.usage.recorded', user.workspaceId, usage(keyId, user.workspaceId, '1.00', { balance_usd: '0.00' }), {
@@ -263,8 +244,8 @@ describe("revocations from identity's events", () => {
   const statusOf = async (credential: string) => (await call('GET', '/v1/keys', { token: credential })).status;
 
   it("revokes a removed member's keys in that organization only", async () => {
-    const owner = await signUp();
-    const member = await signUp();
+    const owner = await signUp(call);
+    const member = await signUp(call);
     const orgId = await organizationWith(owner, member);
     const memberOrgKey = await createKey(member.token, { name: 'in org' }, orgId);
     const memberPersonalKey = await createKey(member.token, { name: 'personal' });
@@ -284,8 +265,8 @@ describe("revocations from identity's events", () => {
   });
 
   it("revokes a deleted organization's keys, and a deactivated user's keys everywhere", async () => {
-    const owner = await signUp();
-    const member = await signUp();
+    const owner = await signUp(call);
+    const member = await signUp(call);
     const orgId = await organizationWith(owner, member);
     const ownerOrgKey = await createKey(owner.token, { name: 'org' }, orgId);
     const ownerPersonalKey = await createKey(owner.token, { name: 'personal' });
