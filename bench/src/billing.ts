@@ -44,7 +44,7 @@ import { Money } from '@switchboard/runtime/money';
 import pg from 'pg';
 import { type InsertLoopResult, percentile, runInsertLoop } from './baselines.js';
 import { type CpuUse, cpuMeter, readMemory } from './proc.js';
-import { check, finishBench, fmt, runBench, type TargetCheck, table } from './report.js';
+import { check, finishBench, fmt, machineFacts, runBench, type TargetCheck, table } from './report.js';
 import { createKey, durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 
 const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
@@ -350,13 +350,7 @@ async function main(): Promise<number> {
 
     const report = {
       at,
-      machine: {
-        cpus: os.cpus().length,
-        model: os.cpus()[0]?.model.trim(),
-        node: process.version,
-        loadAverageAtStart,
-        loadAverageAtEnd: os.loadavg().map((l) => round(l)),
-      },
+      machine: machineFacts(loadAverageAtStart),
       settings: {
         concurrency,
         workspaces,

@@ -40,7 +40,7 @@ import pg from 'pg';
 import { type InsertLoopResult, runInsertLoop } from './baselines.js';
 import { type CpuWatch, type LoadResult, runLoad, type Target } from './load.js';
 import { type CpuUse, readMemory } from './proc.js';
-import { check, finishBench, fmt, runBench, type TargetCheck, table } from './report.js';
+import { check, finishBench, fmt, machineFacts, runBench, type TargetCheck, table } from './report.js';
 import { durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 
 const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
@@ -305,13 +305,7 @@ async function main(): Promise<number> {
 
     const report = {
       at,
-      machine: {
-        cpus: os.cpus().length,
-        model: os.cpus()[0]?.model.trim(),
-        node: process.version,
-        loadAverageAtStart,
-        loadAverageAtEnd: os.loadavg().map((l) => round(l)),
-      },
+      machine: machineFacts(loadAverageAtStart),
       settings: {
         connections,
         conversations,

@@ -35,7 +35,7 @@ import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { percentile } from './baselines.js';
 import { type LoadResult, runLoad, type Target } from './load.js';
 import { type CpuUse, cpuMeter } from './proc.js';
-import { check, finishBench, fmt, runBench, type TargetCheck, table } from './report.js';
+import { check, finishBench, fmt, machineFacts, runBench, type TargetCheck, table } from './report.js';
 import { createKey, durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 
 const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
@@ -371,7 +371,7 @@ async function main(): Promise<number> {
 
     const report = {
       at,
-      machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model.trim(), node: process.version, loadAverageAtStart },
+      machine: machineFacts(loadAverageAtStart),
       settings: { concurrency, measuredSecondsPerRpc: halfSeconds * 2, halfSeconds, warmupSeconds, unloadedSeconds, callTimeoutMs },
       authorizeKey: comparisons,
       gatewayAccount: { connections: concurrency, jwt: gateway.jwt, key: gateway.key, keyToJwtRatio: gatewayRatio },

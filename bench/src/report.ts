@@ -1,4 +1,5 @@
 import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import type { InsertLoopResult } from './baselines.js';
 import type { LoadResult } from './load.js';
@@ -214,4 +215,16 @@ export function runBench(main: () => Promise<number>): void {
       process.exit(1);
     },
   );
+}
+
+/** The machine a bench ran on, for its JSON report: cores, CPU model, Node, and the load average around the run. */
+export function machineFacts(loadAverageAtStart: number[]) {
+  const round = (value: number) => Math.round(value * 100) / 100;
+  return {
+    cpus: os.cpus().length,
+    model: os.cpus()[0]?.model.trim(),
+    node: process.version,
+    loadAverageAtStart,
+    loadAverageAtEnd: os.loadavg().map(round),
+  };
 }
