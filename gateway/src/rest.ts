@@ -143,7 +143,11 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
       throw new HttpError(403, userSessionRequired.code, userSessionRequired.message);
     }
     const requested = req.headers['x-workspace-id'];
-    workspace = await options.authenticator.resolveWorkspace(principal, typeof requested === 'string' && requested ? requested : undefined);
+    const pathWorkspace = workspaceOfPath(pathValues);
+    workspace =
+      pathWorkspace === undefined
+        ? await options.authenticator.resolveWorkspace(principal, typeof requested === 'string' && requested ? requested : undefined)
+        : await resolvePathWorkspace(options.authenticator, principal, pathWorkspace);
   }
 
   let input: Message;
@@ -210,6 +214,24 @@ const workspacePathFields = new Set(['org_id', 'workspace_id']);
 
 /** The same 404 identity gives for an organization the caller cannot see. */
 const organizationNotFound = () => new HttpError(404, 'organization_not_found', 'No such organization, or you are not a member of it.');
+
+/** The `workspace_id` of a route that acts in the workspace of its path (webhooks), if any. */
+function workspaceOfPath(pathValues: Map<DescField, string>): string | undefined {
+  for (const [field, value] of pathValues) if (field.name === 'workspace_id') return value;
+  return undefined;
+}
+
+/**
+ * A route with `{workspace_id}` acts in that workspace, whatever X-Workspace-Id says: the caller's
+ * role there goes into the mesh token. A workspace the caller is not a member of, or another
+ * workspace than an API key's own, is a 404 (never reveal whether it exists).
+ */
+async function resolvePathWorkspace(authenticator: Authenticator, principal: Principal, workspaceId: string): Promise<Workspace> {
+  if (principal.type === 'key' && workspaceId !== principal.keyWorkspaceId) throw organizationNotFound();
+  return authenticator.resolveWorkspace(principal, workspaceId).catch((err: unknown) => {
+    throw err instanceof HttpError && err.status === 404 ? organizationNotFound() : err;
+  });
+}
 
 async function assertPathWorkspaceVisible(authenticator: Authenticator, principal: Principal, workspace: Workspace, pathValues: Map<DescField, string>) {
   for (const [field, value] of pathValues) {

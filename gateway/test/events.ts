@@ -41,6 +41,11 @@ export class EventBus {
     return eventId;
   }
 
+  /** Publishes a body as it is on `<prefix>.<type>` (what a producer outside the mesh may send). */
+  async publishRaw(type: string, body: string): Promise<void> {
+    await jetstream(this.nc).publish(this.subject(type), body);
+  }
+
   /** Every event of `pattern` (a type, or `key.>`) published from now on, in arrival order. */
   observe(pattern: string): EventEnvelopeJson[] {
     const seen: EventEnvelopeJson[] = [];

@@ -1,5 +1,6 @@
 import type { Client } from '@connectrpc/connect';
 import type { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { eventually } from '@switchboard/runtime/testing';
 import { expect } from 'vitest';
 import type { Mailbox } from './mailbox.js';
 import type { ApiResponse, restClient } from './mesh.js';
@@ -59,6 +60,10 @@ export interface Workspace {
    * RecordUsage with a key of its own that no row reads (the spend it adds reaches that key later).
    */
   generationId: string;
+  /** A webhook endpoint the owner registered in the organization (it fails: nothing answers there). */
+  webhookId: string;
+  /** The webhook.test delivery of that endpoint, attempted once. */
+  deliveryId: string;
 }
 
 export interface RouteCase {
@@ -125,6 +130,9 @@ function keyChange(row: Pick<RouteCase, 'rpc' | 'method' | 'template' | 'body'> 
 const everyWorkspace = { owner: 200, admin: 200, developer: 200, outsider: 200 };
 const decimal = /^-?\d+(\.\d+)?$/;
 
+const webhooksPath = (ws: Workspace) => `/v1/workspaces/${ws.orgId}/webhooks`;
+const webhookPath = (ws: Workspace) => `${webhooksPath(ws)}/${ws.webhookId}`;
+const deliveryPath = (ws: Workspace) => `${webhookPath(ws)}/deliveries/${ws.deliveryId}`;
 const conversationPath = (ws: Workspace) => `/v1/conversations/${ws.conversationId}`;
 /** The feedback_id of the first rating of each workspace's generation (later ratings replace it, keeping the id). */
 const firstFeedback = new Map<string, string>();
@@ -651,7 +659,126 @@ export const routeCases: RouteCase[] = [
       expect(response.json).toEqual((await world.callAs(ws, 'owner', 'GET', '/v1/feedback/summary')).json);
     },
   },
-  // --- webhooks: rows land with their issue ----------------------------------------------------
+  // --- webhooks: owners and admins only (SPEC §3), in the workspace of the path ---------------
+  {
+    rpc: 'CreateWebhook',
+    method: 'POST',
+    template: '/v1/workspaces/{workspace_id}/webhooks',
+    path: (ws) => webhooksPath(ws),
+    body: (_ws, as) => ({ url: `https://hooks.invalid/${as}`, events: ['agent.completed'] }),
+    expect: { owner: 201, admin: 201, developer: 403, outsider: 404 },
+    mutates: true,
+    subject: (ws) => `${webhooksPath(ws)}?limit=100`,
+    check: (response, ws, as) => {
+      if (response.status === 201)
+        expect(response.json).toMatchObject({ workspace_id: ws.orgId, url: `https://hooks.invalid/${as}`, secret: expect.stringMatching(/^whsec_/) });
+    },
+  },
+  {
+    rpc: 'ListWebhooks',
+    method: 'GET',
+    template: '/v1/workspaces/{workspace_id}/webhooks',
+    path: (ws) => `${webhooksPath(ws)}?limit=100`,
+    expect: managersOnly,
+    check: (response, ws) => {
+      if (response.status === 200) expect(response.json.data.map((w: { webhook_id: string }) => w.webhook_id)).toContain(ws.webhookId);
+    },
+  },
+  {
+    rpc: 'GetWebhook',
+    method: 'GET',
+    template: '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}',
+    path: webhookPath,
+    expect: managersOnly,
+    check: (response, ws) => {
+      if (response.status === 200) expect(response.json).toMatchObject({ webhook_id: ws.webhookId, workspace_id: ws.orgId });
+    },
+  },
+  {
+    rpc: 'UpdateWebhook',
+    method: 'PATCH',
+    template: '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}',
+    path: webhookPath,
+    body: (_ws, as) => ({ description: `changed by ${as}` }),
+    expect: managersOnly,
+    mutates: true,
+    subject: webhookPath,
+    check: (response, _ws, as) => {
+      if (response.status === 200) expect(response.json.description).toBe(`changed by ${as}`);
+    },
+  },
+  {
+    rpc: 'DeleteWebhook',
+    method: 'DELETE',
+    template: '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}',
+    path: webhookPath,
+    expect: { owner: 204, admin: 204, developer: 403, outsider: 404 },
+    mutates: true,
+    subject: webhookPath,
+  },
+  {
+    rpc: 'RotateWebhookSecret',
+    method: 'POST',
+    template: '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/rotate-secret',
+    path: (ws) => `${webhookPath(ws)}/rotate-secret`,
+    expect: managersOnly,
+    mutates: true,
+    subject: webhookPath,
+    check: (response) => {
+      if (response.status === 200) expect(response.json.secret).toMatch(/^whsec_/);
+    },
+  },
+  {
+    rpc: 'TestWebhook',
+    method: 'POST',
+    template: '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/test',
+    path: (ws) => `${webhookPath(ws)}/test`,
+    expect: { owner: 202, admin: 202, developer: 403, outsider: 404 },
+    mutates: true,
+    subject: webhookPath,
+    check: (response, ws) => {
+      if (response.status === 202) expect(response.json).toMatchObject({ webhook_id: ws.webhookId, event_type: 'webhook.test' });
+    },
+  },
+  {
+    rpc: 'ListDeliveries',
+    method: 'GET',
+    template: '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries',
+    path: (ws) => `${webhookPath(ws)}/deliveries`,
+    expect: managersOnly,
+    check: (response, ws) => {
+      if (response.status === 200) expect(response.json.data.map((d: { delivery_id: string }) => d.delivery_id)).toContain(ws.deliveryId);
+    },
+  },
+  {
+    rpc: 'GetDelivery',
+    method: 'GET',
+    template: '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries/{delivery_id}',
+    path: deliveryPath,
+    expect: managersOnly,
+    check: (response, ws) => {
+      if (response.status === 200) expect(response.json).toMatchObject({ delivery_id: ws.deliveryId, webhook_id: ws.webhookId });
+    },
+  },
+  {
+    rpc: 'RedeliverDelivery',
+    method: 'POST',
+    template: '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver',
+    path: (ws) => `${deliveryPath(ws)}/redeliver`,
+    expect: { owner: 202, admin: 202, developer: 403, outsider: 404 },
+    mutates: true,
+    subject: webhookPath,
+  },
+  {
+    rpc: 'RecoverDeliveries',
+    method: 'POST',
+    template: '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/recover',
+    path: (ws) => `${webhookPath(ws)}/recover`,
+    body: () => ({ since: new Date(Date.now() - 3_600_000).toISOString() }),
+    expect: { owner: 202, admin: 202, developer: 403, outsider: 404 },
+    mutates: true,
+    subject: webhookPath,
+  },
 ];
 
 /**
@@ -780,7 +907,26 @@ export class World {
       pendingInvitationToken: pending.token,
       conversationId: await this.conversation(users.target, orgId, name),
       generationId: await this.generation(orgId, await this.key(users.owner, orgId, `the data plane's key in ${name}`)),
+      ...(await this.webhook(users.owner, orgId, name)),
     };
+  }
+
+  /**
+   * A webhook of the organization with a test delivery, once its first attempt failed (nothing
+   * resolves under .invalid): from then on the endpoint's record stays as it is until a call changes it.
+   */
+  private async webhook(owner: User, orgId: string, name: string): Promise<{ webhookId: string; deliveryId: string }> {
+    const base = `/v1/workspaces/${orgId}/webhooks`;
+    const created = await this.call('POST', base, { token: owner.token, body: { url: 'https://hooks.invalid/walk', description: `Hooks of ${name}` } });
+    expect(created.status, created.text).toBe(201);
+    const webhookId: string = created.json.webhook_id;
+    const tested = await this.call('POST', `${base}/${webhookId}/test`, { token: owner.token });
+    expect(tested.status, tested.text).toBe(202);
+    await eventually(async () => {
+      const endpoint = await this.call('GET', `${base}/${webhookId}`, { token: owner.token });
+      return endpoint.json.failing_since ? true : undefined;
+    }, "the first attempt of the walk's test delivery");
+    return { webhookId, deliveryId: tested.json.delivery_id };
   }
 
   /** A conversation created by `user` in `workspaceId`, named after the organization (so a 404 shows no trace of it), with one message. */

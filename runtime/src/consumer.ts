@@ -13,6 +13,9 @@ import {
 } from '@nats-io/jetstream';
 import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from './db.js';
+
+export type { JsMsg } from '@nats-io/jetstream';
+
 import type { Logger } from './log.js';
 import type { NatsConnection } from './nats.js';
 import { sleepUnless, withTimeout } from './timing.js';
@@ -59,6 +62,11 @@ export interface ConsumerOptions {
   durable: string;
   filterSubjects: string[];
   log: Logger;
+  /**
+   * Turns a message into an envelope (default: `parseEventEnvelope` of its body); throwing
+   * terminates the message as malformed. For subjects that outside producers also publish to.
+   */
+  parse?: (msg: JsMsg) => EventEnvelopeJson;
   /** Runs once per event id, inside the transaction that records the event as processed. */
   handle: (event: EventEnvelopeJson, trx: Knex.Transaction) => Promise<void>;
   /** How long NATS waits for an ack before redelivering (default 30 s; kept alive while handling). */
@@ -95,6 +103,7 @@ function errorMessage(err: unknown): string {
  */
 export function startConsumer(options: ConsumerOptions): EventConsumer {
   const { db, stream, durable, log, handle } = options;
+  const parse = options.parse ?? ((msg: JsMsg) => parseEventEnvelope(msg.data));
   const ackWaitMs = options.ackWaitMs ?? 30_000;
   const maxRetryDelayMs = options.maxRetryDelayMs ?? 30_000;
   const concurrency = Math.max(1, options.concurrency ?? 1);
@@ -146,7 +155,7 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
   const processMessage = async (msg: JsMsg) => {
     let event: EventEnvelopeJson;
     try {
-      event = parseEventEnvelope(msg.data);
+      event = parse(msg);
     } catch (err) {
       consumerLog.error({ err: errorMessage(err), subject: msg.subject, seq: msg.seq }, 'malformed event: terminated');
       msg.term(); // no reason text: NATS < 2.10 does not parse `+TERM <reason>` and would redeliver

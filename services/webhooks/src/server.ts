@@ -1,15 +1,71 @@
-import type { ConnectRouter } from '@connectrpc/connect';
+import { type JsonValue, toJson } from '@bufbuild/protobuf';
+import { ListValueSchema, timestampDate } from '@bufbuild/protobuf/wkt';
+import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { EventService, WebhookService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
+import { callerFrom } from './caller.js';
+import type { Deliveries } from './deliveries.js';
+import type { Endpoints } from './endpoints.js';
+import type { Intake } from './intake.js';
 
 /**
- * The RPC surface of the webhooks service: validation and translation only; the work belongs in
- * domain modules that `main.ts` builds and passes here. Webhooks are built by a later issue: until
- * then the handlers are empty and every RPC answers Unimplemented (501 on the REST surface),
- * never a fake success; each call still passes its access rule first.
+ * The RPC surface of the webhooks service: translation only; the work happens in the domain
+ * modules. The `webhooks.*` rules of webhooks.proto are decided by the domain modules once they
+ * found the endpoint (404 before 403); PublishEvent is for the data plane only.
  */
-export type WebhooksHandlers = Record<string, never>;
 
-export function registerRoutes(router: ConnectRouter, _handlers: WebhooksHandlers): void {
-  router.service(WebhookService, {});
-  router.service(EventService, {});
+export interface WebhooksHandlers {
+  endpoints: Endpoints;
+  deliveries: Deliveries;
+  intake: Intake;
+}
+
+export function registerRoutes(router: ConnectRouter, handlers: WebhooksHandlers): void {
+  const { endpoints, deliveries, intake } = handlers;
+  const webhooks: ServiceImpl<typeof WebhookService> = {
+    async createWebhook(req, ctx) {
+      return endpoints.create(callerFrom(ctx, req.workspaceId), { url: req.url, events: req.events, description: req.description });
+    },
+    async listWebhooks(req, ctx) {
+      return endpoints.list(callerFrom(ctx, req.workspaceId), { limit: req.limit, after: req.after });
+    },
+    async getWebhook(req, ctx) {
+      return endpoints.get(callerFrom(ctx, req.workspaceId), req.webhookId);
+    },
+    async updateWebhook(req, ctx) {
+      return endpoints.update(callerFrom(ctx, req.workspaceId), req.webhookId, {
+        url: req.url,
+        events: req.events ? (toJson(ListValueSchema, req.events) as JsonValue[]) : undefined,
+        description: req.description,
+        enabled: req.enabled,
+      });
+    },
+    async deleteWebhook(req, ctx) {
+      await endpoints.delete(callerFrom(ctx, req.workspaceId), req.webhookId);
+      return {};
+    },
+    async rotateWebhookSecret(req, ctx) {
+      return endpoints.rotateSecret(callerFrom(ctx, req.workspaceId), req.webhookId, req.gracePeriodSeconds);
+    },
+    async testWebhook(req, ctx) {
+      return deliveries.test(callerFrom(ctx, req.workspaceId), req.webhookId);
+    },
+    async listDeliveries(req, ctx) {
+      return deliveries.list(callerFrom(ctx, req.workspaceId), req.webhookId, { limit: req.limit, after: req.after, status: req.status });
+    },
+    async getDelivery(req, ctx) {
+      return deliveries.get(callerFrom(ctx, req.workspaceId), req.webhookId, req.deliveryId);
+    },
+    async redeliverDelivery(req, ctx) {
+      return deliveries.redeliver(callerFrom(ctx, req.workspaceId), req.webhookId, req.deliveryId);
+    },
+    async recoverDeliveries(req, ctx) {
+      return deliveries.recover(callerFrom(ctx, req.workspaceId), req.webhookId, req.since ? timestampDate(req.since) : undefined);
+    },
+  };
+  router.service(WebhookService, webhooks);
+  router.service(EventService, {
+    async publishEvent(req) {
+      return { eventId: await intake.publish({ workspaceId: req.workspaceId, type: req.type, data: req.data }) };
+    },
+  });
 }

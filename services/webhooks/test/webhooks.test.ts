@@ -4,17 +4,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const service = new ServiceUnderTest(new URL('../dist/src/main.js', import.meta.url), 'webhooks');
 
-/** The webhooks service as the skeleton leaves it: it boots, migrates, and guards every RPC by its proto rule. */
+/** The webhooks service's RPC guards: every RPC passes its proto rule first, then the handler's checks. */
 describe('webhooks service', () => {
   beforeAll(() => service.start());
   afterAll(() => service.stop());
 
-  it('refuses calls without a mesh token or principal, and answers Unimplemented past the access rule', async () => {
+  it('refuses calls without a mesh token or principal, and checks the workspace of the path past the access rule', async () => {
     expect(await outcomeOf(service.client(WebhookService, null).listWebhooks({}))).toBe('Unauthenticated');
     expect(await outcomeOf(service.client(WebhookService, { caller: 'gateway' }).listWebhooks({}))).toBe('Unauthenticated');
-    // A handler rule: the (future) handler decides after checking the workspace of the path.
-    expect(await outcomeOf(service.client(WebhookService, memberClaims('admin')).listWebhooks({}))).toBe('Unimplemented');
+    // A handler rule: the handler refuses a path naming another workspace than the token's.
+    expect(await outcomeOf(service.client(WebhookService, memberClaims('admin')).listWebhooks({ workspaceId: 'org_other' }))).toBe('NotFound');
     expect(await outcomeOf(service.client(EventService, memberClaims('owner')).publishEvent({}))).toBe('PermissionDenied');
-    expect(await outcomeOf(service.client(EventService, { caller: 'data-plane' }).publishEvent({}))).toBe('Unimplemented');
+    expect(await outcomeOf(service.client(EventService, { caller: 'data-plane' }).publishEvent({}))).toBe('InvalidArgument');
   });
 });

@@ -1,0 +1,138 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { Code } from '@connectrpc/connect';
+import type { DeliverySchema, ListDeliveriesResponseSchema, RecoverDeliveriesResponseSchema } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
+import { afterCommit, type Knex } from '@switchboard/runtime/db';
+import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import { newId } from '@switchboard/runtime/ids';
+import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
+import type { Caller } from './caller.js';
+import type { Endpoints } from './endpoints.js';
+import { deliveryBody } from './intake.js';
+import { toDelivery } from './records.js';
+import {
+  attemptsOf,
+  type DeliveryRow,
+  findDelivery,
+  insertDelivery,
+  insertEvent,
+  listDeliveries,
+  lockDelivery,
+  queueManualAttempt,
+  queueRecovery,
+} from './store/deliveries.js';
+import type { EndpointRow } from './store/endpoints.js';
+
+/**
+ * The deliveries of an endpoint as its workspace debugs them (SPEC §7): the log with every
+ * attempt, a test delivery, a manual redelivery (same webhook-id), and recovery of the failures
+ * since a time. A manual attempt does not count against the retry schedule: if it fails, the
+ * delivery goes on with the automatic retries it had left, or stays exhausted.
+ */
+
+export type DeliveryRecord = MessageInitShape<typeof DeliverySchema>;
+
+export interface DeliveriesDeps {
+  db: Knex;
+  endpoints: Endpoints;
+  /** Runs after a commit that queued deliveries (wakes the dispatcher of this process). */
+  onQueued: () => void;
+}
+
+const statuses = new Set(['pending', 'succeeded', 'failed', 'exhausted']);
+const deliveryNotFound = () => apiError(Code.NotFound, 'delivery_not_found', 'No such delivery for this webhook.');
+const endpointDisabled = () =>
+  apiError(Code.FailedPrecondition, 'webhook_disabled', 'This webhook is disabled; enable it (PATCH enabled: true) before sending to it.', { httpStatus: 409 });
+
+export class Deliveries {
+  constructor(private readonly deps: DeliveriesDeps) {}
+
+  /** A webhook.test delivery to this endpoint, due at once. */
+  async test(caller: Caller, webhookId: string): Promise<DeliveryRecord> {
+    const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.manage');
+    if (!endpoint.enabled) throw endpointDisabled();
+    const eventId = newId('evt');
+    const occurredAt = new Date().toISOString();
+    const data = { webhook_id: endpoint.id, workspace_id: endpoint.workspace_id, message: 'This is a test delivery from Switchboard.' };
+    const deliveryId = await this.deps.db.transaction(async (trx) => {
+      await insertEvent(trx, {
+        id: eventId,
+        type: 'webhook.test',
+        workspaceId: endpoint.workspace_id,
+        occurredAt,
+        body: deliveryBody('webhook.test', occurredAt, data),
+      });
+      const id = await insertDelivery(trx, { endpointId: endpoint.id, eventId, eventType: 'webhook.test', trigger: 'test' });
+      afterCommit(trx, this.deps.onQueued);
+      return id;
+    });
+    return this.read(endpoint, deliveryId);
+  }
+
+  async list(
+    caller: Caller,
+    webhookId: string,
+    input: { limit?: number; after?: string; status: string },
+  ): Promise<MessageInitShape<typeof ListDeliveriesResponseSchema>> {
+    const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.read');
+    const limit = parseLimit(input.limit);
+    const after = decodeCursor(input.after);
+    if (input.status && !statuses.has(input.status)) throw invalidArgument('status', 'status must be pending, succeeded, failed or exhausted.');
+    const rows = await listDeliveries(this.deps.db, endpoint.id, input.status || undefined, { limit, after });
+    const page = pageOf(rows, limit, (row) => ({ micros: row.cursor_micros, id: row.id }));
+    const attempts = await attemptsOf(
+      this.deps.db,
+      page.rows.map((row) => row.id),
+    );
+    return { data: page.rows.map((row) => toDelivery(row, attempts.get(row.id) ?? [])), hasMore: page.hasMore, nextCursor: page.nextCursor };
+  }
+
+  async get(caller: Caller, webhookId: string, deliveryId: string): Promise<DeliveryRecord> {
+    const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.read');
+    return this.read(endpoint, deliveryId);
+  }
+
+  /** One more attempt now, with the same webhook-id. */
+  async redeliver(caller: Caller, webhookId: string, deliveryId: string): Promise<DeliveryRecord> {
+    const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.manage');
+    if (!endpoint.enabled) throw endpointDisabled();
+    const row = await this.deps.db.transaction(async (trx) => {
+      const delivery = deliveryId ? await lockDelivery(trx, deliveryId, endpoint.id) : undefined;
+      if (!delivery) throw deliveryNotFound();
+      if (delivery.leased_until) {
+        throw apiError(Code.FailedPrecondition, 'delivery_in_flight', 'This delivery is being sent right now; look at its attempts in a moment.', {
+          httpStatus: 409,
+        });
+      }
+      const queued = await queueManualAttempt(trx, delivery.id);
+      afterCommit(trx, this.deps.onQueued);
+      return queued;
+    });
+    return this.withAttempts(row);
+  }
+
+  /** A manual attempt of every failed or exhausted delivery created at or after `since`. */
+  async recover(caller: Caller, webhookId: string, since: Date | undefined): Promise<MessageInitShape<typeof RecoverDeliveriesResponseSchema>> {
+    const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.manage');
+    if (!since) throw invalidArgument('since', 'since is required: an RFC 3339 time.');
+    if (since.getTime() > Date.now()) throw invalidArgument('since', 'since must not be in the future.');
+    if (!endpoint.enabled) throw endpointDisabled();
+    const requeued = await this.deps.db.transaction(async (trx) => {
+      const count = await queueRecovery(trx, endpoint.id, since);
+      if (count > 0) afterCommit(trx, this.deps.onQueued);
+      return count;
+    });
+    return { since: timestampFromDate(since), requeued };
+  }
+
+  private async read(endpoint: EndpointRow, deliveryId: string): Promise<DeliveryRecord> {
+    const row = deliveryId ? await findDelivery(this.deps.db, deliveryId, endpoint.id) : undefined;
+    if (!row) throw deliveryNotFound();
+    return this.withAttempts(row);
+  }
+
+  private async withAttempts(row: DeliveryRow): Promise<DeliveryRecord> {
+    const attempts = await attemptsOf(this.deps.db, [row.id]);
+    return toDelivery(row, attempts.get(row.id) ?? []);
+  }
+}

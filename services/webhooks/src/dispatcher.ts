@@ -1,0 +1,288 @@
+import type { MessageShape } from '@bufbuild/protobuf';
+import type { ResolveAlertWebhookResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import type { Knex } from '@switchboard/runtime/db';
+import type { Logger } from '@switchboard/runtime/log';
+import type { DataKeyRing } from '@switchboard/runtime/secrets';
+import type { BackgroundTask, EventWriter } from '@switchboard/runtime/service';
+import { withTimeout } from '@switchboard/runtime/timing';
+import type { CircuitBreakers } from './circuit-breakers.js';
+import { endpointSecretPurpose } from './endpoints.js';
+import type { RetrySchedule } from './retry-schedule.js';
+import type { DeliveryResult, WebhookSender } from './sender.js';
+import { signatureHeaders } from './signing.js';
+import {
+  type ClaimedDelivery,
+  claimDue,
+  type DeliveryRow,
+  dropDelivery,
+  finishAttempt,
+  insertAttempt,
+  lockLeased,
+  releaseLease,
+  sweepExpiredLeases,
+} from './store/deliveries.js';
+import { type EndpointRow, recordEndpointOutcome } from './store/endpoints.js';
+
+/**
+ * Sends due deliveries. The rows are the queue: a claim leases due rows (SKIP LOCKED, so
+ * replicas share the work), an attempt's outcome and the delivery's next state are committed
+ * together, and a sweeper frees the leases of a process that died, so every delivery is attempted
+ * until it succeeds or its schedule is spent (at least once; receivers deduplicate by
+ * webhook-id).
+ *
+ * Isolation: each endpoint has at most `perEndpoint` attempts in flight in this process and its
+ * own circuit breaker, and the claim never takes rows beyond that, so a receiver that hangs for
+ * the whole timeout holds only its own slots.
+ */
+
+export interface DispatcherSettings {
+  /** Attempts in flight per endpoint (WEBHOOK_ENDPOINT_CONCURRENCY). */
+  perEndpoint: number;
+  /** Attempts in flight in this process (WEBHOOK_MAX_IN_FLIGHT). */
+  maxInFlight: number;
+  /** How long a claim holds a row; longer than an attempt can take (WEBHOOK_LEASE). */
+  leaseMs: number;
+  /** How often due rows are looked for without a wake-up (other replicas' work, retries). */
+  pollMs: number;
+  /** How long an endpoint may fail without a success before it is disabled (5 days). */
+  disableAfterMs: number;
+}
+
+export interface DispatcherDeps {
+  db: Knex;
+  log: Logger;
+  dataKeys: DataKeyRing;
+  sender: WebhookSender;
+  schedule: RetrySchedule;
+  circuits: CircuitBreakers;
+  recordEvent: EventWriter;
+  /** The alert URL and signing secret of a key, from the keys service, at send time. */
+  resolveAlertTarget(keyId: string): Promise<MessageShape<typeof ResolveAlertWebhookResponseSchema>>;
+  settings: DispatcherSettings;
+}
+
+/** When a key alert's target cannot be looked up (keys unreachable), the delivery waits this long. */
+const unresolvedRetryMs = 5_000;
+const userAgent = 'Switchboard-Webhooks/1.0';
+
+export class Dispatcher {
+  private readonly inFlight = new Map<string, number>();
+  private readonly running = new Set<Promise<void>>();
+  private claiming = false;
+  private again = false;
+  private stopped = false;
+  private wakeTimer?: NodeJS.Timeout;
+  private wakeAt = Number.POSITIVE_INFINITY;
+
+  constructor(private readonly deps: DispatcherDeps) {}
+
+  /** Looks for due deliveries now (after a commit that queued some, or a freed slot). */
+  wake = (): void => {
+    if (this.stopped) return;
+    if (this.claiming) {
+      this.again = true;
+      return;
+    }
+    this.claiming = true;
+    void this.claimRounds().finally(() => {
+      this.claiming = false;
+    });
+  };
+
+  start(): BackgroundTask {
+    const { settings, db, log } = this.deps;
+    const poll = setInterval(this.wake, settings.pollMs);
+    const sweep = setInterval(
+      () => {
+        sweepExpiredLeases(db)
+          .then((freed) => {
+            if (freed > 0) {
+              log.warn({ freed }, 'freed expired delivery leases');
+              this.wake();
+            }
+          })
+          .catch((err: Error) => log.warn({ err: err.message }, 'lease sweep failed'));
+      },
+      Math.max(100, Math.floor(settings.leaseMs / 2)),
+    );
+    this.wake();
+    return {
+      stop: async () => {
+        this.stopped = true;
+        clearInterval(poll);
+        clearInterval(sweep);
+        clearTimeout(this.wakeTimer);
+        // Attempts in flight finish and record their outcome; what does not is re-sent after its lease.
+        await withTimeout(Promise.all(this.running), settings.leaseMs, 'in-flight deliveries').catch((err: Error) =>
+          log.warn({ err: err.message }, 'stopped with deliveries in flight'),
+        );
+        this.deps.sender.close();
+      },
+    };
+  }
+
+  private get total(): number {
+    return this.running.size;
+  }
+
+  private async claimRounds(): Promise<void> {
+    const { db, log, settings, circuits } = this.deps;
+    do {
+      this.again = false;
+      const room = settings.maxInFlight - this.total;
+      if (room <= 0) return;
+      const busy = new Map(this.inFlight);
+      const excluded: string[] = [];
+      for (const [endpointId, allowed] of circuits.limits()) {
+        if (allowed === 0) excluded.push(endpointId);
+        else busy.set(endpointId, Math.max(busy.get(endpointId) ?? 0, settings.perEndpoint - allowed));
+      }
+      let claims: ClaimedDelivery[];
+      try {
+        claims = await claimDue(db, { limit: room, perEndpoint: settings.perEndpoint, busy, excluded, leaseMs: settings.leaseMs });
+      } catch (err) {
+        log.warn({ err: (err as Error).message }, 'could not claim deliveries; retrying');
+        this.wakeIn(1000);
+        return;
+      }
+      for (const claim of claims) this.launch(claim);
+      if (claims.length === room) this.again = true;
+    } while (this.again && !this.stopped);
+    const probe = circuits.nextProbeAt();
+    if (probe !== undefined) this.wakeIn(probe - Date.now());
+  }
+
+  /** A wake-up in `ms` (a retry due before the next poll, a circuit's probe). */
+  private wakeIn(ms: number): void {
+    const at = Date.now() + Math.max(0, ms);
+    if (at >= this.wakeAt || this.stopped) return;
+    clearTimeout(this.wakeTimer);
+    this.wakeAt = at;
+    this.wakeTimer = setTimeout(
+      () => {
+        this.wakeAt = Number.POSITIVE_INFINITY;
+        this.wake();
+      },
+      Math.max(0, ms),
+    );
+  }
+
+  private launch(claim: ClaimedDelivery): void {
+    this.inFlight.set(claim.endpoint_id, (this.inFlight.get(claim.endpoint_id) ?? 0) + 1);
+    this.deps.circuits.claimed(claim.endpoint_id);
+    const attempt: Promise<void> = this.attempt(claim)
+      .catch((err: Error) => this.deps.log.error({ err: err.message, delivery_id: claim.id }, 'delivery attempt failed to complete; its lease will expire'))
+      .finally(() => {
+        this.running.delete(attempt);
+        const left = (this.inFlight.get(claim.endpoint_id) ?? 1) - 1;
+        if (left > 0) this.inFlight.set(claim.endpoint_id, left);
+        else this.inFlight.delete(claim.endpoint_id);
+        this.wake();
+      });
+    this.running.add(attempt);
+  }
+
+  private async attempt(claim: ClaimedDelivery): Promise<void> {
+    const target = await this.target(claim);
+    if (!target) return;
+    const headers = { ...signatureHeaders(claim.id, claim.body, target.secrets, new Date()), 'user-agent': userAgent };
+    const result = await this.deps.sender.send({ url: target.url, headers, body: claim.body, poolKey: claim.endpoint_id });
+    this.deps.circuits.record(claim.endpoint_id, result.ok);
+    await this.record(claim, target.url, result);
+  }
+
+  /** Where and with which secrets to send; undefined when the delivery was put back or dropped. */
+  private async target(claim: ClaimedDelivery): Promise<{ url: string; secrets: string[] } | undefined> {
+    const { dataKeys, db, log } = this.deps;
+    if (claim.kind === 'webhook') {
+      const secrets = [dataKeys.decrypt(claim.secret_encrypted!, endpointSecretPurpose)];
+      if (claim.previous_secret_encrypted && claim.previous_secret_expires_at && claim.previous_secret_expires_at.getTime() > Date.now()) {
+        secrets.push(dataKeys.decrypt(claim.previous_secret_encrypted, endpointSecretPurpose));
+      }
+      return { url: claim.url, secrets };
+    }
+    let resolved: MessageShape<typeof ResolveAlertWebhookResponseSchema>;
+    try {
+      resolved = await this.deps.resolveAlertTarget(claim.endpoint_id);
+    } catch (err) {
+      log.warn({ err: (err as Error).message, key_id: claim.endpoint_id }, 'could not look up a key alert target; retrying later');
+      await releaseLease(db, claim.id, claim.lease_token, new Date(Date.now() + unresolvedRetryMs));
+      return undefined;
+    }
+    if (!resolved.url || !resolved.signingSecret) {
+      log.info({ key_id: claim.endpoint_id, delivery_id: claim.id }, 'the key has no alert webhook any more: alert dropped');
+      await dropDelivery(db, claim.id, claim.lease_token);
+      return undefined;
+    }
+    return { url: resolved.url, secrets: [resolved.signingSecret] };
+  }
+
+  /** The attempt, the delivery's next state and the endpoint's failure clock, in one transaction. */
+  private async record(claim: ClaimedDelivery, url: string, result: DeliveryResult): Promise<void> {
+    const { db, schedule, settings } = this.deps;
+    let disabled: EndpointRow | undefined;
+    let retryInMs: number | undefined;
+    await db.transaction(async (trx) => {
+      const row = await lockLeased(trx, claim.id, claim.lease_token);
+      if (!row) return; // deleted with its endpoint, or its lease ran out and another attempt owns it
+      await insertAttempt(trx, {
+        delivery_id: claim.id,
+        url,
+        status: result.ok ? 'success' : 'failed',
+        response_status_code: result.statusCode,
+        error_class: result.errorClass,
+        duration_ms: Math.round(result.durationMs),
+        response_body: result.responseBody,
+        trigger: claim.next_trigger,
+      });
+      const next = nextState(row, claim, result, schedule);
+      retryInMs = next.retryInMs;
+      await finishAttempt(trx, claim.id, {
+        status: next.status,
+        scheduledAttempts: next.scheduledAttempts,
+        nextAttemptAt: next.retryInMs === undefined ? null : new Date(Date.now() + next.retryInMs),
+        succeeded: result.ok,
+      });
+      if (claim.kind !== 'webhook') return;
+      disabled = await recordEndpointOutcome(trx, claim.endpoint_id, {
+        success: result.ok,
+        gone: result.statusCode === 410,
+        disableAfterMs: settings.disableAfterMs,
+      });
+      if (disabled) {
+        await this.deps.recordEvent(trx, {
+          type: 'webhook.endpoint.disabled',
+          workspaceId: disabled.workspace_id,
+          data: {
+            webhook_id: disabled.id,
+            workspace_id: disabled.workspace_id,
+            url: disabled.url,
+            reason: disabled.disabled_reason ?? '',
+            disabled_at: disabled.disabled_at?.toISOString() ?? null,
+            failing_since: disabled.failing_since?.toISOString() ?? null,
+          },
+        });
+      }
+    });
+    if (disabled)
+      this.deps.log.warn({ webhook_id: disabled.id, workspace_id: disabled.workspace_id, reason: disabled.disabled_reason }, 'webhook endpoint disabled');
+    if (retryInMs !== undefined && retryInMs < settings.pollMs) this.wakeIn(retryInMs);
+  }
+}
+
+/**
+ * The delivery after an attempt. Scheduled attempts (event, test, retry) count against the
+ * schedule: N delays allow N + 1. A manual attempt does not: when it fails, the delivery goes on
+ * with the retries it had left, or is exhausted.
+ */
+export function nextState(
+  row: Pick<DeliveryRow, 'scheduled_attempts'>,
+  claim: Pick<ClaimedDelivery, 'next_trigger'>,
+  result: Pick<DeliveryResult, 'ok' | 'retryAfterMs'>,
+  schedule: RetrySchedule,
+): { status: DeliveryRow['status']; scheduledAttempts: number; retryInMs?: number } {
+  const scheduledAttempts = row.scheduled_attempts + (claim.next_trigger === 'manual' ? 0 : 1);
+  if (result.ok) return { status: 'succeeded', scheduledAttempts };
+  const retryInMs = schedule.delayAfter(Math.max(scheduledAttempts, 1), result.retryAfterMs);
+  return retryInMs === undefined ? { status: 'exhausted', scheduledAttempts } : { status: 'failed', scheduledAttempts, retryInMs };
+}

@@ -1,0 +1,187 @@
+import type { JsonValue, MessageInitShape } from '@bufbuild/protobuf';
+import type { ListWebhooksResponseSchema, WebhookSchema } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
+import { audit } from '@switchboard/runtime/audit';
+import { afterCommit, type Knex } from '@switchboard/runtime/db';
+import { invalidArgument } from '@switchboard/runtime/errors';
+import { newId, newSigningSecret } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
+import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
+import type { DataKeyRing } from '@switchboard/runtime/secrets';
+import { clientIpOf, requestIdOf } from '@switchboard/runtime/server';
+import { parseHttpsUrl } from '@switchboard/runtime/urls';
+import { allow, type Caller, webhookNotFound } from './caller.js';
+import { isWebhookEventType, webhookEventTypes } from './event-types.js';
+import { toWebhook } from './records.js';
+import {
+  deleteEndpoint,
+  type EndpointChanges,
+  type EndpointRow,
+  findEndpoint,
+  insertEndpoint,
+  listEndpoints,
+  lockEndpoint,
+  replaceSecret,
+  updateEndpoint,
+} from './store/endpoints.js';
+
+/**
+ * A workspace's webhook endpoints (SPEC §7): registration with a signing secret shown once,
+ * reads, changes, rotation with a grace period, and deletion. Each change locks the endpoint and
+ * decides in the contract's order: the endpoint in the workspace (404) → the role (403) → the
+ * input (400).
+ */
+
+/** The purpose label of endpoint signing secrets under the data keys. */
+export const endpointSecretPurpose = 'webhooks.signing-secret';
+
+export type WebhookRecord = MessageInitShape<typeof WebhookSchema>;
+
+/** Descriptions are free text for people; a bound keeps rows and lists small. */
+const maxDescriptionLength = 1000;
+/** SPEC §7: 0..7 days, default 24 h. */
+const maxGraceSeconds = 7 * 24 * 3600;
+const defaultGraceSeconds = 24 * 3600;
+
+export interface EndpointsDeps {
+  db: Knex;
+  log: Logger;
+  dataKeys: DataKeyRing;
+  /** Runs after a commit that made deliveries due (an endpoint re-enabled). */
+  onQueued: () => void;
+}
+
+export class Endpoints {
+  constructor(private readonly deps: EndpointsDeps) {}
+
+  async create(caller: Caller, input: { url: string; events: string[]; description?: string }): Promise<WebhookRecord> {
+    allow(caller, 'webhooks.manage');
+    const url = parseHttpsUrl(input.url, 'url');
+    const events = parseEvents(input.events);
+    const description = parseDescription(input.description);
+    const secret = newSigningSecret();
+    const id = newId('wh');
+    const row = await insertEndpoint(this.deps.db, {
+      id,
+      workspaceId: caller.workspaceId,
+      url,
+      events,
+      description,
+      secretEncrypted: this.deps.dataKeys.encrypt(secret, endpointSecretPurpose),
+      createdBy: caller.userId,
+    });
+    this.audit(caller, 'webhook.created', id);
+    return toWebhook(row, secret);
+  }
+
+  async list(caller: Caller, input: { limit?: number; after?: string }): Promise<MessageInitShape<typeof ListWebhooksResponseSchema>> {
+    allow(caller, 'webhooks.read');
+    const limit = parseLimit(input.limit);
+    const after = decodeCursor(input.after);
+    const rows = await listEndpoints(this.deps.db, caller.workspaceId, { limit, after });
+    const page = pageOf(rows, limit, (row) => ({ micros: row.cursor_micros, id: row.id }));
+    return { data: page.rows.map((row) => toWebhook(row)), hasMore: page.hasMore, nextCursor: page.nextCursor };
+  }
+
+  async get(caller: Caller, webhookId: string): Promise<WebhookRecord> {
+    return toWebhook(await this.find(caller, webhookId, 'webhooks.read'));
+  }
+
+  /** The endpoint `webhookId` of the caller's workspace, once the caller may `action` it. */
+  async find(caller: Caller, webhookId: string, action: 'webhooks.read' | 'webhooks.manage'): Promise<EndpointRow> {
+    const row = webhookId ? await findEndpoint(this.deps.db, webhookId, caller.workspaceId) : undefined;
+    if (!row) throw webhookNotFound();
+    allow(caller, action);
+    return row;
+  }
+
+  async update(
+    caller: Caller,
+    webhookId: string,
+    input: { url?: string; events?: JsonValue[]; description?: string; enabled?: boolean },
+  ): Promise<WebhookRecord> {
+    return this.deps.db.transaction(async (trx) => {
+      await this.lockVisible(trx, caller, webhookId);
+      const changes: EndpointChanges = {};
+      if (input.url !== undefined) changes.url = parseHttpsUrl(input.url, 'url');
+      if (input.events !== undefined) {
+        changes.events = parseEvents(
+          input.events.map((value, index) => {
+            if (typeof value !== 'string') throw invalidArgument(`events[${index}]`, 'events must be an array of event type strings.');
+            return value;
+          }),
+        );
+      }
+      if (input.description !== undefined) changes.description = parseDescription(input.description);
+      if (input.enabled !== undefined) changes.enabled = input.enabled;
+      const row = await updateEndpoint(trx, webhookId, changes);
+      // Retries that waited while it was disabled are due again.
+      if (input.enabled === true) afterCommit(trx, this.deps.onQueued);
+      if (changes.url !== undefined || changes.enabled !== undefined) this.audit(caller, 'webhook.updated', webhookId);
+      return toWebhook(row);
+    });
+  }
+
+  async delete(caller: Caller, webhookId: string): Promise<void> {
+    await this.deps.db.transaction(async (trx) => {
+      await this.lockVisible(trx, caller, webhookId);
+      await deleteEndpoint(trx, webhookId);
+    });
+    this.audit(caller, 'webhook.deleted', webhookId);
+  }
+
+  /** A new secret, shown once; the old one keeps signing too until the grace period ends. */
+  async rotateSecret(caller: Caller, webhookId: string, gracePeriodSeconds: number | undefined): Promise<WebhookRecord> {
+    return this.deps.db.transaction(async (trx) => {
+      const current = await this.lockVisible(trx, caller, webhookId);
+      const grace = gracePeriodSeconds ?? defaultGraceSeconds;
+      if (!Number.isInteger(grace) || grace < 0 || grace > maxGraceSeconds) {
+        throw invalidArgument('grace_period_seconds', `grace_period_seconds must be an integer from 0 to ${maxGraceSeconds} (7 days).`);
+      }
+      const secret = newSigningSecret();
+      const row = await replaceSecret(trx, webhookId, {
+        current: this.deps.dataKeys.encrypt(secret, endpointSecretPurpose),
+        previous: grace > 0 ? current.secret_encrypted : null,
+        previousExpiresAt: grace > 0 ? new Date(Date.now() + grace * 1000) : null,
+      });
+      this.audit(caller, 'webhook.secret_rotated', webhookId);
+      return toWebhook(row, secret);
+    });
+  }
+
+  private async lockVisible(trx: Knex.Transaction, caller: Caller, webhookId: string): Promise<EndpointRow> {
+    const row = webhookId ? await lockEndpoint(trx, webhookId, caller.workspaceId) : undefined;
+    if (!row) throw webhookNotFound();
+    allow(caller, 'webhooks.manage');
+    return row;
+  }
+
+  private audit(caller: Caller, event: string, webhookId: string): void {
+    audit(this.deps.log, {
+      event,
+      outcome: 'success',
+      userId: caller.userId,
+      ip: clientIpOf(caller.ctx),
+      requestId: requestIdOf(caller.ctx),
+      details: { webhook_id: webhookId, workspace_id: caller.workspaceId },
+    });
+  }
+}
+
+/** Known event types, each once; empty is every type. */
+function parseEvents(events: string[]): string[] {
+  const seen = new Set<string>();
+  events.forEach((type, index) => {
+    if (!isWebhookEventType(type)) {
+      throw invalidArgument(`events[${index}]`, `Unknown event type ${JSON.stringify(type.slice(0, 100))}; known types: ${webhookEventTypes.join(', ')}.`);
+    }
+    seen.add(type);
+  });
+  return [...seen];
+}
+
+/** Empty clears the description. */
+function parseDescription(description: string | undefined): string | null {
+  if (description === undefined || description.trim() === '') return null;
+  if ([...description].length > maxDescriptionLength) throw invalidArgument('description', `description may be at most ${maxDescriptionLength} characters.`);
+  return description;
+}

@@ -1,0 +1,140 @@
+import type { JsonObject } from '@bufbuild/protobuf';
+import { type EventEnvelopeJson, type JsMsg, parseEventEnvelope } from '@switchboard/runtime/consumer';
+import { afterCommit, type Knex } from '@switchboard/runtime/db';
+import { invalidArgument } from '@switchboard/runtime/errors';
+import type { Logger } from '@switchboard/runtime/log';
+import type { EventWriter } from '@switchboard/runtime/service';
+import { fanOut, insertDelivery, insertEvent } from './store/deliveries.js';
+import { disableWorkspaceEndpoints, upsertAlertTarget } from './store/endpoints.js';
+
+/**
+ * Where deliveries come from: events of the stream fanned out to the subscribed endpoints of
+ * their workspace, spend alerts to a key's alert URL, and `agent.completed` published through
+ * PublishEvent. Each runs in the transaction that records the event as processed, so the
+ * JetStream message is acknowledged only once its delivery rows are committed.
+ */
+
+export interface IntakeDeps {
+  db: Knex;
+  log: Logger;
+  recordEvent: EventWriter;
+  /** Runs after a commit that queued deliveries (wakes the dispatcher of this process). */
+  onQueued: () => void;
+}
+
+/** A published agent.completed payload is delivered as is; a bound keeps events well inside NATS's limits. */
+export const maxPublishedDataBytes = 64 * 1024;
+const workspaceIdPattern = /^org_[A-Za-z0-9]{1,64}$/;
+
+/** The body every endpoint receives (SPEC §7), the same bytes on every attempt. */
+export function deliveryBody(type: string, occurredAt: string, data: JsonObject): string {
+  return JSON.stringify({ type, timestamp: occurredAt, data });
+}
+
+export class Intake {
+  constructor(private readonly deps: IntakeDeps) {}
+
+  /** An event for every subscribed endpoint of its workspace, once per event id. */
+  async fanOut(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
+    if (!event.workspace_id) return;
+    const stored = await insertEvent(trx, {
+      id: event.event_id,
+      type: event.type,
+      workspaceId: event.workspace_id,
+      occurredAt: event.occurred_at,
+      body: deliveryBody(event.type, event.occurred_at, event.data),
+    });
+    if (!stored) return;
+    const queued = await fanOut(trx, { id: event.event_id, type: event.type, workspaceId: event.workspace_id });
+    if (queued > 0) afterCommit(trx, this.deps.onQueued);
+  }
+
+  /**
+   * key.spend_alert goes to the key's alert URL only (not to the workspace's endpoints), signed
+   * with the key's own secret, which is looked up when it is sent; the URL is not part of the data.
+   */
+  async spendAlert(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
+    const { alert_url: alertUrl, ...data } = event.data;
+    const keyId = data.key_id;
+    if (typeof alertUrl !== 'string' || !alertUrl || typeof keyId !== 'string' || !keyId || !event.workspace_id) {
+      this.deps.log.warn({ event_id: event.event_id }, 'key.spend_alert without a key or an alert URL: dropped');
+      return;
+    }
+    const stored = await insertEvent(trx, {
+      id: event.event_id,
+      type: event.type,
+      workspaceId: event.workspace_id,
+      occurredAt: event.occurred_at,
+      body: deliveryBody(event.type, event.occurred_at, data),
+    });
+    if (!stored) return;
+    await upsertAlertTarget(trx, { keyId, workspaceId: event.workspace_id, url: alertUrl });
+    await insertDelivery(trx, { endpointId: keyId, eventId: event.event_id, eventType: event.type, trigger: 'event' });
+    afterCommit(trx, this.deps.onQueued);
+  }
+
+  /** An organization that is gone keeps no live endpoint. */
+  async organizationDeleted(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
+    const orgId = typeof event.data.org_id === 'string' ? event.data.org_id : event.workspace_id;
+    if (!orgId) return;
+    const disabled = await disableWorkspaceEndpoints(trx, orgId, 'organization_deleted');
+    if (disabled > 0) this.deps.log.info({ workspace_id: orgId, disabled }, 'organization deleted: its webhooks are disabled');
+  }
+
+  /**
+   * PublishEvent: an agent.completed for the workspace's endpoints. The delivery rows are written
+   * with the outbox event in one transaction, so a delivery never waits for NATS; the event still
+   * goes to the stream for other consumers (and the fan-out of its copy finds it stored).
+   */
+  async publish(input: { workspaceId: string; type: string; data: JsonObject | undefined }): Promise<string> {
+    if (!workspaceIdPattern.test(input.workspaceId)) throw invalidArgument('workspace_id', 'workspace_id must be an organization id (org_…).');
+    if (input.type !== 'agent.completed') {
+      throw invalidArgument('type', 'Only agent.completed is published through PublishEvent; the other event types come from the services themselves.');
+    }
+    const data = input.data ?? {};
+    if (Buffer.byteLength(JSON.stringify(data)) > maxPublishedDataBytes) {
+      throw invalidArgument('data', `data may be at most ${maxPublishedDataBytes} bytes of compact JSON.`);
+    }
+    return this.deps.db.transaction(async (trx) => {
+      const eventId = await this.deps.recordEvent(trx, { type: input.type, workspaceId: input.workspaceId, data });
+      await this.fanOut(trx, {
+        event_id: eventId,
+        type: input.type,
+        workspace_id: input.workspaceId,
+        occurred_at: new Date().toISOString(),
+        data,
+        producer: 'webhooks',
+        request_id: '',
+      });
+      return eventId;
+    });
+  }
+}
+
+/**
+ * agent.completed from the stream: an event envelope (what PublishEvent writes), or the bare
+ * `{workspace_id, type?, data}` an agent runtime may publish to the subject itself (SPEC §8). A
+ * bare message is identified by its `Nats-Msg-Id` when that is an event id, else by its stream
+ * sequence, so a redelivery is the same event.
+ */
+export function parseAgentCompleted(msg: JsMsg): EventEnvelopeJson {
+  const json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(msg.data)) as unknown;
+  if (json !== null && typeof json === 'object' && !Array.isArray(json) && 'event_id' in json) return parseEventEnvelope(msg.data);
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new Error('agent.completed is not a JSON object');
+  const bare = json as { workspace_id?: unknown; workspaceId?: unknown; type?: unknown; data?: unknown };
+  const workspaceId = bare.workspace_id ?? bare.workspaceId;
+  if (typeof workspaceId !== 'string' || !workspaceIdPattern.test(workspaceId)) throw new Error('agent.completed has no workspace_id');
+  if (bare.type !== undefined && bare.type !== 'agent.completed') throw new Error('a message on the agent.completed subject has another type');
+  const data = bare.data ?? {};
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) throw new Error('agent.completed data is not a JSON object');
+  const msgId = msg.headers?.get('Nats-Msg-Id') ?? '';
+  return {
+    event_id: /^evt_[A-Za-z0-9_-]{1,100}$/.test(msgId) ? msgId : `evt_js${msg.seq}`,
+    type: 'agent.completed',
+    workspace_id: workspaceId,
+    occurred_at: new Date(Math.floor(msg.info.timestampNanos / 1_000_000)).toISOString(),
+    data: data as JsonObject,
+    producer: 'jetstream',
+    request_id: '',
+  };
+}

@@ -1,0 +1,255 @@
+import type { Knex } from '@switchboard/runtime/db';
+import { newId } from '@switchboard/runtime/ids';
+import { type Db, microsOf, type PageQuery, pageClause } from '@switchboard/runtime/sql';
+
+// Events, their deliveries (the queue) and the attempts of each delivery.
+
+export interface DeliveryRow {
+  id: string;
+  endpoint_id: string;
+  event_id: string;
+  event_type: string;
+  status: 'pending' | 'succeeded' | 'failed' | 'exhausted';
+  attempt_count: number;
+  scheduled_attempts: number;
+  next_trigger: Trigger;
+  next_attempt_at: Date | null;
+  leased_until: Date | null;
+  created_at: Date;
+  succeeded_at: Date | null;
+  cursor_micros: string;
+}
+
+export type Trigger = 'event' | 'retry' | 'manual' | 'test';
+
+export interface AttemptRow {
+  id: string;
+  delivery_id: string;
+  url: string;
+  status: 'success' | 'failed';
+  response_status_code: number;
+  error_class: string | null;
+  duration_ms: number;
+  response_body: string | null;
+  trigger: Trigger;
+  created_at: Date;
+}
+
+const deliveryColumns = `d.id, d.endpoint_id, d.event_id, d.event_type, d.status, d.attempt_count, d.scheduled_attempts, d.next_trigger,
+  d.next_attempt_at, d.leased_until, d.created_at, d.succeeded_at, ${microsOf('d.created_at')} AS cursor_micros`;
+
+/**
+ * Stores an event's body once; false when the event was stored before (it has been fanned out
+ * already: a redelivered message or the JetStream copy of a published event).
+ */
+export async function insertEvent(
+  trx: Knex.Transaction,
+  event: { id: string; type: string; workspaceId: string; occurredAt: string; body: string },
+): Promise<boolean> {
+  const result = await trx.raw('INSERT INTO events (id, type, workspace_id, occurred_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING', [
+    event.id,
+    event.type,
+    event.workspaceId,
+    event.occurredAt,
+    event.body,
+  ]);
+  return (result as { rowCount: number }).rowCount === 1;
+}
+
+/**
+ * One delivery of the event to each enabled endpoint of its workspace subscribed to its type
+ * (an empty subscription is every type). Endpoints disabled now
+ * never get this event, even once re-enabled.
+ */
+export async function fanOut(trx: Knex.Transaction, event: { id: string; type: string; workspaceId: string }): Promise<number> {
+  const { rows } = await trx.raw<{ rows: Array<{ id: string }> }>(
+    `SELECT id FROM endpoints WHERE workspace_id = ? AND kind = 'webhook' AND enabled AND (events = '{}' OR ? = ANY (events))`,
+    [event.workspaceId, event.type],
+  );
+  if (rows.length === 0) return 0;
+  const result = await trx.raw(
+    `INSERT INTO deliveries (id, endpoint_id, event_id, event_type, next_attempt_at)
+     SELECT delivery_id, endpoint_id, ?, ?, now() FROM unnest(?::text[], ?::text[]) AS t(delivery_id, endpoint_id)
+     ON CONFLICT ON CONSTRAINT deliveries_endpoint_event_key DO NOTHING`,
+    [event.id, event.type, rows.map(() => newId('dlv')), rows.map((row) => row.id)],
+  );
+  return (result as { rowCount: number }).rowCount;
+}
+
+/** A delivery of one event to one endpoint (a test, a key alert), due now. */
+export async function insertDelivery(
+  trx: Knex.Transaction,
+  delivery: { endpointId: string; eventId: string; eventType: string; trigger: Trigger },
+): Promise<string> {
+  const id = newId('dlv');
+  await trx.raw(
+    `INSERT INTO deliveries (id, endpoint_id, event_id, event_type, next_trigger, next_attempt_at) VALUES (?, ?, ?, ?, ?, now())
+     ON CONFLICT ON CONSTRAINT deliveries_endpoint_event_key DO NOTHING`,
+    [id, delivery.endpointId, delivery.eventId, delivery.eventType, delivery.trigger],
+  );
+  return id;
+}
+
+/** What a sender needs for one claimed delivery. */
+export interface ClaimedDelivery {
+  id: string;
+  endpoint_id: string;
+  kind: 'webhook' | 'key_alert';
+  url: string;
+  secret_encrypted: string | null;
+  previous_secret_encrypted: string | null;
+  previous_secret_expires_at: Date | null;
+  event_type: string;
+  body: string;
+  next_trigger: Trigger;
+  scheduled_attempts: number;
+  lease_token: string;
+}
+
+/**
+ * Leases up to `limit` due deliveries of enabled endpoints, at most `perEndpoint` minus what
+ * this process already sends (`busy`) for each endpoint, none of `excluded` (open circuits).
+ * SKIP LOCKED lets replicas claim side by side; the lease keeps a claimed row from being claimed
+ * again until it ends (the sweeper frees the leases of a process that died).
+ */
+export async function claimDue(
+  db: Db,
+  options: { limit: number; perEndpoint: number; busy: Map<string, number>; excluded: string[]; leaseMs: number },
+): Promise<ClaimedDelivery[]> {
+  const token = newId('lease');
+  const { rows } = await db.raw<{ rows: ClaimedDelivery[] }>(
+    `WITH picked AS (
+       SELECT d.id, row_number() OVER (PARTITION BY e.id ORDER BY d.next_attempt_at) + COALESCE(b.n, 0) AS slot, d.next_attempt_at
+       FROM endpoints e
+       LEFT JOIN unnest(?::text[], ?::int[]) AS b(id, n) ON b.id = e.id
+       CROSS JOIN LATERAL (
+         SELECT d.id, d.next_attempt_at FROM deliveries d
+         WHERE d.endpoint_id = e.id AND d.next_attempt_at <= now() AND d.leased_until IS NULL
+         ORDER BY d.next_attempt_at LIMIT ? FOR UPDATE SKIP LOCKED
+       ) d
+       WHERE e.enabled AND e.id <> ALL (?::text[])
+     ), chosen AS (
+       SELECT id FROM picked WHERE slot <= ? ORDER BY next_attempt_at LIMIT ?
+     )
+     UPDATE deliveries d SET leased_until = now() + ? * interval '1 millisecond', lease_token = ?
+     FROM chosen, endpoints e, events ev
+     WHERE d.id = chosen.id AND e.id = d.endpoint_id AND ev.id = d.event_id
+     RETURNING d.id, d.endpoint_id, e.kind, e.url, e.secret_encrypted, e.previous_secret_encrypted, e.previous_secret_expires_at,
+       d.event_type, ev.body, d.next_trigger, d.scheduled_attempts, d.lease_token`,
+    [[...options.busy.keys()], [...options.busy.values()], options.perEndpoint, options.excluded, options.perEndpoint, options.limit, options.leaseMs, token],
+  );
+  return rows;
+}
+
+/** The earliest time a delivery of an enabled endpoint comes due (for the dispatcher's timer). */
+export async function nextDueAt(db: Db): Promise<Date | undefined> {
+  const { rows } = await db.raw<{ rows: Array<{ at: Date | null }> }>(
+    `SELECT min(d.next_attempt_at) AS at FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
+     WHERE e.enabled AND d.next_attempt_at IS NOT NULL AND d.leased_until IS NULL`,
+  );
+  return rows[0]?.at ?? undefined;
+}
+
+/** Locks a claimed delivery if its lease is still ours; undefined when it was deleted or re-queued. */
+export async function lockLeased(trx: Knex.Transaction, id: string, leaseToken: string): Promise<DeliveryRow | undefined> {
+  const { rows } = await trx.raw<{ rows: DeliveryRow[] }>(`SELECT ${deliveryColumns} FROM deliveries d WHERE d.id = ? AND d.lease_token = ? FOR UPDATE`, [
+    id,
+    leaseToken,
+  ]);
+  return rows[0];
+}
+
+export async function insertAttempt(trx: Knex.Transaction, attempt: Omit<AttemptRow, 'id' | 'created_at'>): Promise<void> {
+  await trx('attempts').insert({ id: newId('att'), ...attempt });
+}
+
+/** The state after an attempt; the lease ends. */
+export async function finishAttempt(
+  trx: Knex.Transaction,
+  id: string,
+  next: { status: DeliveryRow['status']; scheduledAttempts: number; nextAttemptAt: Date | null; succeeded: boolean },
+): Promise<void> {
+  await trx.raw(
+    `UPDATE deliveries SET status = ?, attempt_count = attempt_count + 1, scheduled_attempts = ?, next_trigger = 'retry', next_attempt_at = ?,
+       succeeded_at = CASE WHEN ? THEN now() ELSE succeeded_at END, leased_until = NULL, lease_token = NULL
+     WHERE id = ?`,
+    [next.status, next.scheduledAttempts, next.nextAttemptAt, next.succeeded, id],
+  );
+}
+
+/** Gives a lease back without an attempt (e.g. the target could not be resolved yet), due again at `at`. */
+export async function releaseLease(db: Db, id: string, leaseToken: string, at: Date): Promise<void> {
+  await db.raw('UPDATE deliveries SET leased_until = NULL, lease_token = NULL, next_attempt_at = ? WHERE id = ? AND lease_token = ?', [at, id, leaseToken]);
+}
+
+/** Ends a delivery without an attempt (its target is gone: a key alert whose webhook was removed). */
+export async function dropDelivery(db: Db, id: string, leaseToken: string): Promise<void> {
+  await db.raw(`UPDATE deliveries SET status = 'exhausted', next_attempt_at = NULL, leased_until = NULL, lease_token = NULL WHERE id = ? AND lease_token = ?`, [
+    id,
+    leaseToken,
+  ]);
+}
+
+/** Frees the leases that ran out (their holder died or lost the database): the rows are due again. */
+export async function sweepExpiredLeases(db: Db): Promise<number> {
+  const result = await db.raw('UPDATE deliveries SET leased_until = NULL, lease_token = NULL WHERE leased_until < now()');
+  return (result as { rowCount: number }).rowCount;
+}
+
+export async function findDelivery(db: Db, id: string, endpointId: string): Promise<DeliveryRow | undefined> {
+  const { rows } = await db.raw<{ rows: DeliveryRow[] }>(`SELECT ${deliveryColumns} FROM deliveries d WHERE d.id = ? AND d.endpoint_id = ?`, [id, endpointId]);
+  return rows[0];
+}
+
+export async function lockDelivery(trx: Knex.Transaction, id: string, endpointId: string): Promise<DeliveryRow | undefined> {
+  const { rows } = await trx.raw<{ rows: DeliveryRow[] }>(`SELECT ${deliveryColumns} FROM deliveries d WHERE d.id = ? AND d.endpoint_id = ? FOR UPDATE`, [
+    id,
+    endpointId,
+  ]);
+  return rows[0];
+}
+
+export async function listDeliveries(db: Db, endpointId: string, status: string | undefined, page: PageQuery): Promise<DeliveryRow[]> {
+  const leading: Knex.RawBinding[] = [endpointId];
+  if (status) leading.push(status);
+  const { cursor, bindings } = pageClause(page, 'd.created_at', 'd.id', leading);
+  const { rows } = await db.raw<{ rows: DeliveryRow[] }>(
+    `SELECT ${deliveryColumns} FROM deliveries d WHERE d.endpoint_id = ? ${status ? 'AND d.status = ?' : ''} ${cursor}
+     ORDER BY d.created_at DESC, d.id DESC LIMIT ?`,
+    bindings,
+  );
+  return rows;
+}
+
+/** The attempts of each delivery, oldest first. */
+export async function attemptsOf(db: Db, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {
+  const byDelivery = new Map<string, AttemptRow[]>(deliveryIds.map((id) => [id, []]));
+  if (deliveryIds.length === 0) return byDelivery;
+  const { rows } = await db.raw<{ rows: AttemptRow[] }>(
+    `SELECT id, delivery_id, url, status, response_status_code, error_class, duration_ms, response_body, trigger, created_at
+     FROM attempts WHERE delivery_id = ANY (?::text[]) ORDER BY created_at, id`,
+    [deliveryIds],
+  );
+  for (const row of rows) byDelivery.get(row.delivery_id)?.push(row);
+  return byDelivery;
+}
+
+/** Queues one manual attempt of a delivery now. */
+export async function queueManualAttempt(trx: Knex.Transaction, id: string): Promise<DeliveryRow> {
+  const { rows } = await trx.raw<{ rows: DeliveryRow[] }>(
+    `UPDATE deliveries d SET next_trigger = 'manual', next_attempt_at = now(), status = CASE WHEN status = 'failed' THEN 'failed' ELSE 'pending' END
+     WHERE d.id = ? RETURNING ${deliveryColumns}`,
+    [id],
+  );
+  return rows[0];
+}
+
+/** Queues a manual attempt of every failed or exhausted delivery of the endpoint created since `since`, not in flight. */
+export async function queueRecovery(trx: Knex.Transaction, endpointId: string, since: Date): Promise<number> {
+  const result = await trx.raw(
+    `UPDATE deliveries SET next_trigger = 'manual', next_attempt_at = now()
+     WHERE endpoint_id = ? AND created_at >= ? AND status IN ('failed', 'exhausted') AND leased_until IS NULL`,
+    [endpointId, since],
+  );
+  return (result as { rowCount: number }).rowCount;
+}

@@ -1,0 +1,165 @@
+import type { Knex } from '@switchboard/runtime/db';
+import { type Db, microsOf, type PageQuery, pageClause } from '@switchboard/runtime/sql';
+
+// Webhook endpoints of workspaces, and the key alert targets that share their queue.
+
+export interface EndpointRow {
+  id: string;
+  kind: 'webhook' | 'key_alert';
+  workspace_id: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  enabled: boolean;
+  disabled_reason: string | null;
+  disabled_at: Date | null;
+  failing_since: Date | null;
+  secret_encrypted: string | null;
+  previous_secret_encrypted: string | null;
+  previous_secret_expires_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  cursor_micros: string;
+}
+
+const endpointColumns = `id, kind, workspace_id, url, events, description, enabled, disabled_reason, disabled_at, failing_since,
+  secret_encrypted, previous_secret_encrypted, previous_secret_expires_at, created_at, updated_at, ${microsOf('created_at')} AS cursor_micros`;
+
+export async function insertEndpoint(
+  db: Db,
+  row: { id: string; workspaceId: string; url: string; events: string[]; description: string | null; secretEncrypted: string; createdBy: string },
+): Promise<EndpointRow> {
+  const { rows } = await db.raw<{ rows: EndpointRow[] }>(
+    `INSERT INTO endpoints (id, workspace_id, url, events, description, secret_encrypted, created_by) VALUES (?, ?, ?, ?::text[], ?, ?, ?)
+     RETURNING ${endpointColumns}`,
+    [row.id, row.workspaceId, row.url, row.events, row.description, row.secretEncrypted, row.createdBy],
+  );
+  return rows[0];
+}
+
+/** The webhook `id` of `workspaceId` (never another workspace's, never a key alert target). */
+export async function findEndpoint(db: Db, id: string, workspaceId: string): Promise<EndpointRow | undefined> {
+  const { rows } = await db.raw<{ rows: EndpointRow[] }>(`SELECT ${endpointColumns} FROM endpoints WHERE id = ? AND workspace_id = ? AND kind = 'webhook'`, [
+    id,
+    workspaceId,
+  ]);
+  return rows[0];
+}
+
+export async function lockEndpoint(trx: Knex.Transaction, id: string, workspaceId: string): Promise<EndpointRow | undefined> {
+  const { rows } = await trx.raw<{ rows: EndpointRow[] }>(
+    `SELECT ${endpointColumns} FROM endpoints WHERE id = ? AND workspace_id = ? AND kind = 'webhook' FOR UPDATE`,
+    [id, workspaceId],
+  );
+  return rows[0];
+}
+
+export async function listEndpoints(db: Db, workspaceId: string, page: PageQuery): Promise<EndpointRow[]> {
+  const { cursor, bindings } = pageClause(page, 'created_at', 'id', [workspaceId]);
+  const { rows } = await db.raw<{ rows: EndpointRow[] }>(
+    `SELECT ${endpointColumns} FROM endpoints WHERE workspace_id = ? AND kind = 'webhook' ${cursor} ORDER BY created_at DESC, id DESC LIMIT ?`,
+    bindings,
+  );
+  return rows;
+}
+
+export interface EndpointChanges {
+  url?: string;
+  events?: string[];
+  description?: string | null;
+  /** true re-enables (and clears the failure clock); false disables by hand. */
+  enabled?: boolean;
+}
+
+export async function updateEndpoint(trx: Knex.Transaction, id: string, changes: EndpointChanges): Promise<EndpointRow> {
+  const sets: string[] = ['updated_at = now()'];
+  const bindings: Knex.RawBinding[] = [];
+  if (changes.url !== undefined) {
+    sets.push('url = ?');
+    bindings.push(changes.url);
+  }
+  if (changes.events !== undefined) {
+    sets.push('events = ?::text[]');
+    bindings.push(changes.events);
+  }
+  if (changes.description !== undefined) {
+    sets.push('description = ?');
+    bindings.push(changes.description);
+  }
+  if (changes.enabled === true) {
+    sets.push('enabled = true, disabled_reason = NULL, disabled_at = NULL, failing_since = NULL');
+  } else if (changes.enabled === false) {
+    // Disabling an endpoint that is already disabled keeps its reason (e.g. endpoint_gone).
+    sets.push(`disabled_reason = CASE WHEN enabled THEN 'manual' ELSE disabled_reason END, disabled_at = CASE WHEN enabled THEN now() ELSE disabled_at END,
+      enabled = false`);
+  }
+  const { rows } = await trx.raw<{ rows: EndpointRow[] }>(`UPDATE endpoints SET ${sets.join(', ')} WHERE id = ? RETURNING ${endpointColumns}`, [
+    ...bindings,
+    id,
+  ]);
+  return rows[0];
+}
+
+export async function replaceSecret(
+  trx: Knex.Transaction,
+  id: string,
+  secrets: { current: string; previous: string | null; previousExpiresAt: Date | null },
+): Promise<EndpointRow> {
+  const { rows } = await trx.raw<{ rows: EndpointRow[] }>(
+    `UPDATE endpoints SET secret_encrypted = ?, previous_secret_encrypted = ?, previous_secret_expires_at = ?, updated_at = now()
+     WHERE id = ? RETURNING ${endpointColumns}`,
+    [secrets.current, secrets.previous, secrets.previousExpiresAt, id],
+  );
+  return rows[0];
+}
+
+export async function deleteEndpoint(trx: Knex.Transaction, id: string): Promise<void> {
+  await trx.raw('DELETE FROM endpoints WHERE id = ?', [id]);
+}
+
+/** Disables every enabled endpoint of a workspace (its organization is gone). */
+export async function disableWorkspaceEndpoints(trx: Knex.Transaction, workspaceId: string, reason: string): Promise<number> {
+  const result = await trx.raw(
+    `UPDATE endpoints SET enabled = false, disabled_reason = ?, disabled_at = now(), updated_at = now() WHERE workspace_id = ? AND kind = 'webhook' AND enabled`,
+    [reason, workspaceId],
+  );
+  return (result as { rowCount: number }).rowCount;
+}
+
+/** The key alert target of `keyId`, created on its first alert; its URL follows the newest alert. */
+export async function upsertAlertTarget(trx: Knex.Transaction, target: { keyId: string; workspaceId: string; url: string }): Promise<void> {
+  await trx.raw(
+    `INSERT INTO endpoints (id, kind, workspace_id, url) VALUES (?, 'key_alert', ?, ?)
+     ON CONFLICT (id) DO UPDATE SET url = excluded.url, updated_at = now() WHERE endpoints.kind = 'key_alert'`,
+    [target.keyId, target.workspaceId, target.url],
+  );
+}
+
+/**
+ * The outcome of an attempt on the endpoint's failure clock, under the endpoint's row lock:
+ * a success stops the clock; a failure starts it, and after `disableAfterMs` of failures
+ * (or at once with a 410) disables the endpoint. Returns the row when this call disabled it.
+ */
+export async function recordEndpointOutcome(
+  trx: Knex.Transaction,
+  id: string,
+  outcome: { success: boolean; gone: boolean; disableAfterMs: number },
+): Promise<EndpointRow | undefined> {
+  if (outcome.success) {
+    await trx.raw('UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL', [id]);
+    return undefined;
+  }
+  const { rows } = await trx.raw<{ rows: EndpointRow[] }>(
+    `UPDATE endpoints SET
+       failing_since = COALESCE(failing_since, now()),
+       enabled = false,
+       disabled_reason = CASE WHEN ? THEN 'endpoint_gone' ELSE 'failing' END,
+       disabled_at = now(), updated_at = now()
+     WHERE id = ? AND kind = 'webhook' AND enabled AND (? OR failing_since <= now() - ? * interval '1 millisecond')
+     RETURNING ${endpointColumns}`,
+    [outcome.gone, id, outcome.gone, outcome.disableAfterMs],
+  );
+  if (rows[0]) return rows[0];
+  await trx.raw('UPDATE endpoints SET failing_since = now() WHERE id = ? AND failing_since IS NULL', [id]);
+  return undefined;
+}
