@@ -15,16 +15,18 @@ export class RetrySchedule {
 
   /** WEBHOOK_RETRY_SCHEDULE: comma-separated durations (`ms` allowed, e.g. `50ms,100ms`). */
   static parse(raw: string, variable = 'WEBHOOK_RETRY_SCHEDULE'): RetrySchedule {
-    const entries = raw.split(',').map((entry) => entry.trim());
     if (raw.trim() === '') return new RetrySchedule([]);
     return new RetrySchedule(
-      entries.map((entry, index) => {
-        try {
-          return parseDuration(entry);
-        } catch {
-          throw new ConfigError(`${variable}, entry ${index + 1}: ${JSON.stringify(entry)} is not a duration such as 5s, 5m, 2h or 50ms`);
-        }
-      }),
+      raw
+        .split(',')
+        .map((entry) => entry.trim())
+        .map((entry, index) => {
+          try {
+            return parseDuration(entry);
+          } catch {
+            throw new ConfigError(`${variable}, entry ${index + 1}: ${JSON.stringify(entry)} is not a duration such as 5s, 5m, 2h or 50ms`);
+          }
+        }),
     );
   }
 

@@ -1,0 +1,193 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
+import { newId, newSigningSecret } from '@switchboard/runtime/ids';
+import { requireEnv } from '@switchboard/runtime/testing';
+import { CircuitBreakers } from '@switchboard/webhooks/circuit-breakers';
+import { nextState } from '@switchboard/webhooks/dispatcher';
+import { RetrySchedule } from '@switchboard/webhooks/retry-schedule';
+import { signatureHeaders } from '@switchboard/webhooks/signing';
+import { claimDue, fanOut, insertEvent, sweepExpiredLeases } from '@switchboard/webhooks/store/deliveries';
+import { insertEndpoint, recordEndpointOutcome, updateEndpoint } from '@switchboard/webhooks/store/endpoints';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * The webhooks service's decisions on their own: signatures as `standardwebhooks` verifies them,
+ * the retry schedule, the state after an attempt, circuit breakers, and the queue's claims
+ * against a migrated schema of their own.
+ */
+
+const schema = `webhooks_domain_${randomBytes(3).toString('hex')}`;
+const migrations = path.join(fileURLToPath(new URL('../dist/migrations/', import.meta.url)));
+let db: Knex;
+
+beforeAll(async () => {
+  db = createDb(requireEnv('DATABASE_URL'), schema, 4);
+  await migrate(db, schema, migrations);
+});
+
+afterAll(async () => {
+  await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
+  await db.destroy();
+});
+
+describe('signatures', () => {
+  it('verify with the standardwebhooks package, with either secret during a rotation', () => {
+    const [current, previous, stranger] = [newSigningSecret(), newSigningSecret(), newSigningSecret()];
+    const body = JSON.stringify({ type: 'webhook.test', timestamp: new Date().toISOString(), data: { ok: true } });
+    const headers = signatureHeaders('dlv_1', body, [current, previous], new Date());
+    expect(headers['webhook-signature'].split(' ')).toHaveLength(2);
+    expect(new Webhook(current).verify(body, headers)).toMatchObject({ data: { ok: true } });
+    expect(new Webhook(previous).verify(body, headers)).toMatchObject({ data: { ok: true } });
+    expect(() => new Webhook(stranger).verify(body, headers)).toThrow();
+    expect(() => new Webhook(current).verify(`${body} `, headers)).toThrow();
+    // An attempt signed long ago is refused by receivers (replay protection).
+    const old = signatureHeaders('dlv_1', body, [current], new Date(Date.now() - 3_600_000));
+    expect(() => new Webhook(current).verify(body, old)).toThrow();
+  });
+});
+
+describe('the retry schedule', () => {
+  it('parses durations, names a bad entry, and jitters each delay within ±20%', () => {
+    expect(RetrySchedule.parse('5s,5m,30m,2h,5h,10h,10h').delaysMs).toEqual([5000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000]);
+    expect(RetrySchedule.parse(' 50ms , 100ms ').delaysMs).toEqual([50, 100]);
+    expect(RetrySchedule.parse('').delaysMs).toEqual([]);
+    expect(() => RetrySchedule.parse('5s,soon')).toThrow(/entry 2/);
+    expect(new RetrySchedule([1000], () => 0).delayAfter(1)).toBe(800);
+    expect(new RetrySchedule([1000], () => 1).delayAfter(1)).toBe(1200);
+    expect(new RetrySchedule([1000], () => 0.5).delayAfter(2)).toBeUndefined();
+  });
+
+  it('honours Retry-After within [1×, 2×] of the scheduled delay', () => {
+    const schedule = new RetrySchedule([1000], () => 0.5);
+    expect(schedule.delayAfter(1, 10)).toBe(1000);
+    expect(schedule.delayAfter(1, 1500)).toBe(1500);
+    expect(schedule.delayAfter(1, 60_000)).toBe(2000);
+  });
+});
+
+describe('the state after an attempt', () => {
+  const schedule = new RetrySchedule([100, 200], () => 0.5);
+  const failed = { ok: false };
+
+  it('allows N + 1 scheduled attempts, then exhausts', () => {
+    expect(nextState({ scheduled_attempts: 0 }, { next_trigger: 'event' }, failed, schedule)).toEqual({
+      status: 'failed',
+      scheduledAttempts: 1,
+      retryInMs: 100,
+    });
+    expect(nextState({ scheduled_attempts: 1 }, { next_trigger: 'retry' }, failed, schedule)).toEqual({
+      status: 'failed',
+      scheduledAttempts: 2,
+      retryInMs: 200,
+    });
+    expect(nextState({ scheduled_attempts: 2 }, { next_trigger: 'retry' }, failed, schedule)).toEqual({ status: 'exhausted', scheduledAttempts: 3 });
+    expect(nextState({ scheduled_attempts: 0 }, { next_trigger: 'test' }, { ok: true }, schedule)).toEqual({ status: 'succeeded', scheduledAttempts: 1 });
+  });
+
+  it('does not count a manual attempt: a failed one resumes the retries left, or stays exhausted', () => {
+    expect(nextState({ scheduled_attempts: 1 }, { next_trigger: 'manual' }, failed, schedule)).toEqual({
+      status: 'failed',
+      scheduledAttempts: 1,
+      retryInMs: 100,
+    });
+    expect(nextState({ scheduled_attempts: 3 }, { next_trigger: 'manual' }, failed, schedule)).toEqual({ status: 'exhausted', scheduledAttempts: 3 });
+    expect(nextState({ scheduled_attempts: 3 }, { next_trigger: 'manual' }, { ok: true }, schedule)).toEqual({ status: 'succeeded', scheduledAttempts: 3 });
+  });
+});
+
+describe('circuit breakers', () => {
+  it('open after the threshold, let one probe through after the cooldown, and close on a success', () => {
+    let now = 0;
+    const circuits = new CircuitBreakers({ threshold: 2, cooldownMs: 1000 }, () => now);
+    circuits.record('wh_a', false);
+    expect(circuits.limits().size).toBe(0);
+    circuits.record('wh_a', false);
+    expect(circuits.limits().get('wh_a')).toBe(0);
+    expect(circuits.nextProbeAt()).toBe(1000);
+    now = 1000;
+    expect(circuits.limits().get('wh_a')).toBe(1);
+    circuits.claimed('wh_a');
+    expect(circuits.limits().get('wh_a')).toBe(0);
+    circuits.record('wh_a', false);
+    expect(circuits.nextProbeAt()).toBe(2000);
+    now = 2000;
+    circuits.claimed('wh_a');
+    circuits.record('wh_a', true);
+    expect(circuits.limits().size).toBe(0);
+  });
+});
+
+describe('the queue', () => {
+  async function endpointWithDeliveries(count: number) {
+    const workspaceId = newId('org');
+    const endpoint = await insertEndpoint(db, {
+      id: newId('wh'),
+      workspaceId,
+      url: 'https://example.com/hook',
+      events: [],
+      description: null,
+      secretEncrypted: 'sealed',
+      createdBy: newId('usr'),
+    });
+    await db.transaction(async (trx) => {
+      for (let i = 0; i < count; i++) {
+        const id = newId('evt');
+        await insertEvent(trx, { id, type: 'agent.completed', workspaceId, occurredAt: new Date().toISOString(), body: '{}' });
+        await fanOut(trx, { id, type: 'agent.completed', workspaceId });
+      }
+    });
+    return endpoint;
+  }
+
+  it('claims at most the per-endpoint limit minus what is in flight, never a claimed row twice, and nothing of a disabled endpoint', async () => {
+    const busy = await endpointWithDeliveries(10);
+    const quiet = await endpointWithDeliveries(3);
+    const disabled = await endpointWithDeliveries(3);
+    await db.transaction((trx) => updateEndpoint(trx, disabled.id, { enabled: false }));
+    const options = { limit: 100, perEndpoint: 4, busy: new Map([[busy.id, 1]]), excluded: [], leaseMs: 60_000 };
+    const first = await claimDue(db, options);
+    const countOf = (claims: typeof first, id: string) => claims.filter((claim) => claim.endpoint_id === id).length;
+    expect(countOf(first, busy.id)).toBe(3);
+    expect(countOf(first, quiet.id)).toBe(3);
+    expect(countOf(first, disabled.id)).toBe(0);
+    // Concurrent claims (another replica) never take the same row.
+    const [a, b] = await Promise.all([claimDue(db, { ...options, busy: new Map() }), claimDue(db, { ...options, busy: new Map() })]);
+    const ids = [...first, ...a, ...b].map((claim) => claim.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(countOf([...a, ...b], busy.id)).toBeLessThanOrEqual(7);
+    expect(await claimDue(db, { ...options, excluded: [busy.id, quiet.id] })).toEqual([]);
+  });
+
+  it('frees expired leases for another claim', async () => {
+    const endpoint = await endpointWithDeliveries(1);
+    const options = { limit: 10, perEndpoint: 4, busy: new Map(), excluded: [], leaseMs: 1 };
+    const [claimed] = (await claimDue(db, options)).filter((claim) => claim.endpoint_id === endpoint.id);
+    expect(claimed).toBeDefined();
+    await db.raw('SELECT pg_sleep(0.01)');
+    expect(await sweepExpiredLeases(db)).toBeGreaterThanOrEqual(1);
+    const again = (await claimDue(db, { ...options, leaseMs: 60_000 })).filter((claim) => claim.endpoint_id === endpoint.id);
+    expect(again.map((claim) => claim.id)).toEqual([claimed.id]);
+    expect(again[0].lease_token).not.toBe(claimed.lease_token);
+  });
+
+  it('starts an endpoint’s failure clock, disables it after the limit or at once on 410, and stops the clock on a success', async () => {
+    const endpoint = await endpointWithDeliveries(0);
+    const outcome = (success: boolean, gone = false, disableAfterMs = 60_000) =>
+      db.transaction((trx) => recordEndpointOutcome(trx, endpoint.id, { success, gone, disableAfterMs }));
+    expect(await outcome(false)).toBeUndefined();
+    const failing = await db('endpoints').where({ id: endpoint.id }).first();
+    expect(failing.failing_since).toBeInstanceOf(Date);
+    expect(await outcome(true)).toBeUndefined();
+    expect((await db('endpoints').where({ id: endpoint.id }).first()).failing_since).toBeNull();
+    await outcome(false);
+    await db.raw(`UPDATE endpoints SET failing_since = now() - interval '2 minutes' WHERE id = ?`, [endpoint.id]);
+    expect(await outcome(false)).toMatchObject({ enabled: false, disabled_reason: 'failing' });
+    const other = await endpointWithDeliveries(0);
+    expect(await db.transaction((trx) => recordEndpointOutcome(trx, other.id, { success: false, gone: true, disableAfterMs: 60_000 }))).toMatchObject({
+      disabled_reason: 'endpoint_gone',
+    });
+  });
+});
