@@ -378,6 +378,43 @@ describe('event sources', () => {
     expect(verifyDelivery(created.secret, revoked)).toMatchObject({ data: { key_id: key.key_id, reason: 'revoked' } });
   });
 
+  it('delivers organization.member.added, organization.member.removed and billing.topup.completed of the workspace', async () => {
+    const name = `Events ${Date.now().toString(36)}`;
+    const org = (await call('POST', '/v1/organizations', { token: owner.token, body: { name } })).json.organization;
+    const hook = newPath();
+    const created = await call('POST', `/v1/workspaces/${org.org_id}/webhooks`, {
+      token: owner.token,
+      body: { url: receiver.url(hook), events: ['organization.member.added', 'organization.member.removed', 'billing.topup.completed'] },
+    });
+    expect(created.status, created.text).toBe(201);
+    const member = await signUp(call);
+    await call('POST', `/v1/organizations/${org.org_id}/invitations`, { token: owner.token, body: { email: member.email, role: 'developer' } });
+    const token = await new Mailbox(mesh.env.MAILBOX_DIR).invitationToken(member.email, name);
+    expect((await call('POST', '/v1/invitations/accept', { token: member.token, body: { token } })).status).toBe(200);
+    expect((await call('DELETE', `/v1/organizations/${org.org_id}/members/${member.userId}`, { token: owner.token })).status).toBe(204);
+    const topup = await call('POST', '/v1/billing/topup', {
+      token: owner.token,
+      headers: { 'x-workspace-id': org.org_id },
+      body: { amount_usd: '5.00', idempotency_key: `hooks-${org.org_id}` },
+    });
+    expect(topup.status, topup.text).toBe(201);
+    expect((await fetch(`${topup.json.checkout_url}/complete`, { method: 'POST' })).status).toBe(200);
+
+    const types = ['organization.member.added', 'organization.member.removed', 'billing.topup.completed'];
+    const payloads = await eventually(
+      async () => {
+        const got = receiver.at(hook).map((request) => verifyDelivery(created.json.secret, request) as { type: string; data: Record<string, unknown> });
+        return types.every((type) => got.some((payload) => payload.type === type)) ? got : undefined;
+      },
+      'the organization and billing events',
+      10_000,
+      20,
+    );
+    expect(payloads.find((p) => p.type === 'organization.member.added')?.data).toMatchObject({ org_id: org.org_id, user_id: member.userId, role: 'developer' });
+    expect(payloads.find((p) => p.type === 'organization.member.removed')?.data).toMatchObject({ org_id: org.org_id, user_id: member.userId });
+    expect(payloads.find((p) => p.type === 'billing.topup.completed')?.data).toMatchObject({ workspace_id: org.org_id, amount_usd: '5.00' });
+  });
+
   it('disables an organization’s webhooks when it is deleted', async () => {
     const org = (await call('POST', '/v1/organizations', { token: owner.token, body: { name: 'Short lived' } })).json.organization;
     const hook = await call('POST', `/v1/workspaces/${org.org_id}/webhooks`, { token: owner.token, body: { url: 'https://example.com/org-hook' } });
