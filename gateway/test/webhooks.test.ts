@@ -249,7 +249,7 @@ describe('deliveries', () => {
     expect(listed.json.data.map((d: { delivery_id: string }) => d.delivery_id)).toEqual([another.json.delivery_id, deadTest.json.delivery_id]);
   });
 
-  it('treats a redirect as a failure it never follows, and honours Retry-After within the schedule', async () => {
+  it('treats a redirect as a failure it never follows', async () => {
     const moved = newPath();
     const target = newPath();
     const created = await register(owner, { url: receiver.url(moved) });
