@@ -332,6 +332,12 @@ describe('event sources', () => {
     expect(verifyDelivery(allHook.secret, second)).toMatchObject({ type: 'agent.completed', data: { run_id: 'run_2' } });
 
     await expect(events.publishEvent({ workspaceId: user.workspaceId, type: 'key.created', data: {} })).rejects.toThrow(/agent.completed/);
+    // A retry with the same idempotency key is the same event: one delivery.
+    const once = { workspaceId: user.workspaceId, type: 'agent.completed', data: { run_id: 'run_retried' }, idempotencyKey: 'run_retried' };
+    const [firstTry, secondTry] = await Promise.all([events.publishEvent(once), events.publishEvent(once)]);
+    expect(secondTry.eventId).toBe(firstTry.eventId);
+    expect((await events.publishEvent(once)).eventId).toBe(firstTry.eventId);
+    await expect(events.publishEvent({ ...once, idempotencyKey: '' })).rejects.toThrow(/idempotency_key/);
     // A disabled endpoint never gets what arrived meanwhile, even once enabled again.
     await call('PATCH', `/v1/workspaces/${user.workspaceId}/webhooks/${disabledHook.webhook_id}`, { token: user.token, body: { enabled: true } });
     const after = await events.publishEvent({ workspaceId: user.workspaceId, type: 'agent.completed', data: { run_id: 'run_3' } });
@@ -339,6 +345,7 @@ describe('event sources', () => {
     expect(JSON.parse(third.body).data).toEqual({ run_id: 'run_3' });
     expect(after.eventId).toBeTruthy();
     expect(receiver.at(disabled)).toHaveLength(1);
+    expect(receiver.at(all).filter((request) => JSON.parse(request.body).data.run_id === 'run_retried')).toHaveLength(1);
     expect(receiver.at(keysOnly)).toHaveLength(0);
   });
 

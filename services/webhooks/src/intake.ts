@@ -6,6 +6,7 @@ import type { Logger } from '@switchboard/runtime/log';
 import type { EventWriter } from '@switchboard/runtime/service';
 import { fanOut, insertDelivery, insertEvent } from './store/deliveries.js';
 import { disableWorkspaceEndpoints, upsertAlertTarget } from './store/endpoints.js';
+import { claimIdempotencyKey, pruneIdempotencyKeys } from './store/published-events.js';
 
 /**
  * Where deliveries come from: events of the stream fanned out to the subscribed endpoints of
@@ -25,6 +26,8 @@ export interface IntakeDeps {
 /** A published agent.completed payload is delivered as is; a bound keeps events well inside NATS's limits. */
 export const maxPublishedDataBytes = 64 * 1024;
 const workspaceIdPattern = /^org_[A-Za-z0-9]{1,64}$/;
+const idempotencyKeyPattern = /^[\x20-\x7e]{1,255}$/;
+const idempotencyKeyTtlMs = 24 * 3600 * 1000;
 
 /** The body every endpoint receives (SPEC §7), the same bytes on every attempt. */
 export function deliveryBody(type: string, occurredAt: string, data: JsonObject): string {
@@ -86,7 +89,7 @@ export class Intake {
    * with the outbox event in one transaction, so a delivery never waits for NATS; the event still
    * goes to the stream for other consumers (and the fan-out of its copy finds it stored).
    */
-  async publish(input: { workspaceId: string; type: string; data: JsonObject | undefined }): Promise<string> {
+  async publish(input: { workspaceId: string; type: string; data: JsonObject | undefined; idempotencyKey?: string }): Promise<string> {
     if (!workspaceIdPattern.test(input.workspaceId)) throw invalidArgument('workspace_id', 'workspace_id must be an organization id (org_…).');
     if (input.type !== 'agent.completed') {
       throw invalidArgument('type', 'Only agent.completed is published through PublishEvent; the other event types come from the services themselves.');
@@ -95,19 +98,44 @@ export class Intake {
     if (Buffer.byteLength(JSON.stringify(data)) > maxPublishedDataBytes) {
       throw invalidArgument('data', `data may be at most ${maxPublishedDataBytes} bytes of compact JSON.`);
     }
-    return this.deps.db.transaction(async (trx) => {
-      const eventId = await this.deps.recordEvent(trx, { type: input.type, workspaceId: input.workspaceId, data });
-      await this.fanOut(trx, {
-        event_id: eventId,
-        type: input.type,
-        workspace_id: input.workspaceId,
-        occurred_at: new Date().toISOString(),
-        data,
-        producer: 'webhooks',
-        request_id: '',
+    const key = input.idempotencyKey;
+    if (key !== undefined && !idempotencyKeyPattern.test(key)) {
+      throw invalidArgument('idempotency_key', 'idempotency_key must be 1 to 255 printable ASCII characters.');
+    }
+    try {
+      return await this.deps.db.transaction(async (trx) => {
+        const eventId = await this.deps.recordEvent(trx, { type: input.type, workspaceId: input.workspaceId, data });
+        const earlier = key === undefined ? undefined : await claimIdempotencyKey(trx, input.workspaceId, key, eventId);
+        // A retry: nothing of this attempt may stay (its outbox row included).
+        if (earlier) throw new AlreadyPublished(earlier);
+        await this.fanOut(trx, {
+          event_id: eventId,
+          type: input.type,
+          workspace_id: input.workspaceId,
+          occurred_at: new Date().toISOString(),
+          data,
+          producer: 'webhooks',
+          request_id: '',
+        });
+        return eventId;
       });
-      return eventId;
-    });
+    } catch (err) {
+      if (err instanceof AlreadyPublished) return err.eventId;
+      throw err;
+    }
+  }
+
+  /** Forgets PublishEvent idempotency keys after a day. */
+  async pruneIdempotencyKeys(): Promise<void> {
+    const pruned = await pruneIdempotencyKeys(this.deps.db, idempotencyKeyTtlMs);
+    if (pruned > 0) this.deps.log.info({ pruned }, 'pruned old PublishEvent idempotency keys');
+  }
+}
+
+/** Rolls a retried publish back: the key already names an event. */
+class AlreadyPublished extends Error {
+  constructor(readonly eventId: string) {
+    super('already published');
   }
 }
 

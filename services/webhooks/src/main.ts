@@ -62,5 +62,11 @@ await runService<WebhooksHandlers & { dispatcher: Dispatcher }>({
     };
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
-  background: (runtime, { intake, dispatcher }) => [...startEventConsumers(runtime, intake), dispatcher.start()],
+  background: (runtime, { intake, dispatcher }) => {
+    const prune = setInterval(
+      () => intake.pruneIdempotencyKeys().catch((err: Error) => runtime.log.warn({ err: err.message }, 'pruning idempotency keys failed')),
+      readDuration('HOUSEKEEPING_INTERVAL', '1h'),
+    );
+    return [...startEventConsumers(runtime, intake), dispatcher.start(), { stop: async () => clearInterval(prune) }];
+  },
 });

@@ -65,7 +65,7 @@ export function registerRoutes(router: ConnectRouter, handlers: WebhooksHandlers
   router.service(WebhookService, webhooks);
   router.service(EventService, {
     async publishEvent(req) {
-      return { eventId: await intake.publish({ workspaceId: req.workspaceId, type: req.type, data: req.data }) };
+      return { eventId: await intake.publish({ workspaceId: req.workspaceId, type: req.type, data: req.data, idempotencyKey: req.idempotencyKey }) };
     },
   });
 }
