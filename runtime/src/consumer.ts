@@ -67,6 +67,11 @@ export interface ConsumerOptions {
    * terminates the message as malformed. For subjects that outside producers also publish to.
    */
   parse?: (msg: JsMsg) => EventEnvelopeJson;
+  /**
+   * Events acknowledged without a transaction: their effect was made where they were written
+   * (e.g. a service's own events, handled in the transaction of their outbox row).
+   */
+  skip?: (event: EventEnvelopeJson) => boolean;
   /** Runs once per event id, inside the transaction that records the event as processed. */
   handle: (event: EventEnvelopeJson, trx: Knex.Transaction) => Promise<void>;
   /** How long NATS waits for an ack before redelivering (default 30 s; kept alive while handling). */
@@ -159,6 +164,10 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
     } catch (err) {
       consumerLog.error({ err: errorMessage(err), subject: msg.subject, seq: msg.seq }, 'malformed event: terminated');
       msg.term(); // no reason text: NATS < 2.10 does not parse `+TERM <reason>` and would redeliver
+      return;
+    }
+    if (options.skip?.(event)) {
+      msg.ack();
       return;
     }
     // Long handlers keep the message from being redelivered meanwhile.

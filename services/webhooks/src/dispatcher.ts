@@ -7,21 +7,11 @@ import type { BackgroundTask, EventWriter } from '@switchboard/runtime/service';
 import { withTimeout } from '@switchboard/runtime/timing';
 import type { CircuitBreakers } from './circuit-breakers.js';
 import { endpointSecretPurpose } from './endpoints.js';
+import { Outcomes } from './outcomes.js';
 import type { RetrySchedule } from './retry-schedule.js';
-import type { DeliveryResult, WebhookSender } from './sender.js';
+import type { WebhookSender } from './sender.js';
 import { signatureHeaders } from './signing.js';
-import {
-  type ClaimedDelivery,
-  claimDue,
-  type DeliveryRow,
-  dropDelivery,
-  finishAttempt,
-  insertAttempt,
-  lockLeased,
-  releaseLease,
-  sweepExpiredLeases,
-} from './store/deliveries.js';
-import { type EndpointRow, recordEndpointOutcome } from './store/endpoints.js';
+import { type ClaimedDelivery, claimDue, dropDelivery, releaseLease, sweepExpiredLeases } from './store/deliveries.js';
 
 /**
  * Sends due deliveries. The rows are the queue: a claim leases due rows (SKIP LOCKED, so
@@ -74,7 +64,23 @@ export class Dispatcher {
   private wakeTimer?: NodeJS.Timeout;
   private wakeAt = Number.POSITIVE_INFINITY;
 
-  constructor(private readonly deps: DispatcherDeps) {}
+  private readonly outcomes: Outcomes;
+  /** Whether the last claim may have left due rows behind (it filled the room or an endpoint's slots). */
+  private mayHaveMore = true;
+
+  constructor(private readonly deps: DispatcherDeps) {
+    const { db, log, schedule, recordEvent, settings } = deps;
+    this.outcomes = new Outcomes({
+      db,
+      log,
+      schedule,
+      recordEvent,
+      disableAfterMs: settings.disableAfterMs,
+      onRetryScheduled: (inMs) => {
+        if (inMs < settings.pollMs) this.wakeIn(inMs);
+      },
+    });
+  }
 
   /** Looks for due deliveries now (after a commit that queued some, or a freed slot). */
   wake = (): void => {
@@ -146,10 +152,19 @@ export class Dispatcher {
         return;
       }
       for (const claim of claims) this.launch(claim);
+      this.mayHaveMore = claims.length === room || this.endpointsFilled(claims, busy);
       if (claims.length === room) this.again = true;
     } while (this.again && !this.stopped);
     const probe = circuits.nextProbeAt();
     if (probe !== undefined) this.wakeIn(probe - Date.now());
+  }
+
+  /** Whether a claim took every slot an endpoint had: it may have more due rows. */
+  private endpointsFilled(claims: ClaimedDelivery[], busy: Map<string, number>): boolean {
+    const taken = new Map<string, number>();
+    for (const claim of claims) taken.set(claim.endpoint_id, (taken.get(claim.endpoint_id) ?? 0) + 1);
+    for (const [endpointId, count] of taken) if (count + (busy.get(endpointId) ?? 0) >= this.deps.settings.perEndpoint) return true;
+    return false;
   }
 
   /** A wake-up in `ms` (a retry due before the next poll, a circuit's probe). */
@@ -177,7 +192,8 @@ export class Dispatcher {
         const left = (this.inFlight.get(claim.endpoint_id) ?? 1) - 1;
         if (left > 0) this.inFlight.set(claim.endpoint_id, left);
         else this.inFlight.delete(claim.endpoint_id);
-        this.wake();
+        // A freed slot matters only when due rows were left behind; new ones wake us themselves.
+        if (this.mayHaveMore) this.wake();
       });
     this.running.add(attempt);
   }
@@ -188,7 +204,7 @@ export class Dispatcher {
     const headers = { ...signatureHeaders(claim.id, claim.body, target.secrets, new Date()), 'user-agent': userAgent };
     const result = await this.deps.sender.send({ url: target.url, headers, body: claim.body, poolKey: claim.endpoint_id });
     this.deps.circuits.record(claim.endpoint_id, result.ok);
-    await this.record(claim, target.url, result);
+    await this.outcomes.record({ claim, url: target.url, result });
   }
 
   /** Where and with which secrets to send; undefined when the delivery was put back or dropped. */
@@ -216,73 +232,4 @@ export class Dispatcher {
     }
     return { url: resolved.url, secrets: [resolved.signingSecret] };
   }
-
-  /** The attempt, the delivery's next state and the endpoint's failure clock, in one transaction. */
-  private async record(claim: ClaimedDelivery, url: string, result: DeliveryResult): Promise<void> {
-    const { db, schedule, settings } = this.deps;
-    let disabled: EndpointRow | undefined;
-    let retryInMs: number | undefined;
-    await db.transaction(async (trx) => {
-      const row = await lockLeased(trx, claim.id, claim.lease_token);
-      if (!row) return; // deleted with its endpoint, or its lease ran out and another attempt owns it
-      await insertAttempt(trx, {
-        delivery_id: claim.id,
-        url,
-        status: result.ok ? 'success' : 'failed',
-        response_status_code: result.statusCode,
-        error_class: result.errorClass,
-        duration_ms: Math.round(result.durationMs),
-        response_body: result.responseBody,
-        trigger: claim.next_trigger,
-      });
-      const next = nextState(row, claim, result, schedule);
-      retryInMs = next.retryInMs;
-      await finishAttempt(trx, claim.id, {
-        status: next.status,
-        scheduledAttempts: next.scheduledAttempts,
-        nextAttemptAt: next.retryInMs === undefined ? null : new Date(Date.now() + next.retryInMs),
-        succeeded: result.ok,
-      });
-      if (claim.kind !== 'webhook') return;
-      disabled = await recordEndpointOutcome(trx, claim.endpoint_id, {
-        success: result.ok,
-        gone: result.statusCode === 410,
-        disableAfterMs: settings.disableAfterMs,
-      });
-      if (disabled) {
-        await this.deps.recordEvent(trx, {
-          type: 'webhook.endpoint.disabled',
-          workspaceId: disabled.workspace_id,
-          data: {
-            webhook_id: disabled.id,
-            workspace_id: disabled.workspace_id,
-            url: disabled.url,
-            reason: disabled.disabled_reason ?? '',
-            disabled_at: disabled.disabled_at?.toISOString() ?? null,
-            failing_since: disabled.failing_since?.toISOString() ?? null,
-          },
-        });
-      }
-    });
-    if (disabled)
-      this.deps.log.warn({ webhook_id: disabled.id, workspace_id: disabled.workspace_id, reason: disabled.disabled_reason }, 'webhook endpoint disabled');
-    if (retryInMs !== undefined && retryInMs < settings.pollMs) this.wakeIn(retryInMs);
-  }
-}
-
-/**
- * The delivery after an attempt. Scheduled attempts (event, test, retry) count against the
- * schedule: N delays allow N + 1. A manual attempt does not: when it fails, the delivery goes on
- * with the retries it had left, or is exhausted.
- */
-export function nextState(
-  row: Pick<DeliveryRow, 'scheduled_attempts'>,
-  claim: Pick<ClaimedDelivery, 'next_trigger'>,
-  result: Pick<DeliveryResult, 'ok' | 'retryAfterMs'>,
-  schedule: RetrySchedule,
-): { status: DeliveryRow['status']; scheduledAttempts: number; retryInMs?: number } {
-  const scheduledAttempts = row.scheduled_attempts + (claim.next_trigger === 'manual' ? 0 : 1);
-  if (result.ok) return { status: 'succeeded', scheduledAttempts };
-  const retryInMs = schedule.delayAfter(Math.max(scheduledAttempts, 1), result.retryAfterMs);
-  return retryInMs === undefined ? { status: 'exhausted', scheduledAttempts } : { status: 'failed', scheduledAttempts, retryInMs };
 }

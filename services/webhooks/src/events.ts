@@ -25,6 +25,8 @@ export function startEventConsumers(runtime: ServiceRuntime, intake: Intake): Ba
       log: runtime.log,
       // An agent runtime may publish agent.completed to the subject itself (SPEC §8).
       parse: type === 'agent.completed' ? parseAgentCompleted : undefined,
+      // PublishEvent fans its events out in the transaction of their outbox row.
+      skip: type === 'agent.completed' ? (event) => event.producer === 'webhooks' : undefined,
       handle: (event, trx) => handle(trx, event),
       concurrency,
     }),

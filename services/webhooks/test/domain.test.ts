@@ -5,11 +5,11 @@ import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId, newSigningSecret } from '@switchboard/runtime/ids';
 import { requireEnv } from '@switchboard/runtime/testing';
 import { CircuitBreakers } from '@switchboard/webhooks/circuit-breakers';
-import { nextState } from '@switchboard/webhooks/dispatcher';
+import { nextState } from '@switchboard/webhooks/outcomes';
 import { RetrySchedule } from '@switchboard/webhooks/retry-schedule';
 import { signatureHeaders } from '@switchboard/webhooks/signing';
 import { claimDue, fanOut, insertEvent, sweepExpiredLeases } from '@switchboard/webhooks/store/deliveries';
-import { insertEndpoint, recordEndpointOutcome, updateEndpoint } from '@switchboard/webhooks/store/endpoints';
+import { clearFailureClocks, insertEndpoint, recordEndpointFailure, updateEndpoint } from '@switchboard/webhooks/store/endpoints';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -176,7 +176,11 @@ describe('the queue', () => {
   it('starts an endpoint’s failure clock, disables it after the limit or at once on 410, and stops the clock on a success', async () => {
     const endpoint = await endpointWithDeliveries(0);
     const outcome = (success: boolean, gone = false, disableAfterMs = 60_000) =>
-      db.transaction((trx) => recordEndpointOutcome(trx, endpoint.id, { success, gone, disableAfterMs }));
+      db.transaction(async (trx) => {
+        if (!success) return recordEndpointFailure(trx, endpoint.id, { gone, disableAfterMs });
+        await clearFailureClocks(trx, [endpoint.id]);
+        return undefined;
+      });
     expect(await outcome(false)).toBeUndefined();
     const failing = await db('endpoints').where({ id: endpoint.id }).first();
     expect(failing.failing_since).toBeInstanceOf(Date);
@@ -186,7 +190,7 @@ describe('the queue', () => {
     await db.raw(`UPDATE endpoints SET failing_since = now() - interval '2 minutes' WHERE id = ?`, [endpoint.id]);
     expect(await outcome(false)).toMatchObject({ enabled: false, disabled_reason: 'failing' });
     const other = await endpointWithDeliveries(0);
-    expect(await db.transaction((trx) => recordEndpointOutcome(trx, other.id, { success: false, gone: true, disableAfterMs: 60_000 }))).toMatchObject({
+    expect(await db.transaction((trx) => recordEndpointFailure(trx, other.id, { gone: true, disableAfterMs: 60_000 }))).toMatchObject({
       disabled_reason: 'endpoint_gone',
     });
   });

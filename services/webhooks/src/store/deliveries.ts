@@ -150,30 +150,33 @@ export async function nextDueAt(db: Db): Promise<Date | undefined> {
   return rows[0]?.at ?? undefined;
 }
 
-/** Locks a claimed delivery if its lease is still ours; undefined when it was deleted or re-queued. */
-export async function lockLeased(trx: Knex.Transaction, id: string, leaseToken: string): Promise<DeliveryRow | undefined> {
-  const { rows } = await trx.raw<{ rows: DeliveryRow[] }>(`SELECT ${deliveryColumns} FROM deliveries d WHERE d.id = ? AND d.lease_token = ? FOR UPDATE`, [
-    id,
-    leaseToken,
-  ]);
-  return rows[0];
+type LockedDelivery = Pick<DeliveryRow, 'id' | 'scheduled_attempts'> & { lease_token: string | null };
+
+/** Locks the deliveries `ids` that still exist, with their current lease. */
+export async function lockDeliveries(trx: Knex.Transaction, ids: string[]): Promise<LockedDelivery[]> {
+  const { rows } = await trx.raw<{ rows: LockedDelivery[] }>(
+    'SELECT id, scheduled_attempts, lease_token FROM deliveries WHERE id = ANY (?::text[]) ORDER BY id FOR UPDATE',
+    [ids],
+  );
+  return rows;
 }
 
-export async function insertAttempt(trx: Knex.Transaction, attempt: Omit<AttemptRow, 'id' | 'created_at'>): Promise<void> {
-  await trx('attempts').insert({ id: newId('att'), ...attempt });
+export async function insertAttempts(trx: Knex.Transaction, attempts: Array<Omit<AttemptRow, 'id' | 'created_at'>>): Promise<void> {
+  if (attempts.length > 0) await trx('attempts').insert(attempts.map((attempt) => ({ id: newId('att'), ...attempt })));
 }
 
-/** The state after an attempt; the lease ends. */
-export async function finishAttempt(
+/** The states after attempts; their leases end. */
+export async function finishAttempts(
   trx: Knex.Transaction,
-  id: string,
-  next: { status: DeliveryRow['status']; scheduledAttempts: number; nextAttemptAt: Date | null; succeeded: boolean },
+  updates: Array<{ id: string; status: DeliveryRow['status']; scheduledAttempts: number; nextAttemptAt: Date | null; succeeded: boolean }>,
 ): Promise<void> {
+  if (updates.length === 0) return;
   await trx.raw(
-    `UPDATE deliveries SET status = ?, attempt_count = attempt_count + 1, scheduled_attempts = ?, next_trigger = 'retry', next_attempt_at = ?,
-       succeeded_at = CASE WHEN ? THEN now() ELSE succeeded_at END, leased_until = NULL, lease_token = NULL
-     WHERE id = ?`,
-    [next.status, next.scheduledAttempts, next.nextAttemptAt, next.succeeded, id],
+    `UPDATE deliveries d SET status = v.status, attempt_count = d.attempt_count + 1, scheduled_attempts = v.scheduled, next_trigger = 'retry',
+       next_attempt_at = v.next_at, succeeded_at = CASE WHEN v.succeeded THEN now() ELSE d.succeeded_at END, leased_until = NULL, lease_token = NULL
+     FROM json_to_recordset(?::json) AS v(id text, status text, scheduled int, next_at timestamptz, succeeded boolean)
+     WHERE d.id = v.id`,
+    [JSON.stringify(updates.map((u) => ({ id: u.id, status: u.status, scheduled: u.scheduledAttempts, next_at: u.nextAttemptAt, succeeded: u.succeeded })))],
   );
 }
 

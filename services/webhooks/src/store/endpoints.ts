@@ -135,20 +135,21 @@ export async function upsertAlertTarget(trx: Knex.Transaction, target: { keyId: 
   );
 }
 
+/** A success stops the failure clocks of these endpoints. */
+export async function clearFailureClocks(trx: Knex.Transaction, ids: string[]): Promise<void> {
+  if (ids.length > 0) await trx.raw('UPDATE endpoints SET failing_since = NULL WHERE id = ANY (?::text[]) AND failing_since IS NOT NULL', [ids]);
+}
+
 /**
- * The outcome of an attempt on the endpoint's failure clock, under the endpoint's row lock:
- * a success stops the clock; a failure starts it, and after `disableAfterMs` of failures
- * (or at once with a 410) disables the endpoint. Returns the row when this call disabled it.
+ * A failed attempt on the endpoint's failure clock, under the endpoint's row lock: it starts the
+ * clock, and after `disableAfterMs` of failures without a success (or at once with a 410)
+ * disables the endpoint. Returns the row when this call disabled it.
  */
-export async function recordEndpointOutcome(
+export async function recordEndpointFailure(
   trx: Knex.Transaction,
   id: string,
-  outcome: { success: boolean; gone: boolean; disableAfterMs: number },
+  failure: { gone: boolean; disableAfterMs: number },
 ): Promise<EndpointRow | undefined> {
-  if (outcome.success) {
-    await trx.raw('UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL', [id]);
-    return undefined;
-  }
   const { rows } = await trx.raw<{ rows: EndpointRow[] }>(
     `UPDATE endpoints SET
        failing_since = COALESCE(failing_since, now()),
@@ -157,7 +158,7 @@ export async function recordEndpointOutcome(
        disabled_at = now(), updated_at = now()
      WHERE id = ? AND kind = 'webhook' AND enabled AND (? OR failing_since <= now() - ? * interval '1 millisecond')
      RETURNING ${endpointColumns}`,
-    [outcome.gone, id, outcome.gone, outcome.disableAfterMs],
+    [failure.gone, id, failure.gone, failure.disableAfterMs],
   );
   if (rows[0]) return rows[0];
   await trx.raw('UPDATE endpoints SET failing_since = now() WHERE id = ? AND failing_since IS NULL', [id]);

@@ -14,10 +14,10 @@ export async function claimIdempotencyKey(trx: Knex.Transaction, workspaceId: st
     [workspaceId, key, eventId],
   );
   if (inserted.rows.length === 1) return undefined;
-  const { rows } = await trx.raw<{ rows: Array<{ event_id: string }> }>('SELECT event_id FROM published_events WHERE workspace_id = ? AND idempotency_key = ?', [
-    workspaceId,
-    key,
-  ]);
+  const { rows } = await trx.raw<{ rows: Array<{ event_id: string }> }>(
+    'SELECT event_id FROM published_events WHERE workspace_id = ? AND idempotency_key = ?',
+    [workspaceId, key],
+  );
   return rows[0]?.event_id;
 }
 

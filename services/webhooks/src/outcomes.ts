@@ -1,0 +1,148 @@
+import type { Knex } from '@switchboard/runtime/db';
+import type { Logger } from '@switchboard/runtime/log';
+import type { EventWriter } from '@switchboard/runtime/service';
+import type { RetrySchedule } from './retry-schedule.js';
+import type { DeliveryResult } from './sender.js';
+import { type ClaimedDelivery, type DeliveryRow, finishAttempts, insertAttempts, lockDeliveries } from './store/deliveries.js';
+import { clearFailureClocks, type EndpointRow, recordEndpointFailure } from './store/endpoints.js';
+
+/**
+ * What attempts lead to, committed: each attempt's record, its delivery's next state and its
+ * endpoint's failure clock. The outcomes that finish while a commit runs go together in the next
+ * one, so a busy dispatcher pays one transaction per batch rather than per attempt; an attempt's
+ * slot is given back only once its outcome is committed.
+ */
+
+export interface Outcome {
+  claim: ClaimedDelivery;
+  /** Where the attempt went (a key alert's URL is looked up at send time). */
+  url: string;
+  result: DeliveryResult;
+}
+
+export interface OutcomesDeps {
+  db: Knex;
+  log: Logger;
+  schedule: RetrySchedule;
+  recordEvent: EventWriter;
+  /** How long an endpoint may fail without a success before it is disabled. */
+  disableAfterMs: number;
+  /** After a commit that scheduled retries: the soonest one, in milliseconds. */
+  onRetryScheduled(inMs: number): void;
+}
+
+/** Outcomes committed in one transaction at most (the rest wait for the next). */
+const maxBatch = 200;
+
+export class Outcomes {
+  private queue: Array<{ outcome: Outcome; done: () => void; failed: (err: unknown) => void }> = [];
+  private flushing = false;
+
+  constructor(private readonly deps: OutcomesDeps) {}
+
+  /** Resolves once the outcome is committed; rejects when its transaction failed (the lease then runs out and the delivery is sent again). */
+  record(outcome: Outcome): Promise<void> {
+    return new Promise((done, failed) => {
+      this.queue.push({ outcome, done, failed });
+      if (this.flushing) return;
+      this.flushing = true;
+      setImmediate(() => void this.flush());
+    });
+  }
+
+  private async flush(): Promise<void> {
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, maxBatch);
+      try {
+        await this.commit(batch.map((entry) => entry.outcome));
+        for (const entry of batch) entry.done();
+      } catch (err) {
+        for (const entry of batch) entry.failed(err);
+      }
+    }
+    this.flushing = false;
+  }
+
+  private async commit(outcomes: Outcome[]): Promise<void> {
+    const { db, schedule, disableAfterMs, log } = this.deps;
+    const disabled: EndpointRow[] = [];
+    let soonestRetry: number | undefined;
+    await db.transaction(async (trx) => {
+      const locked = new Map((await lockDeliveries(trx, [...new Set(outcomes.map((o) => o.claim.id))])).map((row) => [row.id, row]));
+      const mine = outcomes.filter((o) => locked.has(o.claim.id)); // the others were deleted with their endpoint
+      await insertAttempts(
+        trx,
+        mine.map(({ claim, url, result }) => ({
+          delivery_id: claim.id,
+          url,
+          status: result.ok ? 'success' : 'failed',
+          response_status_code: result.statusCode,
+          error_class: result.errorClass,
+          duration_ms: Math.round(result.durationMs),
+          response_body: result.responseBody,
+          trigger: claim.next_trigger,
+        })),
+      );
+      // An attempt whose lease ran out is recorded, but the delivery's state is its new holder's.
+      const leased = mine.filter((o) => locked.get(o.claim.id)?.lease_token === o.claim.lease_token);
+      const updates = leased.map(({ claim, result }) => {
+        const next = nextState(locked.get(claim.id)!, claim, result, schedule);
+        if (next.retryInMs !== undefined) soonestRetry = Math.min(soonestRetry ?? next.retryInMs, next.retryInMs);
+        return {
+          id: claim.id,
+          status: next.status,
+          scheduledAttempts: next.scheduledAttempts,
+          nextAttemptAt: next.retryInMs === undefined ? null : new Date(Date.now() + next.retryInMs),
+          succeeded: result.ok,
+        };
+      });
+      await finishAttempts(trx, updates);
+      // The failure clock of an endpoint follows its last outcome of the batch.
+      const last = new Map<string, Outcome>();
+      for (const outcome of mine) if (outcome.claim.kind === 'webhook') last.set(outcome.claim.endpoint_id, outcome);
+      const outcomesByEndpoint = [...last].sort(([a], [b]) => a.localeCompare(b));
+      await clearFailureClocks(
+        trx,
+        outcomesByEndpoint.filter(([, o]) => o.result.ok).map(([id]) => id),
+      );
+      for (const [endpointId, outcome] of outcomesByEndpoint) {
+        if (outcome.result.ok) continue;
+        const endpoint = await recordEndpointFailure(trx, endpointId, { gone: outcome.result.statusCode === 410, disableAfterMs });
+        if (!endpoint) continue;
+        disabled.push(endpoint);
+        await this.deps.recordEvent(trx, {
+          type: 'webhook.endpoint.disabled',
+          workspaceId: endpoint.workspace_id,
+          data: {
+            webhook_id: endpoint.id,
+            workspace_id: endpoint.workspace_id,
+            url: endpoint.url,
+            reason: endpoint.disabled_reason ?? '',
+            disabled_at: endpoint.disabled_at?.toISOString() ?? null,
+            failing_since: endpoint.failing_since?.toISOString() ?? null,
+          },
+        });
+      }
+    });
+    for (const endpoint of disabled)
+      log.warn({ webhook_id: endpoint.id, workspace_id: endpoint.workspace_id, reason: endpoint.disabled_reason }, 'webhook endpoint disabled');
+    if (soonestRetry !== undefined) this.deps.onRetryScheduled(soonestRetry);
+  }
+}
+
+/**
+ * The delivery after an attempt. Scheduled attempts (event, test, retry) count against the
+ * schedule: N delays allow N + 1. A manual attempt does not: when it fails, the delivery goes on
+ * with the retries it had left, or is exhausted.
+ */
+export function nextState(
+  row: Pick<DeliveryRow, 'scheduled_attempts'>,
+  claim: Pick<ClaimedDelivery, 'next_trigger'>,
+  result: Pick<DeliveryResult, 'ok' | 'retryAfterMs'>,
+  schedule: RetrySchedule,
+): { status: DeliveryRow['status']; scheduledAttempts: number; retryInMs?: number } {
+  const scheduledAttempts = row.scheduled_attempts + (claim.next_trigger === 'manual' ? 0 : 1);
+  if (result.ok) return { status: 'succeeded', scheduledAttempts };
+  const retryInMs = schedule.delayAfter(Math.max(scheduledAttempts, 1), result.retryAfterMs);
+  return retryInMs === undefined ? { status: 'exhausted', scheduledAttempts } : { status: 'failed', scheduledAttempts, retryInMs };
+}
