@@ -147,7 +147,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     workspace =
       pathWorkspace === undefined
         ? await options.authenticator.resolveWorkspace(principal, typeof requested === 'string' && requested ? requested : undefined)
-        : await resolvePathWorkspace(options.authenticator, principal, pathWorkspace);
+        : await resolvePathWorkspace(options.authenticator, principal, pathWorkspace, typeof requested === 'string' ? requested : undefined);
   }
 
   let input: Message;
@@ -226,7 +226,14 @@ function workspaceOfPath(pathValues: Map<DescField, string>): string | undefined
  * role there goes into the mesh token. A workspace the caller is not a member of, or another
  * workspace than an API key's own, is a 404 (never reveal whether it exists).
  */
-async function resolvePathWorkspace(authenticator: Authenticator, principal: Principal, workspaceId: string): Promise<Workspace> {
+async function resolvePathWorkspace(
+  authenticator: Authenticator,
+  principal: Principal,
+  workspaceId: string,
+  requested: string | undefined,
+): Promise<Workspace> {
+  // SPEC §10: an API key naming another workspace in X-Workspace-Id is a 403, whatever the path.
+  if (principal.type === 'key' && requested) await authenticator.resolveWorkspace(principal, requested);
   if (principal.type === 'key' && workspaceId !== principal.keyWorkspaceId) throw organizationNotFound();
   return authenticator.resolveWorkspace(principal, workspaceId).catch((err: unknown) => {
     throw err instanceof HttpError && err.status === 404 ? organizationNotFound() : err;

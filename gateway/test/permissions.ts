@@ -775,7 +775,7 @@ export const routeCases: RouteCase[] = [
     template: '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/recover',
     path: (ws) => `${webhookPath(ws)}/recover`,
     body: () => ({ since: new Date(Date.now() - 3_600_000).toISOString() }),
-    expect: { owner: 202, admin: 202, developer: 403, outsider: 404 },
+    expect: { owner: 200, admin: 200, developer: 403, outsider: 404 },
     mutates: true,
     subject: webhookPath,
   },

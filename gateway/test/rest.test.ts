@@ -130,13 +130,6 @@ describe('the error model', () => {
     expect(response.headers.get('x-request-id')).toBe('client-chosen-id-1');
     expect(response.json.error.request_id).toBe('client-chosen-id-1');
   });
-
-  it('answers an RPC that is not built yet with an honest 501', async () => {
-    const registered = await call('POST', '/v1/auth/register', { body: newUser() });
-    const webhooks = `/v1/workspaces/${registered.json.user.personal_workspace_id}/webhooks`;
-    const response = await call('GET', webhooks, { token: registered.json.session.access_token });
-    expectErrorBody(response, 501, 'not_implemented');
-  });
 });
 
 describe('HTTP edge cases', () => {

@@ -154,6 +154,8 @@ describe('endpoints', () => {
     const ownKey = (await call('POST', '/v1/keys', { token: owner.token, body: { name: 'k' } })).json.full_key;
     const viaKey = await call('GET', `${base}/${created.webhook_id}`, { token: ownKey });
     expect(viaKey.status, viaKey.text).toBe(200);
+    // An API key naming another workspace in X-Workspace-Id is refused (SPEC §10), whatever the path.
+    expectErrorBody(await call('GET', base, { token: ownKey, headers: { 'x-workspace-id': stranger.workspaceId } }), 403, 'workspace_mismatch');
 
     // A developer of an organization may not read or manage its webhooks.
     const org = (await call('POST', '/v1/organizations', { token: owner.token, body: { name: 'Hooks Inc' } })).json.organization;
@@ -241,12 +243,21 @@ describe('deliveries', () => {
     await delivery(owner, second.webhook_id, another.json.delivery_id, (d) => d.status === 'exhausted');
     receiver.reply(dead, () => ({ status: 200 }));
     const recovered = await call('POST', `${base}/recover`, { token: owner.token, body: { since } });
-    expect(recovered.status, recovered.text).toBe(202);
+    expect(recovered.status, recovered.text).toBe(200);
     expect(recovered.json).toMatchObject({ requeued: 1 });
     await delivery(owner, second.webhook_id, another.json.delivery_id, (d) => d.status === 'succeeded');
 
     const listed = await call('GET', `${base}/deliveries?status=succeeded`, { token: owner.token });
     expect(listed.json.data.map((d: { delivery_id: string }) => d.delivery_id)).toEqual([another.json.delivery_id, deadTest.json.delivery_id]);
+  });
+
+  it('records an attempt whose response body holds bytes Postgres text cannot (NUL)', async () => {
+    const binary = newPath();
+    const created = await register(owner, { url: receiver.url(binary) });
+    receiver.reply(binary, () => ({ status: 200, body: 'a\u0000b' }));
+    const tested = await call('POST', `/v1/workspaces/${owner.workspaceId}/webhooks/${created.webhook_id}/test`, { token: owner.token });
+    const done = await delivery(owner, created.webhook_id, tested.json.delivery_id, (d) => d.status === 'succeeded');
+    expect(done.attempts).toEqual([expect.objectContaining({ status: 'success', response_body: 'a\ufffdb' })]);
   });
 
   it('treats a redirect as a failure it never follows', async () => {

@@ -5,8 +5,11 @@
  * receiver so costs one attempt per cooldown instead of a connection per due delivery, and never
  * the slots of another endpoint.
  */
+/** How long a circuit is kept without any attempt of its endpoint. */
+const staleAfterMs = 3_600_000;
+
 export class CircuitBreakers {
-  private readonly circuits = new Map<string, { failures: number; openUntil: number; probing: boolean }>();
+  private readonly circuits = new Map<string, { failures: number; openUntil: number; probing: boolean; lastAt: number }>();
 
   constructor(
     private readonly options: { threshold: number; cooldownMs: number },
@@ -18,8 +21,9 @@ export class CircuitBreakers {
       this.circuits.delete(endpointId);
       return;
     }
-    const circuit = this.circuits.get(endpointId) ?? { failures: 0, openUntil: 0, probing: false };
+    const circuit = this.circuits.get(endpointId) ?? { failures: 0, openUntil: 0, probing: false, lastAt: 0 };
     circuit.failures += 1;
+    circuit.lastAt = this.now();
     circuit.probing = false;
     if (circuit.failures >= this.options.threshold) circuit.openUntil = this.now() + this.options.cooldownMs;
     this.circuits.set(endpointId, circuit);
@@ -30,10 +34,21 @@ export class CircuitBreakers {
     const limits = new Map<string, number>();
     const now = this.now();
     for (const [endpointId, circuit] of this.circuits) {
+      // An endpoint with no attempt for long (deleted, disabled, nothing due) is forgotten.
+      if (!circuit.probing && now - circuit.lastAt > staleAfterMs) {
+        this.circuits.delete(endpointId);
+        continue;
+      }
       if (circuit.failures < this.options.threshold) continue;
       limits.set(endpointId, circuit.openUntil > now || circuit.probing ? 0 : 1);
     }
     return limits;
+  }
+
+  /** An attempt ended without an outcome (put back, dropped, failed before sending): a probe it was is not one. */
+  released(endpointId: string): void {
+    const circuit = this.circuits.get(endpointId);
+    if (circuit) circuit.probing = false;
   }
 
   /** A claimed attempt of a half-open circuit is its probe. */

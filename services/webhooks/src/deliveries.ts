@@ -95,10 +95,10 @@ export class Deliveries {
   /** One more attempt now, with the same webhook-id. */
   async redeliver(caller: Caller, webhookId: string, deliveryId: string): Promise<DeliveryRecord> {
     const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.manage');
-    if (!endpoint.enabled) throw endpointDisabled();
     const row = await this.deps.db.transaction(async (trx) => {
       const delivery = deliveryId ? await lockDelivery(trx, deliveryId, endpoint.id) : undefined;
       if (!delivery) throw deliveryNotFound();
+      if (!endpoint.enabled) throw endpointDisabled();
       if (delivery.leased_until) {
         throw apiError(Code.FailedPrecondition, 'delivery_in_flight', 'This delivery is being sent right now; look at its attempts in a moment.', {
           httpStatus: 409,

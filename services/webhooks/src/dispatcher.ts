@@ -90,9 +90,7 @@ export class Dispatcher {
       return;
     }
     this.claiming = true;
-    void this.claimRounds().finally(() => {
-      this.claiming = false;
-    });
+    void this.claimRounds();
   };
 
   start(): BackgroundTask {
@@ -132,11 +130,24 @@ export class Dispatcher {
   }
 
   private async claimRounds(): Promise<void> {
+    try {
+      await this.claimWhileDue();
+    } finally {
+      // Synchronously with the end of the last round: a wake-up that came during it runs now.
+      this.claiming = false;
+      if (this.again && !this.stopped) this.wake();
+    }
+  }
+
+  private async claimWhileDue(): Promise<void> {
     const { db, log, settings, circuits } = this.deps;
     do {
       this.again = false;
       const room = settings.maxInFlight - this.total;
-      if (room <= 0) return;
+      if (room <= 0) {
+        this.mayHaveMore = true; // the next freed slot claims
+        return;
+      }
       const busy = new Map(this.inFlight);
       const excluded: string[] = [];
       for (const [endpointId, allowed] of circuits.limits()) {
@@ -188,6 +199,7 @@ export class Dispatcher {
     const attempt: Promise<void> = this.attempt(claim)
       .catch((err: Error) => this.deps.log.error({ err: err.message, delivery_id: claim.id }, 'delivery attempt failed to complete; its lease will expire'))
       .finally(() => {
+        this.deps.circuits.released(claim.endpoint_id);
         this.running.delete(attempt);
         const left = (this.inFlight.get(claim.endpoint_id) ?? 1) - 1;
         if (left > 0) this.inFlight.set(claim.endpoint_id, left);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { type EventEnvelopeJson, type JsMsg, parseEventEnvelope } from '@switchboard/runtime/consumer';
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
@@ -147,7 +148,11 @@ class AlreadyPublished extends Error {
  */
 export function parseAgentCompleted(msg: JsMsg): EventEnvelopeJson {
   const json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(msg.data)) as unknown;
-  if (json !== null && typeof json === 'object' && !Array.isArray(json) && 'event_id' in json) return parseEventEnvelope(msg.data);
+  if (json !== null && typeof json === 'object' && !Array.isArray(json) && 'event_id' in json) {
+    const envelope = parseEventEnvelope(msg.data);
+    if (envelope.type !== 'agent.completed') throw new Error(`a ${envelope.type} event on the agent.completed subject`);
+    return envelope;
+  }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new Error('agent.completed is not a JSON object');
   const bare = json as { workspace_id?: unknown; workspaceId?: unknown; type?: unknown; data?: unknown };
   const workspaceId = bare.workspace_id ?? bare.workspaceId;
@@ -157,7 +162,11 @@ export function parseAgentCompleted(msg: JsMsg): EventEnvelopeJson {
   if (data === null || typeof data !== 'object' || Array.isArray(data)) throw new Error('agent.completed data is not a JSON object');
   const msgId = msg.headers?.get('Nats-Msg-Id') ?? '';
   return {
-    event_id: /^evt_[A-Za-z0-9_-]{1,100}$/.test(msgId) ? msgId : `evt_js${msg.seq}`,
+    // The stream's sequence with the time it stored the message: the same on a redelivery, and
+    // unlike the sequence alone never reused by a stream created again.
+    event_id: /^evt_[A-Za-z0-9_-]{1,100}$/.test(msgId)
+      ? msgId
+      : `evt_js${createHash('sha256').update(`${msg.seq}:${msg.info.timestampNanos}`).digest('base64url').slice(0, 22)}`,
     type: 'agent.completed',
     workspace_id: workspaceId,
     occurred_at: new Date(Math.floor(msg.info.timestampNanos / 1_000_000)).toISOString(),

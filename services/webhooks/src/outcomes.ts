@@ -4,7 +4,7 @@ import type { EventWriter } from '@switchboard/runtime/service';
 import type { RetrySchedule } from './retry-schedule.js';
 import type { DeliveryResult } from './sender.js';
 import { type ClaimedDelivery, type DeliveryRow, finishAttempts, insertAttempts, lockDeliveries } from './store/deliveries.js';
-import { clearFailureClocks, type EndpointRow, recordEndpointFailure } from './store/endpoints.js';
+import { clearFailureClocks, type EndpointRow, lockEndpoints, recordEndpointFailure } from './store/endpoints.js';
 
 /**
  * What attempts lead to, committed: each attempt's record, its delivery's next state and its
@@ -57,7 +57,11 @@ export class Outcomes {
         await this.commit(batch.map((entry) => entry.outcome));
         for (const entry of batch) entry.done();
       } catch (err) {
-        for (const entry of batch) entry.failed(err);
+        // One outcome the database refuses (or a lock timeout) must not cost the others theirs.
+        if (batch.length > 1) this.deps.log.warn({ err: (err as Error).message, outcomes: batch.length }, 'an outcome batch failed; committing one by one');
+        for (const entry of batch) {
+          await (batch.length > 1 ? this.commit([entry.outcome]) : Promise.reject(err)).then(entry.done, entry.failed);
+        }
       }
     }
     this.flushing = false;
@@ -68,6 +72,9 @@ export class Outcomes {
     const disabled: EndpointRow[] = [];
     let soonestRetry: number | undefined;
     await db.transaction(async (trx) => {
+      // Endpoints before deliveries, in id order: the order of a delete (its cascade), so the two never deadlock.
+      const endpointIds = [...new Set(outcomes.filter((o) => o.claim.kind === 'webhook').map((o) => o.claim.endpoint_id))].sort();
+      await lockEndpoints(trx, endpointIds);
       const locked = new Map((await lockDeliveries(trx, [...new Set(outcomes.map((o) => o.claim.id))])).map((row) => [row.id, row]));
       const mine = outcomes.filter((o) => locked.has(o.claim.id)); // the others were deleted with their endpoint
       await insertAttempts(
@@ -97,17 +104,21 @@ export class Outcomes {
         };
       });
       await finishAttempts(trx, updates);
-      // The failure clock of an endpoint follows its last outcome of the batch.
-      const last = new Map<string, Outcome>();
-      for (const outcome of mine) if (outcome.claim.kind === 'webhook') last.set(outcome.claim.endpoint_id, outcome);
-      const outcomesByEndpoint = [...last].sort(([a], [b]) => a.localeCompare(b));
+      // Any success of the batch stops an endpoint's failure clock (failures after the last one
+      // start it again); any 410 disables it.
+      const byEndpoint = new Map<string, Outcome[]>();
+      for (const outcome of mine)
+        if (outcome.claim.kind === 'webhook') byEndpoint.set(outcome.claim.endpoint_id, [...(byEndpoint.get(outcome.claim.endpoint_id) ?? []), outcome]);
       await clearFailureClocks(
         trx,
-        outcomesByEndpoint.filter(([, o]) => o.result.ok).map(([id]) => id),
+        endpointIds.filter((id) => byEndpoint.get(id)?.some((o) => o.result.ok)),
       );
-      for (const [endpointId, outcome] of outcomesByEndpoint) {
-        if (outcome.result.ok) continue;
-        const endpoint = await recordEndpointFailure(trx, endpointId, { gone: outcome.result.statusCode === 410, disableAfterMs });
+      for (const endpointId of endpointIds) {
+        const attempts = byEndpoint.get(endpointId) ?? [];
+        const gone = attempts.some((o) => o.result.statusCode === 410);
+        const lastSuccess = attempts.findLastIndex((o) => o.result.ok);
+        if (!gone && lastSuccess === attempts.length - 1) continue;
+        const endpoint = await recordEndpointFailure(trx, endpointId, { gone, disableAfterMs });
         if (!endpoint) continue;
         disabled.push(endpoint);
         await this.deps.recordEvent(trx, {

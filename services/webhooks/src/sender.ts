@@ -122,7 +122,8 @@ export class WebhookSender {
           statusCode,
           errorClass,
           durationMs: Math.round(performance.now() - started),
-          responseBody: response ? Buffer.concat(chunks, received).toString('utf8') : null,
+          // Postgres text cannot hold U+0000: a receiver's binary answer must not make its attempt unrecordable.
+          responseBody: response ? Buffer.concat(chunks, received).toString('utf8').replaceAll('\u0000', '\ufffd') : null,
         };
         const retryAfterMs = statusCode === 429 || statusCode === 503 ? retryAfterOf(response?.headers['retry-after']) : undefined;
         if (retryAfterMs !== undefined) result.retryAfterMs = retryAfterMs;

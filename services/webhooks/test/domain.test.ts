@@ -118,6 +118,19 @@ describe('circuit breakers', () => {
     circuits.record('wh_a', true);
     expect(circuits.limits().size).toBe(0);
   });
+
+  it('let another probe through when one ended without an outcome, and forget endpoints idle for an hour', () => {
+    let now = 0;
+    const circuits = new CircuitBreakers({ threshold: 1, cooldownMs: 1000 }, () => now);
+    circuits.record('wh_b', false);
+    now = 1000;
+    circuits.claimed('wh_b');
+    expect(circuits.limits().get('wh_b')).toBe(0);
+    circuits.released('wh_b');
+    expect(circuits.limits().get('wh_b')).toBe(1);
+    now = 3_600_001;
+    expect(circuits.limits().has('wh_b')).toBe(false);
+  });
 });
 
 describe('the queue', () => {

@@ -141,15 +141,6 @@ export async function claimDue(
   return rows;
 }
 
-/** The earliest time a delivery of an enabled endpoint comes due (for the dispatcher's timer). */
-export async function nextDueAt(db: Db): Promise<Date | undefined> {
-  const { rows } = await db.raw<{ rows: Array<{ at: Date | null }> }>(
-    `SELECT min(d.next_attempt_at) AS at FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
-     WHERE e.enabled AND d.next_attempt_at IS NOT NULL AND d.leased_until IS NULL`,
-  );
-  return rows[0]?.at ?? undefined;
-}
-
 type LockedDelivery = Pick<DeliveryRow, 'id' | 'scheduled_attempts'> & { lease_token: string | null };
 
 /** Locks the deliveries `ids` that still exist, with their current lease. */
@@ -195,7 +186,11 @@ export async function dropDelivery(db: Db, id: string, leaseToken: string): Prom
 
 /** Frees the leases that ran out (their holder died or lost the database): the rows are due again. */
 export async function sweepExpiredLeases(db: Db): Promise<number> {
-  const result = await db.raw('UPDATE deliveries SET leased_until = NULL, lease_token = NULL WHERE leased_until < now()');
+  // Rows an outcome is being committed for are skipped (they are about to be released anyway).
+  const result = await db.raw(
+    `UPDATE deliveries SET leased_until = NULL, lease_token = NULL
+     WHERE id IN (SELECT id FROM deliveries WHERE leased_until < now() ORDER BY leased_until LIMIT 1000 FOR UPDATE SKIP LOCKED)`,
+  );
   return (result as { rowCount: number }).rowCount;
 }
 
@@ -250,7 +245,7 @@ export async function queueManualAttempt(trx: Knex.Transaction, id: string): Pro
 /** Queues a manual attempt of every failed or exhausted delivery of the endpoint created since `since`, not in flight. */
 export async function queueRecovery(trx: Knex.Transaction, endpointId: string, since: Date): Promise<number> {
   const result = await trx.raw(
-    `UPDATE deliveries SET next_trigger = 'manual', next_attempt_at = now()
+    `UPDATE deliveries SET next_trigger = 'manual', next_attempt_at = now(), status = CASE WHEN status = 'failed' THEN 'failed' ELSE 'pending' END
      WHERE endpoint_id = ? AND created_at >= ? AND status IN ('failed', 'exhausted') AND leased_until IS NULL`,
     [endpointId, since],
   );

@@ -75,7 +75,8 @@ export async function updateEndpoint(trx: Knex.Transaction, id: string, changes:
   const sets: string[] = ['updated_at = now()'];
   const bindings: Knex.RawBinding[] = [];
   if (changes.url !== undefined) {
-    sets.push('url = ?');
+    // A new URL is a new receiver: the old one's failures do not count against it.
+    sets.push('url = ?, failing_since = NULL');
     bindings.push(changes.url);
   }
   if (changes.events !== undefined) {
@@ -133,6 +134,11 @@ export async function upsertAlertTarget(trx: Knex.Transaction, target: { keyId: 
      ON CONFLICT (id) DO UPDATE SET url = excluded.url, updated_at = now() WHERE endpoints.kind = 'key_alert'`,
     [target.keyId, target.workspaceId, target.url],
   );
+}
+
+/** Locks the endpoints `ids` (in the order given) against changes and deletion. */
+export async function lockEndpoints(trx: Knex.Transaction, ids: string[]): Promise<void> {
+  if (ids.length > 0) await trx.raw('SELECT id FROM endpoints WHERE id = ANY (?::text[]) ORDER BY id FOR NO KEY UPDATE', [ids]);
 }
 
 /** A success stops the failure clocks of these endpoints. */
