@@ -10,6 +10,7 @@ import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { keepByteOrderMarks } from '@switchboard/runtime/text-encoding';
 import { Authenticator } from './auth.js';
+import { createDataPlaneProxy, dataPlanePaths } from './data-plane-proxy.js';
 import { handleDocs } from './docs.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { answerClientError, createRestHandler, sendJson } from './rest.js';
@@ -47,6 +48,9 @@ async function main() {
     onWorkspaceChanged: (workspaceId) => authenticator.forgetWorkspace(workspaceId),
     onKeyChanged: (keyId) => authenticator.forgetKey(keyId),
   });
+  // DATA_PLANE_URL: where /v1/chat/completions and /v1/models are forwarded.
+  const dataPlaneUrl = readString('DATA_PLANE_URL', 'http://127.0.0.1:8081').replace(/\/+$/, '');
+  const dataPlane = createDataPlaneProxy(dataPlaneUrl, log);
   const routes = buildRoutes();
   const openApi = JSON.stringify(buildOpenApiDocument(routes));
 
@@ -63,7 +67,11 @@ async function main() {
         }
       }),
     );
-    return { ready: states.every(([, state]) => state === 'serving'), services: Object.fromEntries(states) };
+    const dataPlane = await fetch(`${dataPlaneUrl}/healthz`, { signal: AbortSignal.timeout(1500) })
+      .then((response) => (response.ok ? 'serving' : 'not_serving'))
+      .catch(() => 'unreachable');
+    const all = [...states, ['data-plane', dataPlane] as const];
+    return { ready: all.every(([, state]) => state === 'serving'), services: Object.fromEntries(all) };
   };
 
   const handler = createRestHandler({
@@ -73,7 +81,11 @@ async function main() {
     meshTokens,
     log,
     trustedProxies: AddressRanges.parse(readString('GATEWAY_TRUSTED_PROXIES', ''), 'GATEWAY_TRUSTED_PROXIES'),
-    async builtIn(req, res, pathname) {
+    async builtIn(req, res, pathname, requestId, clientIp) {
+      if (dataPlanePaths.has(pathname)) {
+        await dataPlane(req, res, pathname, requestId, clientIp);
+        return true;
+      }
       if (req.method !== 'GET' && req.method !== 'HEAD') return false;
       if (pathname === '/healthz') {
         sendJson(res, 200, { status: 'ok' });

@@ -41,7 +41,7 @@ export interface RestOptions {
   /** The proxies whose X-Forwarded-For is believed (GATEWAY_TRUSTED_PROXIES); none by default. */
   trustedProxies?: AddressRanges;
   /** Built-in endpoints (health, OpenAPI, docs): return true when handled. */
-  builtIn(req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string): Promise<boolean>;
+  builtIn(req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string, clientIp: string | undefined): Promise<boolean>;
 }
 
 const requestIdPattern = /^[\w.:-]{1,128}$/;
@@ -118,7 +118,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   } catch {
     throw new HttpError(400, 'invalid_request', 'The request URL is malformed.');
   }
-  if (await options.builtIn(req, res, url.pathname, requestId)) {
+  if (await options.builtIn(req, res, url.pathname, requestId, facts.clientIp)) {
     onRoute(url.pathname);
     return;
   }

@@ -172,7 +172,14 @@ describe('health and documents', () => {
     expect((await call('GET', '/healthz')).status).toBe(200);
     const ready = await call('GET', '/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.json.services).toEqual({ identity: 'serving', keys: 'serving', billing: 'serving', conversations: 'serving', webhooks: 'serving' });
+    expect(ready.json.services).toEqual({
+      identity: 'serving',
+      keys: 'serving',
+      billing: 'serving',
+      conversations: 'serving',
+      webhooks: 'serving',
+      'data-plane': 'serving',
+    });
     const openapi = await call('GET', '/v1/openapi.json');
     expect(openapi.status).toBe(200);
     expect(openapi.json.openapi).toMatch(/^3\.1\./);

@@ -30,6 +30,15 @@ export interface CatalogModel {
 
 export class CatalogError extends Error {}
 
+/** The geographic routing policies of API keys (SPEC §4). */
+export const routingPolicies = ['cn-only', 'overseas-only', 'any'] as const;
+export type RoutingPolicy = (typeof routingPolicies)[number];
+
+/** Whether a key with `policy` may be served from `region`. */
+export function policyAllows(policy: RoutingPolicy, region: Region): boolean {
+  return policy === 'any' || (policy === 'cn-only' ? region === 'cn' : region !== 'cn');
+}
+
 const decimal = /^\d+(\.\d+)?$/;
 export const defaultCatalogPath = fileURLToPath(new URL('../../models.json', import.meta.url));
 

@@ -9,12 +9,13 @@ import { type Dependency, freePort, resolveNats, resolvePostgres } from '../infr
 import { createLogger } from '../log.js';
 import { DataKeyRing } from '../secrets.js';
 
-export type Component = ServiceName | 'gateway';
-export const components: Component[] = [...serviceNames, 'gateway'];
+export type Component = ServiceName | 'data-plane' | 'gateway';
+export const components: Component[] = [...serviceNames, 'data-plane', 'gateway'];
 
 export const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
 
-const entryOf = (component: Component) => path.join(repoRoot, component === 'gateway' ? 'gateway/dist/src/main.js' : `services/${component}/dist/src/main.js`);
+const entryOf = (component: Component) =>
+  path.join(repoRoot, component === 'gateway' || component === 'data-plane' ? `${component}/dist/src/main.js` : `services/${component}/dist/src/main.js`);
 
 export interface MeshOptions {
   /** Where embedded Postgres, NATS data, the dev mesh secret and the mailbox live. */
@@ -96,6 +97,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const ports = {} as Record<Component, number>;
   for (const name of serviceNames) ports[name] = options.randomPorts ? await freePort() : servicePorts[name];
   ports.gateway = options.randomPorts ? await freePort() : Number(process.env.PORT ?? 8080);
+  ports['data-plane'] = options.randomPorts ? await freePort() : 8081;
   const urls = Object.fromEntries(serviceNames.map((name) => [name, `http://127.0.0.1:${ports[name]}`])) as Record<ServiceName, string>;
   const meshSecretFile = path.join(options.dataDir, 'mesh-secret');
   const dataKeysFile = path.join(options.dataDir, 'data-keys');
@@ -113,6 +115,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     // Links the mesh hands out (the sandbox checkout page) point at this gateway.
     PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://localhost:${ports.gateway}`,
     ...Object.fromEntries(serviceNames.map((name) => [`${name.toUpperCase()}_URL`, urls[name]])),
+    DATA_PLANE_URL: `http://127.0.0.1:${ports['data-plane']}`,
     ...options.env,
   };
 
@@ -167,6 +170,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
 
   try {
     for (const name of serviceNames) start(name);
+    start('data-plane');
     start('gateway');
     await waitUntilReady(gatewayUrl, children, outputs, 60_000);
   } catch (err) {

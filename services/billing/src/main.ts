@@ -44,6 +44,7 @@ await runService<BillingHandlers>({
       checkoutTtlMs: readDuration('CHECKOUT_TTL', '24h'),
     });
     return {
+      pricing,
       usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent }),
       reports: new Reports({ db, pricing, accounts }),
       topups,

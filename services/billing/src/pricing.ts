@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { PriceListSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { Money } from '@switchboard/runtime/money';
 
 /**
@@ -95,6 +97,26 @@ export class Pricing {
     const plan = this.planList.find((p) => p.planId === planId);
     if (!plan) throw new Error(`no plan ${planId} in pricing ${this.version}`);
     return plan;
+  }
+
+  /**
+   * What the data plane estimates a request's cost with (GetPriceList): the service tiers' prices
+   * as the file states them (before any plan discount), and the largest passthrough markup of any
+   * plan (as the file states it). Upper bounds of what a request can cost under any plan.
+   */
+  priceList(): MessageInitShape<typeof PriceListSchema> {
+    const serviceTiers = ['fast', 'balanced'] as const;
+    const markups = this.planList.map((plan) => plan.discounts.passthroughMarkupPct);
+    const maxMarkup = markups.reduce((max, pct) => (new Money(pct).greaterThan(max) ? pct : max));
+    return {
+      version: this.version,
+      tiers: serviceTiers.map((tier) => ({
+        tier,
+        inputUsdPer1m: this.tierPrices[tier].inputUsdPer1m,
+        outputUsdPer1m: this.tierPrices[tier].outputUsdPer1m,
+      })),
+      maxPassthroughMarkupPct: maxMarkup,
+    };
   }
 
   /** The tier of a request: byok whatever the model; the service tiers by their model id; else passthrough. */

@@ -5,6 +5,7 @@ import { BillingService, CheckoutService, UsageService } from '@switchboard/cont
 import { apiError } from '@switchboard/runtime/errors';
 import { callerOf, requestIdOf } from '@switchboard/runtime/server';
 import { sandboxCheckoutPage } from './checkout-page.js';
+import type { Pricing } from './pricing.js';
 import type { Reports } from './reports.js';
 import type { StripeWebhooks } from './stripe-webhooks.js';
 import type { Topups } from './topups.js';
@@ -17,6 +18,7 @@ import type { UsageLedger } from './usage.js';
  */
 
 export interface BillingHandlers {
+  pricing: Pricing;
   usage: UsageLedger;
   reports: Reports;
   topups: Topups;
@@ -30,7 +32,7 @@ function workspaceOf(ctx: HandlerContext): string {
 }
 
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
-  const { usage, reports, topups, stripeWebhooks } = handlers;
+  const { pricing, usage, reports, topups, stripeWebhooks } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
     getBalance: (_req, ctx) => reports.balance(workspaceOf(ctx)),
@@ -77,6 +79,7 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
         requestId: requestIdOf(ctx),
       }),
     getGeneration: (req) => usage.generation(req.generationId, req.workspaceId),
+    getPriceList: () => pricing.priceList(),
   };
 
   router.service(BillingService, billing);

@@ -40,6 +40,21 @@ describe('billing service', () => {
     expect(refused?.findDetails(ErrorDetailSchema)[0]?.field).toBe('generation_id');
   });
 
+  it('gives the data plane, and only it, the price list of the pricing file', async () => {
+    for (const claims of [{ caller: 'gateway' }, { caller: 'conversations' }, memberClaims('owner')]) {
+      expect(await outcomeOf(service.client(UsageService, claims).getPriceList({})), JSON.stringify(claims)).toBe('PermissionDenied');
+    }
+    expect(await outcomeOf(service.client(UsageService, null).getPriceList({}))).toBe('Unauthenticated');
+    const list = await service.client(UsageService, { caller: 'data-plane' }).getPriceList({});
+    expect(list.version).toBe('2026-11-01');
+    expect(list.tiers.map(({ tier, inputUsdPer1m, outputUsdPer1m }) => ({ tier, inputUsdPer1m, outputUsdPer1m }))).toEqual([
+      { tier: 'fast', inputUsdPer1m: '0.10', outputUsdPer1m: '0.40' },
+      { tier: 'balanced', inputUsdPer1m: '0.50', outputUsdPer1m: '2.00' },
+    ]);
+    // payg's 5 beats pro's 3.
+    expect(list.maxPassthroughMarkupPct).toBe('5');
+  });
+
   it('renders the sandbox checkout page with its own CSP for the gateway', async () => {
     const checkout = await service
       .client(BillingService, memberClaims('owner'))

@@ -103,6 +103,25 @@ describe('prices', () => {
     expect(() => Pricing.parse(JSON.stringify(file))).toThrow(/tiers.fast.input_usd_per_1m/);
     expect(() => Pricing.parse(JSON.stringify({ ...pricingJson(), default_plan: 'gold' }))).toThrow(/default_plan/);
   });
+
+  it('lists the tier prices as the file states them and the largest passthrough markup of any plan', () => {
+    expect(pricing.priceList()).toEqual({
+      version: '2026-11-01',
+      tiers: [
+        { tier: 'fast', inputUsdPer1m: '0.10', outputUsdPer1m: '0.40' },
+        { tier: 'balanced', inputUsdPer1m: '0.50', outputUsdPer1m: '2.00' },
+      ],
+      maxPassthroughMarkupPct: '5',
+    });
+    // Compared as decimals, not as text ("10" > "9.5" > "5"), and returned as written.
+    const plan = (markup: string) => ({
+      name: markup,
+      monthly_fee_usd: '0',
+      discounts: { fast_pct: '0', balanced_pct: '0', passthrough_markup_pct: markup, byok_fee_pct: '5' },
+    });
+    const plans = { payg: plan('5'), a: plan('10.50'), b: plan('9.5'), c: plan('10.5') };
+    expect(Pricing.parse(JSON.stringify({ ...pricingJson(), plans })).priceList().maxPassthroughMarkupPct).toBe('10.50');
+  });
 });
 
 function pricingJson() {

@@ -2,6 +2,7 @@ import type { JsonObject, JsonValue, MessageInitShape } from '@bufbuild/protobuf
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import type {
+  AppendExchangeResponseSchema,
   ConversationSchema,
   ListConversationsResponseSchema,
   ListMessagesResponseSchema,
@@ -11,6 +12,7 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
+import type { Db } from '@switchboard/runtime/sql';
 import {
   appendMessage,
   type ConversationRow,
@@ -26,13 +28,17 @@ import {
 /**
  * Stored conversations and their messages (SPEC §6), inside the caller's workspace: another
  * workspace's conversation is a 404 like one that does not exist. Appending stores the message
- * and nothing else (no model call, no usage).
+ * and nothing else (no model call, no usage). The data plane appends a chat completion's
+ * exchange (its user message and the answer) the same way, all of it or nothing.
  */
 
 export const maxTitleLength = 512;
 export const maxMetadataBytes = 4096;
 export const maxContentLength = 200_000;
 export const roles = ['user', 'assistant', 'system', 'tool'] as const;
+/** The roles of an exchange the data plane stores (AppendExchange). */
+export const exchangeRoles = ['user', 'assistant'] as const;
+export const maxExchangeMessages = 16;
 
 const conversationNotFound = () => apiError(Code.NotFound, 'conversation_not_found', 'No such conversation in this workspace.');
 
@@ -79,12 +85,32 @@ function toMessage(row: MessageRow): MessageInitShape<typeof MessageSchema> {
   return { messageId: row.id, conversationId: row.conversation_id, role: row.role, content: row.content, createdAt: timestampFromDate(row.created_at) };
 }
 
-/** Why a message cannot be stored (a 400 naming the field), or undefined. */
-function messageProblem(input: { role: string; content: string }): ReturnType<typeof invalidArgument> | undefined {
-  if (!(roles as readonly string[]).includes(input.role)) return invalidArgument('role', `role must be one of ${roles.join(', ')}.`);
-  if (input.content === '') return invalidArgument('content', 'content is required (1 to 200,000 characters).');
+/**
+ * Why a message cannot be stored (a 400 naming the field: `role` and `content`, or those of the
+ * message at `index` of an exchange, `messages[i].role`), or undefined.
+ */
+function messageProblem(
+  input: { role: string; content: string },
+  allowed: readonly string[] = roles,
+  index?: number,
+): ReturnType<typeof invalidArgument> | undefined {
+  const field = (name: string) => (index === undefined ? name : `messages[${index}].${name}`);
+  if (!allowed.includes(input.role)) return invalidArgument(field('role'), `${field('role')} must be one of ${allowed.join(', ')}.`);
+  if (input.content === '') return invalidArgument(field('content'), `${field('content')} is required (1 to 200,000 characters).`);
   const length = codePoints(input.content);
-  if (length > maxContentLength) return invalidArgument('content', `content may be at most ${maxContentLength} characters; this one has ${length}.`);
+  if (length > maxContentLength)
+    return invalidArgument(field('content'), `${field('content')} may be at most ${maxContentLength} characters; this one has ${length}.`);
+  return undefined;
+}
+
+/** Why an exchange cannot be stored (a 400 naming the field), or undefined. */
+function exchangeProblem(messages: ReadonlyArray<{ role: string; content: string }>): ReturnType<typeof invalidArgument> | undefined {
+  if (messages.length > maxExchangeMessages)
+    return invalidArgument('messages', `messages may hold at most ${maxExchangeMessages} messages; this exchange has ${messages.length}.`);
+  for (const [index, message] of messages.entries()) {
+    const problem = messageProblem(message, exchangeRoles, index);
+    if (problem) return problem;
+  }
   return undefined;
 }
 
@@ -133,16 +159,49 @@ export class Conversations {
 
   async append(workspaceId: string, conversationId: string, input: { role: string; content: string }): Promise<MessageInitShape<typeof MessageSchema>> {
     if (!conversationId) throw conversationNotFound();
-    const problem = messageProblem(input);
-    // Visibility before input (SPEC §10): a bad message for a conversation the caller cannot see is a 404.
-    if (problem) {
+    await this.refuse(workspaceId, conversationId, messageProblem(input));
+    return toMessage(await this.store(this.deps.db, workspaceId, conversationId, input));
+  }
+
+  /**
+   * Appends an exchange of the data plane (AppendExchange): its messages in order, at consecutive
+   * positions, in one transaction (a later one failing stores none). Without messages it only
+   * checks that the conversation is the workspace's.
+   */
+  async appendExchange(
+    workspaceId: string,
+    conversationId: string,
+    messages: ReadonlyArray<{ role: string; content: string }>,
+  ): Promise<MessageInitShape<typeof AppendExchangeResponseSchema>> {
+    // The data plane names the workspace: a missing id is its mistake (400), not an unknown conversation.
+    if (!workspaceId) throw invalidArgument('workspace_id', 'workspace_id is required.');
+    if (!conversationId) throw invalidArgument('conversation_id', 'conversation_id is required.');
+    await this.refuse(workspaceId, conversationId, exchangeProblem(messages));
+    if (messages.length === 0) {
       if (!(await findConversation(this.deps.db, conversationId, workspaceId))) throw conversationNotFound();
-      throw problem;
+      return { messageIds: [] };
     }
+    const rows = await this.deps.db.transaction(async (trx) => {
+      const stored: MessageRow[] = [];
+      for (const message of messages) stored.push(await this.store(trx, workspaceId, conversationId, message));
+      return stored;
+    });
+    return { messageIds: rows.map((row) => row.id) };
+  }
+
+  /** Throws `problem` if any, after visibility (SPEC §10): a bad message for a conversation the caller cannot see is a 404. */
+  private async refuse(workspaceId: string, conversationId: string, problem: ReturnType<typeof invalidArgument> | undefined): Promise<void> {
+    if (!problem) return;
+    if (!(await findConversation(this.deps.db, conversationId, workspaceId))) throw conversationNotFound();
+    throw problem;
+  }
+
+  /** Stores one checked message at the conversation's next position; 404 when the conversation is not the workspace's. */
+  private async store(db: Db, workspaceId: string, conversationId: string, message: { role: string; content: string }): Promise<MessageRow> {
     // The statement itself checks the conversation is the workspace's: one round trip per append.
-    const row = await appendMessage(this.deps.db, { id: newId('msg'), conversationId, workspaceId, role: input.role, content: input.content });
+    const row = await appendMessage(db, { id: newId('msg'), conversationId, workspaceId, role: message.role, content: message.content });
     if (!row) throw conversationNotFound();
-    return toMessage(row);
+    return row;
   }
 
   /** Messages by their position (the order they were stored in), asc by default; cursors never skip or repeat one. */

@@ -3,7 +3,7 @@ import { Code } from '@connectrpc/connect';
 import type { ExplainRouteResponseSchema, RouteModelResponseSchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
-import type { CatalogModel, ModelCatalog, ServiceTier } from '@switchboard/runtime/model-catalog';
+import { type CatalogModel, type ModelCatalog, policyAllows, type RoutingPolicy, routingPolicies, type ServiceTier } from '@switchboard/runtime/model-catalog';
 import type { Sampler } from './sampler.js';
 import { listScores, type ScoreRow } from './store/routing-scores.js';
 
@@ -17,9 +17,6 @@ import { listScores, type ScoreRow } from './store/routing-scores.js';
  * enters it. Scores are read from the database at most every `scoresMaxAgeMs` (1 s): the data
  * plane's hot path makes no query.
  */
-
-export const routingPolicies = ['cn-only', 'overseas-only', 'any'] as const;
-export type RoutingPolicy = (typeof routingPolicies)[number];
 
 export interface RouterDeps {
   db: Knex;
@@ -42,7 +39,7 @@ function parsePolicy(raw: string): RoutingPolicy {
   return policy as RoutingPolicy;
 }
 
-const allows = (policy: RoutingPolicy, model: CatalogModel) => policy === 'any' || (policy === 'cn-only' ? model.region === 'cn' : model.region !== 'cn');
+const allows = (policy: RoutingPolicy, model: CatalogModel) => policyAllows(policy, model.region);
 
 export class Router {
   private scores = new Map<string, ScoreRow>();

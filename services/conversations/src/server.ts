@@ -1,5 +1,5 @@
 import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
-import { ConversationService, FeedbackService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { ConversationService, ExchangeService, FeedbackService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { statusOverrideHeader } from '@switchboard/runtime/server';
 import { workspaceOf } from './caller.js';
 import type { Conversations } from './conversations.js';
@@ -8,7 +8,8 @@ import type { Router } from './routing.js';
 
 /**
  * The RPC surface of the conversations service: translation only; the work happens in the domain
- * modules. Every REST RPC acts in the workspace the gateway resolved, after its proto access rule.
+ * modules. Every REST RPC acts in the workspace the gateway resolved, after its proto access rule;
+ * the data plane's internal RPCs name theirs.
  */
 
 export interface ConversationsHandlers {
@@ -54,7 +55,18 @@ export function registerRoutes(router: ConnectRouter, handlers: ConversationsHan
     explainRoute: (req) => handlers.router.explain(req.tier, req.routingPolicy),
   };
 
+  // The data plane names the workspace (its key's): no member acts here.
+  const exchangeService: ServiceImpl<typeof ExchangeService> = {
+    appendExchange: (req) =>
+      conversations.appendExchange(
+        req.workspaceId,
+        req.conversationId,
+        req.messages.map((message) => ({ role: message.role, content: message.content })),
+      ),
+  };
+
   router.service(ConversationService, conversationService);
+  router.service(ExchangeService, exchangeService);
   router.service(FeedbackService, feedbackService);
   router.service(RoutingService, routingService);
 }

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { ConversationService, FeedbackService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { ConversationService, ExchangeService, FeedbackService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { memberClaims, outcomeOf, ServiceUnderTest, startService } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -81,6 +81,75 @@ describe('conversations service', () => {
     ]);
     // o3-mini serves no tier (passthrough only).
     expect((await dataPlane.explainRoute({ tier: 'balanced', routingPolicy: 'any' })).candidates.map((c) => c.model)).not.toContain('o3-mini');
+  });
+
+  it("appends the data plane's exchanges in order, all or nothing, to a conversation of the workspace it names", async () => {
+    for (const claims of [memberClaims('owner'), { caller: 'gateway' }, { caller: 'billing' }]) {
+      expect(await outcomeOf(service.client(ExchangeService, claims).appendExchange({})), JSON.stringify(claims)).toBe('PermissionDenied');
+    }
+    expect(await outcomeOf(service.client(ExchangeService, null).appendExchange({}))).toBe('Unauthenticated');
+
+    const member = service.client(ConversationService, memberClaims('developer'));
+    const exchanges = service.client(ExchangeService, { caller: 'data-plane' });
+    const { conversationId } = await member.createConversation({});
+    const contents = async () => (await member.listMessages({ conversationId, limit: 100 })).data.map((m) => [m.role, m.content]);
+    const workspaceId = memberClaims('developer').workspaceId as string;
+    const user = (content: string) => ({ role: 'user', content });
+    const assistant = (content: string) => ({ role: 'assistant', content });
+
+    // No messages: only the visibility check.
+    expect((await exchanges.appendExchange({ workspaceId, conversationId })).messageIds).toEqual([]);
+    const first = await exchanges.appendExchange({ workspaceId, conversationId, messages: [user('Hi'), assistant('Hello!')] });
+    expect(first.messageIds).toEqual([expect.stringMatching(/^msg_/), expect.stringMatching(/^msg_/)]);
+    await member.createMessage({ conversationId, role: 'system', content: 'between' });
+    const second = await exchanges.appendExchange({ workspaceId, conversationId, messages: [user('And?')] });
+    expect(await contents()).toEqual([
+      ['user', 'Hi'],
+      ['assistant', 'Hello!'],
+      ['system', 'between'],
+      ['user', 'And?'],
+    ]);
+    expect((await member.listMessages({ conversationId, limit: 100 })).data.map((m) => m.messageId)).toEqual([
+      ...first.messageIds,
+      expect.any(String),
+      ...second.messageIds,
+    ]);
+
+    // Another workspace's conversation is one that does not exist, with or without messages, and even with a bad message.
+    const notFound = { code: 'NotFound', errorCode: 'conversation_not_found' };
+    for (const messages of [[], [user('x')], [{ role: 'system', content: 'x' }]]) {
+      expect(await failure(exchanges.appendExchange({ workspaceId: 'org_other', conversationId, messages }))).toMatchObject(notFound);
+      expect(await failure(exchanges.appendExchange({ workspaceId, conversationId: 'conv_missing', messages }))).toMatchObject(notFound);
+    }
+
+    const refused = (request: Parameters<typeof exchanges.appendExchange>[0]) => failure(exchanges.appendExchange({ workspaceId, conversationId, ...request }));
+    expect(await failure(exchanges.appendExchange({ conversationId, messages: [user('x')] }))).toMatchObject({
+      code: 'InvalidArgument',
+      field: 'workspace_id',
+    });
+    expect(await failure(exchanges.appendExchange({ workspaceId, messages: [user('x')] }))).toMatchObject({
+      code: 'InvalidArgument',
+      field: 'conversation_id',
+    });
+    expect(await refused({ messages: [user('x'), { role: 'system', content: 'x' }] })).toMatchObject({ code: 'InvalidArgument', field: 'messages[1].role' });
+    expect(await refused({ messages: [{ role: '', content: 'x' }] })).toMatchObject({ code: 'InvalidArgument', field: 'messages[0].role' });
+    expect(await refused({ messages: [user('')] })).toMatchObject({ code: 'InvalidArgument', field: 'messages[0].content' });
+    expect(await refused({ messages: [user('x'), assistant('y'.repeat(200_001))] })).toMatchObject({
+      code: 'InvalidArgument',
+      field: 'messages[1].content',
+    });
+    expect(await refused({ messages: Array.from({ length: 17 }, (_, i) => user(`${i}`)) })).toMatchObject({ code: 'InvalidArgument', field: 'messages' });
+    // A refused exchange stores none of its messages.
+    expect(await contents()).toHaveLength(4);
+
+    // Up to 16 messages, up to 200,000 characters each (code points, not UTF-16 units).
+    const many = await exchanges.appendExchange({
+      workspaceId,
+      conversationId,
+      messages: Array.from({ length: 16 }, (_, i) => (i === 0 ? assistant('😀'.repeat(200_000)) : user(`${i}`))),
+    });
+    expect(many.messageIds).toHaveLength(16);
+    expect((await contents()).slice(5).map(([, content]) => content)).toEqual(Array.from({ length: 15 }, (_, i) => `${i + 1}`));
   });
 });
 

@@ -1,4 +1,5 @@
 import { invalidArgument } from '@switchboard/runtime/errors';
+import { type RoutingPolicy, routingPolicies } from '@switchboard/runtime/model-catalog';
 import { parsePlainDecimal } from '@switchboard/runtime/money';
 
 /** What a request may say about a key, checked field by field (each error names its field). */
@@ -23,9 +24,6 @@ export function parseSpendCap(raw: string, field = 'monthly_spend_cap_usd'): str
 export function parseEstimate(raw: string, field = 'estimated_cost_usd'): string {
   return parsePlainDecimal(raw, field, { maxIntegerDigits: 15, maxFractionDigits: 18 });
 }
-
-export const routingPolicies = ['cn-only', 'overseas-only', 'any'] as const;
-export type RoutingPolicy = (typeof routingPolicies)[number];
 
 /** cn-only, overseas-only or any; absent means any. */
 export function parseRoutingPolicy(raw: string | undefined, field = 'routing_policy'): RoutingPolicy {

@@ -1,0 +1,52 @@
+import type { JsonObject } from '@bufbuild/protobuf';
+import { ConnectError } from '@connectrpc/connect';
+import { type ErrorBody, toHttpError } from '@switchboard/runtime/errors';
+
+/**
+ * Errors of the front door: the body of SPEC §2 plus OpenAI's `type` and `param`, so OpenAI SDKs
+ * raise their typed errors (AuthenticationError for 401, an APIError with the status otherwise).
+ */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly options: { field?: string; metadata?: JsonObject; retryAfterSeconds?: number } = {},
+  ) {
+    super(message);
+  }
+}
+
+export interface OpenAiErrorBody {
+  error: ErrorBody['error'] & { type: string; param: string | null };
+}
+
+/** OpenAI's error type for a status. */
+function openAiType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 402) return 'insufficient_quota';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 429) return 'rate_limit_error';
+  if (status >= 500) return 'api_error';
+  return 'invalid_request_error';
+}
+
+/** The status and body of any error a request ends with (a mesh call's included). */
+export function toErrorResponse(err: unknown, requestId: string): { status: number; body: OpenAiErrorBody; retryAfterSeconds?: number } {
+  let status: number;
+  let error: ErrorBody['error'];
+  let retryAfterSeconds: number | undefined;
+  if (err instanceof ApiError) {
+    status = err.status;
+    error = { code: err.code, message: err.message, field: err.options.field ?? null, request_id: requestId };
+    if (err.options.metadata) error.metadata = err.options.metadata;
+    retryAfterSeconds = err.options.retryAfterSeconds;
+  } else {
+    ({
+      status,
+      body: { error },
+    } = toHttpError(ConnectError.from(err), requestId));
+  }
+  return { status, body: { error: { ...error, type: openAiType(status), param: error.field } }, retryAfterSeconds };
+}

@@ -1,0 +1,315 @@
+import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { type Client, Code, ConnectError } from '@connectrpc/connect';
+import type { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import type { ExchangeService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { newId } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
+import {
+  type CatalogModel,
+  type CatalogRegion,
+  type ModelCatalog,
+  policyAllows,
+  type RoutingPolicy,
+  type ServiceTier,
+} from '@switchboard/runtime/model-catalog';
+import { ApiError } from './api-error.js';
+import { type ChatRequest, lastUserMessage, promptTokenBound } from './chat-request.js';
+import { type Prices, upstreamCost } from './prices.js';
+import { callUpstream, readEvents, UpstreamUnavailable } from './upstream.js';
+
+/**
+ * One chat completion through the platform (SPEC §12): the key is authorized with an estimate
+ * reserved against its cap, a service tier is routed by feedback within the key's policy, the
+ * upstream is called (once more on another candidate of the tier if it fails before its first
+ * byte), the usage is recorded with the reservation, and the exchange is stored in a
+ * conversation on request. Nothing goes upstream for a refused key, a conversation the key's
+ * workspace cannot see, or a model it may not use.
+ */
+
+export interface CompletionsDeps {
+  log: Logger;
+  catalog: ModelCatalog;
+  prices: Prices;
+  keys: Client<typeof KeyService>;
+  routing: Client<typeof RoutingService>;
+  usage: Client<typeof UsageService>;
+  exchanges: Client<typeof ExchangeService>;
+  settings: {
+    headersTimeoutMs: number;
+    idleTimeoutMs: number;
+    /** The output assumed for the estimate when the request sets no max_tokens. */
+    defaultMaxTokens: number;
+  };
+}
+
+/** Where the answer goes: a JSON body, or a stream of server-sent events. */
+export interface Reply {
+  /** Aborted when the client goes away. */
+  readonly signal: AbortSignal;
+  json(status: number, headers: Record<string, string>, body: unknown): void;
+  startStream(headers: Record<string, string>): void;
+  write(text: string): void;
+  end(): void;
+}
+
+interface Target {
+  model: CatalogModel;
+  region: CatalogRegion;
+}
+
+interface Authorized {
+  keyId: string;
+  workspaceId: string;
+  policy: RoutingPolicy;
+  reservationId?: string;
+}
+
+const serviceTierOf = (model: string): ServiceTier | undefined => (model === 'service/fast' ? 'fast' : model === 'service/balanced' ? 'balanced' : undefined);
+const internalTimeoutMs = 5000;
+
+export class Completions {
+  constructor(private readonly deps: CompletionsDeps) {}
+
+  async complete(fullKey: string, request: ChatRequest, conversationId: string | undefined, reply: Reply): Promise<void> {
+    const { catalog } = this.deps;
+    const tier = serviceTierOf(request.model);
+    const passthrough = tier ? undefined : catalog.models.filter((model) => model.id === request.model);
+    if (passthrough && passthrough.length === 0) {
+      await this.authorize(fullKey); // credentials before input (SPEC §10)
+      throw new ApiError(
+        400,
+        'model_unavailable',
+        `The model ${JSON.stringify(request.model.slice(0, 100))} is not served here; GET /v1/models lists the models.`,
+        {
+          field: 'model',
+        },
+      );
+    }
+    const tokens = { input: promptTokenBound(request), output: request.maxTokens ?? this.deps.settings.defaultMaxTokens };
+    const estimate = await this.deps.prices.estimate(tier ? { tier } : { model: passthrough![0] }, tokens);
+    const key = await this.authorize(fullKey, estimate);
+    if (conversationId !== undefined) await this.append(key.workspaceId, conversationId, []);
+
+    let first: Target;
+    if (tier) {
+      const routed = await this.deps.routing.routeModel({ tier, routingPolicy: key.policy }, { timeoutMs: internalTimeoutMs }).catch((err: unknown) => {
+        throw policyError(err) ?? err;
+      });
+      first = this.target(catalog.models.find((model) => model.id === routed.model && model.region === routed.region));
+    } else {
+      const allowed = passthrough!.find((model) => policyAllows(key.policy, model.region));
+      if (!allowed) {
+        throw new ApiError(
+          403,
+          'routing_policy_violation',
+          `The model ${request.model} is served only in a region this key's ${key.policy} routing policy excludes.`,
+          {
+            field: 'model',
+          },
+        );
+      }
+      first = this.target(allowed);
+    }
+
+    const generationId = newId('gen');
+    const { response, target } = await this.callWithFailover(first, tier, key.policy, request, reply.signal);
+    const headers = { 'x-service-generation-id': generationId };
+    const record = (usage: { input: number; output: number }) =>
+      this.deps.usage.recordUsage(
+        {
+          generationId,
+          keyId: key.keyId,
+          workspaceId: key.workspaceId,
+          model: request.model,
+          routedModel: tier ? target.model.id : undefined,
+          inputTokens: BigInt(usage.input),
+          outputTokens: BigInt(usage.output),
+          upstreamCostUsd: upstreamCost(target.model, usage),
+          reservationId: key.reservationId,
+        },
+        { timeoutMs: internalTimeoutMs },
+      );
+    const service = (cost: string, recordedTier: string) => ({
+      generation_id: generationId,
+      tier: recordedTier,
+      routed_model: target.model.id,
+      region: target.model.region,
+      cost_usd: cost,
+    });
+
+    if (!request.stream) {
+      const body = (await response.json()) as {
+        usage?: { prompt_tokens?: number; completion_tokens?: number };
+        choices?: Array<{ message?: { content?: unknown } }>;
+      };
+      const usage = { input: count(body.usage?.prompt_tokens), output: count(body.usage?.completion_tokens) };
+      const recorded = await record(usage);
+      const answer = typeof body.choices?.[0]?.message?.content === 'string' ? body.choices[0].message.content : '';
+      if (conversationId !== undefined) await this.storeExchange(key.workspaceId, conversationId, request, answer);
+      reply.json(200, headers, { ...body, service: service(recorded.costUsd, recorded.tier) });
+      return;
+    }
+
+    reply.startStream(headers);
+    let usage: { input: number; output: number } | undefined;
+    let answer = '';
+    let deltas = 0;
+    let last: { id?: string; created?: number; model?: string } = {};
+    let failure: unknown;
+    try {
+      for await (const event of readEvents(response.body!, this.deps.settings.idleTimeoutMs, reply.signal)) {
+        if (event.data === '[DONE]') break;
+        reply.write(event.raw);
+        try {
+          const chunk = JSON.parse(event.data) as {
+            id?: string;
+            created?: number;
+            model?: string;
+            usage?: { prompt_tokens?: number; completion_tokens?: number };
+            choices?: Array<{ delta?: { content?: unknown } }>;
+          };
+          last = { id: chunk.id ?? last.id, created: chunk.created ?? last.created, model: chunk.model ?? last.model };
+          if (chunk.usage) usage = { input: count(chunk.usage.prompt_tokens), output: count(chunk.usage.completion_tokens) };
+          const content = chunk.choices?.[0]?.delta?.content;
+          if (typeof content === 'string' && content !== '') {
+            answer += content;
+            deltas += 1;
+          }
+        } catch {
+          // Not JSON (a comment, a keep-alive): passed on, nothing to learn from it.
+        }
+      }
+    } catch (err) {
+      failure = err;
+    }
+    // A client that went away, or a stream cut short, is billed for what was produced: the
+    // upstream's usage when it came, else the prompt bound and one token per delta.
+    const billed = usage ?? { input: tokens.input, output: deltas };
+    const recorded = await record(billed).catch((err: unknown) => {
+      this.deps.log.error({ err: (err as Error).message, generation_id: generationId }, 'could not record the usage of a stream');
+      return undefined;
+    });
+    if (reply.signal.aborted) {
+      this.deps.log.info({ generation_id: generationId, output_tokens: billed.output }, 'the client went away mid-stream; billed what was produced');
+      return;
+    }
+    if (failure) {
+      this.deps.log.warn({ err: (failure as Error).message, generation_id: generationId }, 'the upstream stream failed');
+      reply.write(
+        `data: ${JSON.stringify({ error: { code: 'upstream_error', message: 'The upstream stream ended early.', type: 'api_error', param: null } })}\n\n`,
+      );
+      reply.end();
+      return;
+    }
+    if (conversationId !== undefined) await this.storeExchange(key.workspaceId, conversationId, request, answer);
+    const final = {
+      id: last.id ?? generationId,
+      object: 'chat.completion.chunk',
+      created: last.created ?? Math.floor(Date.now() / 1000),
+      model: last.model ?? target.model.id,
+      choices: [],
+      service: recorded
+        ? service(recorded.costUsd, recorded.tier)
+        : { generation_id: generationId, tier: tier ?? 'passthrough', routed_model: target.model.id, region: target.model.region, cost_usd: null },
+    };
+    reply.write(`data: ${JSON.stringify(final)}\n\ndata: [DONE]\n\n`);
+    reply.end();
+  }
+
+  /** AuthorizeKey; a refused key is the status of SPEC §4/§5. */
+  async authorize(fullKey: string, estimatedCostUsd?: string): Promise<Authorized> {
+    const answer = await this.deps.keys.authorizeKey({ fullKey, estimatedCostUsd }, { timeoutMs: internalTimeoutMs });
+    switch (answer.reason) {
+      case '':
+        return {
+          keyId: answer.keyId,
+          workspaceId: answer.workspaceId,
+          policy: (answer.routingPolicy || 'any') as RoutingPolicy,
+          reservationId: answer.reservationId,
+        };
+      case 'revoked':
+        throw new ApiError(401, 'api_key_revoked', 'This API key has been revoked.');
+      case 'spend_cap_exceeded':
+        throw new ApiError(
+          402,
+          'spend_cap_exceeded',
+          "This request would take the key's spend past its monthly cap; raise or clear the cap, or wait for the next month.",
+          {
+            metadata: {
+              scope: 'key',
+              cap_usd: answer.capUsd ?? null,
+              spend_usd: answer.spendUsd ?? null,
+              resets_at: answer.resetsAt ? timestampDate(answer.resetsAt).toISOString() : null,
+            },
+          },
+        );
+      case 'insufficient_balance':
+        throw new ApiError(402, 'insufficient_balance', "The workspace's balance is used up; top it up to continue.");
+      default:
+        throw new ApiError(401, 'invalid_api_key', 'The API key is not valid.');
+    }
+  }
+
+  private target(model: CatalogModel | undefined): Target {
+    const region = model && this.deps.catalog.regions.get(model.region);
+    if (!model || !region) throw new ApiError(503, 'service_unavailable', 'The routed model is not in this data plane’s catalog; try again shortly.');
+    return { model, region };
+  }
+
+  /** The first target, then (a service tier only) once another candidate the policy allows. */
+  private async callWithFailover(first: Target, tier: ServiceTier | undefined, policy: RoutingPolicy, request: ChatRequest, signal: AbortSignal) {
+    const settings = { headersTimeoutMs: this.deps.settings.headersTimeoutMs, signal };
+    try {
+      return { response: await callUpstream(first, request.body, settings), target: first };
+    } catch (err) {
+      if (!(err instanceof UpstreamUnavailable)) throw err;
+      const second = tier
+        ? this.deps.catalog
+            .candidates(tier)
+            .find((model) => model !== first.model && policyAllows(policy, model.region) && this.deps.catalog.regions.has(model.region))
+        : undefined;
+      this.deps.log.warn({ model: first.model.id, err: err.message, failover: second?.id ?? null }, 'upstream failed before its first byte');
+      if (!second) throw upstreamError(err);
+      const target = this.target(second);
+      try {
+        return { response: await callUpstream(target, request.body, settings), target };
+      } catch (again) {
+        if (again instanceof UpstreamUnavailable) throw upstreamError(again);
+        throw again;
+      }
+    }
+  }
+
+  private async append(workspaceId: string, conversationId: string, messages: Array<{ role: string; content: string }>): Promise<void> {
+    await this.deps.exchanges.appendExchange({ workspaceId, conversationId, messages }, { timeoutMs: internalTimeoutMs });
+  }
+
+  /** The request's last user message and the answer, in the conversation asked for. */
+  private async storeExchange(workspaceId: string, conversationId: string, request: ChatRequest, answer: string): Promise<void> {
+    // Postgres text cannot hold NUL: it is stored as U+FFFD rather than losing the exchange.
+    const storable = (text: string) => text.replaceAll('\u0000', '\ufffd');
+    const messages = [];
+    const question = lastUserMessage(request);
+    if (question) messages.push({ role: 'user', content: storable(question) });
+    if (answer) messages.push({ role: 'assistant', content: storable(answer) });
+    await this.append(workspaceId, conversationId, messages).catch((err: unknown) =>
+      this.deps.log.error({ err: (err as Error).message, conversation_id: conversationId }, 'could not store the exchange in its conversation'),
+    );
+  }
+}
+
+function count(value: number | undefined): number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : 0;
+}
+
+function upstreamError(err: UpstreamUnavailable): ApiError {
+  return new ApiError(502, 'upstream_error', `The model provider failed: ${err.message}.`);
+}
+
+/** RouteModel's refusal when no candidate of the tier is allowed by the policy. */
+function policyError(err: unknown): ApiError | undefined {
+  const connect = ConnectError.from(err);
+  if (connect.code !== Code.FailedPrecondition) return undefined;
+  return new ApiError(403, 'routing_policy_violation', connect.rawMessage, { field: 'model' });
+}

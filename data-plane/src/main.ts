@@ -1,0 +1,63 @@
+import http from 'node:http';
+import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { ExchangeService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { createPeerClient } from '@switchboard/runtime/clients';
+import { readDuration, readInt, readMeshSecret, readPreviousMeshSecret, serviceUrl } from '@switchboard/runtime/config';
+import { createLogger } from '@switchboard/runtime/log';
+import { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { Completions } from './completions.js';
+import { Prices } from './prices.js';
+import { createHandler } from './server.js';
+
+/**
+ * The reference data plane (SPEC §12): stateless, everything it knows comes over the mesh and
+ * from the model catalog. `PORT` (default 8081); the gateway forwards `/v1/chat/completions` and
+ * `/v1/models` to it (`DATA_PLANE_URL`).
+ */
+const log = createLogger('data-plane');
+
+try {
+  const catalog = ModelCatalog.load();
+  const meshTokens = new MeshTokens(readMeshSecret(), Date.now, readPreviousMeshSecret());
+  const claims = { caller: 'data-plane' };
+  const peer = <T extends Parameters<typeof createPeerClient>[0]>(service: T, name: 'keys' | 'billing' | 'conversations') =>
+    createPeerClient(service, { name, url: serviceUrl(name) }, meshTokens, claims);
+  const usage = peer(UsageService, 'billing');
+  const completions = new Completions({
+    log,
+    catalog,
+    prices: new Prices(usage),
+    keys: peer(KeyService, 'keys'),
+    routing: peer(RoutingService, 'conversations'),
+    usage,
+    exchanges: peer(ExchangeService, 'conversations'),
+    settings: {
+      headersTimeoutMs: readDuration('UPSTREAM_TIMEOUT', '60s'),
+      idleTimeoutMs: readDuration('UPSTREAM_IDLE_TIMEOUT', '60s'),
+      defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096),
+    },
+  });
+  const port = readInt('PORT', 8081);
+  const server = http.createServer({ keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 30_000 }, createHandler({ log, catalog, completions }));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, process.env.HOST ?? '0.0.0.0', resolve);
+  });
+  log.info({ port, models: catalog.models.length }, 'data plane listening');
+  const stop = (signal: string) => {
+    log.info({ signal }, 'shutting down');
+    server.close(() => {
+      log.info('stopped');
+      process.exit(0);
+    });
+    server.closeIdleConnections();
+    setTimeout(() => process.exit(0), 10_000).unref();
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+} catch (err) {
+  log.fatal({ err: (err as Error).message }, 'the data plane could not start');
+  process.exit(1);
+}

@@ -1,0 +1,147 @@
+import type http from 'node:http';
+import { newId } from '@switchboard/runtime/ids';
+import type { Logger } from '@switchboard/runtime/log';
+import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { ApiError, toErrorResponse } from './api-error.js';
+import { parseChatRequest } from './chat-request.js';
+import type { Completions, Reply } from './completions.js';
+
+/**
+ * The HTTP surface of the data plane: `POST /v1/chat/completions` and `GET /v1/models`
+ * (OpenAI-compatible, API keys only), `/healthz`. The gateway forwards those paths here as
+ * streams; this server reads and answers them and leaves the decisions to `Completions`.
+ */
+
+export const maxBodyBytes = 1024 * 1024;
+const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export interface ServerDeps {
+  log: Logger;
+  catalog: ModelCatalog;
+  completions: Completions;
+}
+
+export function createHandler(deps: ServerDeps): http.RequestListener {
+  return (req, res) => {
+    const incoming = req.headers['x-request-id'];
+    const requestId = typeof incoming === 'string' && requestIdPattern.test(incoming) ? incoming : newId('req');
+    res.setHeader('X-Request-Id', requestId);
+    res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    const started = performance.now();
+    handle(deps, req, res)
+      .catch((err: unknown) => {
+        const { status, body, retryAfterSeconds } = toErrorResponse(err, requestId);
+        if (status >= 500 && !(err instanceof ApiError)) deps.log.error({ err: (err as Error).message, request_id: requestId }, 'request failed');
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
+        const headers: Record<string, string> = { 'content-type': 'application/json' };
+        if (retryAfterSeconds) headers['retry-after'] = String(retryAfterSeconds);
+        res.writeHead(status, headers).end(JSON.stringify(body));
+      })
+      .finally(() => {
+        if (deps.log.isLevelEnabled('info')) {
+          deps.log.info(
+            { request_id: requestId, method: req.method, path: req.url?.split('?')[0], status: res.statusCode, ms: Math.round(performance.now() - started) },
+            'request',
+          );
+        }
+      });
+  };
+}
+
+async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const path = (req.url ?? '/').split('?')[0];
+  if (path === '/healthz' && req.method === 'GET') {
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    return;
+  }
+  if (path === '/v1/models') {
+    if (req.method !== 'GET') throw new ApiError(405, 'method_not_allowed', 'GET /v1/models lists the models.');
+    await deps.completions.authorize(bearerKey(req));
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(modelList(deps.catalog)));
+    return;
+  }
+  if (path === '/v1/chat/completions') {
+    if (req.method !== 'POST') throw new ApiError(405, 'method_not_allowed', 'POST /v1/chat/completions creates a completion.');
+    const key = bearerKey(req);
+    const raw = await readBody(req);
+    if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) {
+      throw new ApiError(415, 'unsupported_media_type', 'Send the request body as JSON (Content-Type: application/json).');
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(raw.toString('utf8'));
+    } catch {
+      throw new ApiError(400, 'invalid_json', 'The request body is not valid JSON.');
+    }
+    const conversation = req.headers['x-service-conversation-id'];
+    const conversationId = typeof conversation === 'string' && conversation !== '' ? conversation : undefined;
+    await deps.completions.complete(key, parseChatRequest(json), conversationId, replyTo(res));
+    return;
+  }
+  throw new ApiError(404, 'route_not_found', `No route for ${req.method} ${path}.`);
+}
+
+/** The API key of the request (the data plane takes API keys only). */
+function bearerKey(req: http.IncomingMessage): string {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+  if (!match) throw new ApiError(401, 'unauthenticated', 'Send an API key: Authorization: Bearer sb_….');
+  return match[1];
+}
+
+function readBody(req: http.IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    if (Number(req.headers['content-length'] ?? 0) > maxBodyBytes) {
+      reject(tooLarge());
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBodyBytes) {
+        req.destroy();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is larger than ${maxBodyBytes} bytes.`);
+
+/** OpenAI's model list: the service tiers, then every model of the catalog (once, whatever its regions). */
+export function modelList(catalog: ModelCatalog) {
+  const created = 1_700_000_000;
+  const ids = ['service/fast', 'service/balanced', ...new Set(catalog.models.map((model) => model.id))];
+  return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created, owned_by: id.startsWith('service/') ? 'switchboard' : 'upstream' })) };
+}
+
+function replyTo(res: http.ServerResponse): Reply {
+  const aborted = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) aborted.abort();
+  });
+  return {
+    signal: aborted.signal,
+    json(status, headers, body) {
+      res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+    },
+    startStream(headers) {
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive', ...headers });
+      res.flushHeaders();
+    },
+    write(text) {
+      if (!res.writableEnded && !res.destroyed) res.write(text);
+    },
+    end() {
+      if (!res.writableEnded) res.end();
+    },
+  };
+}

@@ -1,0 +1,96 @@
+import type { CatalogModel, CatalogRegion } from '@switchboard/runtime/model-catalog';
+
+/**
+ * One call to an OpenAI-compatible upstream (SPEC §12): the request body with the catalog's
+ * model id, `Authorization: Bearer <value of the region's api_key_env>`, and for streams
+ * `stream_options.include_usage` forced on, so usage can be billed. The caller's signal aborts
+ * it (a client that went away); `headersTimeoutMs` bounds the wait for the first byte.
+ */
+
+export interface UpstreamSettings {
+  /** How long the upstream may take to answer the request (its headers). */
+  headersTimeoutMs: number;
+}
+
+/** A failure before the upstream's first byte: another candidate may be tried. */
+export class UpstreamUnavailable extends Error {
+  constructor(
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+  }
+}
+
+export async function callUpstream(
+  target: { model: CatalogModel; region: CatalogRegion },
+  body: Record<string, unknown>,
+  options: UpstreamSettings & { signal: AbortSignal; env?: NodeJS.ProcessEnv },
+): Promise<Response> {
+  const stream = body.stream === true;
+  const upstreamBody: Record<string, unknown> = { ...body, model: target.model.id };
+  if (stream) upstreamBody.stream_options = { ...(body.stream_options as object | undefined), include_usage: true };
+  const apiKey = (options.env ?? process.env)[target.region.apiKeyEnv];
+  const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
+  if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  const timeout = AbortSignal.timeout(options.headersTimeoutMs);
+  let response: Response;
+  try {
+    response = await fetch(`${target.region.baseUrl.replace(/\/+$/, '')}/chat/completions`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(upstreamBody),
+      signal: AbortSignal.any([options.signal, timeout]),
+      redirect: 'manual',
+    });
+  } catch (err) {
+    if (options.signal.aborted) throw err;
+    throw new UpstreamUnavailable(timeout.aborted ? 'the upstream did not answer in time' : `the upstream could not be reached (${(err as Error).message})`);
+  }
+  if (response.status < 200 || response.status >= 300) {
+    await response.body?.cancel().catch(() => undefined);
+    throw new UpstreamUnavailable(`the upstream answered ${response.status}`, response.status);
+  }
+  return response;
+}
+
+/**
+ * Server-sent events as they arrive: each complete event's raw text (to pass on as is) and its
+ * data. A partial event waits for the rest of it; nothing else is held back.
+ */
+export async function* readEvents(body: ReadableStream<Uint8Array>, idleTimeoutMs: number, signal: AbortSignal): AsyncGenerator<{ raw: string; data: string }> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let pending = '';
+  try {
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const idle = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('the upstream stream stalled')), idleTimeoutMs);
+      });
+      let chunk: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        chunk = await Promise.race([reader.read(), idle]);
+      } finally {
+        clearTimeout(timer);
+      }
+      if (signal.aborted) return;
+      if (chunk.done) break;
+      pending += decoder.decode(chunk.value, { stream: true }).replaceAll('\r\n', '\n');
+      let end = pending.indexOf('\n\n');
+      while (end >= 0) {
+        const raw = pending.slice(0, end + 2);
+        pending = pending.slice(end + 2);
+        const data = raw
+          .split('\n')
+          .filter((line) => line.startsWith('data:'))
+          .map((line) => line.slice(5).trimStart())
+          .join('\n');
+        yield { raw, data };
+        end = pending.indexOf('\n\n');
+      }
+    }
+  } finally {
+    reader.cancel().catch(() => undefined);
+  }
+}

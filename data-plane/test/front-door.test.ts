@@ -1,0 +1,106 @@
+import { Code, ConnectError } from '@connectrpc/connect';
+import { ApiError, toErrorResponse } from '@switchboard/data-plane/api-error';
+import { lastUserMessage, parseChatRequest, promptTokenBound, textOf } from '@switchboard/data-plane/chat-request';
+import { modelList } from '@switchboard/data-plane/server';
+import { readEvents } from '@switchboard/data-plane/upstream';
+import { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { describe, expect, it } from 'vitest';
+
+/** The data plane's decisions that need no mesh: request checks, token bounds, SSE reading, error bodies. */
+
+describe('chat requests', () => {
+  it('checks the fields the front door acts on and keeps the rest for the upstream', () => {
+    const request = parseChatRequest({ model: 'service/fast', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, temperature: 0.2, stream: true });
+    expect(request).toMatchObject({ model: 'service/fast', stream: true, maxTokens: 5 });
+    expect(request.body.temperature).toBe(0.2);
+    const refusal = (body: unknown) => {
+      try {
+        parseChatRequest(body);
+      } catch (err) {
+        return [(err as ApiError).status, (err as ApiError).options.field];
+      }
+      return undefined;
+    };
+    expect(refusal([])).toEqual([400, undefined]);
+    expect(refusal({ messages: [{ role: 'user', content: 'x' }] })).toEqual([400, 'model']);
+    expect(refusal({ model: 'm', messages: [] })).toEqual([400, 'messages']);
+    expect(refusal({ model: 'm', messages: [{ content: 'x' }] })).toEqual([400, 'messages[0].role']);
+    expect(refusal({ model: 'm', messages: [{ role: 'user', content: 'x' }], stream: 'yes' })).toEqual([400, 'stream']);
+    expect(refusal({ model: 'm', messages: [{ role: 'user', content: 'x' }], max_tokens: 0 })).toEqual([400, 'max_tokens']);
+    expect(refusal({ model: 'm', messages: [{ role: 'user', content: 'x' }], max_completion_tokens: 1.5 })).toEqual([400, 'max_completion_tokens']);
+  });
+
+  it('reads text from string and part contents, the last user message, and a prompt bound of at least a token per byte', () => {
+    expect(
+      textOf([
+        { type: 'text', text: 'a' },
+        { type: 'image_url', image_url: {} },
+        { type: 'text', text: 'b' },
+      ]),
+    ).toBe('ab');
+    const request = parseChatRequest({
+      model: 'm',
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: 'first' },
+        { role: 'assistant', content: 'ok' },
+        { role: 'user', content: 'héllo' },
+      ],
+    });
+    expect(lastUserMessage(request)).toBe('héllo');
+    expect(promptTokenBound(request)).toBeGreaterThan(Buffer.byteLength('be brieffirstokhéllo'));
+  });
+});
+
+describe('server-sent events from the upstream', () => {
+  it('yields each complete event as it arrives, whatever the chunking, and holds only a partial one', async () => {
+    const parts = ['data: {"a":1}\n', '\ndata: {"b":', '2}\r\n\r\n: keep-alive\n\ndata: [DONE]\n\n'];
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const part of parts) controller.enqueue(new TextEncoder().encode(part));
+        controller.close();
+      },
+    });
+    const events = [];
+    for await (const event of readEvents(stream, 1000, new AbortController().signal)) events.push(event);
+    expect(events.map((event) => event.data)).toEqual(['{"a":1}', '{"b":2}', '', '[DONE]']);
+    expect(events[0].raw).toBe('data: {"a":1}\n\n');
+  });
+
+  it('fails a stream that stalls longer than the idle timeout', async () => {
+    const stream = new ReadableStream<Uint8Array>({ start() {} });
+    const reading = (async () => {
+      for await (const _ of readEvents(stream, 50, new AbortController().signal)) {
+        // nothing arrives
+      }
+    })();
+    await expect(reading).rejects.toThrow(/stalled/);
+  });
+});
+
+describe('errors and models', () => {
+  it('adds OpenAI’s type and param to the contract’s error body', () => {
+    const own = toErrorResponse(new ApiError(402, 'spend_cap_exceeded', 'capped', { metadata: { scope: 'key' } }), 'req_1');
+    expect(own).toMatchObject({
+      status: 402,
+      body: { error: { code: 'spend_cap_exceeded', type: 'insufficient_quota', param: null, request_id: 'req_1', metadata: { scope: 'key' } } },
+    });
+    const field = toErrorResponse(new ApiError(400, 'model_unavailable', 'no', { field: 'model' }), 'req_2');
+    expect(field.body.error).toMatchObject({ type: 'invalid_request_error', param: 'model', field: 'model' });
+    const mesh = toErrorResponse(new ConnectError('down', Code.Unavailable), 'req_3');
+    expect(mesh).toMatchObject({ status: 503, body: { error: { code: 'service_unavailable', type: 'api_error' } } });
+  });
+
+  it('lists the service tiers and each catalog model once', () => {
+    const catalog = ModelCatalog.parse(
+      JSON.stringify({
+        regions: { overseas: { base_url: 'https://o.example/v1', api_key_env: 'O' }, cn: { base_url: 'https://c.example/v1', api_key_env: 'C' } },
+        models: [
+          { id: 'm1', region: 'overseas', tiers: ['fast'], input_usd_per_1m: '1', output_usd_per_1m: '2' },
+          { id: 'm1', region: 'cn', tiers: [], input_usd_per_1m: '1', output_usd_per_1m: '2' },
+        ],
+      }),
+    );
+    expect(modelList(catalog).data.map((model) => model.id)).toEqual(['service/fast', 'service/balanced', 'm1']);
+  });
+});

@@ -1,0 +1,63 @@
+import http from 'node:http';
+import type { Logger } from '@switchboard/runtime/log';
+import { HttpError } from './http-error.js';
+
+/**
+ * The data plane's routes (SPEC §12) at the REST surface's base URL: the gateway forwards
+ * `/v1/chat/completions` and `/v1/models` to the data plane as streams, both ways, so a
+ * completion's events reach the client as the upstream sends them. The data plane authorizes
+ * the API key itself (AuthorizeKey with the request's estimate).
+ */
+export const dataPlanePaths = new Set(['/v1/chat/completions', '/v1/models']);
+
+/** Request headers the data plane reads; nothing else crosses (no cookies, no hop-by-hop headers). */
+const forwardedRequestHeaders = ['authorization', 'content-type', 'content-length', 'accept', 'x-service-conversation-id'];
+/** Response headers the client gets from the data plane (the gateway sets its own security headers). */
+const forwardedResponseHeaders = ['content-type', 'cache-control', 'retry-after', 'x-service-generation-id'];
+
+export function createDataPlaneProxy(baseUrl: string, log: Logger) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
+  const target = new URL(baseUrl);
+  return (req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string, clientIp: string | undefined): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const headers: Record<string, string> = { 'x-request-id': requestId };
+      for (const name of forwardedRequestHeaders) {
+        const value = req.headers[name];
+        if (typeof value === 'string') headers[name] = value;
+      }
+      if (clientIp) headers['x-forwarded-for'] = clientIp;
+      const outgoing = http.request(
+        { protocol: target.protocol, hostname: target.hostname, port: target.port, path: pathname, method: req.method, headers, agent },
+        (incoming) => {
+          const answer: Record<string, string> = {};
+          for (const name of forwardedResponseHeaders) {
+            const value = incoming.headers[name];
+            if (typeof value === 'string') answer[name] = value;
+          }
+          res.writeHead(incoming.statusCode ?? 502, answer);
+          res.flushHeaders();
+          incoming.pipe(res);
+          incoming.on('end', resolve);
+          incoming.on('error', () => {
+            res.destroy();
+            resolve();
+          });
+        },
+      );
+      // The client went away: so does the data plane's request (it stops the upstream and bills what was produced).
+      res.on('close', () => {
+        if (!res.writableFinished) outgoing.destroy();
+        resolve();
+      });
+      outgoing.on('error', (err) => {
+        if (res.headersSent) {
+          res.destroy();
+          resolve();
+          return;
+        }
+        log.warn({ err: err.message, request_id: requestId }, 'the data plane is unreachable');
+        reject(new HttpError(503, 'service_unavailable', 'The data plane is unavailable; try again shortly.'));
+      });
+      req.pipe(outgoing);
+    });
+}
