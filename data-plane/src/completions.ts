@@ -89,31 +89,18 @@ export class Completions {
     const tokens = { input: promptTokenBound(request), output: request.maxTokens ?? this.deps.settings.defaultMaxTokens };
     const estimate = await this.deps.prices.estimate(tier ? { tier } : { model: passthrough![0] }, tokens);
     const key = await this.authorize(fullKey, estimate);
-    if (conversationId !== undefined) await this.append(key.workspaceId, conversationId, []);
-
-    let first: Target;
-    if (tier) {
-      const routed = await this.deps.routing.routeModel({ tier, routingPolicy: key.policy }, { timeoutMs: internalTimeoutMs }).catch((err: unknown) => {
-        throw policyError(err) ?? err;
-      });
-      first = this.target(catalog.models.find((model) => model.id === routed.model && model.region === routed.region));
-    } else {
-      const allowed = passthrough!.find((model) => policyAllows(key.policy, model.region));
-      if (!allowed) {
-        throw new ApiError(
-          403,
-          'routing_policy_violation',
-          `The model ${request.model} is served only in a region this key's ${key.policy} routing policy excludes.`,
-          {
-            field: 'model',
-          },
-        );
-      }
-      first = this.target(allowed);
-    }
-
     const generationId = newId('gen');
-    const { response, target } = await this.callWithFailover(first, tier, key.policy, request, reply.signal);
+    let response: Response;
+    let target: Target;
+    try {
+      if (conversationId !== undefined) await this.append(key.workspaceId, conversationId, []);
+      const first = await this.firstTarget(tier, passthrough, key.policy, request.model);
+      ({ response, target } = await this.callWithFailover(first, tier, key.policy, request, reply.signal));
+    } catch (err) {
+      // Nothing was produced: the reservation stops holding cap room now, not after its TTL.
+      this.release(key.reservationId);
+      throw err;
+    }
     const headers = { 'x-service-generation-id': generationId };
     const record = (usage: { input: number; output: number }) =>
       this.deps.usage.recordUsage(
@@ -139,7 +126,10 @@ export class Completions {
     });
 
     if (!request.stream) {
-      const body = (await response.json()) as {
+      const body = (await response.json().catch((err: unknown) => {
+        this.release(key.reservationId);
+        throw upstreamError(new UpstreamUnavailable(`the upstream's answer could not be read (${(err as Error).message})`));
+      })) as {
         usage?: { prompt_tokens?: number; completion_tokens?: number };
         choices?: Array<{ message?: { content?: unknown } }>;
       };
@@ -249,6 +239,33 @@ export class Completions {
       default:
         throw new ApiError(401, 'invalid_api_key', 'The API key is not valid.');
     }
+  }
+
+  /** The model to call first: RouteModel's pick for a service tier, else the catalog model the key's policy allows. */
+  private async firstTarget(tier: ServiceTier | undefined, passthrough: CatalogModel[] | undefined, policy: RoutingPolicy, requested: string): Promise<Target> {
+    if (tier) {
+      const routed = await this.deps.routing.routeModel({ tier, routingPolicy: policy }, { timeoutMs: internalTimeoutMs }).catch((err: unknown) => {
+        throw policyError(err) ?? err;
+      });
+      return this.target(this.deps.catalog.models.find((model) => model.id === routed.model && model.region === routed.region));
+    }
+    const allowed = passthrough?.find((model) => policyAllows(policy, model.region));
+    if (!allowed) {
+      throw new ApiError(403, 'routing_policy_violation', `The model ${requested} is served only in a region this key's ${policy} routing policy excludes.`, {
+        field: 'model',
+      });
+    }
+    return this.target(allowed);
+  }
+
+  /** Best effort: a reservation that is not released expires after RESERVATION_TTL anyway. */
+  private release(reservationId: string | undefined): void {
+    if (!reservationId) return;
+    this.deps.keys
+      .releaseReservation({ reservationId }, { timeoutMs: internalTimeoutMs })
+      .catch((err: unknown) =>
+        this.deps.log.warn({ err: (err as Error).message, reservation_id: reservationId }, 'could not release a reservation; it expires on its own'),
+      );
   }
 
   private target(model: CatalogModel | undefined): Target {

@@ -33,21 +33,31 @@ export async function callUpstream(
   const apiKey = (options.env ?? process.env)[target.region.apiKeyEnv];
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
-  const timeout = AbortSignal.timeout(options.headersTimeoutMs);
+  // The fetch's signal also governs its body: the timeout is stopped once a stream's headers
+  // arrived (the idle timeout of readEvents bounds it from there), so that a stream may last longer
+  // than UPSTREAM_TIMEOUT. A JSON answer stays bounded by it as a whole.
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(), options.headersTimeoutMs);
+  timer.unref();
   let response: Response;
   try {
     response = await fetch(`${target.region.baseUrl.replace(/\/+$/, '')}/chat/completions`, {
       method: 'POST',
       headers,
       body: JSON.stringify(upstreamBody),
-      signal: AbortSignal.any([options.signal, timeout]),
+      signal: AbortSignal.any([options.signal, timeout.signal]),
       redirect: 'manual',
     });
   } catch (err) {
+    clearTimeout(timer);
     if (options.signal.aborted) throw err;
-    throw new UpstreamUnavailable(timeout.aborted ? 'the upstream did not answer in time' : `the upstream could not be reached (${(err as Error).message})`);
+    throw new UpstreamUnavailable(
+      timeout.signal.aborted ? 'the upstream did not answer in time' : `the upstream could not be reached (${(err as Error).message})`,
+    );
   }
+  if (stream) clearTimeout(timer);
   if (response.status < 200 || response.status >= 300) {
+    clearTimeout(timer);
     await response.body?.cancel().catch(() => undefined);
     throw new UpstreamUnavailable(`the upstream answered ${response.status}`, response.status);
   }

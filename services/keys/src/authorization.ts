@@ -3,6 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { AuthenticateKeyResponseSchema, AuthorizeKeyResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
+import { invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { formatMoney } from '@switchboard/runtime/money';
@@ -11,7 +12,7 @@ import { parseEstimate } from './key-input.js';
 import type { KeyState, KeyStates } from './key-states.js';
 import { monthEnd } from './months.js';
 import { touchKey } from './store/keys.js';
-import { reserveWithinCap } from './store/reservations.js';
+import { releaseReservation, reserveWithinCap } from './store/reservations.js';
 
 /**
  * May this key be used now? The two internal checks of SPEC §4 and §8, answered from the key
@@ -46,6 +47,12 @@ export class KeyAuthorizer {
 
   constructor(private readonly deps: KeyAuthorizerDeps) {
     this.clock = deps.clock ?? systemClock;
+  }
+
+  /** ReleaseReservation: the reservation stops counting against its key's cap at once. */
+  async release(reservationId: string): Promise<void> {
+    if (!reservationId) throw invalidArgument('reservation_id', 'reservation_id is required.');
+    await releaseReservation(this.deps.db, reservationId);
   }
 
   async authorize(fullKey: string, rawEstimate?: string): Promise<AuthorizeAnswer> {

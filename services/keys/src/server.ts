@@ -64,6 +64,10 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
     async authorizeKey(req) {
       return authorizer.authorize(req.fullKey, req.estimatedCostUsd);
     },
+    async releaseReservation(req) {
+      await authorizer.release(req.reservationId);
+      return {};
+    },
     async authenticateKey(req) {
       return authorizer.authenticate(req.fullKey);
     },

@@ -44,6 +44,12 @@ export async function settleReservation(trx: Knex.Transaction, reservationId: st
   return updated === 1;
 }
 
+/** Ends an open reservation without usage (its request produced nothing); false when none was open. */
+export async function releaseReservation(db: Db, reservationId: string): Promise<boolean> {
+  const updated = await db('reservations').where({ id: reservationId }).whereNull('settled_at').update({ settled_at: db.fn.now() });
+  return updated === 1;
+}
+
 /** Deletes reservations settled or expired more than a day ago (they no longer count). */
 export async function pruneReservations(db: Db): Promise<number> {
   return db('reservations')
