@@ -16,7 +16,7 @@ import {
 import { ApiError } from './api-error.js';
 import { type ChatRequest, lastUserMessage, promptTokenBound } from './chat-request.js';
 import { type Prices, upstreamCost } from './prices.js';
-import { callUpstream, readEvents, UpstreamUnavailable } from './upstream.js';
+import { callUpstream, readEvents, UpstreamRejected, UpstreamUnavailable } from './upstream.js';
 
 /**
  * One chat completion through the platform (SPEC §12): the key is authorized with an estimate
@@ -280,6 +280,7 @@ export class Completions {
     try {
       return { response: await callUpstream(first, request.body, settings), target: first };
     } catch (err) {
+      if (err instanceof UpstreamRejected) throw new ApiError(400, 'upstream_rejected', `The model provider refused the request: ${err.message}`);
       if (!(err instanceof UpstreamUnavailable)) throw err;
       const second = tier
         ? this.deps.catalog
@@ -292,6 +293,7 @@ export class Completions {
       try {
         return { response: await callUpstream(target, request.body, settings), target };
       } catch (again) {
+        if (again instanceof UpstreamRejected) throw new ApiError(400, 'upstream_rejected', `The model provider refused the request: ${again.message}`);
         if (again instanceof UpstreamUnavailable) throw upstreamError(again);
         throw again;
       }

@@ -22,6 +22,19 @@ export class UpstreamUnavailable extends Error {
   }
 }
 
+/** The upstream refused the request as malformed (400, 404, 422): no other candidate would take it. */
+export class UpstreamRejected extends Error {}
+
+/** The message of an OpenAI-style error body, bounded. */
+function upstreamMessage(text: string): string {
+  try {
+    const message = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
+    return typeof message === 'string' ? message.slice(0, 500) : '';
+  } catch {
+    return '';
+  }
+}
+
 export async function callUpstream(
   target: { model: CatalogModel; region: CatalogRegion },
   body: Record<string, unknown>,
@@ -58,11 +71,20 @@ export async function callUpstream(
   if (stream) clearTimeout(timer);
   if (response.status < 200 || response.status >= 300) {
     clearTimeout(timer);
+    // The request itself was refused (a parameter the model does not take): the same request
+    // would fail on any candidate, so it is the client's 400 with the upstream's reason.
+    if (response.status === 400 || response.status === 404 || response.status === 422) {
+      const reason = await response.text().then(upstreamMessage, () => '');
+      throw new UpstreamRejected(reason || `the upstream refused the request (${response.status})`);
+    }
     await response.body?.cancel().catch(() => undefined);
     throw new UpstreamUnavailable(`the upstream answered ${response.status}`, response.status);
   }
   return response;
 }
+
+/** The longest event held while it is incomplete: a stream's events are small chunks. */
+const maxEventChars = 1024 * 1024;
 
 /**
  * Server-sent events as they arrive: each complete event's raw text (to pass on as is) and its
@@ -86,7 +108,9 @@ export async function* readEvents(body: ReadableStream<Uint8Array>, idleTimeoutM
       }
       if (signal.aborted) return;
       if (chunk.done) break;
-      pending += decoder.decode(chunk.value, { stream: true }).replaceAll('\r\n', '\n');
+      // Normalized on the whole pending text: a CRLF split between two chunks ("…\r" then "\n…") counts too.
+      pending = (pending + decoder.decode(chunk.value, { stream: true })).replaceAll('\r\n', '\n');
+      if (pending.length > maxEventChars) throw new Error(`an upstream event is longer than ${maxEventChars} characters`);
       let end = pending.indexOf('\n\n');
       while (end >= 0) {
         const raw = pending.slice(0, end + 2);

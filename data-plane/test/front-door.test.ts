@@ -67,6 +67,19 @@ describe('server-sent events from the upstream', () => {
     expect(events[0].raw).toBe('data: {"a":1}\n\n');
   });
 
+  it('keeps events apart when a CRLF is split between two chunks', async () => {
+    const parts = ['data: {"a":1}\r\n\r', '\ndata: {"b":2}\r\n\r\n'];
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const part of parts) controller.enqueue(new TextEncoder().encode(part));
+        controller.close();
+      },
+    });
+    const events = [];
+    for await (const event of readEvents(stream, 1000, new AbortController().signal)) events.push(event.data);
+    expect(events).toEqual(['{"a":1}', '{"b":2}']);
+  });
+
   it('fails a stream that stalls longer than the idle timeout', async () => {
     const stream = new ReadableStream<Uint8Array>({ start() {} });
     const reading = (async () => {

@@ -35,7 +35,8 @@ export function createDataPlaneProxy(baseUrl: string, log: Logger) {
             if (typeof value === 'string') answer[name] = value;
           }
           res.writeHead(incoming.statusCode ?? 502, answer);
-          res.flushHeaders();
+          // A stream's headers go at once (the client sees the response start); a JSON answer goes in one write.
+          if (answer['content-type']?.startsWith('text/event-stream')) res.flushHeaders();
           incoming.pipe(res);
           incoming.on('end', resolve);
           incoming.on('error', () => {

@@ -435,6 +435,15 @@ describe('failover', () => {
       const passBefore = overseas.callsTo(PASS_X);
       expect(await apiError(ws.client.chat.completions.create(ask(PASS_X)))).toMatchObject({ status: 502, code: 'upstream_error' });
       expect(overseas.callsTo(PASS_X)).toBe(passBefore + 1);
+
+      // A request the provider refuses as malformed would fail anywhere: no failover, a 400 with its reason.
+      overseas.mode(FAST_A, { kind: 'fail', status: 400 });
+      overseas.mode(FAST_B, { kind: 'fail', status: 400 });
+      const rejectedBefore = overseas.requests.length;
+      const rejected = await apiError(ws.client.chat.completions.create(ask()));
+      expect(rejected).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(rejected).toMatchObject({ status: 400, code: 'upstream_rejected', type: 'invalid_request_error' });
+      expect(overseas.requests.length).toBe(rejectedBefore + 1);
     } finally {
       resetModes();
     }
