@@ -1,5 +1,5 @@
 import type { JsonObject } from '@bufbuild/protobuf';
-import { ConnectError } from '@connectrpc/connect';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { type ErrorBody, toHttpError } from '@switchboard/runtime/errors';
 
 /**
@@ -43,10 +43,14 @@ export function toErrorResponse(err: unknown, requestId: string): { status: numb
     if (err.options.metadata) error.metadata = err.options.metadata;
     retryAfterSeconds = err.options.retryAfterSeconds;
   } else {
+    const connect = ConnectError.from(err);
+    // The mesh refusing the data plane itself (a rotated mesh secret, clock skew) is not the
+    // client's credential problem: a dependency is unavailable.
+    const fromMesh = connect.code === Code.Unauthenticated || connect.code === Code.PermissionDenied;
     ({
       status,
       body: { error },
-    } = toHttpError(ConnectError.from(err), requestId));
+    } = toHttpError(fromMesh ? new ConnectError(connect.rawMessage, Code.Unavailable) : connect, requestId));
   }
   return { status, body: { error: { ...error, type: openAiType(status), param: error.field } }, retryAfterSeconds };
 }

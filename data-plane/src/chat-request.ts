@@ -8,7 +8,11 @@ export interface ChatRequest {
   model: string;
   stream: boolean;
   maxTokens?: number;
+  /** How many choices the upstream generates (`n`, 1..16). */
+  choices: number;
   messages: Array<{ role: string; content: unknown }>;
+  /** The request body's size: a bound on the prompt's text, tools and schemas. */
+  bodyBytes: number;
   /** The body as sent, for the upstream. */
   body: Record<string, unknown>;
 }
@@ -19,7 +23,12 @@ function invalid(field: string, message: string): ApiError {
   return new ApiError(400, 'invalid_request', message, { field: field || undefined });
 }
 
-export function parseChatRequest(json: unknown): ChatRequest {
+/** Choices one request may ask for: each is generated and billed. */
+const maxChoices = 16;
+/** Prompt tokens assumed for an image part (a detailed image costs about this many). */
+const tokensPerImage = 2000;
+
+export function parseChatRequest(json: unknown, bodyBytes: number): ChatRequest {
   if (json === null || typeof json !== 'object' || Array.isArray(json)) throw invalid('', 'The request body must be a JSON object.');
   const body = json as Record<string, unknown>;
   if (typeof body.model !== 'string' || body.model.trim() === '') throw invalid('model', 'model is required: service/fast, service/balanced or a model id.');
@@ -37,7 +46,9 @@ export function parseChatRequest(json: unknown): ChatRequest {
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) throw invalid(field, `${field} must be a positive integer.`);
     maxTokens = Math.max(maxTokens ?? 0, value);
   }
-  return { model: body.model, stream: body.stream === true, maxTokens, messages: body.messages as ChatRequest['messages'], body };
+  const n = body.n ?? 1;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1 || n > maxChoices) throw invalid('n', `n must be an integer from 1 to ${maxChoices}.`);
+  return { model: body.model, stream: body.stream === true, maxTokens, choices: n, messages: body.messages as ChatRequest['messages'], bodyBytes, body };
 }
 
 /** The text of a message's content: a string, or the text parts of an array of parts. */
@@ -56,9 +67,15 @@ export function lastUserMessage(request: ChatRequest): string {
 }
 
 /**
- * More prompt tokens than the request can hold: a token is at least one UTF-8 byte of text, plus
- * a few for each message's framing. For the estimate only; the upstream reports the real count.
+ * More prompt tokens than the request can hold: a token is at least one byte of the body (text,
+ * tools, schemas), and an image part counts as a detailed image. For the estimate only; the
+ * upstream reports the real count.
  */
 export function promptTokenBound(request: ChatRequest): number {
-  return request.messages.reduce((sum, message) => sum + Buffer.byteLength(textOf(message.content)) + Buffer.byteLength(message.role) + 8, 8);
+  const images = request.messages.reduce(
+    (sum, message) =>
+      sum + (Array.isArray(message.content) ? message.content.filter((part) => (part as { type?: unknown } | null)?.type === 'image_url').length : 0),
+    0,
+  );
+  return request.bodyBytes + images * tokensPerImage;
 }

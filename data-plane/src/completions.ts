@@ -1,6 +1,7 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { type Client, Code, ConnectError } from '@connectrpc/connect';
-import type { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import type { RecordUsageRequestSchema, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import type { ExchangeService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { newId } from '@switchboard/runtime/ids';
@@ -49,7 +50,8 @@ export interface Reply {
   readonly signal: AbortSignal;
   json(status: number, headers: Record<string, string>, body: unknown): void;
   startStream(headers: Record<string, string>): void;
-  write(text: string): void;
+  /** Resolves once the client can take more (backpressure), or at once when it went away. */
+  write(text: string): Promise<void>;
   end(): void;
 }
 
@@ -68,10 +70,37 @@ interface Authorized {
 const serviceTierOf = (model: string): ServiceTier | undefined => (model === 'service/fast' ? 'fast' : model === 'service/balanced' ? 'balanced' : undefined);
 const internalTimeoutMs = 5000;
 
+/** When billing cannot take a usage record, it is tried again after these delays (idempotent by generation id). */
+const recordRetryDelaysMs = [1000, 2000, 5000, 10_000, 30_000];
+
 export class Completions {
+  /** Requests and usage records in progress, for a shutdown that loses no usage. */
+  private readonly inFlight = new Set<Promise<unknown>>();
+  /** Aborted at shutdown: streams stop and are billed for what was produced. */
+  private readonly stopping = new AbortController();
+
   constructor(private readonly deps: CompletionsDeps) {}
 
-  async complete(fullKey: string, request: ChatRequest, conversationId: string | undefined, reply: Reply): Promise<void> {
+  /** SIGTERM: ends the streams (billing what they produced) and waits for every usage record. */
+  async drain(): Promise<void> {
+    this.stopping.abort();
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  private track<T>(work: Promise<T>): Promise<T> {
+    this.inFlight.add(work);
+    work.then(
+      () => this.inFlight.delete(work),
+      () => this.inFlight.delete(work),
+    );
+    return work;
+  }
+
+  complete(fullKey: string, request: ChatRequest, conversationId: string | undefined, reply: Reply): Promise<void> {
+    return this.track(this.run(fullKey, request, conversationId, reply));
+  }
+
+  private async run(fullKey: string, request: ChatRequest, conversationId: string | undefined, reply: Reply): Promise<void> {
     const { catalog } = this.deps;
     const tier = serviceTierOf(request.model);
     const passthrough = tier ? undefined : catalog.models.filter((model) => model.id === request.model);
@@ -86,8 +115,10 @@ export class Completions {
         },
       );
     }
-    const tokens = { input: promptTokenBound(request), output: request.maxTokens ?? this.deps.settings.defaultMaxTokens };
-    const estimate = await this.deps.prices.estimate(tier ? { tier } : { model: passthrough![0] }, tokens);
+    const tokens = { input: promptTokenBound(request), output: (request.maxTokens ?? this.deps.settings.defaultMaxTokens) * request.choices };
+    const estimate = await this.deps.prices.estimate(tier ? { tier } : { models: passthrough! }, tokens);
+    // The estimate's output bound holds upstream too: without a limit an answer could outgrow it.
+    if (request.maxTokens === undefined) request.body.max_tokens = this.deps.settings.defaultMaxTokens;
     const key = await this.authorize(fullKey, estimate);
     const generationId = newId('gen');
     let response: Response;
@@ -95,7 +126,9 @@ export class Completions {
     try {
       if (conversationId !== undefined) await this.append(key.workspaceId, conversationId, []);
       const first = await this.firstTarget(tier, passthrough, key.policy, request.model);
-      ({ response, target } = await this.callWithFailover(first, tier, key.policy, request, reply.signal));
+      // A non-streamed answer is produced (and billed) even if the client leaves; a stream stops with the client.
+      const signal = request.stream ? AbortSignal.any([reply.signal, this.stopping.signal]) : this.stopping.signal;
+      ({ response, target } = await this.callWithFailover(first, tier, key.policy, request, signal));
     } catch (err) {
       // Nothing was produced: the reservation stops holding cap room now, not after its TTL.
       this.release(key.reservationId);
@@ -103,26 +136,24 @@ export class Completions {
     }
     const headers = { 'x-service-generation-id': generationId };
     const record = (usage: { input: number; output: number }) =>
-      this.deps.usage.recordUsage(
-        {
-          generationId,
-          keyId: key.keyId,
-          workspaceId: key.workspaceId,
-          model: request.model,
-          routedModel: tier ? target.model.id : undefined,
-          inputTokens: BigInt(usage.input),
-          outputTokens: BigInt(usage.output),
-          upstreamCostUsd: upstreamCost(target.model, usage),
-          reservationId: key.reservationId,
-        },
-        { timeoutMs: internalTimeoutMs },
-      );
-    const service = (cost: string, recordedTier: string) => ({
+      this.recordUsage({
+        generationId,
+        keyId: key.keyId,
+        workspaceId: key.workspaceId,
+        model: request.model,
+        routedModel: tier ? target.model.id : undefined,
+        inputTokens: BigInt(usage.input),
+        outputTokens: BigInt(usage.output),
+        upstreamCostUsd: upstreamCost(target.model, usage),
+        reservationId: key.reservationId,
+      });
+    // cost_usd is null when billing could not take the record yet (it is retried in the background).
+    const service = (recorded: { costUsd: string; tier: string } | undefined) => ({
       generation_id: generationId,
-      tier: recordedTier,
+      tier: recorded?.tier ?? tier ?? 'passthrough',
       routed_model: target.model.id,
       region: target.model.region,
-      cost_usd: cost,
+      cost_usd: recorded?.costUsd ?? null,
     });
 
     if (!request.stream) {
@@ -137,7 +168,7 @@ export class Completions {
       const recorded = await record(usage);
       const answer = typeof body.choices?.[0]?.message?.content === 'string' ? body.choices[0].message.content : '';
       if (conversationId !== undefined) await this.storeExchange(key.workspaceId, conversationId, request, answer);
-      reply.json(200, headers, { ...body, service: service(recorded.costUsd, recorded.tier) });
+      reply.json(200, headers, { ...body, service: service(recorded) });
       return;
     }
 
@@ -148,9 +179,9 @@ export class Completions {
     let last: { id?: string; created?: number; model?: string } = {};
     let failure: unknown;
     try {
-      for await (const event of readEvents(response.body!, this.deps.settings.idleTimeoutMs, reply.signal)) {
+      for await (const event of readEvents(response.body!, this.deps.settings.idleTimeoutMs, AbortSignal.any([reply.signal, this.stopping.signal]))) {
         if (event.data === '[DONE]') break;
-        reply.write(event.raw);
+        await reply.write(event.raw);
         try {
           const chunk = JSON.parse(event.data) as {
             id?: string;
@@ -174,19 +205,18 @@ export class Completions {
       failure = err;
     }
     // A client that went away, or a stream cut short, is billed for what was produced: the
-    // upstream's usage when it came, else the prompt bound and one token per delta.
-    const billed = usage ?? { input: tokens.input, output: deltas };
-    const recorded = await record(billed).catch((err: unknown) => {
-      this.deps.log.error({ err: (err as Error).message, generation_id: generationId }, 'could not record the usage of a stream');
-      return undefined;
-    });
+    // upstream's usage when it came, else the prompt and one token per delta.
+    // Without the upstream's count the prompt is billed at the usual 4 bytes a token (the
+    // reservation's bound of a token a byte would overcharge it).
+    const billed = usage ?? { input: Math.ceil(request.bodyBytes / 4), output: deltas };
+    const recorded = await record(billed);
     if (reply.signal.aborted) {
       this.deps.log.info({ generation_id: generationId, output_tokens: billed.output }, 'the client went away mid-stream; billed what was produced');
       return;
     }
     if (failure) {
       this.deps.log.warn({ err: (failure as Error).message, generation_id: generationId }, 'the upstream stream failed');
-      reply.write(
+      await reply.write(
         `data: ${JSON.stringify({ error: { code: 'upstream_error', message: 'The upstream stream ended early.', type: 'api_error', param: null } })}\n\n`,
       );
       reply.end();
@@ -199,12 +229,41 @@ export class Completions {
       created: last.created ?? Math.floor(Date.now() / 1000),
       model: last.model ?? target.model.id,
       choices: [],
-      service: recorded
-        ? service(recorded.costUsd, recorded.tier)
-        : { generation_id: generationId, tier: tier ?? 'passthrough', routed_model: target.model.id, region: target.model.region, cost_usd: null },
+      service: service(recorded),
     };
-    reply.write(`data: ${JSON.stringify(final)}\n\ndata: [DONE]\n\n`);
+    await reply.write(`data: ${JSON.stringify(final)}\n\ndata: [DONE]\n\n`);
     reply.end();
+  }
+
+  /**
+   * RecordUsage. When billing cannot take it now, the answer goes out without its cost and the
+   * record is tried again in the background (idempotent by generation id), so a generation that
+   * was produced is never left unbilled by a short billing outage.
+   */
+  private async recordUsage(input: MessageInitShape<typeof RecordUsageRequestSchema>): Promise<{ costUsd: string; tier: string } | undefined> {
+    try {
+      return await this.deps.usage.recordUsage(input, { timeoutMs: internalTimeoutMs });
+    } catch (err) {
+      this.deps.log.warn({ err: (err as Error).message, generation_id: input.generationId }, 'could not record usage; retrying in the background');
+      void this.track(this.retryRecord(input));
+      return undefined;
+    }
+  }
+
+  private async retryRecord(input: MessageInitShape<typeof RecordUsageRequestSchema>): Promise<void> {
+    for (const delayMs of recordRetryDelaysMs) {
+      await new Promise((resolve) => setTimeout(resolve, this.stopping.signal.aborted ? Math.min(delayMs, 1000) : delayMs));
+      try {
+        await this.deps.usage.recordUsage(input, { timeoutMs: internalTimeoutMs });
+        return;
+      } catch (err) {
+        this.deps.log.warn({ err: (err as Error).message, generation_id: input.generationId }, 'usage record retry failed');
+      }
+    }
+    this.deps.log.error(
+      { generation_id: input.generationId, key_id: input.keyId, workspace_id: input.workspaceId },
+      'usage could not be recorded: billing kept refusing it',
+    );
   }
 
   /** AuthorizeKey; a refused key is the status of SPEC §4/§5. */

@@ -48,12 +48,18 @@ try {
   log.info({ port, models: catalog.models.length }, 'data plane listening');
   const stop = (signal: string) => {
     log.info({ signal }, 'shutting down');
-    server.close(() => {
+    server.close();
+    server.closeIdleConnections();
+    // Streams end now and are billed for what they produced; the process leaves once every usage
+    // record is in (bounded: the records still being retried are logged by their retry loop).
+    void completions.drain().then(() => {
       log.info('stopped');
       process.exit(0);
     });
-    server.closeIdleConnections();
-    setTimeout(() => process.exit(0), 10_000).unref();
+    setTimeout(() => {
+      log.warn('stopped with usage records still pending');
+      process.exit(0);
+    }, 25_000).unref();
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));

@@ -26,6 +26,15 @@ export class Prices {
 
   private async priceList(): Promise<PriceList> {
     if (this.list && Date.now() - this.list.at < cacheMs) return this.list.value;
+    // An old list keeps serving while a new one is fetched, and while billing cannot answer.
+    if (this.list) {
+      this.refresh().catch(() => undefined);
+      return this.list.value;
+    }
+    return this.refresh();
+  }
+
+  private refresh(): Promise<PriceList> {
     this.loading ??= this.billing
       .getPriceList({}, { timeoutMs: 5000 })
       .then((answer) => {
@@ -42,22 +51,24 @@ export class Prices {
     return this.loading;
   }
 
-  /** The most `tokens` can cost through a service tier or, passthrough, a catalog model. */
-  async estimate(target: { tier: ServiceTier } | { model: CatalogModel }, tokens: { input: number; output: number }): Promise<string> {
+  /**
+   * The most `tokens` can cost through a service tier or, passthrough, through any of the catalog
+   * models of that id (the region is chosen after the reservation).
+   */
+  async estimate(target: { tier: ServiceTier } | { models: CatalogModel[] }, tokens: { input: number; output: number }): Promise<string> {
     const list = await this.priceList();
-    let input: Money;
-    let output: Money;
+    const costOf = (input: Money, output: Money) => input.mul(tokens.input).plus(output.mul(tokens.output)).div(perMillion);
+    let cost: Money;
     if ('tier' in target) {
       const price = list.tiers.get(target.tier);
       if (!price) throw new Error(`billing has no price for the ${target.tier} tier`);
-      ({ input, output } = price);
+      cost = costOf(price.input, price.output);
     } else {
       const factor = list.markup.div(100).plus(1);
-      input = new Money(target.model.inputUsdPer1m).mul(factor);
-      output = new Money(target.model.outputUsdPer1m).mul(factor);
+      cost = Money.max(...target.models.map((model) => costOf(new Money(model.inputUsdPer1m).mul(factor), new Money(model.outputUsdPer1m).mul(factor))));
     }
     // Rounded up: a reservation is never below the cost (AuthorizeKey takes 18 decimals at most).
-    return input.mul(tokens.input).plus(output.mul(tokens.output)).div(perMillion).toDecimalPlaces(18, Money.ROUND_UP).toFixed();
+    return cost.toDecimalPlaces(18, Money.ROUND_UP).toFixed();
   }
 }
 

@@ -14,6 +14,8 @@ import type { Completions, Reply } from './completions.js';
 
 export const maxBodyBytes = 1024 * 1024;
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+/** The shape of an API key: sb_ and 49 base62 characters (SPEC §4's format, checksum included). */
+const keyShape = /^sb_[A-Za-z0-9]{49}$/;
 
 export interface ServerDeps {
   log: Logger;
@@ -67,6 +69,8 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
   if (path === '/v1/chat/completions') {
     if (req.method !== 'POST') throw new ApiError(405, 'method_not_allowed', 'POST /v1/chat/completions creates a completion.');
     const key = bearerKey(req);
+    // Nothing that cannot be a key gets its body read (a key is checked for real by AuthorizeKey).
+    if (!keyShape.test(key)) throw new ApiError(401, 'invalid_api_key', 'The API key is not valid.');
     const raw = await readBody(req);
     if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) {
       throw new ApiError(415, 'unsupported_media_type', 'Send the request body as JSON (Content-Type: application/json).');
@@ -79,7 +83,7 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
     }
     const conversation = req.headers['x-service-conversation-id'];
     const conversationId = typeof conversation === 'string' && conversation !== '' ? conversation : undefined;
-    await deps.completions.complete(key, parseChatRequest(json), conversationId, replyTo(res));
+    await deps.completions.complete(key, parseChatRequest(json, raw.length), conversationId, replyTo(res));
     return;
   }
   throw new ApiError(404, 'route_not_found', `No route for ${req.method} ${path}.`);
@@ -103,7 +107,9 @@ function readBody(req: http.IncomingMessage): Promise<Buffer> {
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > maxBodyBytes) {
-        req.destroy();
+        // The rest is read and dropped, so that the 413 can still be answered on this connection.
+        req.removeAllListeners('data');
+        req.resume();
         reject(tooLarge());
         return;
       }
@@ -137,8 +143,19 @@ function replyTo(res: http.ServerResponse): Reply {
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive', ...headers });
       res.flushHeaders();
     },
-    write(text) {
-      if (!res.writableEnded && !res.destroyed) res.write(text);
+    async write(text) {
+      if (res.writableEnded || res.destroyed) return;
+      // A client that reads slowly slows the upstream read instead of filling this process's memory.
+      if (!res.write(text))
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            res.off('drain', done);
+            res.off('close', done);
+            resolve();
+          };
+          res.on('drain', done);
+          res.on('close', done);
+        });
     },
     end() {
       if (!res.writableEnded) res.end();

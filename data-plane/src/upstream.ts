@@ -22,7 +22,7 @@ export class UpstreamUnavailable extends Error {
   }
 }
 
-/** The upstream refused the request as malformed (400, 404, 422): no other candidate would take it. */
+/** The upstream refused the request as malformed (400, 422): no other candidate would take it. */
 export class UpstreamRejected extends Error {}
 
 /** The message of an OpenAI-style error body, bounded. */
@@ -70,13 +70,15 @@ export async function callUpstream(
   }
   if (stream) clearTimeout(timer);
   if (response.status < 200 || response.status >= 300) {
-    clearTimeout(timer);
     // The request itself was refused (a parameter the model does not take): the same request
-    // would fail on any candidate, so it is the client's 400 with the upstream's reason.
-    if (response.status === 400 || response.status === 404 || response.status === 422) {
+    // would fail on any candidate, so it is the client's 400 with the upstream's reason. The
+    // timer still bounds the read of that reason.
+    if (response.status === 400 || response.status === 422) {
       const reason = await response.text().then(upstreamMessage, () => '');
+      clearTimeout(timer);
       throw new UpstreamRejected(reason || `the upstream refused the request (${response.status})`);
     }
+    clearTimeout(timer);
     await response.body?.cancel().catch(() => undefined);
     throw new UpstreamUnavailable(`the upstream answered ${response.status}`, response.status);
   }

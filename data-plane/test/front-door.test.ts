@@ -10,12 +10,15 @@ import { describe, expect, it } from 'vitest';
 
 describe('chat requests', () => {
   it('checks the fields the front door acts on and keeps the rest for the upstream', () => {
-    const request = parseChatRequest({ model: 'service/fast', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, temperature: 0.2, stream: true });
+    const request = parseChatRequest(
+      { model: 'service/fast', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, temperature: 0.2, stream: true },
+      100,
+    );
     expect(request).toMatchObject({ model: 'service/fast', stream: true, maxTokens: 5 });
     expect(request.body.temperature).toBe(0.2);
     const refusal = (body: unknown) => {
       try {
-        parseChatRequest(body);
+        parseChatRequest(body, 100);
       } catch (err) {
         return [(err as ApiError).status, (err as ApiError).options.field];
       }
@@ -38,17 +41,28 @@ describe('chat requests', () => {
         { type: 'text', text: 'b' },
       ]),
     ).toBe('ab');
-    const request = parseChatRequest({
+    const body = {
       model: 'm',
       messages: [
         { role: 'system', content: 'be brief' },
         { role: 'user', content: 'first' },
         { role: 'assistant', content: 'ok' },
-        { role: 'user', content: 'héllo' },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'héllo' },
+            { type: 'image_url', image_url: { url: 'https://example.com/a.png' } },
+          ],
+        },
       ],
-    });
+    };
+    const bytes = Buffer.byteLength(JSON.stringify(body));
+    const request = parseChatRequest(body, bytes);
     expect(lastUserMessage(request)).toBe('héllo');
-    expect(promptTokenBound(request)).toBeGreaterThan(Buffer.byteLength('be brieffirstokhéllo'));
+    // A token per byte of the body, and an image at the cost of a detailed one.
+    expect(promptTokenBound(request)).toBe(bytes + 2000);
+    expect(parseChatRequest({ ...body, n: 3 }, bytes).choices).toBe(3);
+    expect(() => parseChatRequest({ ...body, n: 17 }, bytes)).toThrow(/n must be/);
   });
 });
 

@@ -15,7 +15,7 @@ const forwardedRequestHeaders = ['authorization', 'content-type', 'content-lengt
 /** Response headers the client gets from the data plane (the gateway sets its own security headers). */
 const forwardedResponseHeaders = ['content-type', 'cache-control', 'retry-after', 'x-service-generation-id'];
 
-export function createDataPlaneProxy(baseUrl: string, log: Logger) {
+export function createDataPlaneProxy(baseUrl: string, log: Logger, headersTimeoutMs: number) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
   const target = new URL(baseUrl);
   return (req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string, clientIp: string | undefined): Promise<void> =>
@@ -50,6 +50,10 @@ export function createDataPlaneProxy(baseUrl: string, log: Logger) {
         if (!res.writableFinished) outgoing.destroy();
         resolve();
       });
+      // The data plane answers (its headers) after its mesh calls and the upstream's first byte: never a hang beyond that.
+      const timer = setTimeout(() => outgoing.destroy(new Error('the data plane did not answer in time')), headersTimeoutMs);
+      outgoing.once('response', () => clearTimeout(timer));
+      outgoing.once('close', () => clearTimeout(timer));
       outgoing.on('error', (err) => {
         if (res.headersSent) {
           res.destroy();

@@ -50,11 +50,15 @@ async function main() {
   });
   // DATA_PLANE_URL: where /v1/chat/completions and /v1/models are forwarded.
   const dataPlaneUrl = readString('DATA_PLANE_URL', 'http://127.0.0.1:8081').replace(/\/+$/, '');
-  const dataPlane = createDataPlaneProxy(dataPlaneUrl, log);
+  // DATA_PLANE_TIMEOUT: how long the data plane may take to start its answer (mesh calls, an upstream and its failover).
+  const dataPlane = createDataPlaneProxy(dataPlaneUrl, log, readDuration('DATA_PLANE_TIMEOUT', '150s'));
   const routes = buildRoutes();
   const openApi = JSON.stringify(buildOpenApiDocument(routes));
 
   const readiness = async () => {
+    const dataPlaneState = fetch(`${dataPlaneUrl}/healthz`, { signal: AbortSignal.timeout(1500) })
+      .then((response) => (response.ok ? 'serving' : 'not_serving'))
+      .catch(() => 'unreachable');
     const states = await Promise.all(
       serviceNames.map(async (name) => {
         try {
@@ -67,10 +71,7 @@ async function main() {
         }
       }),
     );
-    const dataPlane = await fetch(`${dataPlaneUrl}/healthz`, { signal: AbortSignal.timeout(1500) })
-      .then((response) => (response.ok ? 'serving' : 'not_serving'))
-      .catch(() => 'unreachable');
-    const all = [...states, ['data-plane', dataPlane] as const];
+    const all = [...states, ['data-plane', await dataPlaneState] as const];
     return { ready: all.every(([, state]) => state === 'serving'), services: Object.fromEntries(all) };
   };
 

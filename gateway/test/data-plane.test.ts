@@ -191,7 +191,7 @@ describe('the front door', () => {
 describe('caps and billing', () => {
   it('bills each call exactly, then answers 402 spend_cap_exceeded before any upstream call', async () => {
     // A cap of a few calls: each reserves its estimate (prompt bound and max_tokens) against it.
-    const ws = await account({ monthly_spend_cap_usd: '0.00001' });
+    const ws = await account({ monthly_spend_cap_usd: '0.00002' });
     const balanceBefore = await balanceOf(ws.token);
     expect(balanceBefore.eq('1.00')).toBe(true);
     const costs: string[] = [];
@@ -221,7 +221,7 @@ describe('caps and billing', () => {
     expect(refusal).toBeDefined();
     expect(refusal!.status).toBe(402);
     expect(refusal!.code).toBe('spend_cap_exceeded');
-    expect(refusal!.error).toMatchObject({ code: 'spend_cap_exceeded', type: 'insufficient_quota', metadata: { scope: 'key', cap_usd: '0.00001' } });
+    expect(refusal!.error).toMatchObject({ code: 'spend_cap_exceeded', type: 'insufficient_quota', metadata: { scope: 'key', cap_usd: '0.00002' } });
     const metadata = (refusal!.error as { metadata: { spend_usd: string } }).metadata;
     expect(new Money(metadata.spend_usd).eq(sum(costs))).toBe(true);
 
@@ -503,8 +503,8 @@ describe('conversations', () => {
 
 describe('reservations', () => {
   it('gives the cap room back at once when a request is refused after authorization or its upstream fails', async () => {
-    // Room for about one estimate (2 + 8 tokens bound well above: the reservation is an upper bound).
-    const ws = await account({ monthly_spend_cap_usd: '0.00001' });
+    // Room for one estimate, not two (a token per byte of the body and max_tokens: an upper bound).
+    const ws = await account({ monthly_spend_cap_usd: '0.000015' });
     const other = await account();
     const foreign = (await call('POST', '/v1/conversations', { token: other.token, body: {} })).json.conversation_id;
     for (let i = 0; i < 3; i++) {
