@@ -63,6 +63,8 @@ try {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  // Started by `npm start` (an IPC channel): a runner that dies takes its components with it.
+  if (process.send) process.once('disconnect', () => stop('runner exited'));
 } catch (err) {
   log.fatal({ err: (err as Error).message }, 'the data plane could not start');
   process.exit(1);

@@ -114,12 +114,17 @@ async function main() {
   const stop = (signal: string) => {
     log.info({ signal }, 'shutting down');
     void revocationFeed.stop();
-    server.close(() => process.exit(0));
+    server.close(() => {
+      log.info('stopped');
+      process.exit(0);
+    });
     server.closeIdleConnections();
     setTimeout(() => process.exit(0), 10_000).unref();
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  // Started by `npm start` (an IPC channel): a runner that dies takes its components with it.
+  if (process.send) process.once('disconnect', () => stop('runner exited'));
 }
 
 main().catch((err) => {

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import net from 'node:net';
@@ -28,13 +28,23 @@ export function isPortOpen(host: string, port: number, timeoutMs = 500): Promise
 /** Ports handed out by this process: never twice, even if one is not bound yet. */
 const handedOut = new Set<number>();
 
-/** Whether `port` can be listened on (every address, as the components listen). */
-function canListen(port: number): Promise<boolean> {
+/** Whether `port` can be listened on at `host` (default every address, as containers listen). */
+export function canListen(port: number, host = '0.0.0.0'): Promise<boolean> {
   return new Promise((resolve) => {
     const server = net.createServer();
     server.unref();
     server.once('error', () => resolve(false));
-    server.listen(port, '0.0.0.0', () => server.close(() => resolve(true)));
+    server.listen(port, host, () => server.close(() => resolve(true)));
+  });
+}
+
+/** The process listening on TCP `port` ("node (pid 123)"), when `ss` can tell; undefined otherwise. */
+export function portHolder(port: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    execFile('ss', ['-Hltnp', `sport = :${port}`], { timeout: 2000 }, (err, stdout) => {
+      const match = err ? null : /users:\(\("([^"]+)",pid=(\d+)/.exec(stdout);
+      resolve(match ? `${match[1]} (pid ${match[2]})` : undefined);
+    });
   });
 }
 
@@ -60,7 +70,13 @@ export async function ensureDatabase(url: string): Promise<void> {
   const admin = new URL(url);
   admin.pathname = '/postgres';
   const client = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 3000 });
-  await client.connect();
+  await client.connect().catch((err: Error) => {
+    const safe = new URL(url);
+    if (safe.password) safe.password = '***';
+    throw new Error(
+      `Postgres is not reachable at ${safe.host || 'its default address'} (DATABASE_URL=${safe.toString()}): ${err.message}. Start Postgres, or fix or unset DATABASE_URL (without it a local server on 127.0.0.1:5432, else an embedded one, is used).`,
+    );
+  });
   try {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
     if (!rowCount) {

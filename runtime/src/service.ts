@@ -92,6 +92,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
     const server = await startRpcServer({
       name,
       port,
+      host: process.env.HOST,
       routes: (router) => definition.routes(router, runtime, prepared),
       meshTokens: runtime.meshTokens,
       log,
@@ -117,6 +118,8 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
     };
     process.once('SIGTERM', () => void stop('SIGTERM'));
     process.once('SIGINT', () => void stop('SIGINT'));
+    // Started by `npm start` (an IPC channel): a runner that dies takes its components with it.
+    if (process.send) process.once('disconnect', () => void stop('runner exited'));
   } catch (err) {
     log.fatal({ err }, `${name} failed to start`);
     process.exit(1);

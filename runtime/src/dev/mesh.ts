@@ -5,7 +5,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ServiceName, serviceNames, servicePorts } from '../config.js';
-import { type Dependency, freePort, resolveNats, resolvePostgres } from '../infra.js';
+import { canListen, type Dependency, freePort, portHolder, resolveNats, resolvePostgres } from '../infra.js';
 import { createLogger } from '../log.js';
 import { DataKeyRing } from '../secrets.js';
 
@@ -32,6 +32,8 @@ export interface MeshOptions {
   nodeFlags?: string[];
   /** Let tests use a testcontainer when a Docker engine runs and nothing local answers. */
   allowContainers?: boolean;
+  /** A component exited on its own (not stopped by the mesh), with its last output lines. */
+  onComponentExit?: (component: Component, code: number | string | null, lastLines: string[]) => void;
 }
 
 export interface Mesh {
@@ -83,6 +85,12 @@ async function rotateDataKeys(env: Record<string, string>, log: ReturnType<typeo
 export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const log = createLogger('mesh', 'info');
   await mkdir(options.dataDir, { recursive: true });
+  const ports = {} as Record<Component, number>;
+  for (const name of serviceNames) ports[name] = options.randomPorts ? await freePort() : servicePorts[name];
+  ports.gateway = options.randomPorts ? await freePort() : Number(process.env.PORT ?? 8080);
+  ports['data-plane'] = options.randomPorts ? await freePort() : 8081;
+  // Before anything starts: a busy port stops this start at once, naming it.
+  if (!options.randomPorts) await assertPortsFree(ports);
   const dependencies: Dependency[] = [];
   const postgres = await resolvePostgres({
     dataDir: options.dataDir,
@@ -94,10 +102,6 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const nats = await resolveNats({ dataDir: options.dataDir, log, allowContainers: options.allowContainers });
   dependencies.push(nats);
 
-  const ports = {} as Record<Component, number>;
-  for (const name of serviceNames) ports[name] = options.randomPorts ? await freePort() : servicePorts[name];
-  ports.gateway = options.randomPorts ? await freePort() : Number(process.env.PORT ?? 8080);
-  ports['data-plane'] = options.randomPorts ? await freePort() : 8081;
   const urls = Object.fromEntries(serviceNames.map((name) => [name, `http://127.0.0.1:${ports[name]}`])) as Record<ServiceName, string>;
   const meshSecretFile = path.join(options.dataDir, 'mesh-secret');
   const dataKeysFile = path.join(options.dataDir, 'data-keys');
@@ -107,6 +111,8 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const meshSecret = await devSecret('SWITCHBOARD_MESH_SECRET', meshSecretFile, () => randomBytes(32).toString('base64url'));
   const dataKeys = await devSecret('SWITCHBOARD_DATA_KEYS', dataKeysFile, () => DataKeyRing.generateEntry('k1'));
   const env: Record<string, string> = {
+    // Development binds loopback only; containers set HOST=0.0.0.0 (deploy/).
+    HOST: process.env.HOST ?? '127.0.0.1',
     DATABASE_URL: postgres.url,
     NATS_URL: nats.url,
     SWITCHBOARD_MESH_SECRET: meshSecret.value,
@@ -133,9 +139,14 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     const child = spawn(process.execPath, [...(options.nodeFlags ?? []), entryOf(component)], {
       cwd: repoRoot,
       env: { ...process.env, ...env, PORT: String(ports[component]) },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      // The IPC channel is how a component notices that its runner died (it stops then).
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     children.set(component, child);
+    child.once('exit', (code, signal) => {
+      if (stopping.has(component) || children.get(component) !== child) return;
+      options.onComponentExit?.(component, code ?? signal, (outputs.get(component) ?? []).slice(-20));
+    });
     const lines = outputs.get(component) ?? [];
     outputs.set(component, lines);
     for (const stream of [child.stdout!, child.stderr!]) {
@@ -153,14 +164,17 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     }
     return child;
   };
+  const stopping = new Set<Component>();
   const stopComponent = async (component: Component) => {
     const child = children.get(component);
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    stopping.add(component);
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
     await exited;
     clearTimeout(timer);
+    stopping.delete(component);
   };
   const gatewayUrl = `http://127.0.0.1:${ports.gateway}`;
   const stopAll = async () => {
@@ -190,6 +204,17 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     },
     stop: stopAll,
   };
+}
+
+/** Refuses to start over ports another process holds, naming the port, the component and the holder. */
+async function assertPortsFree(ports: Record<Component, number>): Promise<void> {
+  for (const [component, port] of Object.entries(ports) as Array<[Component, number]>) {
+    if (await canListen(port)) continue;
+    const holder = await portHolder(port);
+    throw new Error(
+      `port ${port} (${component}) is already in use${holder ? ` by ${holder}` : ''}: is another Switchboard running? Stop it, or set PORT (the gateway) for this one.`,
+    );
+  }
 }
 
 async function waitUntilReady(gatewayUrl: string, children: Map<Component, ChildProcess>, outputs: Map<Component, string[]>, timeoutMs: number): Promise<void> {

@@ -1,9 +1,15 @@
+import { createHash } from 'node:crypto';
 import path from 'node:path';
+import { isPortOpen } from '../infra.js';
 import { createLogger } from '../log.js';
-import { type Component, components, repoRoot, startMesh } from './mesh.js';
+import { type Component, components, type Mesh, repoRoot, startMesh } from './mesh.js';
 
-/** `npm start`: the whole mesh in the foreground, logs prefixed by component, Ctrl-C stops all. */
-const colours = ['\x1b[36m', '\x1b[33m', '\x1b[35m', '\x1b[32m', '\x1b[34m', '\x1b[31m'];
+/**
+ * `npm start`: the whole mesh in the foreground, logs prefixed by component. SIGINT, SIGTERM and
+ * SIGHUP stop it all; a component that dies stops the mesh with a non-zero exit and its last log
+ * lines; and the components stop on their own if this runner dies (their IPC channel closes).
+ */
+const colours = ['\x1b[36m', '\x1b[33m', '\x1b[35m', '\x1b[32m', '\x1b[34m', '\x1b[31m', '\x1b[37m'];
 const width = Math.max(...components.map((c) => c.length));
 const prefix = (component: Component) => {
   const label = component.padEnd(width);
@@ -12,20 +18,41 @@ const prefix = (component: Component) => {
 
 const log = createLogger('mesh');
 const dataDir = path.resolve(process.env.SWITCHBOARD_DATA_DIR ?? path.join(repoRoot, '.data'));
+// A database per data dir: two checkouts (two sets of data keys) never share one by accident.
+const database = `switchboard_${createHash('sha256').update(dataDir).digest('hex').slice(0, 10)}`;
+
+let mesh: Mesh | undefined;
+let stopping = false;
+const stop = async (reason: string, code: number) => {
+  if (stopping) return;
+  stopping = true;
+  log.info({ reason }, 'stopping the mesh');
+  await mesh?.stop();
+  process.exit(code);
+};
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void stop(signal, 0));
 
 try {
-  const mesh = await startMesh({ dataDir, onLine: (component, line) => process.stdout.write(`${prefix(component)}${line}\n`) });
+  const natsUrl = process.env.NATS_URL;
+  if (natsUrl) {
+    const { hostname, port } = new URL(natsUrl);
+    if (!(await isPortOpen(hostname, Number(port || 4222), 2000))) {
+      throw new Error(`NATS is not reachable at ${hostname}:${port || 4222} (NATS_URL=${natsUrl}). Start nats-server with JetStream (-js), or unset NATS_URL.`);
+    }
+  }
+  if (!process.env.DATABASE_URL) log.info({ database, data_dir: dataDir }, 'using the database of this data dir');
+  mesh = await startMesh({
+    dataDir,
+    database,
+    onLine: (component, line) => process.stdout.write(`${prefix(component)}${line}\n`),
+    onComponentExit: (component, code, lastLines) => {
+      if (stopping || !mesh) return; // before ready, startMesh reports it with the output
+      process.stderr.write(`${lastLines.map((line) => `${prefix(component)}${line}`).join('\n')}\n`);
+      log.fatal({ component, exit: code }, `${component} stopped unexpectedly; stopping the mesh`);
+      void stop(`${component} exited`, 1);
+    },
+  });
   log.info({ gateway: mesh.gatewayUrl, docs: `${mesh.gatewayUrl}/docs`, mailbox: mesh.env.MAILBOX_DIR }, 'Switchboard is ready');
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'stopping the mesh');
-    await mesh.stop();
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('SIGTERM', () => void stop('SIGTERM'));
 } catch (err) {
   log.fatal({ err: (err as Error).message }, 'the mesh could not start');
   process.exit(1);
