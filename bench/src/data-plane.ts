@@ -69,7 +69,7 @@ import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Money } from '@switchboard/runtime/money';
 import pg from 'pg';
 import { percentile } from './baselines.js';
-import { type CpuUse, cpuMeter, readMemory } from './proc.js';
+import { type CpuUse, cpuMeter, readMemory, weightedCpu } from './proc.js';
 import { check, finishBench, fmt, machineFacts, runBench, type TargetCheck, table } from './report.js';
 import { createKey, durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 
@@ -342,20 +342,6 @@ interface Summary {
   cpu: CpuUse;
   /** CPU µs per complete answer, per process. */
   cpuMicrosPerRequest: Record<string, number>;
-}
-
-/** CPU use over several runs, each weighted by its duration. */
-function weightedCpu(parts: Array<{ cpu: CpuUse; seconds: number }>): CpuUse {
-  const total = parts.reduce((sum, part) => sum + part.seconds, 0);
-  const processes: Record<string, number> = {};
-  for (const part of parts) {
-    for (const [name, percent] of Object.entries(part.cpu.processes)) processes[name] = (processes[name] ?? 0) + (percent * part.seconds) / total;
-  }
-  const hostBusyPercent = parts.reduce((sum, part) => sum + part.cpu.hostBusyPercent * part.seconds, 0) / total;
-  return {
-    processes: Object.fromEntries(Object.entries(processes).map(([name, percent]) => [name, Math.round(percent)])),
-    hostBusyPercent: Math.round(hostBusyPercent),
-  };
 }
 
 function summarize(runs: Run[]): Summary {

@@ -34,7 +34,7 @@ import { dropDatabase } from '@switchboard/runtime/infra';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { percentile } from './baselines.js';
 import { type LoadResult, runLoad, type Target } from './load.js';
-import { type CpuUse, cpuMeter } from './proc.js';
+import { type CpuUse, cpuMeter, weightedCpu } from './proc.js';
 import { check, finishBench, fmt, machineFacts, runBench, type TargetCheck, table } from './report.js';
 import { createKey, durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 
@@ -125,20 +125,6 @@ async function drive(call: Call, seconds: number, watch: Record<string, Array<nu
   await Promise.all(Array.from({ length: inFlight }, worker));
   const elapsed = (performance.now() - started) / 1000;
   return { ok, failed, errors, seconds: elapsed, latencies, cpu: stopMeter(), firstProblem };
-}
-
-/** CPU use over several runs, each weighted by its duration. */
-function weightedCpu(parts: Array<{ cpu: CpuUse; seconds: number }>): CpuUse {
-  const total = parts.reduce((sum, part) => sum + part.seconds, 0);
-  const processes: Record<string, number> = {};
-  for (const part of parts) {
-    for (const [name, percent] of Object.entries(part.cpu.processes)) processes[name] = (processes[name] ?? 0) + (percent * part.seconds) / total;
-  }
-  const hostBusyPercent = parts.reduce((sum, part) => sum + part.cpu.hostBusyPercent * part.seconds, 0) / total;
-  return {
-    processes: Object.fromEntries(Object.entries(processes).map(([name, percent]) => [name, Math.round(percent)])),
-    hostBusyPercent: Math.round(hostBusyPercent),
-  };
 }
 
 interface RpcSummary {

@@ -98,3 +98,17 @@ export interface CpuUse {
   /** % of all the host's cores. */
   hostBusyPercent: number;
 }
+
+/** CPU use over several runs, each weighted by its duration. */
+export function weightedCpu(parts: Array<{ cpu: CpuUse; seconds: number }>): CpuUse {
+  const total = parts.reduce((sum, part) => sum + part.seconds, 0);
+  const processes: Record<string, number> = {};
+  for (const part of parts) {
+    for (const [name, percent] of Object.entries(part.cpu.processes)) processes[name] = (processes[name] ?? 0) + (percent * part.seconds) / total;
+  }
+  const hostBusyPercent = parts.reduce((sum, part) => sum + part.cpu.hostBusyPercent * part.seconds, 0) / total;
+  return {
+    processes: Object.fromEntries(Object.entries(processes).map(([name, percent]) => [name, Math.round(percent)])),
+    hostBusyPercent: Math.round(hostBusyPercent),
+  };
+}

@@ -1,4 +1,5 @@
 import type http from 'node:http';
+import { readBody } from '@switchboard/runtime/http-body';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
@@ -71,7 +72,7 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
     const key = bearerKey(req);
     // Nothing that cannot be a key gets its body read (a key is checked for real by AuthorizeKey).
     if (!keyShape.test(key)) throw new ApiError(401, 'invalid_api_key', 'The API key is not valid.');
-    const raw = await readBody(req);
+    const raw = await readBody(req, maxBodyBytes, tooLarge);
     if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) {
       throw new ApiError(415, 'unsupported_media_type', 'Send the request body as JSON (Content-Type: application/json).');
     }
@@ -94,30 +95,6 @@ function bearerKey(req: http.IncomingMessage): string {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
   if (!match) throw new ApiError(401, 'unauthenticated', 'Send an API key: Authorization: Bearer sb_….');
   return match[1];
-}
-
-function readBody(req: http.IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    if (Number(req.headers['content-length'] ?? 0) > maxBodyBytes) {
-      reject(tooLarge());
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBodyBytes) {
-        // The rest is read and dropped, so that the 413 can still be answered on this connection.
-        req.removeAllListeners('data');
-        req.resume();
-        reject(tooLarge());
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
 }
 
 const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is larger than ${maxBodyBytes} bytes.`);

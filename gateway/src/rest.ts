@@ -8,6 +8,7 @@ import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/opt
 import type { UnaryClient } from '@switchboard/runtime/clients';
 import type { ServiceName } from '@switchboard/runtime/config';
 import { type ErrorBody, errorBody, toHttpError } from '@switchboard/runtime/errors';
+import { readBody } from '@switchboard/runtime/http-body';
 import { newId } from '@switchboard/runtime/ids';
 import { type AddressRanges, forwardedClientIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
@@ -253,7 +254,7 @@ async function assertPathWorkspaceVisible(authenticator: Authenticator, principa
 async function readInput(route: Route, req: http.IncomingMessage, query: URLSearchParams, pathValues: Map<DescField, string>): Promise<Message> {
   let body: JsonValue | undefined;
   const hasBody = route.body !== '';
-  const raw = hasBody ? await readBody(req) : undefined;
+  const raw = hasBody ? await readBody(req, maxBodyBytes, tooLarge) : undefined;
   const rawBodyField = route.body && route.body !== '*' ? route.method.input.fields.find((f) => f.name === route.body) : undefined;
   const wantsRawBody = rawBodyField?.fieldKind === 'message' && rawBodyField.message.typeName === 'google.api.HttpBody';
   if (raw && raw.length > 0 && !wantsRawBody) {
@@ -278,30 +279,6 @@ async function readInput(route: Route, req: http.IncomingMessage, query: URLSear
     if (field && typeof value === 'string') message[field.localName] = value;
   }
   return message;
-}
-
-function readBody(req: http.IncomingMessage): Promise<Buffer> {
-  const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > maxBodyBytes) {
-    req.resume();
-    return Promise.reject(tooLarge());
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBodyBytes) {
-        req.removeAllListeners('data');
-        req.resume();
-        reject(tooLarge());
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.once('end', () => resolve(Buffer.concat(chunks)));
-    req.once('error', reject);
-  });
 }
 
 const tooLarge = () => new HttpError(413, 'payload_too_large', `The request body is larger than ${maxBodyBytes} bytes.`);

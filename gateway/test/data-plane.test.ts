@@ -188,6 +188,32 @@ describe('the front door', () => {
   });
 });
 
+describe('request bodies', () => {
+  it('answers 413 for a body over 1 MiB, declared or streamed, on the same connection, and nothing goes upstream', async () => {
+    const ws = await account();
+    const before = upstreamCalls();
+    const big = JSON.stringify({ model: 'service/fast', messages: [{ role: 'user', content: 'x'.repeat(1024 * 1024 + 10) }] });
+    const headers = { authorization: `Bearer ${ws.fullKey}`, 'content-type': 'application/json' };
+    const declared = await fetch(`${mesh.gatewayUrl}/v1/chat/completions`, { method: 'POST', headers, body: big });
+    expect(declared.status).toBe(413);
+    expect(((await declared.json()) as { error: object }).error).toMatchObject({ code: 'payload_too_large', type: 'invalid_request_error' });
+    const bytes = new TextEncoder().encode(big);
+    const streamed = await fetch(`${mesh.gatewayUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers,
+      body: new ReadableStream({
+        start(controller) {
+          for (let at = 0; at < bytes.length; at += 64 * 1024) controller.enqueue(bytes.slice(at, at + 64 * 1024));
+          controller.close();
+        },
+      }),
+      duplex: 'half',
+    } as RequestInit);
+    expect(streamed.status).toBe(413);
+    expect(upstreamCalls()).toBe(before);
+  });
+});
+
 describe('caps and billing', () => {
   it('bills each call exactly, then answers 402 spend_cap_exceeded before any upstream call', async () => {
     // A cap of a few calls: each reserves its estimate (prompt bound and max_tokens) against it.
