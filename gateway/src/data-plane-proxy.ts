@@ -34,6 +34,13 @@ export function createDataPlaneProxy(baseUrl: string, log: Logger, headersTimeou
             const value = incoming.headers[name];
             if (typeof value === 'string') answer[name] = value;
           }
+          // An answer before the whole request arrived (a 413): the rest of the body is read and
+          // dropped, and the connection closes after, so the client's next request is not stuck behind it.
+          if (!req.complete) {
+            answer.connection = 'close';
+            req.unpipe(outgoing);
+            req.resume();
+          }
           res.writeHead(incoming.statusCode ?? 502, answer);
           // A stream's headers go at once (the client sees the response start); a JSON answer goes in one write.
           if (answer['content-type']?.startsWith('text/event-stream')) res.flushHeaders();
