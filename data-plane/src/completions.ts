@@ -131,7 +131,7 @@ export class Completions {
       ({ response, target } = await this.callWithFailover(first, tier, key.policy, request, signal));
     } catch (err) {
       // Nothing was produced: the reservation stops holding cap room now, not after its TTL.
-      this.release(key.reservationId);
+      await this.release(key.reservationId);
       throw err;
     }
     const headers = { 'x-service-generation-id': generationId };
@@ -157,8 +157,8 @@ export class Completions {
     });
 
     if (!request.stream) {
-      const body = (await response.json().catch((err: unknown) => {
-        this.release(key.reservationId);
+      const body = (await response.json().catch(async (err: unknown) => {
+        await this.release(key.reservationId);
         throw upstreamError(new UpstreamUnavailable(`the upstream's answer could not be read (${(err as Error).message})`));
       })) as {
         usage?: { prompt_tokens?: number; completion_tokens?: number };
@@ -317,10 +317,13 @@ export class Completions {
     return this.target(allowed);
   }
 
-  /** Best effort: a reservation that is not released expires after RESERVATION_TTL anyway. */
-  private release(reservationId: string | undefined): void {
+  /**
+   * Before the refusal is answered, so the client's next request finds the room free. Best
+   * effort: a reservation that is not released expires after RESERVATION_TTL anyway.
+   */
+  private async release(reservationId: string | undefined): Promise<void> {
     if (!reservationId) return;
-    this.deps.keys
+    await this.deps.keys
       .releaseReservation({ reservationId }, { timeoutMs: internalTimeoutMs })
       .catch((err: unknown) =>
         this.deps.log.warn({ err: (err as Error).message, reservation_id: reservationId }, 'could not release a reservation; it expires on its own'),
