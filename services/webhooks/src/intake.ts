@@ -96,9 +96,12 @@ export class Intake {
       throw invalidArgument('type', 'Only agent.completed is published through PublishEvent; the other event types come from the services themselves.');
     }
     const data = input.data ?? {};
-    if (Buffer.byteLength(JSON.stringify(data)) > maxPublishedDataBytes) {
+    const json = JSON.stringify(data);
+    if (Buffer.byteLength(json) > maxPublishedDataBytes) {
       throw invalidArgument('data', `data may be at most ${maxPublishedDataBytes} bytes of compact JSON.`);
     }
+    // The event travels through the outbox as jsonb, which cannot hold U+0000 (in a key or a value).
+    if (json.includes('\\u0000')) throw invalidArgument('data', 'data must not contain a NUL character.');
     const key = input.idempotencyKey;
     if (key !== undefined && !idempotencyKeyPattern.test(key)) {
       throw invalidArgument('idempotency_key', 'idempotency_key must be 1 to 255 printable ASCII characters.');
