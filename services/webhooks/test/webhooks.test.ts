@@ -17,7 +17,7 @@ describe('webhooks service', () => {
     expect(await outcomeOf(service.client(EventService, memberClaims('owner')).publishEvent({}))).toBe('PermissionDenied');
     expect(await outcomeOf(service.client(EventService, { caller: 'data-plane' }).publishEvent({}))).toBe('InvalidArgument');
     // A NUL anywhere in the data is refused as input, never a failed write of the outbox's jsonb.
-    const withNul = { workspaceId: 'org_test', type: 'agent.completed', data: { ['k\u0000']: 'v' } };
+    const withNul = { workspaceId: 'org_test', type: 'agent.completed', data: { 'k\u0000': 'v' } };
     expect(await outcomeOf(service.client(EventService, { caller: 'data-plane' }).publishEvent(withNul))).toBe('InvalidArgument');
     expect(await outcomeOf(service.client(EventService, { caller: 'data-plane' }).publishEvent({ ...withNul, data: { run: 'a\u0000b' } }))).toBe(
       'InvalidArgument',
