@@ -1,6 +1,8 @@
 import { STATUS_CODES } from 'node:http';
-import { type DescEnum, type DescField, type DescMessage, getOption, hasOption, ScalarType } from '@bufbuild/protobuf';
-import { field as fieldRule } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { type DescEnum, type DescField, type DescMessage, type DescService, getOption, hasOption, ScalarType } from '@bufbuild/protobuf';
+import { comments } from '@switchboard/contracts/comments';
+import { FieldBehavior, field_behavior as fieldBehavior } from '@switchboard/contracts/google/api/field_behavior_pb';
+import { field as fieldRule, message as messageRule, rest } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { type Action, type Credentials, type Permission, permissions, type RpcRule, roles } from '@switchboard/runtime/policy';
 import { type Route, readsFromQuery, unversionedAlias } from './routes.js';
 
@@ -31,26 +33,140 @@ export interface OpenApiInfo {
 const ERROR_SCHEMA = 'Error';
 const ERROR_REF = `#/components/schemas/${ERROR_SCHEMA}`;
 
-/** Shared error responses, by status (SPEC §2). */
-const errorResponses: Array<{ status: string; name: string; description: string; retryAfter?: boolean }> = [
-  { status: '400', name: 'BadRequest', description: 'Invalid input (`field` names it), or a wrong or expired token (`invalid_token`).' },
-  { status: '401', name: 'Unauthorized', description: 'No credentials, or bad, expired or revoked ones.' },
-  {
-    status: '402',
-    name: 'PaymentRequired',
-    description:
-      'The API key reached its monthly spend cap (`spend_cap_exceeded`, with `metadata: {scope, cap_usd, spend_usd, resets_at}`). Not retryable before `resets_at`.',
-  },
-  { status: '403', name: 'Forbidden', description: 'Authenticated but not allowed (role, failed re-authentication).' },
-  { status: '404', name: 'NotFound', description: "Not found, or not visible to the caller (another tenant's objects are 404, never 403)." },
-  { status: '409', name: 'Conflict', description: 'Conflicts with the current state.' },
-  { status: '413', name: 'PayloadTooLarge', description: 'The body is larger than 1 MiB.' },
-  { status: '415', name: 'UnsupportedMediaType', description: 'The body is not JSON.' },
-  { status: '422', name: 'UnprocessableEntity', description: 'A well-formed request that breaks a business rule.' },
-  { status: '429', name: 'TooManyRequests', description: 'Rate limited; retry after `Retry-After` seconds.', retryAfter: true },
-  { status: '503', name: 'ServiceUnavailable', description: 'A dependency is down; retry later.' },
-  { status: 'default', name: 'UnexpectedError', description: 'Any other error (a 500 is always a bug), same body.' },
-];
+/** One error an operation answers with: the status, the `error.code` and when it happens. */
+interface ErrorCase {
+  status: number;
+  code: string;
+  when: string;
+  /** The `field` of the example body. */
+  field?: string;
+  /** The `metadata` of the example body. */
+  metadata?: Json;
+}
+
+/** What each status means on this surface (the response's description, before its codes). */
+const statusMeanings: Record<number, string> = {
+  400: 'Invalid input; `field` names it.',
+  401: 'No credentials, or bad, expired or revoked ones.',
+  402: 'Payment required.',
+  403: 'Authenticated but not allowed.',
+  404: "Not found, or not visible to the caller (another workspace's objects are 404, never 403).",
+  409: 'Conflicts with the current state.',
+  413: 'The body is too large.',
+  415: 'The body is not JSON.',
+  422: 'A well-formed request that breaks a business rule.',
+  429: 'Too many requests; retry after `Retry-After` seconds.',
+  500: 'An unexpected error (always a bug); it has been logged.',
+  501: 'Not built yet.',
+  503: 'A dependency is down or busy; retry later.',
+};
+
+/**
+ * The errors the gateway answers by itself, or the runtime for every service, derived from the
+ * route's shape; the protos declare only what their handlers add (RestRule.errors).
+ */
+function derivedErrors(route: Route): ErrorCase[] {
+  const errors: ErrorCase[] = [
+    { status: 400, code: 'invalid_request', when: 'A parameter or body field is malformed or of the wrong type (`field` names it).' },
+  ];
+  if (route.body !== '' && !rawBody(route)) {
+    errors.push(
+      { status: 400, code: 'invalid_json', when: 'The body is not valid JSON.' },
+      { status: 415, code: 'unsupported_media_type', when: 'The body is not sent as `application/json`.' },
+    );
+  }
+  if (route.body !== '') errors.push({ status: 413, code: 'payload_too_large', when: 'The body is larger than 1 MiB.' });
+  if (route.credentials !== 'none') {
+    errors.push(
+      { status: 401, code: 'unauthenticated', when: 'No `Authorization: Bearer` header, or a malformed one.' },
+      { status: 401, code: 'invalid_token', when: 'The access token is not valid.' },
+      { status: 401, code: 'token_expired', when: 'The access token has expired; refresh the session.' },
+      { status: 401, code: 'session_revoked', when: 'The session of the access token has ended.' },
+      { status: 401, code: 'account_deactivated', when: 'The account is deactivated.' },
+    );
+    if (route.credentials === 'user_session_or_api_key') {
+      errors.push(
+        { status: 401, code: 'invalid_api_key', when: 'The API key is not valid.' },
+        { status: 401, code: 'api_key_revoked', when: 'The API key has been revoked.' },
+      );
+    }
+  }
+  if (route.credentials === 'user_session') {
+    errors.push({ status: 403, code: 'user_session_required', when: 'Called with an API key; this needs a signed-in user.' });
+  }
+  if (route.rule.kind === 'workspace' || route.rule.kind === 'handler') {
+    errors.push({ status: 403, code: 'forbidden', when: "The caller's role in the workspace does not allow this." });
+  }
+  const pathFields = route.segments.flatMap((s) => ('field' in s ? [s.field.name] : []));
+  if (route.credentials !== 'none' && !pathFields.includes('workspace_id')) {
+    errors.push({ status: 404, code: 'workspace_not_found', when: 'The `X-Workspace-Id` names no workspace the caller is a member of.' });
+    if (route.credentials === 'user_session_or_api_key') {
+      errors.push({ status: 403, code: 'workspace_mismatch', when: "An API key was sent with another workspace's `X-Workspace-Id`." });
+    }
+  }
+  if (pathFields.includes('workspace_id')) {
+    errors.push({ status: 404, code: 'organization_not_found', when: 'No such workspace, or the caller is not a member of it.' });
+  }
+  errors.push(
+    { status: 503, code: 'service_unavailable', when: 'A service this request needs is unavailable; retry shortly.' },
+    { status: 500, code: 'internal_error', when: 'An unexpected error; it has been logged with the request id.' },
+  );
+  if (route.unbuilt) errors.push({ status: 501, code: 'not_implemented', when: 'The operation is declared but not built yet.' });
+  return errors;
+}
+
+/** The errors of a route: derived ones, then the handler's (a declared code replaces a derived one). */
+function errorsOf(route: Route): ErrorCase[] {
+  const declared: ErrorCase[] = (hasOption(route.method, rest) ? getOption(route.method, rest).errors : []).map((e) => ({
+    status: e.status,
+    code: e.code,
+    when: e.when,
+    ...(e.status === 429 || (e.status === 503 && e.code !== 'service_unavailable') ? { metadata: { retry_after_seconds: 30 } } : {}),
+  }));
+  const key = (e: ErrorCase) => `${e.status} ${e.code}`;
+  const declaredKeys = new Set(declared.map(key));
+  return [...derivedErrors(route).filter((e) => !declaredKeys.has(key(e))), ...declared];
+}
+
+/** The responses of a route's errors, one per status, with an example body per code. */
+function errorResponsesOf(errors: ErrorCase[]): Record<string, Json> {
+  const byStatus = new Map<number, ErrorCase[]>();
+  for (const e of errors) byStatus.set(e.status, [...(byStatus.get(e.status) ?? []), e]);
+  const out: Record<string, Json> = {};
+  for (const status of [...byStatus.keys()].sort((a, b) => a - b)) {
+    const cases = byStatus.get(status)!;
+    out[status === 500 ? 'default' : String(status)] = {
+      description: [statusMeanings[status] ?? STATUS_CODES[status] ?? 'Error', '', ...cases.map((e) => `- \`${e.code}\`: ${e.when}`)].join('\n'),
+      headers: {
+        'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' },
+        ...(status === 429 || status === 503 ? { 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : {}),
+      },
+      content: {
+        'application/json': {
+          schema: { $ref: ERROR_REF },
+          examples: Object.fromEntries(
+            cases.map((e) => [
+              e.code,
+              {
+                summary: e.when,
+                value: {
+                  error: {
+                    code: e.code,
+                    message: e.when,
+                    field: e.field ?? null,
+                    request_id: 'req_4fNq8XbT2cLw9RkV3mZp7a',
+                    ...(e.metadata ? { metadata: e.metadata } : {}),
+                  },
+                },
+              },
+            ]),
+          ),
+        },
+      },
+    };
+  }
+  return out;
+}
 
 /** Hints for well-known request fields (SPEC §2, §5, §6). */
 const queryHints: Record<string, Json> = {
@@ -203,11 +319,16 @@ class Schemas {
     const required: string[] = [];
     for (const field of message.fields) {
       if (excluded.has(field.name)) continue;
-      properties[field.name] = this.field(field, mode);
-      if (mode === 'output' && !omitIfUnset(field)) required.push(field.name);
+      properties[field.name] = described(this.field(field, mode), fieldDescription(field));
+      if (mode === 'output' ? !omitIfUnset(field) : isRequired(field)) required.push(field.name);
     }
-    const schema: Json = { type: 'object', title: message.name, properties };
+    const schema: Json = { type: 'object', title: message.name };
+    const description = comments[message.typeName];
+    if (description) schema.description = description;
+    schema.properties = properties;
     if (required.length > 0) schema.required = required;
+    const example = exampleOf(message, excluded);
+    if (example) schema.examples = [example];
     return schema;
   }
 
@@ -248,6 +369,51 @@ class Schemas {
     all.set(ERROR_SCHEMA, errorSchema());
     return Object.fromEntries([...all.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   }
+}
+
+/** A field marked `(google.api.field_behavior) = REQUIRED`: the handler refuses a request without it. */
+function isRequired(field: DescField): boolean {
+  return hasOption(field, fieldBehavior) && getOption(field, fieldBehavior).includes(FieldBehavior.REQUIRED);
+}
+
+/**
+ * The example of a message's JSON form, from its `(switchboard.api.v1.message).example` option,
+ * without the fields bound elsewhere (path variables). A malformed example fails the build of the
+ * document, so at start-up.
+ */
+function exampleOf(message: DescMessage, excluded: Iterable<string> = []): Json | undefined {
+  if (!hasOption(message, messageRule)) return undefined;
+  const text = getOption(message, messageRule).example;
+  if (!text) return undefined;
+  let example: unknown;
+  try {
+    example = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${message.typeName}: its example is not JSON (${(err as Error).message})`);
+  }
+  if (!example || typeof example !== 'object' || Array.isArray(example)) throw new Error(`${message.typeName}: its example is not a JSON object`);
+  const out = { ...(example as Json) };
+  for (const name of excluded) delete out[name];
+  return out;
+}
+
+/** A field's description: its comment, and for an enum what each value means. */
+function fieldDescription(field: DescField): string {
+  const parts = [comments[`${field.parent.typeName}.${field.name}`] ?? ''];
+  const desc = field.fieldKind === 'enum' ? field.enum : field.fieldKind === 'list' && field.listKind === 'enum' ? field.enum : undefined;
+  if (desc) {
+    const values = desc.values.filter((v) => v.number !== 0 || comments[`${desc.typeName}.${v.name}`]);
+    const lines = values.map((v) => `- \`${v.name}\`${comments[`${desc.typeName}.${v.name}`] ? `: ${comments[`${desc.typeName}.${v.name}`]}` : ''}`);
+    if (lines.length > 0) parts.push(lines.join('\n'));
+  }
+  return parts.filter(Boolean).join('\n\n');
+}
+
+/** A schema with a description in front of the type's own (e.g. "RFC 3339, UTC."). */
+function described(schema: Json, description: string): Json {
+  if (!description) return schema;
+  const own = typeof schema.description === 'string' ? schema.description : '';
+  return { ...schema, description: own ? `${description}\n\n${own}` : description };
 }
 
 /**
@@ -398,7 +564,7 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
   for (const route of routes) {
     const service = route.method.parent;
     const tag = service.name.replace(/Service$/, '') || service.name;
-    if (!tags.has(tag)) tags.set(tag, { name: tag, description: `${service.typeName}, served by the ${route.owner} service.` });
+    if (!tags.has(tag)) tags.set(tag, tagOf(tag, service, route.owner));
     if (unversionedAlias(route)) aliased.add(`/${(route.segments[1] as { literal: string }).literal}`);
 
     paths[route.template] ??= {};
@@ -434,19 +600,6 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
         },
       },
       schemas: schemas.sorted(),
-      responses: Object.fromEntries(
-        errorResponses.map((e) => [
-          e.name,
-          {
-            description: e.description,
-            headers: {
-              'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' },
-              ...(e.retryAfter ? { 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : {}),
-            },
-            content: { 'application/json': { schema: { $ref: ERROR_REF } } },
-          },
-        ]),
-      ),
       parameters: {
         WorkspaceId: {
           name: 'X-Workspace-Id',
@@ -490,37 +643,40 @@ function describeApi(aliasedGroups: string[]): string {
   ].join('\n');
 }
 
-function responseOf(route: Route, schemas: Schemas): { contentType: string; schema: Json } | undefined {
+function responseOf(route: Route, schemas: Schemas): { contentType: string; schema: Json; example?: Json } | undefined {
   if (route.successStatus === 204) return undefined;
   const output = route.method.output;
   if (route.responseBody) {
     const field = output.fields.find((f) => f.name === route.responseBody);
     if (!field) throw new Error(`${route.method.toString()}: response_body ${route.responseBody} is not a field of ${output.typeName}`);
     if (field.fieldKind === 'message' && field.message.typeName === HTTP_BODY) return { contentType: 'text/html', schema: { type: 'string' } };
-    return { contentType: 'application/json', schema: schemas.field(field, 'output') };
+    return {
+      contentType: 'application/json',
+      schema: schemas.field(field, 'output'),
+      example: field.fieldKind === 'message' ? exampleOf(field.message) : undefined,
+    };
   }
   if (output.typeName === HTTP_BODY) return { contentType: 'text/html', schema: { type: 'string' } };
-  return { contentType: 'application/json', schema: schemas.message(output, 'output') };
+  return { contentType: 'application/json', schema: schemas.message(output, 'output'), example: exampleOf(output) };
 }
 
 function operationOf(route: Route, tag: string, schemas: Schemas): Json {
   const input = route.method.input;
   const pathFields = route.segments.flatMap((s) => ('field' in s ? [s.field] : []));
   const pathNames = new Set(pathFields.map((f) => f.name));
-  const parameters: Json[] = pathFields.map((f) => ({
-    name: f.name,
-    in: 'path',
-    required: true,
-    schema: parameterSchema(f) ?? { type: 'string' },
-  }));
+  const parameters: Json[] = pathFields.map((f) => {
+    const { description, ...schema } = parameterSchema(f) ?? { type: 'string' };
+    return { name: f.name, in: 'path', required: true, ...describedParameter(f, description), schema };
+  });
 
   let requestBody: Json | undefined;
   const nonPath = input.fields.filter((f) => !pathNames.has(f.name));
   let queryFields = nonPath;
   if (route.body === '*') {
+    const example = exampleOf(input, pathNames);
     requestBody = {
       required: nonPath.length > 0,
-      content: { 'application/json': { schema: schemas.input(input, [...pathNames]) } },
+      content: { 'application/json': { schema: schemas.input(input, [...pathNames]), ...(example ? { example } : {}) } },
     };
     queryFields = nonPath.filter(readsFromQuery);
   } else {
@@ -537,11 +693,13 @@ function operationOf(route: Route, tag: string, schemas: Schemas): Json {
           content: { 'application/json': { schema: {} } },
         };
         for (const f of queryFields) {
-          parameters.push({ name: headerName(f.name), in: 'header', required: true, schema: parameterSchema(f) ?? { type: 'string' } });
+          const { description, ...schema } = parameterSchema(f) ?? { type: 'string' };
+          parameters.push({ name: headerName(f.name), in: 'header', required: true, ...describedParameter(f, description), schema });
         }
         queryFields = [];
       } else {
-        requestBody = { required: true, content: { 'application/json': { schema: schemas.field(bodyField, 'input') } } };
+        const example = bodyField.fieldKind === 'message' ? exampleOf(bodyField.message) : undefined;
+        requestBody = { required: true, content: { 'application/json': { schema: schemas.field(bodyField, 'input'), ...(example ? { example } : {}) } } };
       }
     }
   }
@@ -552,8 +710,8 @@ function operationOf(route: Route, tag: string, schemas: Schemas): Json {
     parameters.push({
       name: f.name,
       in: 'query',
-      required: false,
-      ...(typeof description === 'string' ? { description } : {}),
+      required: isRequired(f),
+      ...describedParameter(f, description),
       ...(schema.type === 'array' ? { style: 'form', explode: true } : {}),
       schema: paramSchema,
     });
@@ -566,21 +724,22 @@ function operationOf(route: Route, tag: string, schemas: Schemas): Json {
     headers: { 'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' } },
   };
   const response = responseOf(route, schemas);
-  if (response) success.content = { [response.contentType]: { schema: response.schema } };
+  if (response) success.content = { [response.contentType]: { schema: response.schema, ...(response.example ? { example: response.example } : {}) } };
 
-  const responses: Record<string, Json> = { [status]: success };
-  for (const e of errorResponses) {
-    if (relevant(e.status, route, pathNames.size > 0)) responses[e.status] = { $ref: `#/components/responses/${e.name}` };
-  }
+  const responses: Record<string, Json> = { [status]: success, ...errorResponsesOf(errorsOf(route)) };
 
   const rpc = `${route.method.parent.typeName}/${route.method.name}`;
+  const own = comments[`${route.method.parent.typeName}.${route.method.name}`] ?? '';
+  const unbuilt = route.unbuilt ? '**Not built yet:** this operation answers 501 `not_implemented` until it is.\n\n' : '';
   const operation: Json = {
     tags: [tag],
-    summary: route.summary || route.method.name,
-    description: `Credentials: ${credentialsLabel(route.credentials)}\n\n${accessLine(route.rule)}\n\nRPC: \`${rpc}\`.`,
+    summary: `${route.unbuilt ? '(Not built yet) ' : ''}${route.summary || route.method.name}`,
+    description: `${unbuilt}${own}\n\nCredentials: ${credentialsLabel(route.credentials)}\n\n${accessLine(route.rule)}`,
     operationId: `${route.method.parent.name}_${route.method.name}`,
     security: securityOf(route.credentials),
     'x-switchboard-access': accessExtension(route),
+    'x-switchboard-rpc': rpc,
+    ...(route.unbuilt ? { 'x-switchboard-unbuilt': true } : {}),
   };
   if (parameters.length > 0) operation.parameters = parameters;
   if (requestBody) operation.requestBody = requestBody;
@@ -594,26 +753,18 @@ function rawBody(route: Route): boolean {
   return field?.fieldKind === 'message' && field.message.typeName === HTTP_BODY;
 }
 
-/** Which shared error responses a route lists (generic, not per route). */
-function relevant(status: string, route: Route, hasPathVariables: boolean): boolean {
-  const authenticated = route.credentials !== 'none';
-  const mutating = route.httpMethod !== 'GET';
-  switch (status) {
-    case '401':
-    case '403':
-      return authenticated;
-    case '402':
-      return route.credentials === 'user_session_or_api_key';
-    case '404':
-      return authenticated || hasPathVariables;
-    case '409':
-    case '422':
-      return mutating;
-    case '413':
-      return route.body !== '';
-    case '415':
-      return route.body !== '' && !rawBody(route);
-    default:
-      return true;
-  }
+/** A parameter's description: its field's comment, then the hint of its name (limit, after…). */
+function describedParameter(field: DescField, hint: unknown): { description?: string } {
+  const text = [comments[`${field.parent.typeName}.${field.name}`], typeof hint === 'string' ? hint : undefined].filter(Boolean).join('\n\n');
+  return text ? { description: text } : {};
+}
+
+/** A tag per service: the resource in the service's own words; the proto name for mesh callers. */
+function tagOf(name: string, service: DescService, owner: string): Json {
+  return {
+    name,
+    description: comments[service.typeName] ?? name,
+    'x-switchboard-service': service.typeName,
+    'x-switchboard-component': owner,
+  };
 }

@@ -27,6 +27,8 @@ export interface Route {
   /** The credentials the gateway accepts, from the rule. */
   credentials: Credentials;
   summary: string;
+  /** Declared but not built yet (RestRule.unbuilt): it answers 501 and the document marks it. */
+  unbuilt: boolean;
   owner: ServiceName;
   method: DescMethodUnary;
 }
@@ -57,6 +59,7 @@ export function buildRoutes(): Route[] {
         rule: accessRule,
         credentials: credentialsOf(accessRule),
         summary: restRule?.summary ?? '',
+        unbuilt: restRule?.unbuilt ?? false,
         owner,
         method: method as DescMethodUnary,
       });
