@@ -88,6 +88,12 @@ function derivedErrors(route: Route): ErrorCase[] {
       errors.push(
         { status: 401, code: 'invalid_api_key', when: 'The API key is not valid.' },
         { status: 401, code: 'api_key_revoked', when: 'The API key has been revoked.' },
+        {
+          status: 402,
+          code: 'spend_cap_exceeded',
+          when: 'The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.',
+          metadata: { scope: 'key', cap_usd: '50.00', spend_usd: '50.02', resets_at: '2026-12-01T00:00:00Z' },
+        },
       );
     }
   }
@@ -382,6 +388,7 @@ function isRequired(field: DescField): boolean {
  * document, so at start-up.
  */
 function exampleOf(message: DescMessage, excluded: Iterable<string> = []): Json | undefined {
+  if (message.typeName === 'google.protobuf.Empty') return {};
   if (!hasOption(message, messageRule)) return undefined;
   const text = getOption(message, messageRule).example;
   if (!text) return undefined;
@@ -438,6 +445,7 @@ function errorSchema(): Json {
     properties: {
       error: {
         type: 'object',
+        description: 'What went wrong.',
         required: ['code', 'message', 'field', 'request_id'],
         properties: {
           code: { type: 'string', pattern: '^[a-z][a-z0-9_]*$', description: 'Machine-readable snake_case code, e.g. `invalid_credentials`.' },

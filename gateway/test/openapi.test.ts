@@ -202,7 +202,7 @@ describe('OpenAPI document', () => {
 
     const list = schemas['switchboard.keys.v1.ListKeysResponse'];
     expect(list.required).toEqual(['data', 'has_more', 'next_cursor']);
-    expect(list.properties.data).toEqual({ type: 'array', items: { $ref: '#/components/schemas/switchboard.keys.v1.Key' } });
+    expect(list.properties.data).toEqual({ type: 'array', items: { $ref: '#/components/schemas/switchboard.keys.v1.Key' }, description: expect.any(String) });
     expect(list.properties.next_cursor.type).toEqual(['string', 'null']);
 
     const summary = schemas['switchboard.conversations.v1.FeedbackSummary'];
@@ -232,7 +232,7 @@ describe('OpenAPI document', () => {
 
   it('documents path variables as required parameters and keeps them out of the body', () => {
     const op = find(doc, 'PATCH', '/v1/keys/{key_id}')!;
-    expect(op.parameters.find((p: Json) => p.name === 'key_id')).toEqual({ name: 'key_id', in: 'path', required: true, schema: { type: 'string' } });
+    expect(op.parameters.find((p: Json) => p.name === 'key_id')).toEqual({ name: 'key_id', in: 'path', required: true, description: expect.any(String), schema: { type: 'string' } });
     const body = deref(doc, op.requestBody.content['application/json'].schema);
     expect(Object.keys(body.properties)).toEqual(['name']);
 

@@ -184,7 +184,8 @@ export class Topups {
   private async complete(trx: Knex.Transaction, checkout: CheckoutRow, requestId?: string, options: { paidByProvider?: boolean } = {}): Promise<CheckoutRow> {
     if (checkout.status === 'completed') return checkout;
     if (checkout.status !== 'pending' && !(checkout.status === 'expired' && options.paidByProvider)) {
-      throw apiError(Code.FailedPrecondition, `checkout_${checkout.status}`, `This checkout is ${checkout.status}; start a new top-up.`, { httpStatus: 409 });
+      const code = checkout.status === 'expired' ? 'checkout_expired' : 'checkout_failed';
+      throw apiError(Code.FailedPrecondition, code, `This checkout is ${checkout.status}; start a new top-up.`, { httpStatus: 409 });
     }
     const completedAt = await markCompleted(trx, checkout.id);
     const balance = await adjustBalance(trx, checkout.workspace_id, checkout.amount_usd);

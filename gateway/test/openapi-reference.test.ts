@@ -1,0 +1,162 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import formats from 'ajv-formats';
+import { describe, expect, it } from 'vitest';
+import { buildOpenApiDocument } from '../src/openapi.js';
+import { buildRoutes } from '../src/routes.js';
+
+// The API reference is as good as its protos: every operation, schema and property described,
+// an example per request and response that matches its schema, and the real error codes of each
+// operation. Each check collects every offender, so one run lists all there is to fix.
+
+// biome-ignore lint/suspicious/noExplicitAny: the document is walked as plain JSON.
+type Json = Record<string, any>;
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const verbs = ['get', 'put', 'post', 'patch', 'delete'] as const;
+
+function operations(doc: Json): Array<{ label: string; op: Json }> {
+  return Object.entries(doc.paths as Record<string, Json>).flatMap(([p, item]) =>
+    verbs.filter((v) => item[v]).map((v) => ({ label: `${v.toUpperCase()} ${p}`, op: item[v] as Json })),
+  );
+}
+
+/** The TypeScript the components run (not their tests): where an error code must be written. */
+function sourceText(): string {
+  const dirs = ['gateway/src', 'runtime/src', 'data-plane/src', ...readdirSync(path.join(root, 'services')).map((s) => `services/${s}/src`)];
+  const texts: string[] = [];
+  const walk = (dir: string) => {
+    for (const name of readdirSync(dir)) {
+      const file = path.join(dir, name);
+      if (statSync(file).isDirectory()) walk(file);
+      else if (name.endsWith('.ts') && file !== path.join(root, 'gateway/src/openapi.ts')) texts.push(readFileSync(file, 'utf8'));
+    }
+  };
+  for (const dir of dirs) walk(path.join(root, dir));
+  return texts.join('\n');
+}
+
+/** Every property of a schema that has no description, with its path. */
+function undescribed(schema: unknown, at: string, out: string[]): void {
+  if (!schema || typeof schema !== 'object') return;
+  const node = schema as Json;
+  for (const [name, property] of Object.entries((node.properties ?? {}) as Json)) {
+    if (typeof property.description !== 'string' || property.description.trim() === '') out.push(`${at}.${name}`);
+    undescribed(property, `${at}.${name}`, out);
+  }
+  for (const key of ['items', 'additionalProperties']) if (node[key]) undescribed(node[key], `${at}[]`, out);
+  for (const key of ['anyOf', 'oneOf', 'allOf']) for (const sub of node[key] ?? []) undescribed(sub, at, out);
+}
+
+describe('API reference', () => {
+  const routes = buildRoutes();
+  const doc = buildOpenApiDocument(routes) as Json;
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  formats.default(ajv);
+  ajv.addSchema({ ...doc, $id: 'openapi.json' });
+  /** Validates a value against a schema of the document; the errors in words, or []. */
+  const check = (schema: Json, value: unknown): string[] => {
+    const validate = ajv.compile(rebased(schema));
+    return validate(value) ? [] : (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`);
+  };
+  /** A schema whose local $refs point into the registered document. */
+  const rebased = (schema: Json): Json => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"openapi.json#/components/'));
+
+  it('gives every operation a description of its own, before the access lines', () => {
+    const missing = operations(doc)
+      .filter(({ op }) => (op.description as string).replace(/^\*\*Not built yet:\*\*[^\n]*\n\n/, '').startsWith('\n\nCredentials:'))
+      .map(({ label }) => label);
+    expect(missing).toEqual([]);
+  });
+
+  it('describes every tag as a resource, keeping the proto service for mesh callers', () => {
+    for (const tag of doc.tags as Json[]) {
+      expect(tag.description, tag.name).not.toBe(tag.name);
+      expect(tag.description, tag.name).not.toMatch(/switchboard\.\w+\.v1|Service\b/);
+      expect(tag['x-switchboard-service'], tag.name).toMatch(/^switchboard\.\w+\.v1\.\w+Service$/);
+    }
+  });
+
+  it('gives every request and response body an example that matches its schema', () => {
+    const problems: string[] = [];
+    for (const { label, op } of operations(doc)) {
+      const bodies: Array<[string, Json | undefined]> = [['request', op.requestBody?.content?.['application/json']]];
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        if (Number(status) < 300) bodies.push([`response ${status}`, response.content?.['application/json']]);
+      }
+      for (const [what, media] of bodies) {
+        // A raw body (a provider's signed webhook) has no schema to follow.
+        if (!media || Object.keys(media.schema).length === 0) continue;
+        if (media.example === undefined) {
+          problems.push(`${label} ${what}: no example`);
+          continue;
+        }
+        for (const error of check(media.schema, media.example)) problems.push(`${label} ${what}: example ${error}`);
+        // The schema carries it too (JSON Schema `examples`), for readers of the components.
+        const component = media.schema.$ref ? doc.components.schemas[media.schema.$ref.split('/').pop()] : undefined;
+        if (component && !Array.isArray(component.examples)) problems.push(`${label} ${what}: schema ${media.schema.$ref} has no examples`);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('describes every property of every schema', () => {
+    const missing: string[] = [];
+    for (const [name, schema] of Object.entries(doc.components.schemas as Record<string, Json>)) undescribed(schema, name, missing);
+    for (const { label, op } of operations(doc)) {
+      for (const parameter of op.parameters ?? []) {
+        if (!parameter.$ref && !parameter.description) missing.push(`${label} parameter ${parameter.name}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
+  it('lists the error responses of every operation, each code one a component can return, with an example body', () => {
+    const source = sourceText();
+    const problems: string[] = [];
+    for (const { label, op } of operations(doc)) {
+      const errors = Object.entries(op.responses as Record<string, Json>).filter(([status]) => status === 'default' || Number(status) >= 400);
+      if (errors.length === 0) problems.push(`${label}: no error responses`);
+      for (const [status, response] of errors) {
+        const examples = response.content['application/json'].examples as Record<string, Json>;
+        for (const [code, example] of Object.entries(examples)) {
+          if (!source.includes(`'${code}'`)) problems.push(`${label} ${status}: no component returns \`${code}\``);
+          if (example.value.error.code !== code) problems.push(`${label} ${status}: the example of ${code} has code ${example.value.error.code}`);
+          for (const error of check({ $ref: '#/components/schemas/Error' }, example.value)) problems.push(`${label} ${status} ${code}: ${error}`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('lists the errors a sign-in really answers, with the codes of the contract', () => {
+    const login = doc.paths['/v1/auth/login'].post;
+    expect(Object.keys(login.responses['401'].content['application/json'].examples)).toEqual(['invalid_credentials']);
+    expect(login.responses['429'].headers['Retry-After']).toBeDefined();
+    expect(login.responses['429'].content['application/json'].examples.too_many_attempts.value.error.metadata).toEqual({ retry_after_seconds: 30 });
+    for (const p of ['/v1/auth/login/2fa', '/v1/auth/refresh']) expect(doc.paths[p].post.responses['401'], p).toBeDefined();
+    // A route with credentials lists the gateway's own codes, derived from its shape.
+    const keys = doc.paths['/v1/keys'].get;
+    expect(Object.keys(keys.responses['401'].content['application/json'].examples)).toEqual(
+      expect.arrayContaining(['unauthenticated', 'token_expired', 'invalid_api_key', 'api_key_revoked']),
+    );
+    expect(keys.responses['413']).toBeUndefined();
+  });
+
+  it('marks the fields a request needs', () => {
+    expect(doc.components.schemas['switchboard.identity.v1.LoginRequest'].required).toEqual(['email', 'password']);
+  });
+
+  it('marks an operation that is declared but not built', () => {
+    const [first, ...rest] = routes;
+    const marked = buildOpenApiDocument([{ ...first, unbuilt: true }, ...rest]) as Json;
+    const op = marked.paths[first.template][first.httpMethod.toLowerCase()];
+    expect(op.summary).toMatch(/^\(Not built yet\) /);
+    expect(op['x-switchboard-unbuilt']).toBe(true);
+    expect(op.description).toMatch(/^\*\*Not built yet:\*\*/);
+    expect(Object.keys(op.responses['501'].content['application/json'].examples)).toEqual(['not_implemented']);
+    expect(doc.paths[first.template][first.httpMethod.toLowerCase()]['x-switchboard-unbuilt']).toBeUndefined();
+  });
+});
