@@ -232,7 +232,13 @@ describe('OpenAPI document', () => {
 
   it('documents path variables as required parameters and keeps them out of the body', () => {
     const op = find(doc, 'PATCH', '/v1/keys/{key_id}')!;
-    expect(op.parameters.find((p: Json) => p.name === 'key_id')).toEqual({ name: 'key_id', in: 'path', required: true, description: expect.any(String), schema: { type: 'string' } });
+    expect(op.parameters.find((p: Json) => p.name === 'key_id')).toEqual({
+      name: 'key_id',
+      in: 'path',
+      required: true,
+      description: expect.any(String),
+      schema: { type: 'string' },
+    });
     const body = deref(doc, op.requestBody.content['application/json'].schema);
     expect(Object.keys(body.properties)).toEqual(['name']);
 
