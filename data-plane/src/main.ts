@@ -6,6 +6,7 @@ import { createPeerClient } from '@switchboard/runtime/clients';
 import { readDuration, readInt, readMeshSecret, readPreviousMeshSecret, serviceUrl } from '@switchboard/runtime/config';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { Completions } from './completions.js';
 import { Prices } from './prices.js';
@@ -40,16 +41,23 @@ try {
     },
   });
   const port = readInt('PORT', 8081);
-  const server = http.createServer({ keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 30_000 }, createHandler({ log, catalog, completions }));
+  const metrics = new Metrics('data-plane');
+  const server = http.createServer(
+    { keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 30_000 },
+    createHandler({ log, catalog, completions, metrics }),
+  );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, process.env.HOST ?? '0.0.0.0', resolve);
   });
   log.info({ port, models: catalog.models.length }, 'data plane listening');
+  const metricsPort = readInt('METRICS_PORT', 0);
+  const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host: process.env.HOST, log }) : undefined;
   const stop = (signal: string) => {
     log.info({ signal }, 'shutting down');
     server.close();
     server.closeIdleConnections();
+    void metricsServer?.close();
     // Streams end now and are billed for what they produced; the process leaves once every usage
     // record is in (bounded: the records still being retried are logged by their retry loop).
     void completions.drain().then(() => {

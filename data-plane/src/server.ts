@@ -2,6 +2,7 @@ import type http from 'node:http';
 import { readBody } from '@switchboard/runtime/http-body';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
+import type { Metrics } from '@switchboard/runtime/metrics';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { ApiError, toErrorResponse } from './api-error.js';
 import { parseChatRequest } from './chat-request.js';
@@ -20,11 +21,17 @@ const keyShape = /^sb_[A-Za-z0-9]{49}$/;
 
 export interface ServerDeps {
   log: Logger;
+  /** Where each request's latency and status are counted. */
+  metrics: Metrics;
   catalog: ModelCatalog;
   completions: Completions;
 }
 
+/** The paths this server answers; any other is counted as "other" (labels stay bounded). */
+const knownPaths = new Set(['/healthz', '/v1/chat/completions', '/v1/models']);
+
 export function createHandler(deps: ServerDeps): http.RequestListener {
+  const duration = deps.metrics.histogram('http_server_duration_seconds', 'Requests answered, by method, path and status.', ['method', 'route', 'status']);
   return (req, res) => {
     const incoming = req.headers['x-request-id'];
     const requestId = typeof incoming === 'string' && requestIdPattern.test(incoming) ? incoming : newId('req');
@@ -45,11 +52,18 @@ export function createHandler(deps: ServerDeps): http.RequestListener {
         res.writeHead(status, headers).end(JSON.stringify(body));
       })
       .finally(() => {
+        const path = req.url?.split('?')[0] ?? '/';
+        const seconds = (performance.now() - started) / 1000;
+        duration.observe(
+          {
+            method: req.method === 'GET' || req.method === 'POST' ? req.method : 'other',
+            route: knownPaths.has(path) ? path : 'other',
+            status: res.statusCode,
+          },
+          seconds,
+        );
         if (deps.log.isLevelEnabled('info')) {
-          deps.log.info(
-            { request_id: requestId, method: req.method, path: req.url?.split('?')[0], status: res.statusCode, ms: Math.round(performance.now() - started) },
-            'request',
-          );
+          deps.log.info({ request_id: requestId, method: req.method, path, status: res.statusCode, ms: Math.round(seconds * 1000) }, 'request');
         }
       });
   };

@@ -8,6 +8,7 @@ import { readDuration, readEventsConfig, readInt, readMeshSecret, readString, ty
 import { AddressRanges } from '@switchboard/runtime/ip';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
 import { keepByteOrderMarks } from '@switchboard/runtime/text-encoding';
 import { Authenticator } from './auth.js';
 import { createDataPlaneProxy, dataPlanePaths } from './data-plane-proxy.js';
@@ -75,12 +76,14 @@ async function main() {
     return { ready: all.every(([, state]) => state === 'serving'), services: Object.fromEntries(all) };
   };
 
+  const metrics = new Metrics('gateway');
   const handler = createRestHandler({
     router: new Router(routes),
     authenticator,
     clients,
     meshTokens,
     log,
+    metrics,
     trustedProxies: AddressRanges.parse(readString('GATEWAY_TRUSTED_PROXIES', ''), 'GATEWAY_TRUSTED_PROXIES'),
     async builtIn(req, res, pathname, requestId, clientIp) {
       if (dataPlanePaths.has(pathname)) {
@@ -110,10 +113,14 @@ async function main() {
   server.on('clientError', answerClientError);
   await new Promise<void>((resolve) => server.listen(port, process.env.HOST ?? '0.0.0.0', resolve));
   log.info({ port, routes: routes.length }, 'gateway listening');
+  // Metrics never share the public port: they are for the cluster's scraper only.
+  const metricsPort = readInt('METRICS_PORT', 0);
+  const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host: process.env.HOST, log }) : undefined;
 
   const stop = (signal: string) => {
     log.info({ signal }, 'shutting down');
     void revocationFeed.stop();
+    void metricsServer?.close();
     server.close(() => {
       log.info('stopped');
       process.exit(0);

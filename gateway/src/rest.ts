@@ -13,6 +13,7 @@ import { newId } from '@switchboard/runtime/ids';
 import { type AddressRanges, forwardedClientIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
+import type { Metrics } from '@switchboard/runtime/metrics';
 import { userSessionRequired } from '@switchboard/runtime/policy';
 import {
   changedKeyHeader,
@@ -41,11 +42,14 @@ export interface RestOptions {
   log: Logger;
   /** The proxies whose X-Forwarded-For is believed (GATEWAY_TRUSTED_PROXIES); none by default. */
   trustedProxies?: AddressRanges;
+  /** Where each request's latency and status are counted. */
+  metrics: Metrics;
   /** Built-in endpoints (health, OpenAPI, docs): return true when handled. */
   builtIn(req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string, clientIp: string | undefined): Promise<boolean>;
 }
 
 const requestIdPattern = /^[\w.:-]{1,128}$/;
+const knownMethods = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
 /**
  * Headers of every response (OWASP ASVS 3.4, 13.x): an API answer is never sniffed, framed or
@@ -69,6 +73,11 @@ interface RequestFacts {
 /** The REST surface: every request is authenticated, translated to an RPC, and translated back. */
 export function createRestHandler(options: RestOptions): http.RequestListener {
   const { log } = options;
+  const duration = options.metrics.histogram('http_server_duration_seconds', 'Requests answered, by method, route template and status.', [
+    'method',
+    'route',
+    'status',
+  ]);
   return (req, res) => {
     const started = performance.now();
     const incomingId = req.headers['x-request-id'];
@@ -81,6 +90,9 @@ export function createRestHandler(options: RestOptions): http.RequestListener {
     handle(options, req, res, requestId, facts)
       .catch((err) => sendError(res, err, requestId, log))
       .finally(() => {
+        const seconds = (performance.now() - started) / 1000;
+        // Labels stay bounded: the route is a template or a built-in path, never the raw URL.
+        duration.observe({ method: knownMethods.has(req.method ?? '') ? req.method : 'other', route: facts.route, status: res.statusCode }, seconds);
         if (!log.isLevelEnabled('info')) return;
         log.info(
           {
@@ -88,7 +100,7 @@ export function createRestHandler(options: RestOptions): http.RequestListener {
             method: req.method,
             route: facts.route,
             status: res.statusCode,
-            ms: Math.round(performance.now() - started),
+            ms: Math.round(seconds * 1000),
             client_ip: facts.clientIp,
             principal_type: facts.principal?.type,
             user_id: facts.principal?.userId,

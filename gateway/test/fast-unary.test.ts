@@ -15,6 +15,7 @@ import { apiError } from '@switchboard/runtime/errors';
 import { FastUnaryHandler } from '@switchboard/runtime/fast-unary';
 import { createLogger } from '@switchboard/runtime/log';
 import { type MeshClaims, MeshTokens } from '@switchboard/runtime/mesh-token';
+import { Metrics } from '@switchboard/runtime/metrics';
 import { callerOf, type RpcServer, requestIdOf, startRpcServer } from '@switchboard/runtime/server';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 
@@ -112,6 +113,8 @@ const handleSpy = vi.spyOn(FastUnaryHandler.prototype, 'handle');
 /** How many requests the fast path has taken so far. */
 const fastCalls = () => handleSpy.mock.results.filter((result) => result.type === 'return' && result.value === true).length;
 
+const metrics = new Metrics(audience);
+
 beforeAll(async () => {
   server = await startRpcServer({
     name: audience,
@@ -120,6 +123,7 @@ beforeAll(async () => {
     routes: (router) => router.service(AccountService, implementation as never),
     meshTokens: new MeshTokens(secret),
     log: createLogger('fast-unary-test', 'silent'),
+    metrics,
     isHealthy: async () => true,
   });
   baseUrl = `http://127.0.0.1:${server.port}`;
@@ -375,6 +379,30 @@ describe('every path agrees', () => {
   });
 });
 
+describe('RPC metrics', () => {
+  /** How many calls of an RPC with this outcome the server counted. */
+  const counted = async (rpc: string, code: string) => {
+    const histogram = await metrics.registry.getSingleMetric('rpc_server_duration_seconds')!.get();
+    return (
+      histogram.values.find(
+        (v) => (v as { metricName?: string }).metricName === 'rpc_server_duration_seconds_count' && v.labels.rpc === rpc && v.labels.code === code,
+      )?.value ?? 0
+    );
+  };
+
+  it('counts every call with its outcome, on the fast path and through connect alike', async () => {
+    const ok = await counted('AccountService/GetAccount', 'ok');
+    const refused = await counted('AccountService/UpdateAccount', 'FailedPrecondition');
+    for (const path of paths) {
+      await path.call(methods.getAccount, {}, {});
+      await failure(path.call(methods.updateAccount, { fullName: 'break the rule' }, {}));
+    }
+    expect(await counted('AccountService/GetAccount', 'ok')).toBe(ok + paths.length);
+    expect(await counted('AccountService/UpdateAccount', 'FailedPrecondition')).toBe(refused + paths.length);
+    expect(await metrics.registry.metrics()).toContain(`component="${audience}"`);
+  });
+});
+
 describe('peer clients', () => {
   it('createPeerClient adds a mesh token for the target and takes the fast path', async () => {
     const client = createPeerClient(AccountService, { name: audience, url: baseUrl }, mintTokens, gatewayClaims);
@@ -412,6 +440,7 @@ describe('peer clients', () => {
         routes: (router) => router.service(AccountService, implementation as never),
         meshTokens: new MeshTokens(secret),
         log: createLogger('fast-unary-test', 'silent'),
+        metrics: new Metrics(audience),
         isHealthy: async () => true,
       });
       try {
@@ -530,6 +559,7 @@ describe('RpcServer.close', () => {
       routes: (router) => router.service(AccountService, implementation as never),
       meshTokens: new MeshTokens(secret),
       log: createLogger('fast-unary-test', 'silent'),
+      metrics: new Metrics(audience),
       isHealthy: async () => true,
     });
 

@@ -17,6 +17,7 @@ import type { Knex } from './db.js';
 export type { JsMsg } from '@nats-io/jetstream';
 
 import type { Logger } from './log.js';
+import type { Metrics } from './metrics.js';
 import type { NatsConnection } from './nats.js';
 import { sleepUnless, withTimeout } from './timing.js';
 
@@ -84,6 +85,8 @@ export interface ConsumerOptions {
    * transaction, and concurrent commits share the disk flush.
    */
   concurrency?: number;
+  /** Where the consumer's lag is reported (`event_consumer_lag_messages`). */
+  metrics?: Metrics;
 }
 
 export interface EventConsumer {
@@ -99,6 +102,34 @@ function retryDelay(deliveryCount: number, cap: number): number {
 
 function errorMessage(err: unknown): string {
   return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}
+
+/** The lag of each durable consumer of a process, by registry: one gauge, a series per durable. */
+const lagSources = new WeakMap<Metrics, Map<string, () => Promise<number | undefined>>>();
+
+function reportLag(metrics: Metrics, durable: string, read: () => Promise<number | undefined>): () => void {
+  let sources = lagSources.get(metrics);
+  if (!sources) {
+    const known = new Map<string, () => Promise<number | undefined>>();
+    sources = known;
+    lagSources.set(metrics, known);
+    metrics.gauge(
+      'event_consumer_lag_messages',
+      'Events of the stream a durable consumer has not acknowledged yet (pending + in flight).',
+      ['durable'],
+      async (gauge) => {
+        gauge.reset();
+        await Promise.all(
+          [...known].map(async ([name, lag]) => {
+            const value = await lag().catch(() => undefined);
+            if (value !== undefined) gauge.set({ durable: name }, value);
+          }),
+        );
+      },
+    );
+  }
+  sources.set(durable, read);
+  return () => sources.delete(durable);
 }
 
 /**
@@ -234,6 +265,13 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
   };
 
   const loop = run();
+  const unreport = options.metrics
+    ? reportLag(options.metrics, durable, async () => {
+        const nc = await withTimeout(natsReady, 1000, 'waiting for NATS');
+        const info = await (await jetstreamManager(nc, { timeout: 2000 })).consumers.info(stream, durable);
+        return info.num_pending + info.num_ack_pending;
+      })
+    : () => undefined;
 
   return {
     async stop() {
@@ -241,6 +279,7 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
         stopped = true;
         resolveStopped();
         messages?.stop();
+        unreport();
       }
       // Lets a running handler finish (its statements are bounded by statement_timeout).
       await withTimeout(loop, 15_000, 'consumer stop').catch((err) => consumerLog.warn({ err: errorMessage(err) }, 'consumer stop'));

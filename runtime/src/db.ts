@@ -3,6 +3,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
+import type { Metrics } from './metrics.js';
 
 export type { Knex };
 
@@ -21,6 +22,16 @@ export function createDb(databaseUrl: string, schema: string, poolMax = 10): Kne
     pool: { min: 0, max: poolMax },
     // A database outage must surface as 503 within seconds, not hang the request.
     acquireConnectionTimeout: 4000,
+  });
+}
+
+/** The pool's connections in use, idle, and the acquisitions waiting for one, when scraped. */
+export function watchDatabasePool(metrics: Metrics, db: Knex): void {
+  const pool = (db.client as { pool?: { numUsed(): number; numFree(): number; numPendingAcquires(): number } }).pool;
+  metrics.gauge('db_pool_connections', 'Database pool connections by state (used, idle, pending acquisitions).', ['state'], (gauge) => {
+    gauge.set({ state: 'used' }, pool?.numUsed() ?? 0);
+    gauge.set({ state: 'idle' }, pool?.numFree() ?? 0);
+    gauge.set({ state: 'pending' }, pool?.numPendingAcquires() ?? 0);
   });
 }
 

@@ -5,6 +5,7 @@ import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events
 import { afterCommit, type Knex } from './db.js';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
+import type { Metrics } from './metrics.js';
 import type { NatsConnection } from './nats.js';
 import { sleepUnless, withTimeout } from './timing.js';
 
@@ -104,6 +105,22 @@ export async function recordEvent(trx: Knex.Transaction, input: RecordEventInput
   // On commit only: never for a rolled-back event.
   afterCommit(trx, wakeRelays);
   return eventId;
+}
+
+/**
+ * The outbox's backlog when scraped: the age of the oldest unpublished event (0 when none) and
+ * how many wait. A growing age means events are not reaching NATS.
+ */
+export function watchOutbox(metrics: Metrics, db: Knex, schema: string): void {
+  const unpublished = () => db.withSchema(schema).from('outbox').whereNull('published_at');
+  metrics.gauge('outbox_oldest_unpublished_age_seconds', 'Age of the oldest event not yet published to NATS (0 when none).', [], async (gauge) => {
+    const row = await unpublished().first(db.raw('coalesce(extract(epoch from now() - min(created_at)), 0)::float8 AS age'));
+    gauge.set(Number(row?.age ?? 0));
+  });
+  metrics.gauge('outbox_unpublished_events', 'Events written but not yet published to NATS.', [], async (gauge) => {
+    const row = await unpublished().first(db.raw('count(*)::int AS waiting'));
+    gauge.set(Number(row?.waiting ?? 0));
+  });
 }
 
 export interface OutboxRelayOptions {

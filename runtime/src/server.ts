@@ -12,6 +12,7 @@ import { FastUnaryHandler, maxRequestBytes } from './fast-unary.js';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
 import { MeshTokenError, type MeshTokens } from './mesh-token.js';
+import type { Metrics } from './metrics.js';
 import { guardRpc, type RpcRule, readRpcRules, rpcName } from './policy.js';
 import { replaceBodyWithEmptyMessage } from './unread-body.js';
 
@@ -65,6 +66,8 @@ export interface RpcServerOptions {
   log: Logger;
   /** Readiness of the service's own dependencies (its database). */
   isHealthy: () => Promise<boolean>;
+  /** Where each call's latency and outcome are counted. */
+  metrics: Metrics;
 }
 
 export interface RpcServer {
@@ -80,6 +83,7 @@ export interface RpcServer {
 export async function startRpcServer(options: RpcServerOptions): Promise<RpcServer> {
   const { name, meshTokens, log } = options;
   let shuttingDown = false;
+  const rpcDuration = options.metrics.histogram('rpc_server_duration_seconds', 'RPCs served, by method and outcome (a Connect code, or ok).', ['rpc', 'code']);
   /** The access rule of every registered RPC, by name; filled before the server listens. */
   let rules = new Map<string, RpcRule>();
 
@@ -100,13 +104,18 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
       throw err;
     }
     const started = performance.now();
+    let code = 'ok';
     try {
       // Every RPC's rule comes from its proto (policy.ts), applied here or by its handler.
       return await guardRpc(rules.get(rpcName(method)), method, values, run);
     } catch (err) {
-      throw translateError(err, log, requestId, rpc);
+      const translated = translateError(err, log, requestId, rpc);
+      code = Code[translated.code] ?? 'unknown';
+      throw translated;
     } finally {
-      if (log.isLevelEnabled('debug')) log.debug({ request_id: requestId, rpc, ms: Math.round(performance.now() - started) }, 'rpc');
+      const seconds = (performance.now() - started) / 1000;
+      rpcDuration.observe({ rpc: `${method.parent.name}/${rpc}`, code }, seconds);
+      if (log.isLevelEnabled('debug')) log.debug({ request_id: requestId, rpc, ms: Math.round(seconds * 1000) }, 'rpc');
     }
   };
   const authenticate: Interceptor = (next) => (req) =>

@@ -2,11 +2,12 @@ import type { JsonObject } from '@bufbuild/protobuf';
 import type { ConnectRouter } from '@connectrpc/connect';
 import { type CommonConfig, readCommonConfig, readInt, type ServiceName, servicePorts } from './config.js';
 import { type EncryptedColumn, rotateDataKey } from './data-key-rotation.js';
-import { createDb, type Knex, migrate } from './db.js';
+import { createDb, type Knex, migrate, watchDatabasePool } from './db.js';
 import { createLogger, type Logger } from './log.js';
 import { MeshTokens } from './mesh-token.js';
+import { Metrics, startMetricsServer } from './metrics.js';
 import { connectNats, ensureEventStream, type NatsConnection } from './nats.js';
-import { recordEvent, startOutboxRelay } from './outbox.js';
+import { recordEvent, startOutboxRelay, watchOutbox } from './outbox.js';
 import { setPolicyLogger } from './policy.js';
 import { startRpcServer } from './server.js';
 import { keepByteOrderMarks } from './text-encoding.js';
@@ -20,6 +21,8 @@ export interface ServiceRuntime {
   /** Resolves once NATS is reachable (services start without it; events wait in the outbox). */
   nats: Promise<NatsConnection>;
   meshTokens: MeshTokens;
+  /** The service's Prometheus metrics: RPCs, pool and outbox are counted already; a service adds its own. */
+  metrics: Metrics;
   /** Writes an event in the caller's transaction (outbox); it is published after commit. */
   recordEvent(trx: Knex.Transaction, event: { type: string; workspaceId?: string; data: JsonObject; requestId?: string }): Promise<string>;
 }
@@ -79,12 +82,16 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
       }
     });
     nats.catch((err) => log.error({ err }, 'nats unavailable'));
+    const metrics = new Metrics(name);
+    watchDatabasePool(metrics, db);
+    watchOutbox(metrics, db, name);
     const runtime: ServiceRuntime = {
       name,
       config,
       log,
       db,
       nats,
+      metrics,
       meshTokens: new MeshTokens(config.meshSecret, Date.now, config.meshSecretPrevious),
       recordEvent: (trx, event) => recordEvent(trx, event, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
     };
@@ -96,11 +103,14 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
       routes: (router) => definition.routes(router, runtime, prepared),
       meshTokens: runtime.meshTokens,
       log,
+      metrics,
       isHealthy: async () => {
         await db.raw('select 1').timeout(1000);
         return true;
       },
     });
+    const metricsPort = readInt('METRICS_PORT', 0);
+    const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host: process.env.HOST, log }) : undefined;
     const tasks: BackgroundTask[] = [startOutboxRelay({ db, schema: name, nats, log }), ...(definition.background?.(runtime, prepared) ?? [])];
 
     let stopping = false;
@@ -110,6 +120,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
       log.info({ signal }, 'shutting down');
       await server.close();
       await Promise.allSettled(tasks.map((task) => task.stop()));
+      await metricsServer?.close();
       // NATS may never have come up: do not wait for it forever.
       await Promise.race([nats.then((nc) => nc.drain()), new Promise((resolve) => setTimeout(resolve, 2000))]).catch(() => undefined);
       await db.destroy();

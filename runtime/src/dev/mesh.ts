@@ -12,6 +12,17 @@ import { DataKeyRing } from '../secrets.js';
 export type Component = ServiceName | 'data-plane' | 'gateway';
 export const components: Component[] = [...serviceNames, 'data-plane', 'gateway'];
 
+/** Where each component serves its Prometheus metrics under `npm start` (METRICS_PORT). */
+export const defaultMetricsPorts: Record<Component, number> = {
+  gateway: 9090,
+  'data-plane': 9091,
+  identity: 9101,
+  keys: 9102,
+  billing: 9103,
+  conversations: 9104,
+  webhooks: 9105,
+};
+
 export const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
 
 const entryOf = (component: Component) =>
@@ -39,6 +50,8 @@ export interface MeshOptions {
 export interface Mesh {
   gatewayUrl: string;
   urls: Record<ServiceName, string>;
+  /** Each component's `/metrics` (its own port, never the public one). */
+  metricsUrls: Record<Component, string>;
   env: Record<string, string>;
   /** Everything a component printed so far (JSON log lines). */
   output(component: Component): string;
@@ -89,8 +102,13 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   for (const name of serviceNames) ports[name] = options.randomPorts ? await freePort() : servicePorts[name];
   ports.gateway = options.randomPorts ? await freePort() : Number(process.env.PORT ?? 8080);
   ports['data-plane'] = options.randomPorts ? await freePort() : 8081;
+  const metricsPorts = {} as Record<Component, number>;
+  for (const component of components) metricsPorts[component] = options.randomPorts ? await freePort() : defaultMetricsPorts[component];
   // Before anything starts: a busy port stops this start at once, naming it.
-  if (!options.randomPorts) await assertPortsFree(ports);
+  if (!options.randomPorts) {
+    await assertPortsFree(ports);
+    await assertPortsFree(metricsPorts, 'metrics');
+  }
   const dependencies: Dependency[] = [];
   const postgres = await resolvePostgres({
     dataDir: options.dataDir,
@@ -138,7 +156,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const start = (component: Component) => {
     const child = spawn(process.execPath, [...(options.nodeFlags ?? []), entryOf(component)], {
       cwd: repoRoot,
-      env: { ...process.env, ...env, PORT: String(ports[component]) },
+      env: { ...process.env, ...env, PORT: String(ports[component]), METRICS_PORT: String(metricsPorts[component]) },
       // The IPC channel is how a component notices that its runner died (it stops then).
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
@@ -194,6 +212,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   return {
     gatewayUrl,
     urls,
+    metricsUrls: Object.fromEntries(components.map((c) => [c, `http://127.0.0.1:${metricsPorts[c]}/metrics`])) as Record<Component, string>,
     env,
     output: (component) => (outputs.get(component) ?? []).join('\n'),
     pid: (component) => children.get(component)?.pid,
@@ -207,12 +226,12 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
 }
 
 /** Refuses to start over ports another process holds, naming the port, the component and the holder. */
-async function assertPortsFree(ports: Record<Component, number>): Promise<void> {
+async function assertPortsFree(ports: Record<Component, number>, purpose?: string): Promise<void> {
   for (const [component, port] of Object.entries(ports) as Array<[Component, number]>) {
     if (await canListen(port)) continue;
     const holder = await portHolder(port);
     throw new Error(
-      `port ${port} (${component}) is already in use${holder ? ` by ${holder}` : ''}: is another Switchboard running? Stop it, or set PORT (the gateway) for this one.`,
+      `port ${port} (${component}${purpose ? ` ${purpose}` : ''}) is already in use${holder ? ` by ${holder}` : ''}: is another Switchboard running? Stop it, or set PORT (the gateway) for this one.`,
     );
   }
 }

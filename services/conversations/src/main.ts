@@ -46,6 +46,7 @@ await runService<ConversationsHandlers & { generations: GenerationDirectory }>({
       durable: 'conversations-billing-usage-recorded',
       filterSubjects: [`${runtime.config.eventsSubjectPrefix}.billing.usage.recorded`],
       log: runtime.log,
+      metrics: runtime.metrics,
       handle: (event, trx) => generations.usageRecorded(trx, event.data),
       concurrency: 4,
     }),

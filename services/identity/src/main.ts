@@ -39,6 +39,11 @@ await runService<IdentityHandlers>({
     const { db, log, recordEvent } = runtime;
     const clock = systemClock;
     const passwords = new PasswordHasher();
+    runtime.metrics.gauge('argon2_queue', 'Password hashes running and waiting for a slot (past the queue limit a request gets 503).', ['state'], (gauge) => {
+      const { running, queued } = passwords.load;
+      gauge.set({ state: 'running' }, running);
+      gauge.set({ state: 'queued' }, queued);
+    });
     const { dataKeys } = runtime.config;
     const signingKeys = new SigningKeys({ db, log, dataKeys });
     await Promise.all([passwords.prepare(), signingKeys.ready()]);

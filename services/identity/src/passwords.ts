@@ -78,8 +78,14 @@ const expired = () => apiError(Code.DeadlineExceeded, 'deadline_exceeded', 'The 
 class Semaphore {
   /** How many computations started: tests see from it that expired work never ran. */
   started = 0;
-  private active = 0;
+  /** Computations running now (at most `limit`). */
+  active = 0;
   private readonly waiting: Array<{ start: () => void }> = [];
+
+  /** Computations waiting for a slot (at most `queueLimit`). */
+  get queued(): number {
+    return this.waiting.length;
+  }
 
   constructor(
     private readonly limit: number,
@@ -133,6 +139,11 @@ export class PasswordHasher {
   /** argon2 computations started so far. */
   get computations(): number {
     return this.slots.started;
+  }
+
+  /** The queue now: computations running and waiting for a slot. */
+  get load(): { running: number; queued: number } {
+    return { running: this.slots.active, queued: this.slots.queued };
   }
 
   /** Computes the dummy hash (same cost as real ones) so the first unknown-email login is not faster. */

@@ -27,6 +27,7 @@ export function startEventConsumers(runtime: ServiceRuntime, handlers: { spend: 
       durable: `keys-${type.replaceAll('.', '-')}`,
       filterSubjects: [`${runtime.config.eventsSubjectPrefix}.${type}`],
       log: runtime.log,
+      metrics: runtime.metrics,
       handle: (event, trx) => handle(trx, event),
       concurrency,
     }),

@@ -45,6 +45,14 @@ export class CircuitBreakers {
     return limits;
   }
 
+  /** How many endpoints' circuits are open now (no attempts until their cooldown ends). */
+  openCount(): number {
+    const now = this.now();
+    let open = 0;
+    for (const circuit of this.circuits.values()) if (circuit.failures >= this.options.threshold && circuit.openUntil > now) open++;
+    return open;
+  }
+
   /** An attempt ended without an outcome (put back, dropped, failed before sending): a probe it was is not one. */
   released(endpointId: string): void {
     const circuit = this.circuits.get(endpointId);

@@ -23,6 +23,7 @@ export function startEventConsumers(runtime: ServiceRuntime, intake: Intake): Ba
       durable: `webhooks-${type.replaceAll('.', '-')}`,
       filterSubjects: [`${runtime.config.eventsSubjectPrefix}.${type}`],
       log: runtime.log,
+      metrics: runtime.metrics,
       // An agent runtime may publish agent.completed to the subject itself (SPEC §8).
       parse: type === 'agent.completed' ? parseAgentCompleted : undefined,
       // PublishEvent fans its events out in the transaction of their outbox row.

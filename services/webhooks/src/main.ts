@@ -9,6 +9,7 @@ import { Dispatcher } from './dispatcher.js';
 import { Endpoints, endpointSecretPurpose } from './endpoints.js';
 import { startEventConsumers } from './events.js';
 import { Intake } from './intake.js';
+import { watchQueue } from './queue-metrics.js';
 import { defaultRetrySchedule, RetrySchedule } from './retry-schedule.js';
 import { WebhookSender } from './sender.js';
 import { registerRoutes, type WebhooksHandlers } from './server.js';
@@ -34,6 +35,8 @@ await runService<WebhooksHandlers & { dispatcher: Dispatcher }>({
     }
     if (allowPrivateTargets) log.warn('WEBHOOKS_ALLOW_PRIVATE_TARGETS=true: deliveries may go to private and loopback addresses');
     const perEndpoint = readInt('WEBHOOK_ENDPOINT_CONCURRENCY', 8);
+    const circuits = new CircuitBreakers({ threshold: readInt('WEBHOOK_CIRCUIT_THRESHOLD', 5), cooldownMs: readDuration('WEBHOOK_CIRCUIT_COOLDOWN', '30s') });
+    watchQueue(runtime.metrics, { db, circuits });
     const keys = createPeerClient(KeyService, { name: 'keys', url: serviceUrl('keys') }, meshTokens, { caller: 'webhooks' });
     const dispatcher = new Dispatcher({
       db,
@@ -42,7 +45,7 @@ await runService<WebhooksHandlers & { dispatcher: Dispatcher }>({
       recordEvent,
       sender: new WebhookSender({ allowPrivateTargets, timeoutMs, maxSocketsPerPool: perEndpoint }),
       schedule: RetrySchedule.parse(readString('WEBHOOK_RETRY_SCHEDULE', defaultRetrySchedule)),
-      circuits: new CircuitBreakers({ threshold: readInt('WEBHOOK_CIRCUIT_THRESHOLD', 5), cooldownMs: readDuration('WEBHOOK_CIRCUIT_COOLDOWN', '30s') }),
+      circuits,
       resolveAlertTarget: (keyId) => keys.resolveAlertWebhook({ keyId }, { timeoutMs: 5000 }),
       settings: {
         perEndpoint,

@@ -170,3 +170,13 @@ export async function recordEndpointFailure(
   await trx.raw('UPDATE endpoints SET failing_since = now() WHERE id = ? AND failing_since IS NULL', [id]);
   return undefined;
 }
+
+/** Endpoints by health: enabled and delivering, enabled but failing, disabled. */
+export async function countByHealth(db: Db): Promise<{ healthy: number; failing: number; disabled: number }> {
+  const row = await db('endpoints').first(
+    db.raw('count(*) FILTER (WHERE enabled AND failing_since IS NULL)::int AS healthy'),
+    db.raw('count(*) FILTER (WHERE enabled AND failing_since IS NOT NULL)::int AS failing'),
+    db.raw('count(*) FILTER (WHERE NOT enabled)::int AS disabled'),
+  );
+  return { healthy: Number(row?.healthy ?? 0), failing: Number(row?.failing ?? 0), disabled: Number(row?.disabled ?? 0) };
+}
