@@ -2,7 +2,13 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['runtime/test/**/*.test.ts', 'services/*/test/**/*.test.ts', 'data-plane/test/**/*.test.ts', 'gateway/test/**/*.test.ts'],
+    include: [
+      'runtime/test/**/*.test.ts',
+      'services/*/test/**/*.test.ts',
+      'data-plane/test/**/*.test.ts',
+      'gateway/test/**/*.test.ts',
+      'sdk/test/**/*.test.ts',
+    ],
     globalSetup: ['runtime/test/global-setup.ts'],
     pool: 'forks',
     // Suites boot real processes against one Postgres and one NATS: run files one at a time

@@ -683,7 +683,8 @@ function operationOf(route: Route, tag: string, schemas: Schemas): Json {
   if (route.body === '*') {
     const example = exampleOf(input, pathNames);
     requestBody = {
-      required: nonPath.length > 0,
+      // Required when a field is: a body of optional fields may be left out (POST /v1/auth/logout).
+      required: nonPath.some(isRequired),
       content: { 'application/json': { schema: schemas.input(input, [...pathNames]), ...(example ? { example } : {}) } },
     };
     queryFields = nonPath.filter(readsFromQuery);
@@ -761,9 +762,9 @@ function rawBody(route: Route): boolean {
   return field?.fieldKind === 'message' && field.message.typeName === HTTP_BODY;
 }
 
-/** A parameter's description: its field's comment, then the hint of its name (limit, after…). */
+/** A parameter's description: its field's comment, else the hint of its name (limit, after…). */
 function describedParameter(field: DescField, hint: unknown): { description?: string } {
-  const text = [comments[`${field.parent.typeName}.${field.name}`], typeof hint === 'string' ? hint : undefined].filter(Boolean).join('\n\n');
+  const text = comments[`${field.parent.typeName}.${field.name}`] || (typeof hint === 'string' ? hint : '');
   return text ? { description: text } : {};
 }
 

@@ -1,0 +1,110 @@
+import { describe, expect, it, vi } from 'vitest';
+import { createSwitchboardClient, paginate, type Session, SwitchboardError } from '../src/index.js';
+
+/** The SDK's own logic against a stub fetch: what the mesh cannot be made to do on demand. */
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', 'x-request-id': 'req_test', ...headers } });
+
+const errorBody = (code: string, message = 'no') => ({ error: { code, message, field: null, request_id: 'req_body' } });
+
+describe('SwitchboardError', () => {
+  it('reads Retry-After and metadata of a 429', async () => {
+    const fetch = async () =>
+      json(
+        429,
+        { error: { code: 'too_many_attempts', message: 'slow down', field: null, request_id: 'req_1', metadata: { retry_after_seconds: 30 } } },
+        { 'retry-after': '30' },
+      );
+    const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', fetch });
+    const error = await sb.post('/v1/auth/login', { body: { email: 'a@example.com', password: 'x' } }).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(SwitchboardError);
+    expect(error).toMatchObject({
+      status: 429,
+      code: 'too_many_attempts',
+      message: 'slow down',
+      requestId: 'req_1',
+      retryAfter: 30,
+      metadata: { retry_after_seconds: 30 },
+    });
+  });
+
+  it('describes an answer that is not the contract error body', async () => {
+    const fetch = async () => new Response('<html>bad gateway</html>', { status: 502, headers: { 'x-request-id': 'req_proxy' } });
+    const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', fetch });
+    const error = await sb.get('/v1/account').catch((err: unknown) => err);
+    expect(error).toMatchObject({ status: 502, code: 'http_502', requestId: 'req_proxy', field: null, retryAfter: null });
+    expect((error as Error).message).toContain('bad gateway');
+  });
+});
+
+describe('token refresh', () => {
+  it('makes one refresh for concurrent expired calls and sends each body again', async () => {
+    const session: Session = { access_token: 'fresh', refresh_token: 'r2', token_type: 'Bearer', expires_in: 900 };
+    const seen: Array<{ path: string; auth: string | null; body: string }> = [];
+    let releaseRefresh!: () => void;
+    const refreshGate = new Promise<void>((resolve) => {
+      releaseRefresh = resolve;
+    });
+    const fetch = vi.fn(async (request: Request) => {
+      const path = new URL(request.url).pathname;
+      const body = await request.text();
+      seen.push({ path, auth: request.headers.get('authorization'), body });
+      if (path === '/v1/auth/refresh') {
+        await refreshGate;
+        return json(200, { session });
+      }
+      if (request.headers.get('authorization') !== 'Bearer fresh') return json(401, errorBody('token_expired'));
+      return json(201, { echo: body });
+    });
+    const onSession = vi.fn();
+    const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', accessToken: 'stale', refreshToken: 'r1', workspaceId: 'org_1', fetch, onSession });
+    const calls = ['a', 'b', 'c'].map((name) => sb.post('/v1/keys', { body: { name } }));
+    // Let every call meet its 401 before the refresh answers.
+    await vi.waitFor(() => expect(seen.filter((s) => s.path === '/v1/keys')).toHaveLength(3));
+    releaseRefresh();
+    const answers = (await Promise.all(calls)) as unknown as Array<{ echo: string }>;
+    expect(answers.map((a) => JSON.parse(a.echo).name)).toEqual(['a', 'b', 'c']);
+    const refreshes = seen.filter((s) => s.path === '/v1/auth/refresh');
+    expect(refreshes).toEqual([{ path: '/v1/auth/refresh', auth: null, body: JSON.stringify({ refresh_token: 'r1' }) }]);
+    expect(onSession).toHaveBeenCalledTimes(1);
+    expect(onSession).toHaveBeenCalledWith(session);
+    const retried = seen.filter((s) => s.path === '/v1/keys' && s.auth === 'Bearer fresh');
+    expect(retried.map((s) => JSON.parse(s.body).name).sort()).toEqual(['a', 'b', 'c']);
+    expect(fetch).toHaveBeenCalledTimes(7);
+  });
+
+  it('does not refresh for API keys, and never retries twice', async () => {
+    const fetch = vi.fn(async () => json(401, errorBody('token_expired')));
+    const withKey = createSwitchboardClient({ baseUrl: 'http://gateway.test', apiKey: 'sb_x', refreshToken: 'r1', fetch });
+    await expect(withKey.get('/v1/account')).rejects.toMatchObject({ code: 'token_expired' });
+    expect(fetch).toHaveBeenCalledTimes(1);
+
+    // A refreshed token that is refused as expired again ends with that answer, not a loop.
+    const session: Session = { access_token: 'fresh', refresh_token: 'r2', token_type: 'Bearer', expires_in: 900 };
+    const always = vi.fn(async (request: Request) =>
+      new URL(request.url).pathname === '/v1/auth/refresh' ? json(200, { session }) : json(401, errorBody('token_expired')),
+    );
+    const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', accessToken: 'stale', refreshToken: 'r1', fetch: always });
+    await expect(sb.get('/v1/account')).rejects.toMatchObject({ code: 'token_expired' });
+    expect(always).toHaveBeenCalledTimes(3);
+  });
+});
+
+describe('paginate', () => {
+  it('stops on a page that claims more without a cursor', async () => {
+    const pages = paginate(async () => ({ data: [1], has_more: true, next_cursor: null }));
+    await expect(pages.collect()).rejects.toThrow(/no next_cursor/);
+  });
+
+  it('fetches nothing until iterated, and starts again on each iteration', async () => {
+    const fetchPage = vi.fn(async (after: string | undefined) =>
+      after ? { data: [3], has_more: false, next_cursor: null } : { data: [1, 2], has_more: true, next_cursor: 'c1' },
+    );
+    const pages = paginate(fetchPage);
+    expect(fetchPage).not.toHaveBeenCalled();
+    expect(await pages.collect()).toEqual([1, 2, 3]);
+    expect(await pages.collect()).toEqual([1, 2, 3]);
+    expect(fetchPage.mock.calls.map(([after]) => after)).toEqual([undefined, 'c1', undefined, 'c1']);
+  });
+});
