@@ -1,7 +1,7 @@
 import type { Knex } from '@switchboard/runtime/db';
 import type { Metrics } from '@switchboard/runtime/metrics';
 import type { CircuitBreakers } from './circuit-breakers.js';
-import { queueDepth } from './store/deliveries.js';
+import { oldestDueAge, queueDepth } from './store/deliveries.js';
 import { countByHealth } from './store/endpoints.js';
 
 /**
@@ -17,7 +17,7 @@ export function watchQueue(metrics: Metrics, deps: { db: Knex; circuits: Circuit
     gauge.set({ state: 'in_flight' }, depth.inFlight);
   });
   metrics.gauge('webhook_oldest_due_age_seconds', 'How long the oldest due delivery has waited for its attempt (0 when none).', [], async (gauge) => {
-    gauge.set((await queueDepth(deps.db)).oldestDueSeconds);
+    gauge.set(await oldestDueAge(deps.db));
   });
   metrics.gauge('webhook_endpoints', 'Endpoints by failure state: healthy, failing (enabled, failing since a time), disabled.', ['state'], async (gauge) => {
     const counts = await countByHealth(deps.db);

@@ -252,22 +252,24 @@ export async function queueRecovery(trx: Knex.Transaction, endpointId: string, s
   return (result as { rowCount: number }).rowCount;
 }
 
-/** The queue now: deliveries due, scheduled for later and in flight, and the age of the oldest due one (seconds, 0 when none). */
-export async function queueDepth(db: Db): Promise<{ due: number; scheduled: number; inFlight: number; oldestDueSeconds: number }> {
+/** The queue now: deliveries due, scheduled for later and in flight. */
+export async function queueDepth(db: Db): Promise<{ due: number; scheduled: number; inFlight: number }> {
   const row = await db('deliveries')
     .where((q) => q.whereNotNull('next_attempt_at').orWhereNotNull('leased_until'))
     .first(
       db.raw('count(*) FILTER (WHERE leased_until IS NULL AND next_attempt_at <= now())::int AS due'),
       db.raw('count(*) FILTER (WHERE leased_until IS NULL AND next_attempt_at > now())::int AS scheduled'),
       db.raw('count(*) FILTER (WHERE leased_until IS NOT NULL)::int AS in_flight'),
-      db.raw(
-        'coalesce(extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE leased_until IS NULL AND next_attempt_at <= now())), 0)::float8 AS oldest_due',
-      ),
     );
-  return {
-    due: Number(row?.due ?? 0),
-    scheduled: Number(row?.scheduled ?? 0),
-    inFlight: Number(row?.in_flight ?? 0),
-    oldestDueSeconds: Number(row?.oldest_due ?? 0),
-  };
+  return { due: Number(row?.due ?? 0), scheduled: Number(row?.scheduled ?? 0), inFlight: Number(row?.in_flight ?? 0) };
+}
+
+/** How long the oldest due delivery has waited for its attempt, in seconds (0 when none): one row of the due index. */
+export async function oldestDueAge(db: Db): Promise<number> {
+  const row = await db('deliveries')
+    .whereNotNull('next_attempt_at')
+    .whereNull('leased_until')
+    .where('next_attempt_at', '<=', db.fn.now())
+    .first(db.raw('coalesce(extract(epoch FROM now() - min(next_attempt_at)), 0)::float8 AS age'));
+  return Number(row?.age ?? 0);
 }
