@@ -34,18 +34,9 @@ function* declarations(file) {
   for (const desc of file.enums) yield* ofEnum(desc);
 }
 
-/** The key of a declaration: its full name; a field's is its message's name and its proto name. */
+/** The key of a declaration: its full name; a field's, method's or enum value's is its parent's name, a dot and its own. */
 function key(desc) {
-  switch (desc.kind) {
-    case 'field':
-      return `${desc.parent.typeName}.${desc.name}`;
-    case 'rpc':
-      return `${desc.parent.typeName}.${desc.name}`;
-    case 'enum_value':
-      return `${desc.parent.typeName}.${desc.name}`;
-    default:
-      return desc.typeName;
-  }
+  return desc.kind === 'field' || desc.kind === 'rpc' || desc.kind === 'enum_value' ? `${desc.parent.typeName}.${desc.name}` : desc.typeName;
 }
 
 const plugin = createEcmaScriptPlugin({

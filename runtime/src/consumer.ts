@@ -7,6 +7,7 @@ import {
   DeliverPolicy,
   JetStreamApiCodes,
   JetStreamApiError,
+  type JetStreamManager,
   type JsMsg,
   jetstream,
   jetstreamManager,
@@ -265,10 +266,13 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
   };
 
   const loop = run();
+  // One manager for every scrape: creating one costs an account-info request (checkAPI).
+  let lagManager: Promise<JetStreamManager> | undefined;
   const unreport = options.metrics
     ? reportLag(options.metrics, durable, async () => {
-        const nc = await withTimeout(natsReady, 1000, 'waiting for NATS');
-        const info = await (await jetstreamManager(nc, { timeout: 2000 })).consumers.info(stream, durable);
+        lagManager ??= withTimeout(natsReady, 1000, 'waiting for NATS').then((nc) => jetstreamManager(nc, { timeout: 2000, checkAPI: false }));
+        lagManager.catch(() => (lagManager = undefined));
+        const info = await (await lagManager).consumers.info(stream, durable);
         return info.num_pending + info.num_ack_pending;
       })
     : () => undefined;

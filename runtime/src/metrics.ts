@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type net from 'node:net';
-import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Logger } from './log.js';
 
 /**
@@ -11,9 +11,18 @@ import type { Logger } from './log.js';
 export class Metrics {
   readonly registry = new Registry();
 
+  /** Gauges whose read failed at a scrape (their values are the last ones read). */
+  private readonly collectFailures: Counter<'metric'>;
+
   constructor(readonly component: string) {
     this.registry.setDefaultLabels({ component });
     collectDefaultMetrics({ register: this.registry });
+    this.collectFailures = new Counter({
+      name: 'metrics_collect_failures_total',
+      help: 'Scrapes at which a gauge could not be read (it kept its last values).',
+      labelNames: ['metric'],
+      registers: [this.registry],
+    });
   }
 
   /** A latency histogram in seconds, with buckets from 1 ms to 30 s. */
@@ -21,15 +30,24 @@ export class Metrics {
     return new Histogram({ name, help, labelNames, buckets: latencyBuckets, registers: [this.registry] });
   }
 
-  /** A gauge read when scraped: `collect` sets its values (errors leave the last ones). */
+  /**
+   * A gauge read when scraped: `collect` sets its values. A failing read (the database down)
+   * leaves the last values and the rest of the scrape intact: the process metrics matter most
+   * exactly then.
+   */
   gauge<L extends string>(name: string, help: string, labelNames: readonly L[], collect: (gauge: Gauge<L>) => Promise<void> | void): Gauge<L> {
+    const failures = this.collectFailures;
     return new Gauge({
       name,
       help,
       labelNames,
       registers: [this.registry],
       async collect() {
-        await collect(this);
+        try {
+          await collect(this);
+        } catch {
+          failures.inc({ metric: name });
+        }
       },
     });
   }
