@@ -231,6 +231,35 @@ describe('ownership invariants', () => {
     }
   });
 
+  it('deactivates the owner of a shared personal workspace: it goes with the account, its members and invitations end', async () => {
+    const owner = await world.user('shared-personal-owner');
+    const guest = await world.user('shared-personal-guest');
+    const orgId = owner.personalWorkspaceId;
+    const { name } = (await call('GET', `/v1/organizations/${orgId}`, { token: owner.token })).json;
+    await join(owner, orgId, name, guest, 'developer');
+    const pending = await call('POST', `/v1/organizations/${orgId}/invitations`, {
+      token: owner.token,
+      body: { email: `later-${Date.now()}@example.com`, role: 'developer' },
+    });
+    expect(pending.status, pending.text).toBe(201);
+
+    // A personal workspace cannot be transferred, so it must not block the deactivation with a transfer demand.
+    const deactivated = await call('POST', '/v1/account/deactivate', { token: owner.token, body: { password: owner.password } });
+    expect(deactivated.status, deactivated.text).toBe(202);
+
+    expect(await db('memberships').where({ org_id: orgId }).select('user_id')).toEqual([{ user_id: owner.userId }]);
+    const invitation = await call('GET', `/v1/organizations/${orgId}/invitations`, { token: guest.token });
+    expectErrorBody(invitation, 404);
+    expect(await db('invitations').where({ id: pending.json.invitation_id }).whereNull('revoked_at').select('id')).toEqual([]);
+    expect((await outboxEvents(orgId, 'organization.member.removed')).map((event) => event.data)).toEqual([
+      { org_id: orgId, user_id: guest.userId, removed_by: owner.userId },
+    ]);
+    await eventually(async () => {
+      const listed = await call('GET', '/v1/organizations', { token: guest.token });
+      return listed.json.data.every((o: { org_id: string }) => o.org_id !== orgId) || undefined;
+    }, 'the guest no longer lists the workspace');
+  });
+
   it('lets the new owner and the old owner race in opposite directions and still keeps one owner', async () => {
     const a = await world.user('r-a');
     const b = await world.user('r-b');

@@ -7,7 +7,8 @@ import type { CallScope } from '@switchboard/runtime/server';
 import type { AccountMail } from './notifications.js';
 import type { Reauthentication } from './reauthentication.js';
 import type { Sessions } from './sessions.js';
-import { deleteMembership } from './store/members.js';
+import { revokeAllPendingInvitations } from './store/invitations.js';
+import { deleteMembership, deleteOtherMemberships } from './store/members.js';
 import { deleteOrganization, findMembershipsWithCounts } from './store/organizations.js';
 import { usePasswordResets } from './store/password-resets.js';
 import { lockUser, markDeactivated, type UserRow } from './store/users.js';
@@ -16,8 +17,10 @@ import type { EventWriter } from './workspaces.js';
 /**
  * Self-service deactivation (GDPR, SPEC §3): the password (and a current code when 2FA is on)
  * again; then, in one transaction, organizations where the user is the only member are deleted
- * (the personal workspace row stays until erasure, billing records point at it), memberships
- * in other organizations end, every session is revoked, and `user.deactivated` tells the keys
+ * and memberships in other organizations end. The personal workspace goes with the account
+ * whoever else it holds (it cannot be transferred, so it never asks for a transfer): its other
+ * members are removed and its pending invitations revoked, and its row stays until erasure
+ * (billing records point at it). Then every session is revoked, and `user.deactivated` tells the keys
  * service to revoke the user's keys. Sign-in is refused from then on; the erasure job
  * pseudonymizes the account after ACCOUNT_ERASE_AFTER (30 days).
  */
@@ -58,7 +61,7 @@ export class Deactivations {
       if (!locked || locked.deactivated_at !== null)
         throw apiError(Code.FailedPrecondition, 'account_deactivated', 'The account is deactivated already.', { httpStatus: 409 });
       const memberships = await findMembershipsWithCounts(trx, user.id);
-      const owned = memberships.filter((m) => m.role === 'owner' && m.member_count > 1).map((m) => m.org_id);
+      const owned = memberships.filter((m) => m.role === 'owner' && m.member_count > 1 && !m.personal).map((m) => m.org_id);
       if (owned.length > 0) {
         throw apiError(Code.FailedPrecondition, 'ownership_transfer_required', 'Transfer the ownership of your organizations with other members first.', {
           httpStatus: 409,
@@ -66,7 +69,18 @@ export class Deactivations {
         });
       }
       for (const membership of memberships) {
-        if (membership.member_count === 1) {
+        if (membership.personal && membership.role === 'owner') {
+          await revokeAllPendingInvitations(trx, membership.org_id, user.id);
+          for (const removed of await deleteOtherMemberships(trx, membership.org_id, user.id)) {
+            await recordEvent(trx, {
+              type: 'organization.member.removed',
+              workspaceId: membership.org_id,
+              data: { org_id: membership.org_id, user_id: removed, removed_by: user.id },
+              requestId,
+            });
+          }
+        }
+        if (membership.member_count === 1 || (membership.personal && membership.role === 'owner')) {
           if (!membership.personal) await deleteOrganization(trx, membership.org_id);
           await recordEvent(trx, {
             type: 'organization.deleted',

@@ -64,6 +64,15 @@ export async function revokePendingInvitationsFor(db: Db, orgId: string, email: 
   );
 }
 
+/** Revokes every pending invitation to the organization. */
+export async function revokeAllPendingInvitations(db: Db, orgId: string, revokedBy: string): Promise<void> {
+  await db.raw(
+    `UPDATE invitations SET revoked_at = now(), revoked_by = ?
+      WHERE org_id = ? AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > now()`,
+    [revokedBy, orgId],
+  );
+}
+
 export async function markInvitationRevoked(db: Db, invitationId: string, revokedBy: string): Promise<void> {
   await db('invitations')
     .where({ id: invitationId })

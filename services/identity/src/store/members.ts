@@ -77,3 +77,9 @@ export async function updateMemberRole(db: Db, orgId: string, userId: string, ro
 export async function deleteMembership(db: Db, orgId: string, userId: string): Promise<boolean> {
   return (await db('memberships').where({ org_id: orgId, user_id: userId }).delete()) === 1;
 }
+
+/** Ends every membership of the organization but `userId`'s; the ids of the users removed. */
+export async function deleteOtherMemberships(db: Db, orgId: string, userId: string): Promise<string[]> {
+  const rows: Array<{ user_id: string }> = await db('memberships').where({ org_id: orgId }).whereNot({ user_id: userId }).delete().returning('user_id');
+  return rows.map((row) => row.user_id);
+}
