@@ -57,7 +57,12 @@ async function register(user: SignedUp, body: Record<string, unknown>) {
   return response.json as { webhook_id: string; secret: string; url: string; events: string[]; enabled: boolean };
 }
 
-async function delivery(user: SignedUp, webhookId: string, deliveryId: string, done: (d: { status: string; attempts: unknown[] }) => boolean) {
+async function delivery(
+  user: SignedUp,
+  webhookId: string,
+  deliveryId: string,
+  done: (d: { status: string; attempts: Array<{ trigger: string; status: string }> }) => boolean,
+) {
   return eventually(
     async () => {
       const response = await call('GET', `/v1/workspaces/${user.workspaceId}/webhooks/${webhookId}/deliveries/${deliveryId}`, { token: user.token });
@@ -246,6 +251,19 @@ describe('deliveries', () => {
     expect(recovered.status, recovered.text).toBe(200);
     expect(recovered.json).toMatchObject({ requeued: 1 });
     await delivery(owner, second.webhook_id, another.json.delivery_id, (d) => d.status === 'succeeded');
+
+    // A failed redelivery of a delivered event is recorded, but starts no automatic retries.
+    receiver.reply(dead, () => ({ status: 500 }));
+    const again = await call('POST', `${base}/deliveries/${another.json.delivery_id}/redeliver`, { token: owner.token });
+    expect(again.status, again.text).toBe(202);
+    expect(again.json.status).toBe('succeeded');
+    const failedAgain = await delivery(
+      owner,
+      second.webhook_id,
+      another.json.delivery_id,
+      (d) => d.attempts.at(-1)?.trigger === 'manual' && d.attempts.at(-1)?.status === 'failed',
+    );
+    expect(failedAgain).toMatchObject({ status: 'succeeded', next_attempt_at: null });
 
     const listed = await call('GET', `${base}/deliveries?status=succeeded`, { token: owner.token });
     expect(listed.json.data.map((d: { delivery_id: string }) => d.delivery_id)).toEqual([another.json.delivery_id, deadTest.json.delivery_id]);

@@ -144,16 +144,19 @@ export class Outcomes {
 /**
  * The delivery after an attempt. Scheduled attempts (event, test, retry) count against the
  * schedule: N delays allow N + 1. A manual attempt does not: when it fails, the delivery goes on
- * with the retries it had left, or is exhausted.
+ * with the retries it had left, or is exhausted; one that had succeeded already stays
+ * `succeeded` (the event did reach the receiver) and starts no retries, since its earlier
+ * success left its whole schedule unused.
  */
 export function nextState(
-  row: Pick<DeliveryRow, 'scheduled_attempts'>,
+  row: Pick<DeliveryRow, 'status' | 'scheduled_attempts'>,
   claim: Pick<ClaimedDelivery, 'next_trigger'>,
   result: Pick<DeliveryResult, 'ok' | 'retryAfterMs'>,
   schedule: RetrySchedule,
 ): { status: DeliveryRow['status']; scheduledAttempts: number; retryInMs?: number } {
-  const scheduledAttempts = row.scheduled_attempts + (claim.next_trigger === 'manual' ? 0 : 1);
-  if (result.ok) return { status: 'succeeded', scheduledAttempts };
+  const manual = claim.next_trigger === 'manual';
+  const scheduledAttempts = row.scheduled_attempts + (manual ? 0 : 1);
+  if (result.ok || (manual && row.status === 'succeeded')) return { status: 'succeeded', scheduledAttempts };
   const retryInMs = schedule.delayAfter(Math.max(scheduledAttempts, 1), result.retryAfterMs);
   return retryInMs === undefined ? { status: 'exhausted', scheduledAttempts } : { status: 'failed', scheduledAttempts, retryInMs };
 }

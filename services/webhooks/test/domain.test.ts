@@ -73,28 +73,47 @@ describe('the state after an attempt', () => {
   const failed = { ok: false };
 
   it('allows N + 1 scheduled attempts, then exhausts', () => {
-    expect(nextState({ scheduled_attempts: 0 }, { next_trigger: 'event' }, failed, schedule)).toEqual({
+    expect(nextState({ status: 'pending', scheduled_attempts: 0 }, { next_trigger: 'event' }, failed, schedule)).toEqual({
       status: 'failed',
       scheduledAttempts: 1,
       retryInMs: 100,
     });
-    expect(nextState({ scheduled_attempts: 1 }, { next_trigger: 'retry' }, failed, schedule)).toEqual({
+    expect(nextState({ status: 'failed', scheduled_attempts: 1 }, { next_trigger: 'retry' }, failed, schedule)).toEqual({
       status: 'failed',
       scheduledAttempts: 2,
       retryInMs: 200,
     });
-    expect(nextState({ scheduled_attempts: 2 }, { next_trigger: 'retry' }, failed, schedule)).toEqual({ status: 'exhausted', scheduledAttempts: 3 });
-    expect(nextState({ scheduled_attempts: 0 }, { next_trigger: 'test' }, { ok: true }, schedule)).toEqual({ status: 'succeeded', scheduledAttempts: 1 });
+    expect(nextState({ status: 'failed', scheduled_attempts: 2 }, { next_trigger: 'retry' }, failed, schedule)).toEqual({
+      status: 'exhausted',
+      scheduledAttempts: 3,
+    });
+    expect(nextState({ status: 'pending', scheduled_attempts: 0 }, { next_trigger: 'test' }, { ok: true }, schedule)).toEqual({
+      status: 'succeeded',
+      scheduledAttempts: 1,
+    });
   });
 
   it('does not count a manual attempt: a failed one resumes the retries left, or stays exhausted', () => {
-    expect(nextState({ scheduled_attempts: 1 }, { next_trigger: 'manual' }, failed, schedule)).toEqual({
+    expect(nextState({ status: 'failed', scheduled_attempts: 1 }, { next_trigger: 'manual' }, failed, schedule)).toEqual({
       status: 'failed',
       scheduledAttempts: 1,
       retryInMs: 100,
     });
-    expect(nextState({ scheduled_attempts: 3 }, { next_trigger: 'manual' }, failed, schedule)).toEqual({ status: 'exhausted', scheduledAttempts: 3 });
-    expect(nextState({ scheduled_attempts: 3 }, { next_trigger: 'manual' }, { ok: true }, schedule)).toEqual({ status: 'succeeded', scheduledAttempts: 3 });
+    expect(nextState({ status: 'pending', scheduled_attempts: 3 }, { next_trigger: 'manual' }, failed, schedule)).toEqual({
+      status: 'exhausted',
+      scheduledAttempts: 3,
+    });
+    expect(nextState({ status: 'pending', scheduled_attempts: 3 }, { next_trigger: 'manual' }, { ok: true }, schedule)).toEqual({
+      status: 'succeeded',
+      scheduledAttempts: 3,
+    });
+  });
+
+  it('keeps a delivered delivery succeeded when its manual redelivery fails, with no retries started', () => {
+    expect(nextState({ status: 'succeeded', scheduled_attempts: 1 }, { next_trigger: 'manual' }, failed, schedule)).toEqual({
+      status: 'succeeded',
+      scheduledAttempts: 1,
+    });
   });
 });
 

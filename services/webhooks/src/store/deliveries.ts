@@ -141,12 +141,12 @@ export async function claimDue(
   return rows;
 }
 
-type LockedDelivery = Pick<DeliveryRow, 'id' | 'scheduled_attempts'> & { lease_token: string | null };
+type LockedDelivery = Pick<DeliveryRow, 'id' | 'status' | 'scheduled_attempts'> & { lease_token: string | null };
 
 /** Locks the deliveries `ids` that still exist, with their current lease. */
 export async function lockDeliveries(trx: Knex.Transaction, ids: string[]): Promise<LockedDelivery[]> {
   const { rows } = await trx.raw<{ rows: LockedDelivery[] }>(
-    'SELECT id, scheduled_attempts, lease_token FROM deliveries WHERE id = ANY (?::text[]) ORDER BY id FOR UPDATE',
+    'SELECT id, status, scheduled_attempts, lease_token FROM deliveries WHERE id = ANY (?::text[]) ORDER BY id FOR UPDATE',
     [ids],
   );
   return rows;
@@ -232,10 +232,10 @@ export async function attemptsOf(db: Db, deliveryIds: string[]): Promise<Map<str
   return byDelivery;
 }
 
-/** Queues one manual attempt of a delivery now. */
+/** Queues one manual attempt of a delivery now; a delivered one stays `succeeded` (see `nextState`). */
 export async function queueManualAttempt(trx: Knex.Transaction, id: string): Promise<DeliveryRow> {
   const { rows } = await trx.raw<{ rows: DeliveryRow[] }>(
-    `UPDATE deliveries d SET next_trigger = 'manual', next_attempt_at = now(), status = CASE WHEN status = 'failed' THEN 'failed' ELSE 'pending' END
+    `UPDATE deliveries d SET next_trigger = 'manual', next_attempt_at = now(), status = CASE WHEN status IN ('failed', 'succeeded') THEN status ELSE 'pending' END
      WHERE d.id = ? RETURNING ${deliveryColumns}`,
     [id],
   );
