@@ -100,6 +100,15 @@ describe('endpoints', () => {
     expect(updated.json.disabled_at).toBeTruthy();
     const enabled = await call('PATCH', `${base}/${created.webhook_id}`, { token: owner.token, body: { enabled: true } });
     expect(enabled.json).toMatchObject({ enabled: true, disabled_reason: null, disabled_at: null });
+    // A change of what reaches the URL is a security event like a change of the URL.
+    const described = await call('PATCH', `${base}/${created.webhook_id}`, { token: owner.token, body: { description: 'renamed' } });
+    expect(described.status, described.text).toBe(200);
+    const requestId = described.headers.get('x-request-id')!;
+    const auditLine = await eventually(
+      async () => mesh.output('webhooks').split('\n').find((line) => line.includes(requestId) && line.includes('"audit":true')),
+      'the audit line of the update',
+    );
+    expect(JSON.parse(auditLine.slice(auditLine.indexOf('{')))).toMatchObject({ event: 'webhook.updated', fields: 'description', webhook_id: created.webhook_id });
 
     expect((await call('DELETE', `${base}/${created.webhook_id}`, { token: owner.token })).status).toBe(204);
     expectErrorBody(await call('GET', `${base}/${created.webhook_id}`, { token: owner.token }), 404, 'webhook_not_found');

@@ -6,7 +6,7 @@ import { afterCommit, type Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
-import type { Caller } from './caller.js';
+import { type Caller, webhookNotFound } from './caller.js';
 import type { Endpoints } from './endpoints.js';
 import { deliveryBody } from './intake.js';
 import { toDelivery } from './records.js';
@@ -21,7 +21,7 @@ import {
   queueManualAttempt,
   queueRecovery,
 } from './store/deliveries.js';
-import type { EndpointRow } from './store/endpoints.js';
+import { type EndpointRow, lockEndpoint } from './store/endpoints.js';
 
 /**
  * The deliveries of an endpoint as its workspace debugs them (SPEC §7): the log with every
@@ -44,17 +44,28 @@ const deliveryNotFound = () => apiError(Code.NotFound, 'delivery_not_found', 'No
 const endpointDisabled = () =>
   apiError(Code.FailedPrecondition, 'webhook_disabled', 'This webhook is disabled; enable it (PATCH enabled: true) before sending to it.', { httpStatus: 409 });
 
+/**
+ * Locks the endpoint until the transaction ends and refuses it when disabled or gone: a
+ * concurrent `PATCH enabled: false` then either waits for this transaction or is seen by it,
+ * so no manual attempt is queued to an endpoint disabled in between.
+ */
+async function lockEnabled(trx: Knex.Transaction, endpoint: EndpointRow): Promise<void> {
+  const locked = await lockEndpoint(trx, endpoint.id, endpoint.workspace_id);
+  if (!locked) throw webhookNotFound();
+  if (!locked.enabled) throw endpointDisabled();
+}
+
 export class Deliveries {
   constructor(private readonly deps: DeliveriesDeps) {}
 
   /** A webhook.test delivery to this endpoint, due at once. */
   async test(caller: Caller, webhookId: string): Promise<DeliveryRecord> {
     const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.manage');
-    if (!endpoint.enabled) throw endpointDisabled();
     const eventId = newId('evt');
     const occurredAt = new Date().toISOString();
     const data = { webhook_id: endpoint.id, workspace_id: endpoint.workspace_id, message: 'This is a test delivery from Switchboard.' };
     const deliveryId = await this.deps.db.transaction(async (trx) => {
+      await lockEnabled(trx, endpoint);
       await insertEvent(trx, {
         id: eventId,
         type: 'webhook.test',
@@ -96,9 +107,10 @@ export class Deliveries {
   async redeliver(caller: Caller, webhookId: string, deliveryId: string): Promise<DeliveryRecord> {
     const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.manage');
     const row = await this.deps.db.transaction(async (trx) => {
+      // The endpoint first, as deleting it (which cascades to its deliveries) locks them.
+      await lockEnabled(trx, endpoint);
       const delivery = deliveryId ? await lockDelivery(trx, deliveryId, endpoint.id) : undefined;
       if (!delivery) throw deliveryNotFound();
-      if (!endpoint.enabled) throw endpointDisabled();
       if (delivery.leased_until) {
         throw apiError(Code.FailedPrecondition, 'delivery_in_flight', 'This delivery is being sent right now; look at its attempts in a moment.', {
           httpStatus: 409,
@@ -116,8 +128,8 @@ export class Deliveries {
     const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.manage');
     if (!since) throw invalidArgument('since', 'since is required: an RFC 3339 time.');
     if (since.getTime() > Date.now()) throw invalidArgument('since', 'since must not be in the future.');
-    if (!endpoint.enabled) throw endpointDisabled();
     const requeued = await this.deps.db.transaction(async (trx) => {
+      await lockEnabled(trx, endpoint);
       const count = await queueRecovery(trx, endpoint.id, since);
       if (count > 0) afterCommit(trx, this.deps.onQueued);
       return count;

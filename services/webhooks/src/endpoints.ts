@@ -116,7 +116,9 @@ export class Endpoints {
       const row = await updateEndpoint(trx, webhookId, changes);
       // Retries that waited while it was disabled are due again.
       if (input.enabled === true) afterCommit(trx, this.deps.onQueued);
-      if (changes.url !== undefined || changes.enabled !== undefined) this.audit(caller, 'webhook.updated', webhookId);
+      // Every change is audited: events and description decide what reaches the URL and how it reads, too.
+      const fields = Object.keys(input).filter((field) => input[field as keyof typeof input] !== undefined);
+      if (fields.length > 0) this.audit(caller, 'webhook.updated', webhookId, { fields: fields.join(',') });
       return toWebhook(row);
     });
   }
@@ -155,14 +157,14 @@ export class Endpoints {
     return row;
   }
 
-  private audit(caller: Caller, event: string, webhookId: string): void {
+  private audit(caller: Caller, event: string, webhookId: string, details: Record<string, string> = {}): void {
     audit(this.deps.log, {
       event,
       outcome: 'success',
       userId: caller.userId,
       ip: clientIpOf(caller.ctx),
       requestId: requestIdOf(caller.ctx),
-      details: { webhook_id: webhookId, workspace_id: caller.workspaceId },
+      details: { webhook_id: webhookId, workspace_id: caller.workspaceId, ...details },
     });
   }
 }
