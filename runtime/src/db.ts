@@ -61,9 +61,10 @@ class DirectoryMigrationSource implements Knex.MigrationSource<string> {
 
 /**
  * Creates the service's schema and brings it to the latest migration. Each service has its own
- * migrations table inside its own schema and never touches another schema.
+ * migrations table inside its own schema and never touches another schema. Returns the names of
+ * the migrations this call applied (none when the schema was up to date).
  */
-export async function migrate(db: Knex, schema: string, migrationsDirectory: string): Promise<void> {
+export async function migrate(db: Knex, schema: string, migrationsDirectory: string): Promise<string[]> {
   const lockKey = `switchboard.migrate.${schema}`;
   // Replicas starting together: a session advisory lock, held on a connection of its own,
   // lets one migrate at a time (knex's lock table cannot protect the creation of itself).
@@ -77,11 +78,12 @@ export async function migrate(db: Knex, schema: string, migrationsDirectory: str
       // production role that owns only its schema must not need it.
       const existing = await db('pg_catalog.pg_namespace').where({ nspname: schema }).first();
       if (!existing) await db.raw('CREATE SCHEMA IF NOT EXISTS ??', [schema]);
-      await db.migrate.latest({
+      const [, applied]: [number, string[]] = await db.migrate.latest({
         schemaName: schema,
         tableName: 'knex_migrations',
         migrationSource: new DirectoryMigrationSource(migrationsDirectory),
       });
+      return applied;
     } finally {
       await db.raw('SELECT pg_advisory_unlock(hashtext(?))', [lockKey]).connection(lockConnection);
       await db.raw(`SET statement_timeout = ${statementTimeoutMs}`).connection(lockConnection);

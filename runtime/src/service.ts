@@ -61,6 +61,17 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
     const config = readCommonConfig();
     const port = readInt('PORT', servicePorts[name]);
     const db = createDb(config.databaseUrl, name);
+    if (process.argv.includes('--migrate')) {
+      // The init container of each service Deployment: a new version serves only once its schema
+      // is migrated; a failed migration holds its rollout back while the old pods keep serving.
+      const applied = await migrate(db, name, definition.migrationsDir).catch((err) => {
+        log.fatal({ err, schema: name }, `${name} migrations failed`);
+        process.exit(1);
+      });
+      log.info({ schema: name, applied }, `${name} migrations done`);
+      await db.destroy();
+      process.exit(0);
+    }
     await migrate(db, name, definition.migrationsDir);
     if (process.argv.includes('--rotate-data-key')) {
       // A one-off run (a Kubernetes Job, `npm run rotate-data-key`): re-encrypt, report, exit.
