@@ -83,19 +83,16 @@ function derivedErrors(route: Route): ErrorCase[] {
       { status: 401, code: 'token_expired', when: 'The access token has expired; refresh the session.' },
       { status: 401, code: 'session_revoked', when: 'The session of the access token has ended.' },
       { status: 401, code: 'account_deactivated', when: 'The account is deactivated.' },
+      // An API key is checked before the route's kind of credential: also where it is then refused (user_session_required).
+      { status: 401, code: 'invalid_api_key', when: 'The API key is not valid.' },
+      { status: 401, code: 'api_key_revoked', when: 'The API key has been revoked.' },
+      {
+        status: 402,
+        code: 'spend_cap_exceeded',
+        when: 'The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.',
+        metadata: { scope: 'key', cap_usd: '50.00', spend_usd: '50.02', resets_at: '2026-12-01T00:00:00Z' },
+      },
     );
-    if (route.credentials === 'user_session_or_api_key') {
-      errors.push(
-        { status: 401, code: 'invalid_api_key', when: 'The API key is not valid.' },
-        { status: 401, code: 'api_key_revoked', when: 'The API key has been revoked.' },
-        {
-          status: 402,
-          code: 'spend_cap_exceeded',
-          when: 'The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.',
-          metadata: { scope: 'key', cap_usd: '50.00', spend_usd: '50.02', resets_at: '2026-12-01T00:00:00Z' },
-        },
-      );
-    }
   }
   if (route.credentials === 'user_session') {
     errors.push({ status: 403, code: 'user_session_required', when: 'Called with an API key; this needs a signed-in user.' });
@@ -106,9 +103,10 @@ function derivedErrors(route: Route): ErrorCase[] {
   const pathFields = route.segments.flatMap((s) => ('field' in s ? [s.field.name] : []));
   if (route.credentials !== 'none' && !pathFields.includes('workspace_id')) {
     errors.push({ status: 404, code: 'workspace_not_found', when: 'The `X-Workspace-Id` names no workspace the caller is a member of.' });
-    if (route.credentials === 'user_session_or_api_key') {
-      errors.push({ status: 403, code: 'workspace_mismatch', when: "An API key was sent with another workspace's `X-Workspace-Id`." });
-    }
+  }
+  // An API key naming another workspace is refused on every route, a workspace in the path or not (rest.ts).
+  if (route.credentials === 'user_session_or_api_key') {
+    errors.push({ status: 403, code: 'workspace_mismatch', when: "An API key was sent with another workspace's `X-Workspace-Id`." });
   }
   if (pathFields.includes('workspace_id')) {
     errors.push({ status: 404, code: 'organization_not_found', when: 'No such workspace, or the caller is not a member of it.' });

@@ -75,8 +75,7 @@ export async function updateEndpoint(trx: Knex.Transaction, id: string, changes:
   const sets: string[] = ['updated_at = now()'];
   const bindings: Knex.RawBinding[] = [];
   if (changes.url !== undefined) {
-    // A new URL is a new receiver: the old one's failures do not count against it.
-    sets.push('url = ?, failing_since = NULL');
+    sets.push('url = ?');
     bindings.push(changes.url);
   }
   if (changes.events !== undefined) {
@@ -87,9 +86,11 @@ export async function updateEndpoint(trx: Knex.Transaction, id: string, changes:
     sets.push('description = ?');
     bindings.push(changes.description);
   }
-  if (changes.enabled === true) {
-    sets.push('enabled = true, disabled_reason = NULL, disabled_at = NULL, failing_since = NULL');
-  } else if (changes.enabled === false) {
+  if (changes.enabled === true) sets.push('enabled = true, disabled_reason = NULL, disabled_at = NULL');
+  // A new URL is a new receiver, and re-enabling starts afresh: either clears the failure clock (set
+  // once: Postgres refuses a column assigned twice).
+  if (changes.url !== undefined || changes.enabled === true) sets.push('failing_since = NULL');
+  if (changes.enabled === false) {
     // Disabling an endpoint that is already disabled keeps its reason (e.g. endpoint_gone).
     sets.push(`disabled_reason = CASE WHEN enabled THEN 'manual' ELSE disabled_reason END, disabled_at = CASE WHEN enabled THEN now() ELSE disabled_at END,
       enabled = false`);
