@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import type http from 'node:http';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { LONG_CACHE, memoize, type StaticFile, sendStaticError, sendStaticFile, staticFile } from './static-files.js';
 
 /**
  * GET /docs: Swagger UI rendering /v1/openapi.json, with every asset served by the gateway
@@ -47,17 +48,9 @@ const CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-interface Asset {
-  body: Buffer;
-  contentType: string;
-  etag: string;
-  cacheControl: string;
-}
-
 const require = createRequire(import.meta.url);
 let distDir: string | undefined;
 let version = '';
-const cache = new Map<string, Promise<Asset>>();
 
 function dist(): string {
   if (!distDir) {
@@ -66,11 +59,6 @@ function dist(): string {
     version = (require(pkgPath) as { version: string }).version;
   }
   return distDir;
-}
-
-function asset(body: Buffer, contentType: string, cacheControl: string): Asset {
-  const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
-  return { body, contentType, etag, cacheControl };
 }
 
 function html(assetVersion: string): string {
@@ -96,30 +84,18 @@ function html(assetVersion: string): string {
 `;
 }
 
-/** Assets are versioned in the page's URLs (?v=), so browsers may keep them for long. */
-const LONG_CACHE = 'public, max-age=31536000, immutable';
-
-async function load(name: string): Promise<Asset> {
+/** Assets are versioned in the page's URLs (?v=), so browsers may keep them for long (LONG_CACHE). */
+const cached = memoize(async (name: string): Promise<StaticFile> => {
   if (name === 'index.html') {
     dist();
     const init = createHash('sha256').update(INIT_JS).digest('hex').slice(0, 8);
-    return asset(Buffer.from(html(`${version}-${init}`)), 'text/html; charset=utf-8', 'no-cache');
+    return staticFile(Buffer.from(html(`${version}-${init}`)), 'text/html; charset=utf-8', 'no-cache');
   }
-  if (name === 'init.js') return asset(Buffer.from(INIT_JS), 'text/javascript; charset=utf-8', LONG_CACHE);
+  if (name === 'init.js') return staticFile(Buffer.from(INIT_JS), 'text/javascript; charset=utf-8', LONG_CACHE);
   const contentType = distAssets[name];
   if (!contentType) throw new Error(`not a docs asset: ${name}`);
-  return asset(await readFile(path.join(dist(), name)), contentType, LONG_CACHE);
-}
-
-function cached(name: string): Promise<Asset> {
-  let entry = cache.get(name);
-  if (!entry) {
-    entry = load(name);
-    entry.catch(() => cache.delete(name)); // retry a failed read next time
-    cache.set(name, entry);
-  }
-  return entry;
-}
+  return staticFile(await readFile(path.join(dist(), name)), contentType, LONG_CACHE);
+});
 
 /** The whitelisted asset a path names, or undefined when the path is not a docs path. */
 function resolve(pathname: string): string | undefined {
@@ -128,16 +104,6 @@ function resolve(pathname: string): string | undefined {
   const name = pathname.slice(ASSETS_PREFIX.length);
   if (name === 'init.js' || Object.hasOwn(distAssets, name)) return name;
   return undefined;
-}
-
-function sendError(res: http.ServerResponse, status: number, code: string, message: string): void {
-  const requestId = res.getHeader('x-request-id') ?? res.req?.headers['x-request-id'] ?? '';
-  const body = JSON.stringify({ error: { code, message, field: null, request_id: String(requestId) } });
-  res.statusCode = status;
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  res.setHeader('Content-Length', Buffer.byteLength(body));
-  res.setHeader('Cache-Control', 'no-store');
-  res.end(body);
 }
 
 /**
@@ -151,36 +117,17 @@ export async function handleDocs(pathname: string, res: http.ServerResponse): Pr
   const method = res.req?.method ?? 'GET';
   if (method !== 'GET' && method !== 'HEAD') {
     res.setHeader('Allow', 'GET, HEAD');
-    sendError(res, 405, 'method_not_allowed', `${method} is not allowed here; use GET.`);
+    sendStaticError(res, 405, 'method_not_allowed', `${method} is not allowed here; use GET.`);
     return true;
   }
 
-  let file: Asset;
+  let file: StaticFile;
   try {
     file = await cached(name);
   } catch {
-    sendError(res, 503, 'docs_unavailable', 'The API reference page is not available on this server.');
+    sendStaticError(res, 503, 'docs_unavailable', 'The API reference page is not available on this server.');
     return true;
   }
-
-  res.setHeader('Content-Type', file.contentType);
-  res.setHeader('Cache-Control', file.cacheControl);
-  res.setHeader('ETag', file.etag);
-  res.setHeader('X-Content-Type-Options', 'nosniff');
-  res.setHeader('Referrer-Policy', 'no-referrer');
-  if (name === 'index.html') {
-    res.setHeader('Content-Security-Policy', CSP);
-    res.setHeader('X-Frame-Options', 'DENY');
-  }
-
-  const ifNoneMatch = res.req?.headers['if-none-match'];
-  if (ifNoneMatch?.split(',').some((tag) => tag.trim().replace(/^W\//, '') === file.etag)) {
-    res.statusCode = 304;
-    res.end();
-    return true;
-  }
-  res.statusCode = 200;
-  res.setHeader('Content-Length', file.body.length);
-  res.end(method === 'HEAD' ? undefined : file.body);
+  sendStaticFile(res, file, name === 'index.html' ? { 'Content-Security-Policy': CSP, 'X-Frame-Options': 'DENY' } : {});
   return true;
 }

@@ -92,6 +92,9 @@ describe('recording usage', () => {
         byok: { cost_usd: '0.01', requests: 1 },
       },
     });
+    // Today's entry of the daily report splits the same usage per tier.
+    const today = await call('GET', '/v1/billing/usage?days=1', { token: ws.token });
+    expect(today.json.data).toEqual([expect.objectContaining({ cost_usd: '0.1168', requests: 4, by_tier: byTier.json.by_tier })]);
     // The keys service counts the same cost towards the key's month.
     await eventually(async () => (await call('GET', `/v1/keys/${ws.keyId}`, { token: ws.token })).json.month_to_date_spend_usd === '0.1168', 'the key spend');
   });

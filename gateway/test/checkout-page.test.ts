@@ -1,9 +1,9 @@
-import { existsSync } from 'node:fs';
 import { renderCheckoutPage } from '@switchboard/billing/checkout-page';
 import type { CheckoutRow } from '@switchboard/billing/store/checkouts';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium, openPage } from './browser.js';
 import { bootMesh, expectErrorBody, newUser, type RestCall, restClient } from './mesh.js';
 
 /**
@@ -13,18 +13,6 @@ import { bootMesh, expectErrorBody, newUser, type RestCall, restClient } from '.
  * a real headless Chromium: no CSP violation, Pay completes the top-up once.
  */
 
-/** Debian's chromium (CI installs it, see .ci/run); CHROMIUM_PATH points elsewhere. */
-const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const chromiumArgs = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const denyAllPolicy = "default-src 'none'; frame-ancestors 'none'";
 
 let mesh: Mesh;
@@ -87,6 +75,10 @@ describe('the sandbox checkout page over REST', () => {
     expect(page.text).toMatch(
       /<form id="pay" method="post" action="\.\/[\w-]+\/complete"><button id="pay-button" type="submit">Pay 7\.25 USD<\/button><\/form>/,
     );
+    // A link back to the dashboard's billing page, in the checkout's workspace.
+    const workspaceId = (await call('GET', '/v1/account', { token })).json.personal_workspace_id;
+    const back = /<a id="back" href="([^"]+)">Back to billing<\/a>/.exec(page.text)?.[1].replaceAll('&amp;', '&');
+    expect(back).toBe(`/app/billing?workspace_id=${workspaceId}&checkout_id=${checkout.checkout_id}`);
     // Every script and style of the page carries this answer's nonce; no inline handlers or style attributes.
     expect(page.text.match(/<script\b[^>]*>/g)).toEqual([`<script nonce="${nonce}">`]);
     expect(page.text.match(/<style\b[^>]*>/g)).toEqual([`<style nonce="${nonce}">`]);
@@ -171,9 +163,7 @@ describe('the sandbox checkout page in headless Chromium', () => {
   let context: BrowserContext;
 
   beforeAll(async () => {
-    if (!existsSync(chromiumPath)) throw new Error(`${chromiumPath} is missing: install Debian's chromium (apt-get install -y chromium), as .ci/run does`);
-    // launch() gives the browser a fresh temporary profile (user-data-dir), removed on close.
-    browser = await chromium.launch({ executablePath: chromiumPath, args: chromiumArgs });
+    browser = await launchChromium();
     context = await browser.newContext();
   });
 
@@ -181,25 +171,6 @@ describe('the sandbox checkout page in headless Chromium', () => {
     await context?.close();
     await browser?.close();
   });
-
-  /** A page that records every console message, page error, CSP violation and failed request. */
-  async function openPage(): Promise<{ page: Page; problems: string[] }> {
-    const page = await context.newPage();
-    const problems: string[] = [];
-    page.on('console', (message) => {
-      if (message.type() === 'error' || message.type() === 'warning' || /content security policy/i.test(message.text())) {
-        problems.push(`console ${message.type()}: ${message.text()}`);
-      }
-    });
-    page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-    page.on('requestfailed', (request) => problems.push(`request failed: ${request.method()} ${request.url()} ${request.failure()?.errorText}`));
-    await page.exposeFunction('reportViolation', (violation: string) => problems.push(`CSP violation: ${violation}`));
-    // Runs in the page before its own scripts (outside its CSP).
-    await page.addInitScript({
-      content: `document.addEventListener('securitypolicyviolation', (e) => window.reportViolation(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile + ':' + e.lineNumber));`,
-    });
-    return { page, problems };
-  }
 
   async function balanceOf(token: string): Promise<string> {
     const balance = await call('GET', '/v1/billing/balance', { token });
@@ -212,7 +183,7 @@ describe('the sandbox checkout page in headless Chromium', () => {
     expect(await balanceOf(token)).toBe('1.00');
     const checkout = await topup(token, '7.25');
 
-    const { page, problems } = await openPage();
+    const { page, problems } = await openPage(context);
     const opened = await page.goto(checkout.checkout_url);
     expect(opened?.status()).toBe(200);
     expect(await page.title()).toBe('Top-up of 7.25 USD · Switchboard sandbox checkout');
@@ -224,7 +195,7 @@ describe('the sandbox checkout page in headless Chromium', () => {
     expect(await button.evaluate((el) => (globalThis as unknown as InPage).getComputedStyle(el).backgroundColor)).toBe('rgb(31, 111, 235)');
 
     // A second tab opened before paying: its Pay button goes stale once the first one pays.
-    const stale = await openPage();
+    const stale = await openPage(context);
     await stale.page.goto(checkout.checkout_url);
 
     const completion = page.waitForRequest((request) => request.method() === 'POST' && request.url().endsWith('/complete'));

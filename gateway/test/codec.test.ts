@@ -269,8 +269,8 @@ describe('encodeResponse', () => {
       days: 2,
       total_cost_usd: '1.50',
       data: [
-        { date: '2024-01-01', cost_usd: '0', requests: 0, input_tokens: 0, output_tokens: 0 },
-        { date: '2024-01-02', cost_usd: '1.50', requests: 3, input_tokens: 1_234_567_890_123, output_tokens: 42 },
+        { date: '2024-01-01', cost_usd: '0', requests: 0, input_tokens: 0, output_tokens: 0, by_tier: null },
+        { date: '2024-01-02', cost_usd: '1.50', requests: 3, input_tokens: 1_234_567_890_123, output_tokens: 42, by_tier: null },
       ],
     });
     expect(typeof json.data[1].input_tokens).toBe('number');

@@ -1,10 +1,11 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDocs } from '../src/docs.js';
 import { buildOpenApiDocument } from '../src/openapi.js';
 import { buildRoutes } from '../src/routes.js';
+import { launchChromium } from './browser.js';
 
 /**
  * The API reference as a reader sees it: `/docs` in Debian's headless Chromium (CI installs it,
@@ -13,7 +14,6 @@ import { buildRoutes } from '../src/routes.js';
  * `DOCS_SCREENSHOT=<file.png>` also saves the page with the operation open (the README's picture).
  */
 
-const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const document = JSON.stringify(buildOpenApiDocument(buildRoutes()));
 
 let server: http.Server;
@@ -43,10 +43,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  browser = await chromium.launch({
-    executablePath: chromiumPath,
-    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {

@@ -195,8 +195,9 @@ describe('starting a Stripe checkout', () => {
     expect(p.get('client_reference_id')).toBe(created.checkout_id);
     expect(p.get('metadata[checkout_id]')).toBe(created.checkout_id);
     expect(p.get('metadata[workspace_id]')).toBe(ws.workspaceId);
-    expect(p.get('success_url')).toBe(`https://app.example.test/billing?paid=1&checkout_id=${created.checkout_id}`);
-    expect(p.get('cancel_url')).toBe(`${mesh.env.PUBLIC_BASE_URL}/billing/checkout/canceled?checkout_id=${created.checkout_id}`);
+    expect(p.get('success_url')).toBe(`https://app.example.test/billing?paid=1&workspace_id=${ws.workspaceId}&checkout_id=${created.checkout_id}`);
+    // By default the payer comes back to the dashboard's billing page, in the checkout's workspace.
+    expect(p.get('cancel_url')).toBe(`${mesh.env.PUBLIC_BASE_URL}/app/billing?workspace_id=${ws.workspaceId}&checkout_id=${created.checkout_id}`);
     // Payable no longer than the checkout (CHECKOUT_TTL 24 h; Stripe's bound is 24 h).
     const expiresIn = Number(p.get('expires_at')) - Date.now() / 1000;
     expect(expiresIn).toBeGreaterThan(23 * 3600);

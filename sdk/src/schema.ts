@@ -972,8 +972,8 @@ export interface paths {
         /**
          * Daily usage over the last days
          * @description Returns the workspace's usage per UTC day over the last `days` days (1 to 365, default 30;
-         *     today included): the cost, requests and tokens of each day, oldest first, days without
-         *     usage as zeros, and the total cost of the window.
+         *     today included): the cost, requests and tokens of each day, and its cost and requests per
+         *     pricing tier, oldest first, days without usage as zeros, and the total cost of the window.
          *
          *     Credentials: A user access token or an API key.
          *
@@ -1971,21 +1971,75 @@ export interface components {
          *           "cost_usd": "0",
          *           "requests": 0,
          *           "input_tokens": 0,
-         *           "output_tokens": 0
+         *           "output_tokens": 0,
+         *           "by_tier": {
+         *             "fast": {
+         *               "cost_usd": "0",
+         *               "requests": 0
+         *             },
+         *             "balanced": {
+         *               "cost_usd": "0",
+         *               "requests": 0
+         *             },
+         *             "passthrough": {
+         *               "cost_usd": "0",
+         *               "requests": 0
+         *             },
+         *             "byok": {
+         *               "cost_usd": "0",
+         *               "requests": 0
+         *             }
+         *           }
          *         },
          *         {
          *           "date": "2026-11-23",
          *           "cost_usd": "0.006",
          *           "requests": 4,
          *           "input_tokens": 4000,
-         *           "output_tokens": 2000
+         *           "output_tokens": 2000,
+         *           "by_tier": {
+         *             "fast": {
+         *               "cost_usd": "0",
+         *               "requests": 0
+         *             },
+         *             "balanced": {
+         *               "cost_usd": "0.006",
+         *               "requests": 4
+         *             },
+         *             "passthrough": {
+         *               "cost_usd": "0",
+         *               "requests": 0
+         *             },
+         *             "byok": {
+         *               "cost_usd": "0",
+         *               "requests": 0
+         *             }
+         *           }
          *         },
          *         {
          *           "date": "2026-11-24",
          *           "cost_usd": "0.0009",
          *           "requests": 3,
          *           "input_tokens": 3000,
-         *           "output_tokens": 1500
+         *           "output_tokens": 1500,
+         *           "by_tier": {
+         *             "fast": {
+         *               "cost_usd": "0.0009",
+         *               "requests": 3
+         *             },
+         *             "balanced": {
+         *               "cost_usd": "0",
+         *               "requests": 0
+         *             },
+         *             "passthrough": {
+         *               "cost_usd": "0",
+         *               "requests": 0
+         *             },
+         *             "byok": {
+         *               "cost_usd": "0",
+         *               "requests": 0
+         *             }
+         *           }
          *         }
          *       ]
          *     }
@@ -2067,6 +2121,11 @@ export interface components {
              * @description Output (completion) tokens of those requests.
              */
             output_tokens: number;
+            /**
+             * @description The day's cost and requests per pricing tier (every tier present, zero when unused); they
+             *     add up to `cost_usd` and `requests`.
+             */
+            by_tier: components["schemas"]["switchboard.billing.v1.TierBreakdown"] | null;
         };
         /**
          * Conversation
@@ -4464,8 +4523,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -5152,8 +5227,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -5628,8 +5719,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -5826,8 +5933,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -6003,8 +6126,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -6186,8 +6325,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -6374,8 +6529,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -6723,8 +6894,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -7023,8 +7210,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -7693,8 +7896,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -8382,8 +8601,24 @@ export interface operations {
              *     - `token_expired`: The access token has expired; refresh the session.
              *     - `session_revoked`: The session of the access token has ended.
              *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
              */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -10295,21 +10530,75 @@ export interface operations {
                      *           "cost_usd": "0",
                      *           "requests": 0,
                      *           "input_tokens": 0,
-                     *           "output_tokens": 0
+                     *           "output_tokens": 0,
+                     *           "by_tier": {
+                     *             "fast": {
+                     *               "cost_usd": "0",
+                     *               "requests": 0
+                     *             },
+                     *             "balanced": {
+                     *               "cost_usd": "0",
+                     *               "requests": 0
+                     *             },
+                     *             "passthrough": {
+                     *               "cost_usd": "0",
+                     *               "requests": 0
+                     *             },
+                     *             "byok": {
+                     *               "cost_usd": "0",
+                     *               "requests": 0
+                     *             }
+                     *           }
                      *         },
                      *         {
                      *           "date": "2026-11-23",
                      *           "cost_usd": "0.006",
                      *           "requests": 4,
                      *           "input_tokens": 4000,
-                     *           "output_tokens": 2000
+                     *           "output_tokens": 2000,
+                     *           "by_tier": {
+                     *             "fast": {
+                     *               "cost_usd": "0",
+                     *               "requests": 0
+                     *             },
+                     *             "balanced": {
+                     *               "cost_usd": "0.006",
+                     *               "requests": 4
+                     *             },
+                     *             "passthrough": {
+                     *               "cost_usd": "0",
+                     *               "requests": 0
+                     *             },
+                     *             "byok": {
+                     *               "cost_usd": "0",
+                     *               "requests": 0
+                     *             }
+                     *           }
                      *         },
                      *         {
                      *           "date": "2026-11-24",
                      *           "cost_usd": "0.0009",
                      *           "requests": 3,
                      *           "input_tokens": 3000,
-                     *           "output_tokens": 1500
+                     *           "output_tokens": 1500,
+                     *           "by_tier": {
+                     *             "fast": {
+                     *               "cost_usd": "0.0009",
+                     *               "requests": 3
+                     *             },
+                     *             "balanced": {
+                     *               "cost_usd": "0",
+                     *               "requests": 0
+                     *             },
+                     *             "passthrough": {
+                     *               "cost_usd": "0",
+                     *               "requests": 0
+                     *             },
+                     *             "byok": {
+                     *               "cost_usd": "0",
+                     *               "requests": 0
+                     *             }
+                     *           }
                      *         }
                      *       ]
                      *     }
@@ -13349,6 +13638,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {
@@ -13512,6 +13802,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {
@@ -13690,6 +13981,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {
@@ -13820,6 +14112,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {
@@ -13986,6 +14279,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {
@@ -14175,6 +14469,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {
@@ -14368,6 +14663,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {
@@ -14594,6 +14890,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {
@@ -14755,6 +15052,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {
@@ -14923,6 +15221,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {
@@ -15115,6 +15414,7 @@ export interface operations {
              * @description Authenticated but not allowed.
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
                 headers: {

@@ -52,7 +52,10 @@ try {
       void stop(`${component} exited`, 1);
     },
   });
-  log.info({ gateway: mesh.gatewayUrl, docs: `${mesh.gatewayUrl}/docs`, mailbox: mesh.env.MAILBOX_DIR }, 'Switchboard is ready');
+  log.info(
+    { gateway: mesh.gatewayUrl, dashboard: `${mesh.gatewayUrl}/app/`, docs: `${mesh.gatewayUrl}/docs`, mailbox: mesh.env.MAILBOX_DIR },
+    'Switchboard is ready',
+  );
 } catch (err) {
   log.fatal({ err: (err as Error).message }, 'the mesh could not start');
   process.exit(1);

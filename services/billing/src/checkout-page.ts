@@ -9,9 +9,9 @@ import type { Topups } from './topups.js';
 
 /**
  * The sandbox provider's payment page (SPEC §5), `GET /v1/billing/sandbox/checkout/{token}`: the
- * amount, the status (pending, completed, expired, failed) and, while pending, a Pay button. The
- * button's form posts to `…/{token}/complete`; its inline script does the same with fetch() and
- * shows the outcome in place. The page carries its own strict CSP (contentSecurityPolicyHeader):
+ * amount, the status (pending, completed, expired, failed), while pending a Pay button, and a
+ * link back to the dashboard's billing page. The button's form posts to `…/{token}/complete`;
+ * its inline script does the same with fetch() and shows the outcome in place. The page carries its own strict CSP (contentSecurityPolicyHeader):
  * nothing loads but the nonce'd inline script and style of this very answer, the only connection
  * is back to the gateway, and the page can never be framed (the Pay button is no clickjacking
  * target). Everything interpolated into the HTML is escaped.
@@ -109,6 +109,14 @@ const script = `"use strict";
 })();
 `;
 
+/**
+ * Where the page's link leads back to: the dashboard's billing page (same origin as this page),
+ * in the checkout's workspace, which then shows how this top-up went.
+ */
+export function dashboardReturnPath(row: Pick<CheckoutRow, 'id' | 'workspace_id'>): string {
+  return `/app/billing?${new URLSearchParams({ workspace_id: row.workspace_id, checkout_id: row.id })}`;
+}
+
 /** The page of one checkout; `token` is the page's own (the completion URL is relative to it). */
 export function renderCheckoutPage(row: CheckoutRow, token: string, nonce: string): string {
   const amount = escapeHtml(displayAmount(row.amount_usd));
@@ -149,6 +157,7 @@ export function renderCheckoutPage(row: CheckoutRow, token: string, nonce: strin
 ${rows.join('\n')}
 </dl>
 ${pay}<p id="message" role="status" aria-live="polite">${escapeHtml(outcome[row.status] ?? '')}</p>
+<p><a id="back" href="${escapeHtml(dashboardReturnPath(row))}">Back to billing</a></p>
 </main>
 ${pay ? `<script nonce="${n}">${script}</script>\n` : ''}</body>
 </html>

@@ -48,6 +48,15 @@ function toPlan(plan: PlanPricing) {
   };
 }
 
+/** Every tier's cost and requests, zero for a tier `usageOf` has nothing for. */
+function tierBreakdown(usageOf: (tier: Tier) => { cost_usd: string; requests: number | string } | undefined) {
+  const of = (tier: Tier) => {
+    const usage = usageOf(tier);
+    return { costUsd: usage ? new Money(usage.cost_usd).toFixed() : '0', requests: BigInt(usage?.requests ?? 0) };
+  };
+  return { fast: of('fast'), balanced: of('balanced'), passthrough: of('passthrough'), byok: of('byok') };
+}
+
 export class Reports {
   constructor(private readonly deps: ReportsDeps) {}
 
@@ -81,6 +90,7 @@ export class Reports {
         requests: BigInt(row.requests),
         inputTokens: BigInt(row.input_tokens),
         outputTokens: BigInt(row.output_tokens),
+        byTier: tierBreakdown((tier) => row.by_tier[tier]),
       })),
     };
   }
@@ -88,11 +98,7 @@ export class Reports {
   async usageByTier(workspaceId: string, rawDays: number | undefined): Promise<MessageInitShape<typeof UsageByTierSchema>> {
     const days = parseDays(rawDays);
     const rows = await usageByTier(this.deps.db, workspaceId, this.window(days).since);
-    const of = (tier: Tier) => {
-      const row = rows.find((r) => r.tier === tier);
-      return { costUsd: row ? new Money(row.cost_usd).toFixed() : '0', requests: BigInt(row?.requests ?? 0) };
-    };
-    return { days, byTier: { fast: of('fast'), balanced: of('balanced'), passthrough: of('passthrough'), byok: of('byok') } };
+    return { days, byTier: tierBreakdown((tier) => rows.find((row) => row.tier === tier)) };
   }
 
   async plan(workspaceId: string): Promise<MessageInitShape<typeof GetPlanResponseSchema>> {

@@ -64,8 +64,8 @@ describe('readStripeSettings', () => {
     expect(settings).toEqual({
       secretKey: 'sk_test_unit',
       webhookSecret: secret,
-      successUrl: 'http://localhost:8080/billing/checkout/success',
-      cancelUrl: 'http://localhost:8080/billing/checkout/canceled',
+      successUrl: 'http://localhost:8080/app/billing',
+      cancelUrl: 'http://localhost:8080/app/billing',
       timeoutMs: 4000,
       toleranceSeconds: 300,
       apiBase: undefined,

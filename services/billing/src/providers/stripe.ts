@@ -48,8 +48,9 @@ export function readStripeSettings(publicUrl: string, env: Record<string, string
   const apiBase = env.STRIPE_API_BASE || undefined;
   if (apiBase && !/^https?:\/\/[^/]+\/?$/.test(apiBase))
     throw new ConfigError(`STRIPE_API_BASE must be a URL such as http://127.0.0.1:12111, got "${apiBase}"`);
-  const successUrl = readString('STRIPE_SUCCESS_URL', `${publicUrl}/billing/checkout/success`, env);
-  const cancelUrl = readString('STRIPE_CANCEL_URL', `${publicUrl}/billing/checkout/canceled`, env);
+  // The dashboard's billing page shows how the top-up went, whether it was paid or not.
+  const successUrl = readString('STRIPE_SUCCESS_URL', `${publicUrl}/app/billing`, env);
+  const cancelUrl = readString('STRIPE_CANCEL_URL', `${publicUrl}/app/billing`, env);
   for (const [name, url] of [
     ['STRIPE_SUCCESS_URL', successUrl],
     ['STRIPE_CANCEL_URL', cancelUrl],
@@ -80,9 +81,11 @@ export function usdToCents(amountUsd: string): number {
 const minSessionMs = 30 * 60_000 + 60_000;
 const maxSessionMs = 24 * 3_600_000 - 60_000;
 
-function withQuery(url: string, name: string, value: string): string {
+/** `url` with the checkout's workspace and id added to its query (the dashboard opens that workspace and shows the top-up). */
+function returnUrl(url: string, checkout: { id: string; workspaceId: string }): string {
   const parsed = new URL(url);
-  parsed.searchParams.set(name, value);
+  parsed.searchParams.set('workspace_id', checkout.workspaceId);
+  parsed.searchParams.set('checkout_id', checkout.id);
   return parsed.toString();
 }
 
@@ -121,8 +124,8 @@ export class StripeProvider implements PaymentProvider {
           client_reference_id: checkout.id,
           metadata,
           payment_intent_data: { metadata },
-          success_url: withQuery(this.settings.successUrl, 'checkout_id', checkout.id),
-          cancel_url: withQuery(this.settings.cancelUrl, 'checkout_id', checkout.id),
+          success_url: returnUrl(this.settings.successUrl, checkout),
+          cancel_url: returnUrl(this.settings.cancelUrl, checkout),
           expires_at: Math.floor((now + until) / 1000),
         },
         { idempotencyKey: checkout.id },

@@ -85,21 +85,29 @@ export interface DayRow {
   requests: number;
   input_tokens: number;
   output_tokens: number;
+  /** The day's cost and requests per tier; tiers without usage that day are absent. */
+  by_tier: Record<string, { cost_usd: string; requests: number }>;
 }
 
 /** One row per UTC day from `from` to `to` (dates, inclusive), days without usage as zeros. */
 export async function usageByDay(db: Db, workspaceId: string, from: string, to: string): Promise<DayRow[]> {
   const { rows } = await db.raw<{ rows: DayRow[] }>(
     `WITH days AS (SELECT generate_series(?::date, ?::date, interval '1 day')::date AS day),
-     agg AS (
-       SELECT (occurred_at AT TIME ZONE 'UTC')::date AS day, sum(cost_usd) AS cost, count(*) AS requests,
+     per_tier AS (
+       SELECT (occurred_at AT TIME ZONE 'UTC')::date AS day, tier, sum(cost_usd) AS cost, count(*) AS requests,
               sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens
          FROM usage_records
         WHERE workspace_id = ? AND occurred_at >= (?::date)::timestamp AT TIME ZONE 'UTC' AND occurred_at < (?::date + 1)::timestamp AT TIME ZONE 'UTC'
-        GROUP BY 1
+        GROUP BY 1, 2
+     ),
+     agg AS (
+       SELECT day, sum(cost) AS cost, sum(requests) AS requests, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+              jsonb_object_agg(tier, jsonb_build_object('cost_usd', cost::text, 'requests', requests)) AS by_tier
+         FROM per_tier GROUP BY day
      )
      SELECT to_char(days.day, 'YYYY-MM-DD') AS date, COALESCE(agg.cost, 0)::text AS cost_usd, COALESCE(agg.requests, 0) AS requests,
-            COALESCE(agg.input_tokens, 0)::bigint AS input_tokens, COALESCE(agg.output_tokens, 0)::bigint AS output_tokens
+            COALESCE(agg.input_tokens, 0)::bigint AS input_tokens, COALESCE(agg.output_tokens, 0)::bigint AS output_tokens,
+            COALESCE(agg.by_tier, '{}'::jsonb) AS by_tier
        FROM days LEFT JOIN agg USING (day) ORDER BY days.day`,
     [from, to, workspaceId, from, to],
   );

@@ -1,0 +1,43 @@
+import { useState } from 'react';
+import { Form } from '../../components/form';
+import { Notice } from '../../components/notice';
+import { Section } from '../../components/section';
+import { useRouter } from '../../router';
+import { useSignedIn } from '../../session';
+
+/**
+ * Ending sessions. The API lists no sessions (it has no such route), so this offers what it
+ * can do: sign out the other sessions, or every session.
+ */
+export function SessionsSection() {
+  const { client, ended } = useSignedIn();
+  const { navigate } = useRouter();
+  const [othersEnded, setOthersEnded] = useState(false);
+  const signOutOthers = async () => {
+    setOthersEnded(false);
+    await client.signOut('others');
+    setOthersEnded(true);
+  };
+  const signOutEverywhere = async () => {
+    await client.signOut('global');
+    ended('You signed out of every session of the account.');
+    navigate('/sign-in', { replace: true });
+  };
+  return (
+    <Section title="Sessions">
+      <p>
+        A session lasts up to 30 days, and ends after 7 days without use. This dashboard keeps its session in this tab's memory only: reloading the page or
+        closing the tab signs you out here. Sessions are not listed, but you can end them:
+      </p>
+      <div className="button-row">
+        <Form onSubmit={signOutOthers} submitLabel="Sign out of other sessions" busyLabel="Signing out…" label="Sign out of other sessions">
+          <p className="hint">Every other browser or device signed in as you; this session goes on. API keys keep working.</p>
+        </Form>
+        <Form onSubmit={signOutEverywhere} submitLabel="Sign out everywhere" busyLabel="Signing out…" label="Sign out everywhere">
+          <p className="hint">Every session, this one included.</p>
+        </Form>
+      </div>
+      {othersEnded && <Notice>Every other session is signed out.</Notice>}
+    </Section>
+  );
+}

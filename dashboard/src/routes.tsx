@@ -1,0 +1,53 @@
+import type { ComponentType } from 'react';
+import { AccountPage } from './pages/account-page';
+import { BillingPage } from './pages/billing-page';
+import { ConversationsPage } from './pages/conversations-page';
+import { FeedbackPage } from './pages/feedback-page';
+import { KeyPage } from './pages/key-page';
+import { KeysPage } from './pages/keys-page';
+import { OrganizationPage } from './pages/organization-page';
+import { ResetPasswordConfirmPage } from './pages/reset-password-confirm-page';
+import { ResetPasswordPage } from './pages/reset-password-page';
+import { SignInPage } from './pages/sign-in-page';
+import { SignUpPage } from './pages/sign-up-page';
+import { VerifyEmailPage } from './pages/verify-email-page';
+import { WebhookPage } from './pages/webhook-page';
+import { WebhooksPage } from './pages/webhooks-page';
+
+export interface Route {
+  /** The path under /app; `:name` segments are parameters (`/keys/:keyId`). */
+  path: string;
+  /** Gets the path's parameters. */
+  page: ComponentType<{ params: Record<string, string> }>;
+  /**
+   * Who sees it: `signed-in` (the default: signed-out visitors go to the sign-in page first),
+   * `signed-out` (sign-in pages: a signed-in user goes to the account page), `anyone`.
+   */
+  audience?: 'signed-in' | 'signed-out' | 'anyone';
+  /** The link's text in the navigation bar; pages without one are reached from other pages. */
+  nav?: string;
+  /** The action of the API's role × action table (`webhooks.read`) the role needs to see the page. */
+  action?: string;
+}
+
+/** Every page of the dashboard; the navigation bar lists those with `nav`, in this order. */
+export const routes: Route[] = [
+  { path: '/sign-in', page: SignInPage, audience: 'signed-out' },
+  { path: '/sign-up', page: SignUpPage, audience: 'signed-out' },
+  { path: '/verify-email', page: VerifyEmailPage, audience: 'anyone' },
+  { path: '/reset-password', page: ResetPasswordPage, audience: 'anyone' },
+  { path: '/reset-password/confirm', page: ResetPasswordConfirmPage, audience: 'anyone' },
+  { path: '/account', page: AccountPage, nav: 'Account' },
+  { path: '/organization', page: OrganizationPage, nav: 'Organization', action: 'members.read' },
+  { path: '/keys', page: KeysPage, nav: 'Keys', action: 'keys.read' },
+  { path: '/keys/:keyId', page: KeyPage, action: 'keys.read' },
+  { path: '/billing', page: BillingPage, nav: 'Billing', action: 'billing.read' },
+  { path: '/conversations', page: ConversationsPage, nav: 'Conversations', action: 'conversations.read' },
+  { path: '/conversations/:conversationId', page: ConversationsPage, action: 'conversations.read' },
+  { path: '/feedback', page: FeedbackPage, nav: 'Feedback', action: 'feedback.read' },
+  { path: '/webhooks', page: WebhooksPage, nav: 'Webhooks', action: 'webhooks.read' },
+  { path: '/webhooks/:webhookId', page: WebhookPage, action: 'webhooks.read' },
+];
+
+/** Where a signed-in user lands. */
+export const homePath = '/account';
