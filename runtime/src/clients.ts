@@ -4,6 +4,7 @@ import { type Client, Code, ConnectError, createClient, type Interceptor, type T
 import { codeFromHttpStatus, errorFromJsonBytes } from '@connectrpc/connect/protocol-connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import type { MeshClaims, MeshTokens } from './mesh-token.js';
+import { injectTraceContext } from './trace-context.js';
 
 /**
  * An HTTP/2 Connect transport to a peer. Pings keep the session honest across peer restarts
@@ -18,9 +19,33 @@ export function createPeerTransport(baseUrl: string, options: { interceptors?: I
     pingTimeoutMs: 3_000,
     idleConnectionTimeoutMs: 60_000,
     defaultTimeoutMs: options.timeoutMs ?? 10_000,
-    interceptors: options.interceptors,
+    interceptors: [unavailableWhenDropped, ...(options.interceptors ?? [])],
   });
 }
+
+/** Node's codes for a call whose connection went away under it (connect-node calls these Aborted). */
+const droppedCodes = new Set(['ECONNRESET', 'EPIPE', 'ERR_STREAM_DESTROYED', 'ERR_HTTP2_INVALID_STREAM', 'ERR_HTTP2_STREAM_ERROR', 'ERR_HTTP2_GOAWAY_SESSION']);
+
+/**
+ * A peer that dies mid-call (a crash, kill -9) resets the connection; connect-node reports that
+ * as Aborted, which the gateway would answer as 409 conflict with "read ECONNRESET" (a chaos run
+ * found it). It is an outage of the peer: Unavailable (503 + Retry-After). Aborted errors the peer
+ * itself sent have no such cause and pass unchanged.
+ */
+const unavailableWhenDropped: Interceptor = (next) => async (req) => {
+  try {
+    return await next(req);
+  } catch (err) {
+    const error = ConnectError.from(err);
+    if (error.code !== Code.Aborted) throw err;
+    for (let cause = error.cause; cause instanceof Error; cause = cause.cause) {
+      if (droppedCodes.has((cause as NodeJS.ErrnoException).code ?? '')) {
+        throw new ConnectError(`the ${req.service.typeName} service dropped the call (${cause.message})`, Code.Unavailable, undefined, undefined, err);
+      }
+    }
+    throw err;
+  }
+};
 
 /** A client for a peer service whose calls carry a mesh token naming this component. */
 export function createPeerClient<T extends DescService>(
@@ -31,6 +56,8 @@ export function createPeerClient<T extends DescService>(
 ): Client<T> {
   const addToken: Interceptor = (next) => async (req) => {
     req.header.set('authorization', `Bearer ${await meshTokens.mint(target.name, claims)}`);
+    // HTTP/2 is not instrumented: the call carries the trace context itself.
+    injectTraceContext(req.header);
     return next(req);
   };
   return createClient(service, createPeerTransport(target.url, { interceptors: [addToken] }));
@@ -60,14 +87,16 @@ export class UnaryClient {
     return new Promise((resolve, reject) => {
       let stream: http2.ClientHttp2Stream;
       try {
-        stream = this.connect().request({
+        const requestHeader: Record<string, string> = {
           ':method': 'POST',
           ':path': `/${method.parent.typeName}/${method.name}`,
           'content-type': 'application/proto',
           'connect-protocol-version': '1',
           'connect-timeout-ms': String(timeoutMs),
           ...header,
-        });
+        };
+        injectTraceContext(requestHeader);
+        stream = this.connect().request(requestHeader);
       } catch (err) {
         reject(ConnectError.from(err, Code.Unavailable));
         return;
@@ -91,6 +120,11 @@ export class UnaryClient {
         signal?.removeEventListener('abort', onAbort);
         const body = Buffer.concat(chunks);
         const status = Number(responseHeader[':status']);
+        // Ended without an answer: the peer's connection went away mid-call (it died, kill -9).
+        if (Number.isNaN(status)) {
+          reject(new ConnectError('the service closed the call without an answer', Code.Unavailable));
+          return;
+        }
         if (status === 200) {
           try {
             resolve({ message: fromBinary(method.output, body), header: responseHeader });

@@ -21,6 +21,7 @@ import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import type { NatsConnection } from './nats.js';
 import { sleepUnless, withTimeout } from './timing.js';
+import { inSpan, type SpanStart } from './trace-context.js';
 
 /**
  * The event envelope as consumers see it: the proto3 JSON form with proto field names, every
@@ -99,6 +100,22 @@ const ms = (millis: number) => millis * 1_000_000; // JetStream durations are na
 /** Delay before redelivering a message whose handler failed `deliveryCount` times. */
 function retryDelay(deliveryCount: number, cap: number): number {
   return Math.min(200 * 2 ** Math.max(0, Math.min(deliveryCount - 1, 20)), cap);
+}
+
+function eventSpan(msg: JsMsg, event: EventEnvelopeJson, durable: string): SpanStart {
+  return {
+    name: `process ${event.type}`,
+    kind: 'consumer',
+    carrier: msg.headers,
+    attributes: {
+      'messaging.system': 'nats',
+      'messaging.operation.type': 'process',
+      'messaging.destination.name': msg.subject,
+      'messaging.consumer.group.name': durable,
+      'messaging.message.id': event.event_id,
+      'switchboard.request_id': event.request_id,
+    },
+  };
 }
 
 function errorMessage(err: unknown): string {
@@ -205,10 +222,13 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
     // Long handlers keep the message from being redelivered meanwhile.
     const keepAlive = setInterval(() => msg.working(), Math.max(1000, Math.floor(ackWaitMs / 2)));
     try {
-      await db.transaction(async (trx) => {
-        const inserted = await trx.raw('INSERT INTO processed_events (consumer, event_id) VALUES (?, ?) ON CONFLICT DO NOTHING', [durable, event.event_id]);
-        if ((inserted as { rowCount?: number }).rowCount === 1) await handle(event, trx);
-      });
+      const handleOnce = () =>
+        db.transaction(async (trx) => {
+          const inserted = await trx.raw('INSERT INTO processed_events (consumer, event_id) VALUES (?, ?) ON CONFLICT DO NOTHING', [durable, event.event_id]);
+          if ((inserted as { rowCount?: number }).rowCount === 1) await handle(event, trx);
+        });
+      // Traced as a child of the request that wrote the event (its context travels in the headers).
+      await inSpan(eventSpan(msg, event, durable), handleOnce);
       msg.ack();
     } catch (err) {
       const delay = retryDelay(msg.info.deliveryCount, maxRetryDelayMs);

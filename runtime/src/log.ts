@@ -1,4 +1,5 @@
 import { type Logger, pino } from 'pino';
+import { activeTraceFields, tracingOn } from './trace-context.js';
 
 export type { Logger };
 
@@ -43,5 +44,7 @@ export function createLogger(component: string, level = process.env.LOG_LEVEL ??
     base: { svc: component },
     redact: { paths: redactPaths, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
+    // The request id stays the correlation key; when tracing, a line written in a span names it too.
+    mixin: tracingOn() ? activeTraceFields : undefined,
   });
 }

@@ -1,6 +1,7 @@
 import { create, type JsonObject, toJson } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
+import { headers, type MsgHdrs } from '@nats-io/transport-node';
 import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { afterCommit, type Knex } from './db.js';
 import { newId } from './ids.js';
@@ -8,6 +9,7 @@ import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import type { NatsConnection } from './nats.js';
 import { sleepUnless, withTimeout } from './timing.js';
+import { traceContextHeaders } from './trace-context.js';
 
 /**
  * Transactional outbox (SPEC §1, events): a service writes its state change and the event row
@@ -42,7 +44,8 @@ export async function createOutboxTables(knex: Knex): Promise<void> {
       created_at timestamptz NOT NULL DEFAULT now(),
       published_at timestamptz NULL,
       attempts integer NOT NULL DEFAULT 0,
-      last_error text NULL
+      last_error text NULL,
+      trace_context jsonb NULL
     )`);
   await knex.raw('CREATE INDEX IF NOT EXISTS outbox_unpublished_idx ON outbox (id) WHERE published_at IS NULL');
   await knex.raw(`
@@ -57,6 +60,18 @@ export async function createOutboxTables(knex: Knex): Promise<void> {
 /** The `down` of the migration that created the outbox tables. */
 export async function dropOutboxTables(knex: Knex): Promise<void> {
   await knex.schema.dropTableIfExists('processed_events').dropTableIfExists('outbox');
+}
+
+/**
+ * Adds `outbox.trace_context` to a schema whose outbox predates it (createOutboxTables has it):
+ * the trace context of the request that wrote the event, sent as NATS headers with it.
+ */
+export async function addOutboxTraceContext(knex: Knex): Promise<void> {
+  await knex.raw('ALTER TABLE outbox ADD COLUMN IF NOT EXISTS trace_context jsonb NULL');
+}
+
+export async function dropOutboxTraceContext(knex: Knex): Promise<void> {
+  await knex.raw('ALTER TABLE outbox DROP COLUMN IF EXISTS trace_context');
 }
 
 export interface RecordEventInput {
@@ -101,7 +116,7 @@ export async function recordEvent(trx: Knex.Transaction, input: RecordEventInput
   // An event NATS would refuse (max_payload) would block the outbox for ever: refuse it here,
   // with the state change it belongs to.
   if (Buffer.byteLength(payload) > maxEventBytes) throw new Error(`event ${input.type} is ${Buffer.byteLength(payload)} bytes; at most ${maxEventBytes}`);
-  await trx('outbox').insert({ event_id: eventId, subject: `${options.subjectPrefix}.${input.type}`, payload });
+  await trx('outbox').insert({ event_id: eventId, subject: `${options.subjectPrefix}.${input.type}`, payload, trace_context: traceContextHeaders() });
   // On commit only: never for a rolled-back event.
   afterCommit(trx, wakeRelays);
   return eventId;
@@ -148,6 +163,15 @@ interface OutboxRow {
   event_id: string;
   subject: string;
   payload: unknown;
+  trace_context: Record<string, string> | null;
+}
+
+/** The message headers that carry an event's trace context to its consumers. */
+function traceHeaders(traceContext: Record<string, string> | null): MsgHdrs | undefined {
+  if (!traceContext) return undefined;
+  const result = headers();
+  for (const [name, value] of Object.entries(traceContext)) result.set(name, value);
+  return result;
 }
 
 /** A wake-up flag with a waitable, time-bounded edge. */
@@ -228,7 +252,7 @@ export function startOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
       const rows: OutboxRow[] = await trx
         .withSchema(schema)
         .from('outbox')
-        .select('id', 'event_id', 'subject', 'payload')
+        .select('id', 'event_id', 'subject', 'payload', 'trace_context')
         .whereNull('published_at')
         .orderBy('id')
         .limit(batchSize)
@@ -241,6 +265,7 @@ export function startOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
           client.publish(row.subject, typeof row.payload === 'string' ? row.payload : JSON.stringify(row.payload), {
             msgID: row.event_id,
             timeout: publishTimeoutMs,
+            headers: traceHeaders(row.trace_context),
           }),
         ),
       );

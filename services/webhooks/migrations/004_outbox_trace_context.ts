@@ -1,0 +1,3 @@
+import { addOutboxTraceContext, dropOutboxTraceContext } from '@switchboard/runtime/outbox';
+
+export { addOutboxTraceContext as up, dropOutboxTraceContext as down };
