@@ -52,5 +52,7 @@ export function toErrorResponse(err: unknown, requestId: string): { status: numb
       body: { error },
     } = toHttpError(fromMesh ? new ConnectError(connect.rawMessage, Code.Unavailable) : connect, requestId));
   }
+  // A mesh service that is away (a restart, an outage) comes back within seconds: say when to retry.
+  if (status === 503) retryAfterSeconds ??= 1;
   return { status, body: { error: { ...error, type: openAiType(status), param: error.field } }, retryAfterSeconds };
 }

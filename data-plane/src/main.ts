@@ -8,6 +8,7 @@ import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { closeHttpServer, stopGracefully } from '@switchboard/runtime/shutdown';
 import { Completions } from './completions.js';
 import { Prices } from './prices.js';
 import { createHandler } from './server.js';
@@ -42,9 +43,10 @@ try {
   });
   const port = readInt('PORT', 8081);
   const metrics = new Metrics('data-plane');
+  const lifecycle = { ready: true, draining: false };
   const server = http.createServer(
     { keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 30_000 },
-    createHandler({ log, catalog, completions, metrics }),
+    createHandler({ log, catalog, completions, metrics, lifecycle }),
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -53,26 +55,22 @@ try {
   log.info({ port, models: catalog.models.length }, 'data plane listening');
   const metricsPort = readInt('METRICS_PORT', 0);
   const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host: process.env.HOST, log }) : undefined;
-  const stop = (signal: string) => {
-    log.info({ signal }, 'shutting down');
-    server.close();
-    server.closeIdleConnections();
-    void metricsServer?.close();
-    // Streams end now and are billed for what they produced; the process leaves once every usage
-    // record is in (bounded: the records still being retried are logged by their retry loop).
-    void completions.drain().then(() => {
-      log.info('stopped');
-      process.exit(0);
-    });
-    setTimeout(() => {
-      log.warn('stopped with usage records still pending');
-      process.exit(0);
-    }, 25_000).unref();
-  };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
-  // Started by `npm start` (an IPC channel): a runner that dies takes its components with it.
-  if (process.send) process.once('disconnect', () => stop('runner exited'));
+  stopGracefully(log, {
+    unready: () => {
+      lifecycle.ready = false;
+    },
+    async drain(drainTimeoutMs) {
+      lifecycle.draining = true;
+      await closeHttpServer(server, drainTimeoutMs);
+      // Streams still running past the drain timeout were cut: they are billed for what they
+      // produced, and every usage record still being retried is waited for (bounded by the
+      // shutdown's overall budget).
+      await completions.drain();
+    },
+    async release() {
+      await metricsServer?.close();
+    },
+  });
 } catch (err) {
   log.fatal({ err: (err as Error).message }, 'the data plane could not start');
   process.exit(1);

@@ -25,6 +25,8 @@ export interface ServerDeps {
   metrics: Metrics;
   catalog: ModelCatalog;
   completions: Completions;
+  /** Where a shutdown stands: unready (/healthz 503) first, then draining (answers close their connection). */
+  lifecycle: { ready: boolean; draining: boolean };
 }
 
 /** The paths this server answers; any other is counted as "other" (labels stay bounded). */
@@ -38,6 +40,7 @@ export function createHandler(deps: ServerDeps): http.RequestListener {
     res.setHeader('X-Request-Id', requestId);
     res.setHeader('Cache-Control', 'no-store');
     res.setHeader('X-Content-Type-Options', 'nosniff');
+    if (deps.lifecycle.draining) res.setHeader('Connection', 'close');
     const started = performance.now();
     handle(deps, req, res)
       .catch((err: unknown) => {
@@ -72,7 +75,8 @@ export function createHandler(deps: ServerDeps): http.RequestListener {
 async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
   if (path === '/healthz' && req.method === 'GET') {
-    res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    if (!deps.lifecycle.ready) res.writeHead(503, { 'content-type': 'application/json' }).end('{"status":"shutting_down"}');
+    else res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
     return;
   }
   if (path === '/v1/models') {

@@ -9,8 +9,11 @@ import { AddressRanges } from '@switchboard/runtime/ip';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
+import { closeHttpServer, stopGracefully } from '@switchboard/runtime/shutdown';
 import { keepByteOrderMarks } from '@switchboard/runtime/text-encoding';
+import { trustIncomingTraceContext } from '@switchboard/runtime/trace-context';
 import { Authenticator } from './auth.js';
+import { createDashboardHandler } from './dashboard.js';
 import { createDataPlaneProxy, dataPlanePaths } from './data-plane-proxy.js';
 import { handleDocs } from './docs.js';
 import { buildOpenApiDocument } from './openapi.js';
@@ -55,7 +58,12 @@ async function main() {
   const dataPlane = createDataPlaneProxy(dataPlaneUrl, log, readDuration('DATA_PLANE_TIMEOUT', '150s'));
   const routes = buildRoutes();
   const openApi = JSON.stringify(buildOpenApiDocument(routes));
+  const dashboard = createDashboardHandler();
 
+  /** From the first step of a shutdown: /readyz answers 503 while requests are still served. */
+  let shuttingDown = false;
+  /** From the listener's close: answers end their connection. */
+  let draining = false;
   const readiness = async () => {
     const dataPlaneState = fetch(`${dataPlaneUrl}/healthz`, { signal: AbortSignal.timeout(1500) })
       .then((response) => (response.ok ? 'serving' : 'not_serving'))
@@ -77,6 +85,9 @@ async function main() {
   };
 
   const metrics = new Metrics('gateway');
+  const trustedProxies = AddressRanges.parse(readString('GATEWAY_TRUSTED_PROXIES', ''), 'GATEWAY_TRUSTED_PROXIES');
+  // The public edge: a client's own trace context is continued only through a proxy trusted here.
+  trustIncomingTraceContext((req) => trustedProxies.has(req.socket.remoteAddress ?? ''));
   const handler = createRestHandler({
     router: new Router(routes),
     authenticator,
@@ -84,7 +95,7 @@ async function main() {
     meshTokens,
     log,
     metrics,
-    trustedProxies: AddressRanges.parse(readString('GATEWAY_TRUSTED_PROXIES', ''), 'GATEWAY_TRUSTED_PROXIES'),
+    trustedProxies,
     async builtIn(req, res, pathname, requestId, clientIp) {
       if (dataPlanePaths.has(pathname)) {
         await dataPlane(req, res, pathname, requestId, clientIp);
@@ -96,6 +107,10 @@ async function main() {
         return true;
       }
       if (pathname === '/readyz') {
+        if (shuttingDown) {
+          sendJson(res, 503, { status: 'shutting_down' });
+          return true;
+        }
         const state = await readiness();
         sendJson(res, state.ready ? 200 : 503, { status: state.ready ? 'ready' : 'not_ready', services: state.services });
         return true;
@@ -105,11 +120,15 @@ async function main() {
         res.end(openApi);
         return true;
       }
-      return handleDocs(pathname, res);
+      return (await handleDocs(pathname, res)) || dashboard(pathname, res);
     },
   });
 
-  const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 30_000, headersTimeout: 20_000 }, handler);
+  const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 30_000, headersTimeout: 20_000 }, (req, res) => {
+    // Draining: answered, and the client reconnects (to another replica) for its next request.
+    if (draining) res.setHeader('Connection', 'close');
+    return handler(req, res);
+  });
   server.on('clientError', answerClientError);
   await new Promise<void>((resolve) => server.listen(port, process.env.HOST ?? '0.0.0.0', resolve));
   log.info({ port, routes: routes.length }, 'gateway listening');
@@ -117,21 +136,19 @@ async function main() {
   const metricsPort = readInt('METRICS_PORT', 0);
   const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host: process.env.HOST, log }) : undefined;
 
-  const stop = (signal: string) => {
-    log.info({ signal }, 'shutting down');
-    void revocationFeed.stop();
-    void metricsServer?.close();
-    server.close(() => {
-      log.info('stopped');
-      process.exit(0);
-    });
-    server.closeIdleConnections();
-    setTimeout(() => process.exit(0), 10_000).unref();
-  };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
-  // Started by `npm start` (an IPC channel): a runner that dies takes its components with it.
-  if (process.send) process.once('disconnect', () => stop('runner exited'));
+  stopGracefully(log, {
+    unready: () => {
+      shuttingDown = true;
+    },
+    drain: (drainTimeoutMs) => {
+      draining = true;
+      return closeHttpServer(server, drainTimeoutMs);
+    },
+    async release() {
+      await revocationFeed.stop();
+      await metricsServer?.close();
+    },
+  });
 }
 
 main().catch((err) => {

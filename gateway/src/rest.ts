@@ -22,6 +22,7 @@ import {
   revokedSessionsHeader,
   statusOverrideHeader,
 } from '@switchboard/runtime/server';
+import { nameHttpRoute } from '@switchboard/runtime/trace-context';
 import type { Authenticator, Principal, Workspace } from './auth.js';
 import { decodeRequest, encodeResponse, InputError } from './codec.js';
 import { HttpError } from './http-error.js';
@@ -44,8 +45,11 @@ export interface RestOptions {
   trustedProxies?: AddressRanges;
   /** Where each request's latency and status are counted. */
   metrics: Metrics;
-  /** Built-in endpoints (health, OpenAPI, docs): return true when handled. */
-  builtIn(req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string, clientIp: string | undefined): Promise<boolean>;
+  /**
+   * Built-in endpoints (health, OpenAPI, docs, the dashboard): true when handled, or the route to
+   * log and count it under when the path itself is not bounded (the dashboard's pages).
+   */
+  builtIn(req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string, clientIp: string | undefined): Promise<boolean | string>;
 }
 
 const requestIdPattern = /^[\w.:-]{1,128}$/;
@@ -123,6 +127,7 @@ function overTls(req: http.IncomingMessage, trustedProxies?: AddressRanges): boo
 async function handle(options: RestOptions, req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<void> {
   const onRoute = (template: string) => {
     facts.route = template;
+    nameHttpRoute(req.method ?? 'GET', template);
   };
   let url: URL;
   try {
@@ -131,8 +136,9 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   } catch {
     throw new HttpError(400, 'invalid_request', 'The request URL is malformed.');
   }
-  if (await options.builtIn(req, res, url.pathname, requestId, facts.clientIp)) {
-    onRoute(url.pathname);
+  const builtIn = await options.builtIn(req, res, url.pathname, requestId, facts.clientIp);
+  if (builtIn) {
+    onRoute(typeof builtIn === 'string' ? builtIn : url.pathname);
     return;
   }
   // HEAD is a GET without the body (Node leaves the body out).
@@ -346,6 +352,10 @@ function sendError(res: http.ServerResponse, err: unknown, requestId: string, lo
     const retryAfter = connectError.metadata.get('retry-after');
     if (retryAfter) headers['Retry-After'] = retryAfter;
   }
+  // A dependency that is away (a restart, an outage) comes back within seconds: say when to retry.
+  if (status === 503) headers['Retry-After'] ??= '1';
+  // RFC 9110 §11.6.1: every 401 names its scheme, also the sign-in calls' (docs/conventions.md).
+  if (status === 401 && !headers['WWW-Authenticate']) headers = { ...headers, 'WWW-Authenticate': 'Bearer' };
   if (res.headersSent) {
     res.destroy();
     return;

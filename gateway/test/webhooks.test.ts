@@ -105,10 +105,18 @@ describe('endpoints', () => {
     expect(described.status, described.text).toBe(200);
     const requestId = described.headers.get('x-request-id')!;
     const auditLine = await eventually(
-      async () => mesh.output('webhooks').split('\n').find((line) => line.includes(requestId) && line.includes('"audit":true')),
+      async () =>
+        mesh
+          .output('webhooks')
+          .split('\n')
+          .find((line) => line.includes(requestId) && line.includes('"audit":true')),
       'the audit line of the update',
     );
-    expect(JSON.parse(auditLine.slice(auditLine.indexOf('{')))).toMatchObject({ event: 'webhook.updated', fields: 'description', webhook_id: created.webhook_id });
+    expect(JSON.parse(auditLine.slice(auditLine.indexOf('{')))).toMatchObject({
+      event: 'webhook.updated',
+      fields: 'description',
+      webhook_id: created.webhook_id,
+    });
 
     expect((await call('DELETE', `${base}/${created.webhook_id}`, { token: owner.token })).status).toBe(204);
     expectErrorBody(await call('GET', `${base}/${created.webhook_id}`, { token: owner.token }), 404, 'webhook_not_found');

@@ -128,7 +128,8 @@ export function isDatabaseUnavailable(err: unknown): boolean {
       '55P03',
       '40P01',
     ].includes(error?.code ?? '') ||
-    /Connection terminated|timeout exceeded when trying to connect/i.test(error?.message ?? '')
+    // pg's words for a connection that broke mid-transaction: its ROLLBACK fails with them.
+    /Connection terminated|timeout exceeded when trying to connect|encountered a connection error and is not queryable/i.test(error?.message ?? '')
   );
 }
 

@@ -3,6 +3,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import type { DescMethod } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ConnectRouter, type ContextValues, type Interceptor } from '@connectrpc/connect';
+import { codeToString } from '@connectrpc/connect/protocol-connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { callerKey, requestIdKey } from './call-context.js';
@@ -14,6 +15,7 @@ import type { Logger } from './log.js';
 import { MeshTokenError, type MeshTokens } from './mesh-token.js';
 import type { Metrics } from './metrics.js';
 import { guardRpc, type RpcRule, readRpcRules, rpcName } from './policy.js';
+import { inSpan, tracingOn } from './trace-context.js';
 import { replaceBodyWithEmptyMessage } from './unread-body.js';
 
 export { type CallScope, callerOf, callScopeOf, clientIpOf, requestIdOf } from './call-context.js';
@@ -72,6 +74,8 @@ export interface RpcServerOptions {
 
 export interface RpcServer {
   port: number;
+  /** Health answers NOT_SERVING from now on (the first step of a shutdown); calls are still served. */
+  unready(): void;
   /** Stops accepting calls, lets in-flight calls finish (up to `graceMs`), then closes. */
   close(graceMs?: number): Promise<void>;
 }
@@ -83,15 +87,31 @@ export interface RpcServer {
 export async function startRpcServer(options: RpcServerOptions): Promise<RpcServer> {
   const { name, meshTokens, log } = options;
   let shuttingDown = false;
+  /** Off from the first step of a shutdown: the process still serves, but asks not to be sent more. */
+  let ready = true;
   const rpcDuration = options.metrics.histogram('rpc_server_duration_seconds', 'RPCs served, by method and outcome (a Connect code, or ok).', ['rpc', 'code']);
   /** The access rule of every registered RPC, by name; filled before the server listens. */
   let rules = new Map<string, RpcRule>();
 
-  /** Every call but health: verify the mesh token, then run it with errors translated. */
-  const guard = async <T>(header: Headers, values: ContextValues, method: DescMethod, run: () => Promise<T>): Promise<T> => {
-    const rpc = method.name;
+  /** Every call but health: verify the mesh token, then run it with errors translated, in a span when tracing. */
+  const guard = <T>(header: Headers, values: ContextValues, method: DescMethod, run: () => Promise<T>): Promise<T> => {
     const requestId = header.get('x-request-id') || newId('req');
     values.set(requestIdKey, requestId);
+    if (!tracingOn()) return guardCall(header, values, method, requestId, run);
+    const span = {
+      name: `${method.parent.typeName}/${method.name}`,
+      kind: 'server' as const,
+      carrier: header,
+      attributes: { 'rpc.system': 'connect_rpc', 'rpc.service': method.parent.typeName, 'rpc.method': method.name, 'switchboard.request_id': requestId },
+    };
+    return inSpan(
+      span,
+      () => guardCall(header, values, method, requestId, run),
+      (err) => codeToString(ConnectError.from(err).code),
+    );
+  };
+  const guardCall = async <T>(header: Headers, values: ContextValues, method: DescMethod, requestId: string, run: () => Promise<T>): Promise<T> => {
+    const rpc = method.name;
     const authorization = header.get('authorization') ?? '';
     if (!authorization.startsWith('Bearer ')) {
       throw new ConnectError('a mesh token is required (Authorization: Bearer <JWT>)', Code.Unauthenticated);
@@ -159,11 +179,11 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
         async check(req) {
           // "liveness" answers for the process alone, so a database outage does not restart pods.
           if (req.service === 'liveness') return { status: shuttingDown ? ServingStatus.NOT_SERVING : ServingStatus.SERVING };
-          const healthy = !shuttingDown && (await options.isHealthy().catch(() => false));
+          const healthy = ready && !shuttingDown && (await options.isHealthy().catch(() => false));
           return { status: healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING };
         },
         async *watch(_req, ctx) {
-          const healthy = !shuttingDown && (await options.isHealthy().catch(() => false));
+          const healthy = ready && !shuttingDown && (await options.isHealthy().catch(() => false));
           yield { status: healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING };
           await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
         },
@@ -241,6 +261,9 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
 
   return {
     port,
+    unready() {
+      ready = false;
+    },
     async close(graceMs = 10_000) {
       shuttingDown = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -10,6 +10,7 @@ import { connectNats, ensureEventStream, type NatsConnection } from './nats.js';
 import { recordEvent, startOutboxRelay, watchOutbox } from './outbox.js';
 import { setPolicyLogger } from './policy.js';
 import { startRpcServer } from './server.js';
+import { stopGracefully } from './shutdown.js';
 import { keepByteOrderMarks } from './text-encoding.js';
 
 /** What a service's wiring gets: its config, log, database, NATS and event writer. */
@@ -124,24 +125,17 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
     const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host: process.env.HOST, log }) : undefined;
     const tasks: BackgroundTask[] = [startOutboxRelay({ db, schema: name, nats, log }), ...(definition.background?.(runtime, prepared) ?? [])];
 
-    let stopping = false;
-    const stop = async (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      log.info({ signal }, 'shutting down');
-      await server.close();
-      await Promise.allSettled(tasks.map((task) => task.stop()));
-      await metricsServer?.close();
-      // NATS may never have come up: do not wait for it forever.
-      await Promise.race([nats.then((nc) => nc.drain()), new Promise((resolve) => setTimeout(resolve, 2000))]).catch(() => undefined);
-      await db.destroy();
-      log.info('stopped');
-      process.exit(0);
-    };
-    process.once('SIGTERM', () => void stop('SIGTERM'));
-    process.once('SIGINT', () => void stop('SIGINT'));
-    // Started by `npm start` (an IPC channel): a runner that dies takes its components with it.
-    if (process.send) process.once('disconnect', () => void stop('runner exited'));
+    stopGracefully(log, {
+      unready: () => server.unready(),
+      drain: (drainTimeoutMs) => server.close(drainTimeoutMs),
+      async release() {
+        await Promise.allSettled(tasks.map((task) => task.stop()));
+        await metricsServer?.close();
+        // NATS may never have come up: do not wait for it forever.
+        await Promise.race([nats.then((nc) => nc.drain()), new Promise((resolve) => setTimeout(resolve, 2000))]).catch(() => undefined);
+        await db.destroy();
+      },
+    });
   } catch (err) {
     log.fatal({ err }, `${name} failed to start`);
     process.exit(1);

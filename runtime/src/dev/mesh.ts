@@ -8,6 +8,7 @@ import { type ServiceName, serviceNames, servicePorts } from '../config.js';
 import { canListen, type Dependency, freePort, portHolder, resolveNats, resolvePostgres } from '../infra.js';
 import { createLogger } from '../log.js';
 import { DataKeyRing } from '../secrets.js';
+import { readShutdownSettings } from '../shutdown.js';
 
 export type Component = ServiceName | 'data-plane' | 'gateway';
 export const components: Component[] = [...serviceNames, 'data-plane', 'gateway'];
@@ -24,6 +25,8 @@ export const defaultMetricsPorts: Record<Component, number> = {
 };
 
 export const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
+/** Loaded before every component, as in the images: it starts tracing when OTEL_* says so (docs/operations.md, "Traces"). */
+const tracingEntry = new URL('../tracing.js', import.meta.url).href;
 
 const entryOf = (component: Component) =>
   path.join(repoRoot, component === 'gateway' || component === 'data-plane' ? `${component}/dist/src/main.js` : `services/${component}/dist/src/main.js`);
@@ -47,6 +50,11 @@ export interface MeshOptions {
   onComponentExit?: (component: Component, code: number | string | null, lastLines: string[]) => void;
 }
 
+export interface ComponentExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
 export interface Mesh {
   gatewayUrl: string;
   urls: Record<ServiceName, string>;
@@ -56,8 +64,13 @@ export interface Mesh {
   /** Everything a component printed so far (JSON log lines). */
   output(component: Component): string;
   pid(component: Component): number | undefined;
-  /** Stops one component (SIGTERM, then SIGKILL after 5 s). */
-  stopComponent(component: Component): Promise<void>;
+  /**
+   * Stops one component: SIGTERM (its graceful shutdown), then SIGKILL if it overruns that;
+   * resolves with how it exited (undefined when it was not running).
+   */
+  stopComponent(component: Component): Promise<ComponentExit | undefined>;
+  /** SIGKILL (`kill -9`: no shutdown hook runs); resolves once the process is gone. */
+  killComponent(component: Component): Promise<void>;
   startComponent(component: Component): Promise<void>;
   stop(): Promise<void>;
 }
@@ -110,14 +123,19 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     await assertPortsFree(metricsPorts, 'metrics');
   }
   const dependencies: Dependency[] = [];
-  const postgres = await resolvePostgres({
-    dataDir: options.dataDir,
-    database: options.database ?? 'switchboard',
-    log,
-    allowContainers: options.allowContainers,
-  });
+  // Servers given in `env` (a chaos run's private ones) are used as they are, never looked for.
+  const postgres = options.env?.DATABASE_URL
+    ? { url: options.env.DATABASE_URL }
+    : await resolvePostgres({
+        dataDir: options.dataDir,
+        database: options.database ?? 'switchboard',
+        log,
+        allowContainers: options.allowContainers,
+      });
   dependencies.push(postgres);
-  const nats = await resolveNats({ dataDir: options.dataDir, log, allowContainers: options.allowContainers });
+  const nats = options.env?.NATS_URL
+    ? { url: options.env.NATS_URL }
+    : await resolveNats({ dataDir: options.dataDir, log, allowContainers: options.allowContainers });
   dependencies.push(nats);
 
   const urls = Object.fromEntries(serviceNames.map((name) => [name, `http://127.0.0.1:${ports[name]}`])) as Record<ServiceName, string>;
@@ -151,10 +169,11 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     });
   }
 
+  const shutdown = readShutdownSettings({ ...process.env, ...env });
   const children = new Map<Component, ChildProcess>();
   const outputs = new Map<Component, string[]>();
   const start = (component: Component) => {
-    const child = spawn(process.execPath, [...(options.nodeFlags ?? []), entryOf(component)], {
+    const child = spawn(process.execPath, [...(options.nodeFlags ?? []), '--import', tracingEntry, entryOf(component)], {
       cwd: repoRoot,
       env: { ...process.env, ...env, PORT: String(ports[component]), METRICS_PORT: String(metricsPorts[component]) },
       // The IPC channel is how a component notices that its runner died (it stops then).
@@ -183,20 +202,22 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     return child;
   };
   const stopping = new Set<Component>();
-  const stopComponent = async (component: Component) => {
+  const stopComponent = async (component: Component, signal: NodeJS.Signals = 'SIGTERM'): Promise<ComponentExit | undefined> => {
     const child = children.get(component);
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return undefined;
     stopping.add(component);
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-    await exited;
+    const exited = new Promise<ComponentExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    child.kill(signal);
+    // The component exits 1 by itself once past delay + drain + 10 s; this is for one that hangs.
+    const timer = setTimeout(() => child.kill('SIGKILL'), shutdown.delayMs + shutdown.drainTimeoutMs + 15_000);
+    const exit = await exited;
     clearTimeout(timer);
     stopping.delete(component);
+    return exit;
   };
   const gatewayUrl = `http://127.0.0.1:${ports.gateway}`;
   const stopAll = async () => {
-    await Promise.all(components.map(stopComponent));
+    await Promise.all(components.map((component) => stopComponent(component)));
     for (const dependency of dependencies.reverse()) await dependency.stop?.();
   };
 
@@ -216,7 +237,8 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     env,
     output: (component) => (outputs.get(component) ?? []).join('\n'),
     pid: (component) => children.get(component)?.pid,
-    stopComponent,
+    stopComponent: (component) => stopComponent(component),
+    killComponent: async (component) => void (await stopComponent(component, 'SIGKILL')),
     async startComponent(component) {
       start(component);
       await waitUntilReady(gatewayUrl, children, outputs, 30_000);

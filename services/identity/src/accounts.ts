@@ -136,15 +136,20 @@ export class Accounts {
     const attempt = await throttle.begin('password', impossible ? origin : { ...origin, account: input.email });
     if (impossible) {
       await throttle.checking(attempt, () => passwords.verifyDummy(input.password, input.signal));
+      await throttle.fail(attempt);
       throw this.failedLogin(input, undefined, 'malformed_email');
     }
     const user = await findUserByEmail(db, input.email);
     if (!user || user.deactivated_at !== null) {
       await throttle.checking(attempt, () => passwords.verifyDummy(input.password, input.signal));
+      await throttle.fail(attempt);
       throw this.failedLogin(input, user?.id, user ? 'deactivated' : 'unknown_account');
     }
     const check = await throttle.checking(attempt, () => passwords.verify(user.password_hash, input.password, input.signal));
-    if (!check.ok) throw this.failedLogin(input, user.id, 'wrong_password');
+    if (!check.ok) {
+      await throttle.fail(attempt);
+      throw this.failedLogin(input, user.id, 'wrong_password');
+    }
     await throttle.succeed(attempt, 'password', input.email);
     audit(log, {
       event: 'login.password',

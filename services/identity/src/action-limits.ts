@@ -61,7 +61,7 @@ export class ActionLimits {
       .map(({ scope, limit }) => ({ scope, limit, subject: scope === 'ip' ? subjects.ip && throttleKeyOfIp(subjects.ip) : subjects.userId }))
       .filter((entry): entry is { scope: Scope; limit: number; subject: string } => Boolean(entry.subject));
     const ids = await insertAttempts(db, action, keyed, now);
-    const recent = await recentAttempts(db, action, keyed, new Date(now.getTime() - windowMs), ids);
+    const recent = await recentAttempts(db, action, keyed, new Date(now.getTime() - windowMs), ids, now);
     let retryAt = 0;
     for (const { scope, limit } of keyed) {
       // Oldest first; at the limit, this attempt may go when the oldest leaves the hour.

@@ -81,6 +81,7 @@ export class LoginChallenges {
       throw invalidMfaToken();
     }
     if (outcome.kind === 'wrong') {
+      await throttle.fail(attempt);
       audit(this.deps.log, { ...auditLine, outcome: 'failure', reason: code ? 'wrong_code' : 'wrong_recovery_code' });
       throw apiError(Code.Unauthenticated, 'invalid_code', 'The code is not valid.', { field: code ? 'code' : 'recovery_code' });
     }

@@ -6,7 +6,7 @@ import { retryLater } from '@switchboard/runtime/errors';
 import { throttleKeyOfIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import { maskAddress } from '@switchboard/runtime/mail';
-import { type Counter, deleteAttempts, insertAttempts, pruneAuthFailures, recentAttempts } from './store/auth-failures.js';
+import { type Counter, deleteAttempts, insertAttempts, pruneAuthFailures, recentAttempts, settleAttempts } from './store/auth-failures.js';
 
 /**
  * Brute-force throttling (SPEC §3, §10), shared by every replica through Postgres: failures
@@ -23,6 +23,11 @@ import { type Counter, deleteAttempts, insertAttempts, pruneAuthFailures, recent
  * while argon2 runs), a refused attempt deletes its rows (never counted), and a successful one
  * deletes them again (`release`/`succeed`). Refused attempts are not counted and
  * failures older than 24 hours are forgotten, so a lock-out is never permanent.
+ *
+ * Until its check ends, an attempt's rows are pending: they count for `pendingAttemptMs` only,
+ * and `fail` settles them as failures. An attempt whose process died mid-check (kill -9, an OOM,
+ * a lost database) thus stops counting after a minute instead of locking its account for the
+ * whole window: a chaos run found a crash of identity under sign-in load locking the account.
  */
 
 export type FailureKind = 'password' | 'second_factor';
@@ -31,6 +36,8 @@ export const throttleWindowMs = 15 * 60 * 1000;
 /** How far back failures make the window grow, and how long they are kept. */
 export const throttleMemoryMs = 24 * 3600 * 1000;
 const maxWindowDoublings = 3;
+/** Longer than any check takes (the hasher's deadline, the gateway's call timeout). */
+export const pendingAttemptMs = 60_000;
 
 export const throttleLimits: Record<FailureKind, { account: number; ip: number }> = {
   password: { account: 5, ip: 50 },
@@ -70,7 +77,8 @@ export class LoginThrottle {
       return subject ? [{ scope, subject, limit: throttleLimits[kind][scope] * (maxWindowDoublings + 1) }] : [];
     });
     // Written (and committed) before the counters are read, so concurrent attempts see each other.
-    const ids = await insertAttempts(this.deps.db, kind, counters, this.now());
+    const at = this.now();
+    const ids = await insertAttempts(this.deps.db, kind, counters, at, new Date(at.getTime() + pendingAttemptMs));
     try {
       await this.check(kind, counters, ids);
     } catch (err) {
@@ -88,6 +96,11 @@ export class LoginThrottle {
       throw err;
     }
     return { ids };
+  }
+
+  /** The secret was wrong (or there was no account): the attempt counts for the whole window. */
+  async fail(attempt: ThrottleAttempt): Promise<void> {
+    await settleAttempts(this.deps.db, attempt.ids);
   }
 
   /** The attempt was no failure after all (it succeeded, or never got to check a secret). */
@@ -124,7 +137,7 @@ export class LoginThrottle {
     const now = this.now().getTime();
     let retryAt = 0;
     // Oldest first: the other failures of the last 24 hours, per counter.
-    const recent = await recentAttempts(this.deps.db, kind, counters, new Date(now - throttleMemoryMs), ownIds);
+    const recent = await recentAttempts(this.deps.db, kind, counters, new Date(now - throttleMemoryMs), ownIds, new Date(now));
     for (const { scope } of counters) {
       const limit = throttleLimits[kind][scope as 'account' | 'ip'];
       const failures = recent.get(scope) ?? [];

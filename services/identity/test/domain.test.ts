@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { ConnectError } from '@connectrpc/connect';
 import { ActionLimits, readActionLimits } from '@switchboard/identity/action-limits';
-import { LoginThrottle } from '@switchboard/identity/login-throttle';
+import { LoginThrottle, pendingAttemptMs } from '@switchboard/identity/login-throttle';
 import { Sessions } from '@switchboard/identity/sessions';
 import { SigningKeys } from '@switchboard/identity/signing-keys';
 import { insertOrganization } from '@switchboard/identity/store/organizations';
@@ -125,6 +125,20 @@ describe('LoginThrottle', () => {
     const outcomes = await Promise.allSettled(Array.from({ length: 12 }, () => throttle.begin('password', { account })));
     expect(outcomes.filter((o) => o.status === 'fulfilled').length).toBeLessThanOrEqual(5);
     expect(outcomes.filter((o) => o.status === 'rejected').length).toBeGreaterThanOrEqual(7);
+  });
+
+  it('counts an attempt whose process died mid-check for a minute only; a settled failure for the whole window', async () => {
+    const throttle = new LoginThrottle({ db, log, clock });
+    const crashed = `crashed.${randomBytes(3).toString('hex')}@example.com`;
+    const failed = `failed.${randomBytes(3).toString('hex')}@example.com`;
+    // Five attempts each: those of `crashed` never end (kill -9 mid-check), those of `failed` fail.
+    for (let i = 0; i < 5; i++) await throttle.begin('password', { account: crashed });
+    for (let i = 0; i < 5; i++) await throttle.fail(await throttle.begin('password', { account: failed }));
+    // While they could still be under way, the pending ones count like failures (bursts see each other).
+    await expect(throttle.begin('password', { account: crashed })).rejects.toThrow(/Too many failed attempts/);
+    advance(pendingAttemptMs + 1000);
+    await throttle.begin('password', { account: crashed });
+    await expect(throttle.begin('password', { account: failed })).rejects.toThrow(/Too many failed attempts/);
   });
 
   it('counts IPv6 clients by their /64', async () => {
