@@ -111,6 +111,13 @@ async function main() {
           sendJson(res, 503, { status: 'shutting_down' });
           return true;
         }
+        // The load balancer's probe: whether this replica takes requests. The services' state is
+        // left out, since it is the same for every replica: one service down would otherwise unroute
+        // every gateway at once, and with them the routes that do not need that service.
+        if (new URL(req.url ?? '/', 'http://gateway').searchParams.get('scope') === 'self') {
+          sendJson(res, 200, { status: 'ready' });
+          return true;
+        }
         const state = await readiness();
         sendJson(res, state.ready ? 200 : 503, { status: state.ready ? 'ready' : 'not_ready', services: state.services });
         return true;

@@ -137,6 +137,8 @@ describe('graceful shutdown on SIGTERM', () => {
       return response.status === 503 ? response : undefined;
     }, 'the gateway to report not ready');
     expect(readyz.json).toEqual({ status: 'shutting_down' });
+    // The load balancer's probe of this replica says the same.
+    expect((await call('GET', '/readyz?scope=self')).status).toBe(503);
     // Unready is not gone: during SHUTDOWN_DELAY requests are still served.
     const balance = await call('GET', '/v1/billing/balance', { token: user.token });
     expect(balance.status, balance.text).toBe(200);
@@ -206,6 +208,9 @@ describe('graceful shutdown on SIGTERM', () => {
       const readyz = await call('GET', '/readyz');
       expect(readyz.status).toBe(503);
       expect(readyz.json.services.billing).toBe('not_serving');
+      // A service going away does not unroute the gateway: its own probe stays ready.
+      const self = await call('GET', '/readyz?scope=self');
+      expect(self.status, self.text).toBe(200);
       // Unready, still serving (SHUTDOWN_DELAY).
       const served = await call('GET', '/v1/billing/balance', { token: other.token });
       expect(served.status, served.text).toBe(200);
