@@ -8,8 +8,9 @@
  * The world of `npm run bench:chaos` (a private Postgres and nats-server, the mesh on them, a
  * local upstream and webhook receiver) under a steady mixed load of sign-ins, key checks that
  * record usage, conversation appends and agent.completed events. Every component's RSS
- * (/proc/<pid>/status VmRSS) is sampled all along; the baseline is the mean of the minute after
- * the warm-up, the end the mean of the last minute. Target: every component grows by less than
+ * (/proc/<pid>/status VmRSS) is sampled all along; the baseline is the median of the minute
+ * after the warm-up, the end the median of the last minute (a collection that shrinks the heap
+ * for one sample moves neither). Target: every component grows by less than
  * 10 % from its baseline to the end. Beside it, the V8 old space each component uses (from its
  * /metrics), the lowest reading of the baseline minute and of the last one: what survives
  * collections, where a leak shows when RSS only follows the heap's sizing. Then the chaos invariants (every request answered, nothing
@@ -55,7 +56,13 @@ async function oldSpaceMb(metricsUrl: string): Promise<number | undefined> {
   return match ? Number(match[1]) / 2 ** 20 : undefined;
 }
 
-const mean = (values: number[]) => (values.length ? values.reduce((sum, value) => sum + value, 0) / values.length : Number.NaN);
+/** The middle value: one collection that shrinks the heap for a sample, or a peak, does not move it. */
+const median = (values: number[]) => {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
 
 runBench(async () => {
   const started = performance.now();
@@ -95,8 +102,8 @@ runBench(async () => {
         .filter((value): value is number => value !== undefined);
     const rows = components.map((component) => {
       const rss = (s: Sample) => s.rssMb[component];
-      const baseline = mean(valuesIn(warmupEnd, warmupEnd + 60, rss));
-      const last = mean(valuesIn(end - 60, end, rss));
+      const baseline = median(valuesIn(warmupEnd, warmupEnd + 60, rss));
+      const last = median(valuesIn(end - 60, end, rss));
       const max = Math.max(...valuesIn(0, end, rss));
       const growthPct = ((last - baseline) / baseline) * 100;
       // What survives collections: the lowest old-space reading of a minute (samples fall
