@@ -335,6 +335,25 @@ describe('login', () => {
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: unknown, password: 'wrong password again' } }), 429, 'too_many_attempts');
   });
 
+  it("clears the account's failures, its own attempt included, when the session opens", async () => {
+    ipCounter += 1;
+    const address = `198.51.100.${ipCounter}`;
+    const call = fromAddress(base, address);
+    const user = await registered(call);
+    const rows = () => db('auth_failures').where({ kind: 'password', scope: 'account', subject: user.email }).count<{ count: string }[]>('* as count');
+    for (let attempt = 0; attempt < 4; attempt++) {
+      expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: user.email, password: 'wrong password again' } }), 401, 'invalid_credentials');
+    }
+    expect((await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } })).status).toBe(200);
+    expect(Number((await rows())[0].count)).toBe(0);
+    // Four more failures would have locked the account had the first four still counted.
+    for (let attempt = 0; attempt < 4; attempt++) await call('POST', '/v1/auth/login', { body: { email: user.email, password: 'wrong password again' } });
+    expect((await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } })).status).toBe(200);
+    // The address's counter is not cleared by one good account (a spray would clear itself).
+    const ipRows = await db('auth_failures').where({ kind: 'password', scope: 'ip', subject: address }).count<{ count: string }[]>('* as count');
+    expect(Number(ipRows[0].count)).toBe(8);
+  });
+
   it('lets at most 5 of a burst of concurrent guesses reach the password check', async () => {
     const call = clientFromNewIp();
     const user = await registered(call);

@@ -150,7 +150,6 @@ export class Accounts {
       await throttle.fail(attempt);
       throw this.failedLogin(input, user.id, 'wrong_password');
     }
-    await throttle.succeed(attempt, 'password', input.email);
     audit(log, {
       event: 'login.password',
       outcome: 'success',
@@ -166,8 +165,11 @@ export class Accounts {
       log.info({ user_id: user.id }, 'password rehashed with the current argon2 parameters');
       checkedHash = rehashed;
     }
-    if (user.two_factor_enabled) return { mfaToken: await challenges.issue(user.id) };
-    return { session: await sessions.open(db, user.id, 'aal1', checkedHash) };
+    if (user.two_factor_enabled) {
+      await throttle.succeed(attempt, 'password', input.email);
+      return { mfaToken: await challenges.issue(user.id) };
+    }
+    return { session: await sessions.open(db, user.id, 'aal1', checkedHash, throttle.successDeletion(attempt, 'password', input.email)) };
   }
 
   /** The 401 of a failed password sign-in, and its audit line (the reason stays in the log). */

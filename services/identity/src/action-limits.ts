@@ -69,7 +69,7 @@ export class ActionLimits {
       if (earlier.length >= limit) retryAt = Math.max(retryAt, earlier[0].getTime() + windowMs);
     }
     if (retryAt > now.getTime()) {
-      await deleteAttempts(db, ids);
+      await deleteAttempts(db, { ids });
       throw rateLimited(action, Math.max(1, Math.ceil((retryAt - now.getTime()) / 1000)));
     }
   }

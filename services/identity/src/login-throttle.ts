@@ -6,7 +6,15 @@ import { retryLater } from '@switchboard/runtime/errors';
 import { throttleKeyOfIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import { maskAddress } from '@switchboard/runtime/mail';
-import { type Counter, deleteAttempts, insertAttempts, pruneAuthFailures, recentAttempts, settleAttempts } from './store/auth-failures.js';
+import {
+  type AttemptDeletion,
+  type Counter,
+  deleteAttempts,
+  insertAttempts,
+  pruneAuthFailures,
+  recentAttempts,
+  settleAttempts,
+} from './store/auth-failures.js';
 
 /**
  * Brute-force throttling (SPEC §3, §10), shared by every replica through Postgres: failures
@@ -82,7 +90,7 @@ export class LoginThrottle {
     try {
       await this.check(kind, counters, ids);
     } catch (err) {
-      await deleteAttempts(this.deps.db, ids);
+      await deleteAttempts(this.deps.db, { ids });
       audit(this.deps.log, {
         event: `${kind}.throttled`,
         outcome: 'denied',
@@ -105,7 +113,7 @@ export class LoginThrottle {
 
   /** The attempt was no failure after all (it succeeded, or never got to check a secret). */
   async release(attempt: ThrottleAttempt): Promise<void> {
-    await deleteAttempts(this.deps.db, attempt.ids);
+    await deleteAttempts(this.deps.db, { ids: attempt.ids });
   }
 
   /**
@@ -122,15 +130,21 @@ export class LoginThrottle {
   }
 
   /**
-   * A success: releases the attempt and clears the account's counter (not the IP's: one good
-   * account does not clear a spray), in one statement.
+   * What a success deletes: the attempt's rows and the account's counter (not the IP's: one good
+   * account does not clear a spray). `succeed` deletes it; opening a session can instead, in its
+   * own statement (`Sessions.open`).
    */
+  successDeletion(attempt: ThrottleAttempt, kind: FailureKind, account: string): AttemptDeletion {
+    return { ids: attempt.ids, counter: { kind, scope: 'account', subject: account } };
+  }
+
+  /** A success: releases the attempt and clears the account's counter, in one statement. */
   async succeed(attempt: ThrottleAttempt, kind: FailureKind, account: string): Promise<void> {
-    await deleteAttempts(this.deps.db, attempt.ids, { kind, scope: 'account', subject: account });
+    await deleteAttempts(this.deps.db, this.successDeletion(attempt, kind, account));
   }
 
   async clearAccount(kind: FailureKind, account: string): Promise<void> {
-    await deleteAttempts(this.deps.db, [], { kind, scope: 'account', subject: account });
+    await deleteAttempts(this.deps.db, { ids: [], counter: { kind, scope: 'account', subject: account } });
   }
 
   private async check(kind: FailureKind, counters: Counter[], ownIds: string[]): Promise<void> {

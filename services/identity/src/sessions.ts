@@ -9,6 +9,7 @@ import type { Logger } from '@switchboard/runtime/log';
 import { type DataKeyRing, sha256Hex } from '@switchboard/runtime/secrets';
 import type { Db } from '@switchboard/runtime/sql';
 import type { SigningKeys } from './signing-keys.js';
+import type { AttemptDeletion } from './store/auth-failures.js';
 import {
   findRefreshToken,
   findRevokedSessions,
@@ -88,23 +89,28 @@ export class Sessions {
    * its tokens. The access token is signed first, so a signing failure leaves nothing behind;
    * then one statement share-locks the user row and inserts the session and its refresh token
    * only if the user is active and, when the caller checked a password, still has that hash
-   * (a password changed meanwhile gives no session: 401 invalid_credentials).
+   * (a password changed meanwhile gives no session: 401 invalid_credentials). A sign-in passes
+   * its throttle's `successDeletion`, deleted by the same statement whatever its outcome.
    */
-  async open(db: Db, userId: string, aal: 'aal1' | 'aal2' = 'aal1', checkedPasswordHash?: string): Promise<SessionTokens> {
+  async open(db: Db, userId: string, aal: 'aal1' | 'aal2' = 'aal1', checkedPasswordHash?: string, attemptsToDelete?: AttemptDeletion): Promise<SessionTokens> {
     const sessionId = newId('ses');
     const refreshToken = newToken();
     const now = this.now();
     const access = await this.deps.signingKeys.signAccessToken({ userId, sessionId, aal });
-    const opened = await insertSessionForActiveUser(db, {
-      sessionId,
-      userId,
-      aal,
-      // The module's clock, like every later check of the session's age.
-      openedAt: now,
-      expiresAt: new Date(now.getTime() + sessionLifetimeMs),
-      refreshTokenHash: sha256Hex(refreshToken),
-      passwordHash: checkedPasswordHash,
-    });
+    const opened = await insertSessionForActiveUser(
+      db,
+      {
+        sessionId,
+        userId,
+        aal,
+        // The module's clock, like every later check of the session's age.
+        openedAt: now,
+        expiresAt: new Date(now.getTime() + sessionLifetimeMs),
+        refreshTokenHash: sha256Hex(refreshToken),
+        passwordHash: checkedPasswordHash,
+      },
+      attemptsToDelete,
+    );
     if (!opened) throw invalidCredentials();
     return { accessToken: access.token, refreshToken, tokenType: 'Bearer', expiresIn: access.expiresIn };
   }

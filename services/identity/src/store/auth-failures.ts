@@ -57,15 +57,30 @@ export async function settleAttempts(db: Db, ids: string[]): Promise<void> {
   await db('auth_failures').whereIn('id', ids).update({ pending_until: null });
 }
 
-/** Deletes the rows `ids` and, when given, every row of `clear` (a counter of `kind`), in one statement. */
-export async function deleteAttempts(db: Db, ids: string[], clear?: { kind: string; scope: string; subject: string }): Promise<void> {
-  if (ids.length === 0 && !clear) return;
-  await db('auth_failures')
-    .whereIn('id', ids)
-    .modify((query) => {
-      if (clear) query.orWhere(clear);
-    })
-    .delete();
+/** Rows to delete: `ids`, and when given every row of `counter` (a counter of one kind). */
+export interface AttemptDeletion {
+  ids: string[];
+  counter?: { kind: string; scope: string; subject: string };
+}
+
+/**
+ * The DELETE of `deletion`: alone (deleteAttempts), or as a data-modifying CTE of a statement
+ * that has other work to do (opening a session deletes a sign-in's attempts in the same round
+ * trip and commit).
+ */
+export function attemptDeletionSql(deletion: AttemptDeletion): { sql: string; bindings: Array<string | string[] | null> } {
+  const { counter } = deletion;
+  return {
+    sql: `DELETE FROM auth_failures WHERE id = ANY(?::bigint[]) OR (kind = ? AND scope = ? AND subject = ?)`,
+    bindings: [deletion.ids, counter?.kind ?? null, counter?.scope ?? null, counter?.subject ?? null],
+  };
+}
+
+/** Deletes the rows of `deletion`, in one statement. */
+export async function deleteAttempts(db: Db, deletion: AttemptDeletion): Promise<void> {
+  if (deletion.ids.length === 0 && !deletion.counter) return;
+  const { sql, bindings } = attemptDeletionSql(deletion);
+  await db.raw(sql, bindings);
 }
 
 export async function pruneAuthFailures(db: Db, before: Date): Promise<number> {

@@ -1,4 +1,5 @@
 import type { Db } from '@switchboard/runtime/sql';
+import { type AttemptDeletion, attemptDeletionSql } from './auth-failures.js';
 
 // Sessions and their rotating refresh tokens.
 
@@ -11,15 +12,21 @@ import type { Db } from '@switchboard/runtime/sql';
 export async function insertSessionForActiveUser(
   db: Db,
   input: { sessionId: string; userId: string; aal: string; openedAt: Date; expiresAt: Date; refreshTokenHash: string; passwordHash?: string },
+  alsoDelete?: AttemptDeletion,
 ): Promise<boolean> {
+  // A sign-in's throttle rows go in the same statement: one round trip and one commit fewer on
+  // the sign-in path, where each costs more than the rest of the request outside argon2. A
+  // data-modifying CTE always runs, whether or not the session is opened.
+  const deletion = alsoDelete && attemptDeletionSql(alsoDelete);
   const { rows } = (await db.raw(
-    `WITH active AS (
+    `WITH ${deletion ? `cleared AS (${deletion.sql}), ` : ''}active AS (
        SELECT id FROM users WHERE id = ? AND deactivated_at IS NULL AND (?::text IS NULL OR password_hash = ?) FOR SHARE
      ), opened AS (
        INSERT INTO sessions (id, user_id, aal, created_at, last_used_at, expires_at) SELECT ?, id, ?, ?, ?, ? FROM active RETURNING id
      )
      INSERT INTO refresh_tokens (token_hash, session_id, parent_hash) SELECT ?, id, NULL FROM opened RETURNING session_id`,
     [
+      ...(deletion?.bindings ?? []),
       input.userId,
       input.passwordHash ?? null,
       input.passwordHash ?? null,
