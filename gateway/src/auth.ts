@@ -136,7 +136,7 @@ export class Authenticator {
     const hash = sha256Hex(fullKey);
     let cached = this.keyAnswers.get(hash);
     if (!cached || cached.expiresAt <= Date.now()) {
-      const result = await this.keys.authenticateKey({ fullKey }, { timeoutMs: 5000 });
+      const result = await this.keys.authenticateKey({ fullKey }, { timeoutMs: 5000, headers: requestIdHeader(scope.requestId) });
       cached = { keyId: result.keyId || undefined, outcome: keyOutcome(result), expiresAt: Date.now() + this.keyCacheMs };
       if (this.keyAnswers.size >= cacheLimit) {
         this.keyAnswers.clear();
@@ -175,7 +175,7 @@ export class Authenticator {
    * The workspace a request acts in and the principal's role there: X-Workspace-Id (a user must
    * be a member: else 404), the personal workspace by default, an API key's own workspace.
    */
-  async resolveWorkspace(principal: Principal, requested: string | undefined): Promise<Workspace> {
+  async resolveWorkspace(principal: Principal, requested: string | undefined, scope: { requestId?: string } = {}): Promise<Workspace> {
     if (principal.type === 'key' && requested && requested !== principal.keyWorkspaceId) {
       throw new HttpError(403, 'workspace_mismatch', 'An API key can only act in its own workspace.');
     }
@@ -185,7 +185,10 @@ export class Authenticator {
     if (cached && cached.expiresAt > Date.now()) return cached.workspace;
     let resolved: Awaited<ReturnType<typeof this.organizations.resolveWorkspace>>;
     try {
-      resolved = await this.organizations.resolveWorkspace({ userId: principal.userId, workspaceId }, { timeoutMs: 5000 });
+      resolved = await this.organizations.resolveWorkspace(
+        { userId: principal.userId, workspaceId },
+        { timeoutMs: 5000, headers: requestIdHeader(scope.requestId) },
+      );
     } catch (err) {
       if (err instanceof ConnectError && err.code === Code.NotFound) {
         throw new HttpError(404, 'workspace_not_found', 'No such workspace, or you are not a member of it.');
@@ -199,6 +202,9 @@ export class Authenticator {
     return workspace;
   }
 }
+
+/** The REST request's id on the calls made to authenticate it, so the services' log lines carry it too. */
+const requestIdHeader = (requestId: string | undefined): Record<string, string> => (requestId ? { 'x-request-id': requestId } : {});
 
 function keyOutcome(result: Awaited<ReturnType<Client<typeof KeyService>['authenticateKey']>>): Principal | HttpError {
   switch (result.reason) {

@@ -165,8 +165,8 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     const pathWorkspace = workspaceOfPath(pathValues);
     workspace =
       pathWorkspace === undefined
-        ? await options.authenticator.resolveWorkspace(principal, typeof requested === 'string' && requested ? requested : undefined)
-        : await resolvePathWorkspace(options.authenticator, principal, pathWorkspace, typeof requested === 'string' ? requested : undefined);
+        ? await options.authenticator.resolveWorkspace(principal, typeof requested === 'string' && requested ? requested : undefined, { requestId })
+        : await resolvePathWorkspace(options.authenticator, principal, pathWorkspace, typeof requested === 'string' ? requested : undefined, requestId);
   }
 
   let input: Message;
@@ -175,7 +175,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   } catch (err) {
     // Order of checks (SPEC §10): an organization in the path the caller cannot see is a 404
     // before anything about the input.
-    if (principal) await assertPathWorkspaceVisible(options.authenticator, principal, workspace!, pathValues);
+    if (principal) await assertPathWorkspaceVisible(options.authenticator, principal, workspace!, pathValues, requestId);
     throw err;
   }
   const token = await options.meshTokens.mint(route.owner, {
@@ -250,20 +250,27 @@ async function resolvePathWorkspace(
   principal: Principal,
   workspaceId: string,
   requested: string | undefined,
+  requestId: string,
 ): Promise<Workspace> {
   // SPEC §10: an API key naming another workspace in X-Workspace-Id is a 403, whatever the path.
-  if (principal.type === 'key' && requested) await authenticator.resolveWorkspace(principal, requested);
+  if (principal.type === 'key' && requested) await authenticator.resolveWorkspace(principal, requested, { requestId });
   if (principal.type === 'key' && workspaceId !== principal.keyWorkspaceId) throw organizationNotFound();
-  return authenticator.resolveWorkspace(principal, workspaceId).catch((err: unknown) => {
+  return authenticator.resolveWorkspace(principal, workspaceId, { requestId }).catch((err: unknown) => {
     throw err instanceof HttpError && err.status === 404 ? organizationNotFound() : err;
   });
 }
 
-async function assertPathWorkspaceVisible(authenticator: Authenticator, principal: Principal, workspace: Workspace, pathValues: Map<DescField, string>) {
+async function assertPathWorkspaceVisible(
+  authenticator: Authenticator,
+  principal: Principal,
+  workspace: Workspace,
+  pathValues: Map<DescField, string>,
+  requestId: string,
+) {
   for (const [field, value] of pathValues) {
     if (!workspacePathFields.has(field.name) || value === workspace.workspaceId) continue;
     if (principal.type === 'key') throw organizationNotFound();
-    await authenticator.resolveWorkspace(principal, value).catch((err: unknown) => {
+    await authenticator.resolveWorkspace(principal, value, { requestId }).catch((err: unknown) => {
       throw err instanceof HttpError && err.status === 404 ? organizationNotFound() : err;
     });
   }

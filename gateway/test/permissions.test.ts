@@ -89,6 +89,26 @@ describe('the permission table, route by route', () => {
     });
   });
 
+  it('carries the request id into the calls that authenticate the caller and resolve its workspace', async () => {
+    const rpcLine = (component: 'identity' | 'keys', requestId: string, rpc: string) =>
+      eventually(
+        () =>
+          mesh
+            .output(component)
+            .split('\n')
+            .find((l) => l.includes(requestId) && l.includes(rpc)),
+        `the ${rpc} call of ${requestId} in the ${component} log`,
+      );
+    // A non-member's answer is never cached: the gateway asks identity each time.
+    const resolving = await call('GET', `/v1/organizations/${shared.orgId}/members`, { token: shared.users.outsider.token });
+    expect(resolving.status).toBe(404);
+    expect(JSON.parse(await rpcLine('identity', resolving.headers.get('x-request-id')!, 'ResolveWorkspace'))).toMatchObject({ msg: 'rpc' });
+    const unknownKey = `sb_${'Q'.repeat(49)}`;
+    const authenticating = await call('GET', '/v1/keys', { token: unknownKey });
+    expect(authenticating.status).toBe(401);
+    expect(JSON.parse(await rpcLine('keys', authenticating.headers.get('x-request-id')!, 'AuthenticateKey'))).toMatchObject({ msg: 'rpc' });
+  });
+
   it('answers 404 to a non-member naming the organization in X-Workspace-Id too', async () => {
     const outsider = shared.users.outsider;
     const response = await call('GET', `/v1/organizations/${shared.orgId}/members`, {
