@@ -15,8 +15,12 @@
  * /metrics), the lowest reading of the baseline minute and of the last one: what survives
  * collections, where a leak shows when RSS only follows the heap's sizing. Then the chaos invariants (every request answered, nothing
  * lost, nothing charged twice) for the whole run. Prints RSS over time (a column a minute) and
- * the growth per component; exits 1 if a target or an invariant did not hold.
+ * the growth per component, writes every sample to bench/results/soak-<time>.json; exits 1 if a
+ * target or an invariant did not hold.
  */
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { components } from '@switchboard/runtime/dev/mesh';
 import { checkInvariants } from './chaos/invariants.js';
 import { defaultLoadOptions, MixedLoad, prepareAccount } from './chaos/mixed-load.js';
@@ -29,6 +33,7 @@ const number = (name: string, fallback: number) => {
   return raw && /^\d+(\.\d+)?$/.test(raw) ? Number(raw) : fallback;
 };
 
+const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
 const minutes = number('SOAK_MINUTES', 10);
 // V8 sizes its heaps to the load for the first 3–4 minutes (RSS climbs, then holds): growth is
 // measured from there.
@@ -45,15 +50,23 @@ interface Sample {
   rssMb: Partial<Record<Component, number>>;
   /** V8's old space in use (prom-client's nodejs_heap_space_size_used_bytes{space="old"}), MB. */
   oldSpaceMb: Partial<Record<Component, number>>;
+  /** RSS less the heap V8 has reserved (nodejs_heap_size_total_bytes): native memory, MB. */
+  outsideHeapMb: Partial<Record<Component, number>>;
 }
 
-/** The old space a component's V8 heap uses now, from its /metrics; undefined if it does not answer. */
-async function oldSpaceMb(metricsUrl: string): Promise<number | undefined> {
+/** Of a component's V8 heap now, from its /metrics: the old space in use and the whole heap reserved, MB. */
+async function v8Heap(metricsUrl: string): Promise<{ oldSpaceMb?: number; totalMb?: number }> {
   const text = await fetch(metricsUrl, { signal: AbortSignal.timeout(2000) })
     .then((response) => response.text())
     .catch(() => '');
-  const match = /^nodejs_heap_space_size_used_bytes\{[^}]*space="old"[^}]*\} (\d+)/m.exec(text);
-  return match ? Number(match[1]) / 2 ** 20 : undefined;
+  const megabytes = (pattern: RegExp) => {
+    const match = pattern.exec(text);
+    return match ? Number(match[1]) / 2 ** 20 : undefined;
+  };
+  return {
+    oldSpaceMb: megabytes(/^nodejs_heap_space_size_used_bytes\{[^}]*space="old"[^}]*\} (\d+)/m),
+    totalMb: megabytes(/^nodejs_heap_size_total_bytes(?:\{[^}]*\})? (\d+)/m),
+  };
 }
 
 /** The middle value: one collection that shrinks the heap for a sample, or a peak, does not move it. */
@@ -77,12 +90,15 @@ runBench(async () => {
       const at = (Date.now() - load.startedAt) / 1000;
       const rssMb: Sample['rssMb'] = {};
       const oldSpace: Sample['oldSpaceMb'] = {};
+      const outsideHeap: Sample['outsideHeapMb'] = {};
       for (const component of components) {
+        const heap = await v8Heap(world.mesh.metricsUrls[component]);
         const memory = readMemory(world.mesh.pid(component));
         if (memory) rssMb[component] = memory.rssMb;
-        oldSpace[component] = await oldSpaceMb(world.mesh.metricsUrls[component]);
+        oldSpace[component] = heap.oldSpaceMb;
+        if (memory && heap.totalMb !== undefined) outsideHeap[component] = memory.rssMb - heap.totalMb;
       }
-      samples.push({ at, rssMb, oldSpaceMb: oldSpace });
+      samples.push({ at, rssMb, oldSpaceMb: oldSpace, outsideHeapMb: outsideHeap });
     };
     load.start();
     await sample();
@@ -111,7 +127,11 @@ runBench(async () => {
       const old = (s: Sample) => s.oldSpaceMb[component];
       const liveBaseline = Math.min(...valuesIn(warmupEnd, warmupEnd + 60, old));
       const liveLast = Math.min(...valuesIn(end - 60, end, old));
-      return { component, baseline, last, max, growthPct, liveBaseline, liveLast, holds: growthPct < growthLimitPct };
+      // Native memory (argon2's buffers, TLS, the allocator's arenas) apart from V8's heap sizing.
+      const outside = (s: Sample) => s.outsideHeapMb[component];
+      const outsideBaseline = median(valuesIn(warmupEnd, warmupEnd + 60, outside));
+      const outsideLast = median(valuesIn(end - 60, end, outside));
+      return { component, baseline, last, max, growthPct, liveBaseline, liveLast, outsideBaseline, outsideLast, holds: growthPct < growthLimitPct };
     });
 
     const minuteMarks = Array.from({ length: Math.floor(end / 60) + 1 }, (_, i) => i * 60);
@@ -134,6 +154,7 @@ runBench(async () => {
         'RSS growth',
         `< ${growthLimitPct} %`,
         'live old space: baseline → end',
+        'outside the V8 heap: baseline → end',
       ],
       rows.map((row) => [
         row.component,
@@ -143,6 +164,7 @@ runBench(async () => {
         `${fmt(row.growthPct, 1)} %`,
         row.holds ? '✓' : '✗',
         `${fmt(row.liveBaseline, 1)} → ${fmt(row.liveLast, 1)} MB`,
+        `${fmt(row.outsideBaseline, 1)} → ${fmt(row.outsideLast, 1)} MB`,
       ]),
     );
     const checks = table(
@@ -151,6 +173,9 @@ runBench(async () => {
       3,
     );
     const passed = rows.every((row) => row.holds) && invariants.every((result) => result.holds);
+    await mkdir(resultsDir, { recursive: true });
+    const file = path.join(resultsDir, `soak-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+    await writeFile(file, `${JSON.stringify({ minutes, warmupMinutes, sampleSeconds, rows, invariants, samples }, null, 2)}\n`);
     console.log(
       [
         `Soak: ${minutes} min of mixed load at ${number('SOAK_RATE', 40)} operations/s (${load.attempts.length} attempts), RSS sampled every ${sampleSeconds} s`,
@@ -161,6 +186,7 @@ runBench(async () => {
         '',
         checks,
         '',
+        `samples: ${path.relative(process.cwd(), file)}`,
         `bench:soak ${passed ? 'PASSED' : 'FAILED'} in ${Math.round((performance.now() - started) / 1000)} s (mesh start included)`,
       ].join('\n'),
     );

@@ -1,7 +1,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { repoRoot } from '@switchboard/runtime/dev/mesh';
+import { componentNodeFlags, repoRoot } from '@switchboard/runtime/dev/mesh';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler, type IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
@@ -200,6 +200,14 @@ describe.skipIf(!hasKubectl && !process.env.CI)('deploy/ manifests', () => {
       const elsewhere = objects.filter((object) => object.kind !== 'Namespace' && object.metadata?.namespace !== 'switchboard').map(describeObject);
       expect(elsewhere).toEqual([]);
     });
+  });
+});
+
+describe('deploy/Dockerfile', () => {
+  it('starts every component with the V8 flags of the dev mesh, so what the benches measure is what runs', () => {
+    const commands = dockerfileCommands();
+    expect([...commands.keys()].sort()).toEqual(['billing', 'conversations', 'data-plane', 'gateway', 'identity', 'keys', 'webhooks']);
+    for (const [target, command] of commands) expect(command.slice(0, componentNodeFlags.length + 1), target).toEqual(['node', ...componentNodeFlags]);
   });
 });
 

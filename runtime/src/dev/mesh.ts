@@ -31,6 +31,16 @@ const tracingEntry = new URL('../tracing.js', import.meta.url).href;
 const entryOf = (component: Component) =>
   path.join(repoRoot, component === 'gateway' || component === 'data-plane' ? `${component}/dist/src/main.js` : `services/${component}/dist/src/main.js`);
 
+/**
+ * V8 flags of every component, as the images start them (deploy/Dockerfile). The young
+ * generation has a fixed size, two 4 MB semi-spaces: left to size itself it grew to 32 MB under
+ * load and shrank back to 2 MB whenever survival dropped, so a busy process's RSS swung by 30 MB
+ * every few minutes with nothing more to hold (the soak bench saw it in every component, and
+ * it cost identity its < 10 % target). At 4 MB the idle mesh also stays under its 600 MB target
+ * (fixed at 16 MB it did not), and `npm run bench` measured no change in throughput.
+ */
+export const componentNodeFlags = ['--min-semi-space-size=4', '--max-semi-space-size=4'];
+
 export interface MeshOptions {
   /** Where embedded Postgres, NATS data, the dev mesh secret and the mailbox live. */
   dataDir: string;
@@ -173,7 +183,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const children = new Map<Component, ChildProcess>();
   const outputs = new Map<Component, string[]>();
   const start = (component: Component) => {
-    const child = spawn(process.execPath, [...(options.nodeFlags ?? []), '--import', tracingEntry, entryOf(component)], {
+    const child = spawn(process.execPath, [...componentNodeFlags, ...(options.nodeFlags ?? []), '--import', tracingEntry, entryOf(component)], {
       cwd: repoRoot,
       env: { ...process.env, ...env, PORT: String(ports[component]), METRICS_PORT: String(metricsPorts[component]) },
       // The IPC channel is how a component notices that its runner died (it stops then).
