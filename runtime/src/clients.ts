@@ -26,26 +26,55 @@ export function createPeerTransport(baseUrl: string, options: { interceptors?: I
 /** Node's codes for a call whose connection went away under it (connect-node calls these Aborted). */
 const droppedCodes = new Set(['ECONNRESET', 'EPIPE', 'ERR_STREAM_DESTROYED', 'ERR_HTTP2_INVALID_STREAM', 'ERR_HTTP2_STREAM_ERROR', 'ERR_HTTP2_GOAWAY_SESSION']);
 
+const causes = function* (err: unknown): Generator<NodeJS.ErrnoException> {
+  for (let cause = err; cause instanceof Error; cause = cause.cause) yield cause;
+};
+
+/**
+ * The peer reset the stream with REFUSED_STREAM: a server that is closing (its GOAWAY crossed
+ * our new stream) or at its stream limit. HTTP/2 guarantees such a stream was not processed
+ * (RFC 9113, 8.7), so a unary call is safe to send once more, even one that writes; a rolling
+ * restart found these answered as 500.
+ */
+export function isRefusedStream(err: unknown): boolean {
+  for (const cause of causes(err)) {
+    if (cause.code === 'ERR_HTTP2_STREAM_ERROR' && cause.message.includes('NGHTTP2_REFUSED_STREAM')) return true;
+  }
+  return false;
+}
+
 /**
  * A peer that dies mid-call (a crash, kill -9) resets the connection; connect-node reports that
  * as Aborted, which the gateway would answer as 409 conflict with "read ECONNRESET" (a chaos run
  * found it). It is an outage of the peer: Unavailable (503 + Retry-After). Aborted errors the peer
- * itself sent have no such cause and pass unchanged.
+ * itself sent have no such cause and pass unchanged. A refused unary call is sent once more
+ * (a new session if the old one is going away); refused again, it is an outage too.
  */
 const unavailableWhenDropped: Interceptor = (next) => async (req) => {
   try {
     return await next(req);
   } catch (err) {
-    const error = ConnectError.from(err);
-    if (error.code !== Code.Aborted) throw err;
-    for (let cause = error.cause; cause instanceof Error; cause = cause.cause) {
-      if (droppedCodes.has((cause as NodeJS.ErrnoException).code ?? '')) {
-        throw new ConnectError(`the ${req.service.typeName} service dropped the call (${cause.message})`, Code.Unavailable, undefined, undefined, err);
+    if (!req.stream && isRefusedStream(err)) {
+      try {
+        return await next(req);
+      } catch (retryErr) {
+        throw unavailableIfDropped(retryErr, req.service.typeName);
       }
     }
-    throw err;
+    throw unavailableIfDropped(err, req.service.typeName);
   }
 };
+
+function unavailableIfDropped(err: unknown, serviceName: string): unknown {
+  const error = ConnectError.from(err);
+  if (error.code !== Code.Aborted && !isRefusedStream(err)) return err;
+  for (const cause of causes(error.cause)) {
+    if (droppedCodes.has(cause.code ?? '')) {
+      return new ConnectError(`the ${serviceName} service dropped the call (${cause.message})`, Code.Unavailable, undefined, undefined, err);
+    }
+  }
+  return err;
+}
 
 /** A client for a peer service whose calls carry a mesh token naming this component. */
 export function createPeerClient<T extends DescService>(
@@ -72,18 +101,31 @@ const pingIntervalMs = 5_000;
 const pingTimeoutMs = 3_000;
 const idleSessionMs = 60_000;
 
+type UnaryCall<I extends DescMessage, O extends DescMessage> = [
+  method: DescMethodUnary<I, O>,
+  input: MessageShape<I>,
+  header: Record<string, string>,
+  timeoutMs: number,
+  signal?: AbortSignal,
+];
+type UnaryAnswer<O extends DescMessage> = { message: MessageShape<O>; header: http2.IncomingHttpHeaders };
+
 export class UnaryClient {
   private session?: http2.ClientHttp2Session;
 
   constructor(private readonly baseUrl: string) {}
 
-  call<I extends DescMessage, O extends DescMessage>(
-    method: DescMethodUnary<I, O>,
-    input: MessageShape<I>,
-    header: Record<string, string>,
-    timeoutMs: number,
-    signal?: AbortSignal,
-  ): Promise<{ message: MessageShape<O>; header: http2.IncomingHttpHeaders }> {
+  /** One call; a refused stream (see isRefusedStream) is sent once more. */
+  async call<I extends DescMessage, O extends DescMessage>(...args: UnaryCall<I, O>): Promise<UnaryAnswer<O>> {
+    try {
+      return await this.send(...args);
+    } catch (err) {
+      if (!isRefusedStream(err)) throw err;
+      return this.send(...args);
+    }
+  }
+
+  private send<I extends DescMessage, O extends DescMessage>(...[method, input, header, timeoutMs, signal]: UnaryCall<I, O>): Promise<UnaryAnswer<O>> {
     return new Promise((resolve, reject) => {
       let stream: http2.ClientHttp2Stream;
       try {
