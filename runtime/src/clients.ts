@@ -23,7 +23,7 @@ export function createPeerTransport(baseUrl: string, options: { interceptors?: I
   });
 }
 
-/** Node's codes for a call whose connection went away under it (connect-node calls these Aborted). */
+/** Node's codes for a call whose connection or stream went away under it. */
 const droppedCodes = new Set(['ECONNRESET', 'EPIPE', 'ERR_STREAM_DESTROYED', 'ERR_HTTP2_INVALID_STREAM', 'ERR_HTTP2_STREAM_ERROR', 'ERR_HTTP2_GOAWAY_SESSION']);
 
 const causes = function* (err: unknown): Generator<NodeJS.ErrnoException> {
@@ -31,13 +31,15 @@ const causes = function* (err: unknown): Generator<NodeJS.ErrnoException> {
 };
 
 /**
- * The peer reset the stream with REFUSED_STREAM: a server that is closing (its GOAWAY crossed
- * our new stream) or at its stream limit. HTTP/2 guarantees such a stream was not processed
- * (RFC 9113, 8.7), so a unary call is safe to send once more, even one that writes; a rolling
- * restart found these answered as 500.
+ * The peer never saw the call: it reset the stream with REFUSED_STREAM (a server that is
+ * closing, whose GOAWAY crossed our new stream, or one at its stream limit; HTTP/2 guarantees
+ * such a stream was not processed, RFC 9113 §8.7), or the session had already received GOAWAY
+ * when the stream was to open. A unary call is then safe to send once more, even one that
+ * writes. A rolling restart found refused streams answered as 500.
  */
-export function isRefusedStream(err: unknown): boolean {
+function wasNotProcessed(err: unknown): boolean {
   for (const cause of causes(err)) {
+    if (cause.code === 'ERR_HTTP2_GOAWAY_SESSION') return true;
     if (cause.code === 'ERR_HTTP2_STREAM_ERROR' && cause.message.includes('NGHTTP2_REFUSED_STREAM')) return true;
   }
   return false;
@@ -46,15 +48,16 @@ export function isRefusedStream(err: unknown): boolean {
 /**
  * A peer that dies mid-call (a crash, kill -9) resets the connection; connect-node reports that
  * as Aborted, which the gateway would answer as 409 conflict with "read ECONNRESET" (a chaos run
- * found it). It is an outage of the peer: Unavailable (503 + Retry-After). Aborted errors the peer
- * itself sent have no such cause and pass unchanged. A refused unary call is sent once more
- * (a new session if the old one is going away); refused again, it is an outage too.
+ * found it), and a stream the peer reset or refused as Internal (a 500). Both are an outage of
+ * the peer: Unavailable (503 + Retry-After). Errors the peer itself sent have no Node error as
+ * their cause and pass unchanged. A unary call the peer never saw is sent once more (on a new
+ * session if the old one is going away); failing again, it is an outage too.
  */
 const unavailableWhenDropped: Interceptor = (next) => async (req) => {
   try {
     return await next(req);
   } catch (err) {
-    if (!req.stream && isRefusedStream(err)) {
+    if (!req.stream && wasNotProcessed(err)) {
       try {
         return await next(req);
       } catch (retryErr) {
@@ -67,7 +70,7 @@ const unavailableWhenDropped: Interceptor = (next) => async (req) => {
 
 function unavailableIfDropped(err: unknown, serviceName: string): unknown {
   const error = ConnectError.from(err);
-  if (error.code !== Code.Aborted && !isRefusedStream(err)) return err;
+  if (error.code !== Code.Aborted && error.code !== Code.Internal) return err;
   for (const cause of causes(error.cause)) {
     if (droppedCodes.has(cause.code ?? '')) {
       return new ConnectError(`the ${serviceName} service dropped the call (${cause.message})`, Code.Unavailable, undefined, undefined, err);
@@ -115,12 +118,12 @@ export class UnaryClient {
 
   constructor(private readonly baseUrl: string) {}
 
-  /** One call; a refused stream (see isRefusedStream) is sent once more. */
+  /** One call; a call the peer never saw (see wasNotProcessed) is sent once more. */
   async call<I extends DescMessage, O extends DescMessage>(...args: UnaryCall<I, O>): Promise<UnaryAnswer<O>> {
     try {
       return await this.send(...args);
     } catch (err) {
-      if (!isRefusedStream(err)) throw err;
+      if (!wasNotProcessed(err)) throw err;
       return this.send(...args);
     }
   }
