@@ -125,7 +125,8 @@ describe('the Conversations and Feedback pages', () => {
       expect.stringMatching(new RegExp(`^${MODEL_A}\\s+1\\s+1\\s+0\\s+100%$`)),
       expect.stringMatching(new RegExp(`^${MODEL_B}\\s+1\\s+0\\s+1\\s+0%$`)),
     ]);
-    expect(await byModel.locator('figure svg').count()).toBeGreaterThan(0);
+    // The chart's code loads on first use.
+    await expect.poll(() => byModel.locator('figure svg').count(), settles).toBeGreaterThan(0);
     const byTag = page.getByRole('region', { name: 'By tag' });
     expect((await byTag.getByRole('row').allInnerTexts()).slice(1)).toEqual([
       expect.stringMatching(/^accurate\s+1\s+1\s+0\s+100%$/),

@@ -1,12 +1,15 @@
-import { useState } from 'react';
+import { lazy, Suspense, useState } from 'react';
 import { Loaded } from '../components/loaded';
+import { Loading } from '../components/loading';
 import { Page } from '../components/page';
 import { Section } from '../components/section';
 import { SelectControl } from '../components/select-control';
 import { useSignedIn } from '../session';
 import { useLoad } from '../use-load';
-import { FeedbackChart } from './feedback/feedback-chart';
 import { approval, FeedbackTable } from './feedback/feedback-table';
+
+// recharts is most of the bundle's weight and only two pages draw with it: loaded on first use.
+const FeedbackChart = lazy(() => import('./feedback/feedback-chart').then(({ FeedbackChart }) => ({ default: FeedbackChart })));
 
 const windows = [7, 30, 90, 365].map((days) => ({ value: String(days), label: `Last ${days} days` }));
 
@@ -39,10 +42,12 @@ export function FeedbackPage() {
             </Section>
             <Section title="By model">
               {Object.keys(found.by_model ?? {}).length > 0 && (
-                <FeedbackChart
-                  byModel={found.by_model ?? {}}
-                  summary={`Thumbs up and down per model over the last ${found.days} days; the table below has the numbers.`}
-                />
+                <Suspense fallback={<Loading what="Loading the chart" />}>
+                  <FeedbackChart
+                    byModel={found.by_model ?? {}}
+                    summary={`Thumbs up and down per model over the last ${found.days} days; the table below has the numbers.`}
+                  />
+                </Suspense>
               )}
               <FeedbackTable counts={found.by_model ?? {}} keyLabel="Model" empty={`No ratings in the last ${found.days} days`} />
             </Section>

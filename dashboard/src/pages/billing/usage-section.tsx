@@ -1,13 +1,16 @@
-import { useState } from 'react';
+import { lazy, Suspense, useState } from 'react';
 import { Empty } from '../../components/empty';
 import { Loaded } from '../../components/loaded';
+import { Loading } from '../../components/loading';
 import { Money } from '../../components/money';
 import { Section } from '../../components/section';
 import { SelectControl } from '../../components/select-control';
 import { useSignedIn } from '../../session';
 import { useLoad } from '../../use-load';
 import { tiers, tierUsage } from './tiers';
-import { UsageChart } from './usage-chart';
+
+// recharts is most of the bundle's weight and only two pages draw with it: loaded on first use.
+const UsageChart = lazy(() => import('./usage-chart').then(({ UsageChart }) => ({ default: UsageChart })));
 
 const windows = [7, 30, 90];
 
@@ -42,7 +45,9 @@ export function UsageSection() {
                   <p>Model requests made with the workspace's keys show here, per day and per pricing tier.</p>
                 </Empty>
               ) : (
-                <UsageChart days={usage.data} summary={`Cost per day over the last ${usage.days} days, stacked by pricing tier.`} />
+                <Suspense fallback={<Loading what="Loading the chart" />}>
+                  <UsageChart days={usage.data} summary={`Cost per day over the last ${usage.days} days, stacked by pricing tier.`} />
+                </Suspense>
               )}
               <table className="data-table">
                 <caption>By pricing tier, last {usage.days} days</caption>
