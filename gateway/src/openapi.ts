@@ -14,7 +14,8 @@ import { type Route, readsFromQuery, unversionedAlias } from './routes.js';
  *   fields are the JSON body, for GET/DELETE they are query parameters;
  * - responses: every field is always present (unset message fields and unset `optional`
  *   scalars are null, repeated fields [], maps {}), except fields marked
- *   `(switchboard.api.v1.field).omit_if_unset`, which are left out when unset; 64-bit
+ *   `(switchboard.api.v1.field).omit_if_unset`, which are left out when unset, and those
+ *   marked `always_set`, which the handler never leaves unset (not nullable); 64-bit
  *   integers are JSON numbers; well-known types use their proto3 JSON forms.
  *
  * The output is deterministic: paths follow the order of the routes, components are sorted.
@@ -277,6 +278,10 @@ function omitIfUnset(field: DescField): boolean {
   return hasOption(field, fieldRule) && getOption(field, fieldRule).omitIfUnset;
 }
 
+function alwaysSet(field: DescField): boolean {
+  return hasOption(field, fieldRule) && getOption(field, fieldRule).alwaysSet;
+}
+
 type Mode = 'output' | 'input';
 
 /** Builds components.schemas: one schema per proto message (and mode) used. */
@@ -338,9 +343,10 @@ class Schemas {
 
   /** The schema of one field's JSON value. */
   field(field: DescField, mode: Mode): Json {
-    // In responses, unset fields are null, except omit_if_unset ones, which are absent. In
-    // requests a field is simply left out (the gateway reads null as absent, never as "clear").
-    const mayBeNull = mode === 'output' && !omitIfUnset(field);
+    // In responses, unset fields are null, except omit_if_unset ones, which are absent, and
+    // always_set ones, which never are unset. In requests a field is simply left out (the
+    // gateway reads null as absent, never as "clear").
+    const mayBeNull = mode === 'output' && !omitIfUnset(field) && !alwaysSet(field);
     let schema: Json;
     switch (field.fieldKind) {
       case 'scalar':
@@ -733,7 +739,9 @@ function operationOf(route: Route, tag: string, schemas: Schemas): Json {
   const response = responseOf(route, schemas);
   if (response) success.content = { [response.contentType]: { schema: response.schema, ...(response.example ? { example: response.example } : {}) } };
 
-  const responses: Record<string, Json> = { [status]: success, ...errorResponsesOf(errorsOf(route)) };
+  const successes: Record<string, Json> = { [status]: success };
+  for (const other of route.otherSuccesses) successes[other.status] = { ...success, description: `${STATUS_CODES[other.status] ?? 'Success'}: ${other.when}` };
+  const responses: Record<string, Json> = { ...successes, ...errorResponsesOf(errorsOf(route)) };
 
   const rpc = `${route.method.parent.typeName}/${route.method.name}`;
   const own = comments[`${route.method.parent.typeName}.${route.method.name}`] ?? '';

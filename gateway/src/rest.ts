@@ -206,8 +206,9 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   if (typeof changedWorkspace === 'string' && changedWorkspace) options.authenticator.forgetWorkspace(changedWorkspace);
   const changedKey = response.header[changedKeyHeader];
   if (typeof changedKey === 'string' && changedKey) options.authenticator.forgetKey(changedKey);
+  // Only a status the contract lists (RestRule.other_successes) replaces the route's own.
   const override = Number(response.header[statusOverrideHeader]);
-  const status = override >= 200 && override < 300 ? override : route.successStatus;
+  const status = route.otherSuccesses.some((other) => other.status === override) ? override : route.successStatus;
   sendResult(res, route, status, response.message, pagePolicyOf(response.header));
 }
 

@@ -22,6 +22,8 @@ export interface Route {
   /** Field of the response sent as the body, or "" for the whole message. */
   responseBody: string;
   successStatus: number;
+  /** Other success statuses the handler may pick (RestRule.other_successes), with when. */
+  otherSuccesses: Array<{ status: number; when: string }>;
   /** Who may call it: the method's access option (SPEC §3). */
   rule: RpcRule;
   /** The credentials the gateway accepts, from the rule. */
@@ -49,13 +51,19 @@ export function buildRoutes(): Route[] {
       const accessRule = ruleOf(method);
       if (accessRule.kind === 'internal') throw new Error(`${method.toString()}: an internal RPC has no REST route`);
       const { httpMethod, template } = patternOf(rule, method);
+      const successStatus = restRule?.successStatus || 200;
+      for (const other of restRule?.otherSuccesses ?? []) {
+        if (other.status < 200 || other.status > 299 || other.status === 204 || other.status === successStatus)
+          throw new Error(`${method.toString()}: other success status ${other.status} is not a 2xx with a body beside ${successStatus}`);
+      }
       routes.push({
         httpMethod,
         template,
         segments: parseTemplate(template, method.input),
         body: rule.body,
         responseBody: rule.responseBody,
-        successStatus: restRule?.successStatus || 200,
+        successStatus,
+        otherSuccesses: (restRule?.otherSuccesses ?? []).map(({ status, when }) => ({ status, when })),
         rule: accessRule,
         credentials: credentialsOf(accessRule),
         summary: restRule?.summary ?? '',

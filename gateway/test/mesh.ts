@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { type Mesh, startMesh } from '@switchboard/runtime/dev/mesh';
 import { expect } from 'vitest';
+import { expectSuccessKeepsContract } from './contract-check.js';
 
 /**
  * The hourly action limits of identity, raised for suites that sign up hundreds of users from
@@ -30,7 +31,7 @@ export interface ApiResponse {
   json: any;
 }
 
-/** A REST client for the gateway, the way a user's code would call it. */
+/** A REST client for the gateway, the way a user's code would call it; every successful answer is checked against its operation's contract. */
 export function restClient(gatewayUrl: string) {
   return async function call(
     method: string,
@@ -46,6 +47,7 @@ export function restClient(gatewayUrl: string) {
     }
     const response = await fetch(`${gatewayUrl}${pathname}`, { method, headers, body, signal: AbortSignal.timeout(15_000) });
     const text = await response.text();
+    expectSuccessKeepsContract(method, `${gatewayUrl}${pathname}`, { status: response.status, headers: response.headers, text });
     let json: unknown;
     try {
       json = text ? JSON.parse(text) : undefined;

@@ -181,12 +181,23 @@ describe('OpenAPI document', () => {
     expect(request.properties.full_name.type).toBe('string');
   });
 
-  it('renders the response mapping: null for unset, omitted when marked, int64 as numbers', () => {
+  it("documents a success status beside the route's own, with when it is answered", () => {
+    const responses = doc.paths['/v1/feedback'].post.responses as Record<string, Json>;
+    expect(Object.keys(responses).filter((status) => status.startsWith('2'))).toEqual(['200', '201']);
+    expect(responses['200'].description).toMatch(/^OK: The generation had a rating already/);
+    expect(responses['200'].content).toEqual(responses['201'].content);
+  });
+
+  it('renders the response mapping: null for unset, never null when always set, omitted when marked, int64 as numbers', () => {
     const schemas = doc.components.schemas as Record<string, Json>;
     const account = schemas['switchboard.identity.v1.Account'];
     expect(account.required).toContain('full_name');
     expect(account.properties.full_name.type).toEqual(['string', 'null']);
-    expect(account.properties.created_at).toMatchObject({ type: ['string', 'null'], format: 'date-time' });
+    // always_set: present and never null, so the SDK types it `string`.
+    expect(account.required).toContain('created_at');
+    expect(account.properties.created_at).toMatchObject({ type: 'string', format: 'date-time' });
+    expect(schemas['switchboard.keys.v1.Key'].properties.revoked_at).toMatchObject({ type: ['string', 'null'], format: 'date-time' });
+    expect(schemas['switchboard.keys.v1.CreateKeyResponse'].properties.key).toMatchObject({ $ref: '#/components/schemas/switchboard.keys.v1.Key' });
 
     const key = schemas['switchboard.keys.v1.Key'];
     expect(key.required).not.toContain('signing_secret');

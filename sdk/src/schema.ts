@@ -1716,7 +1716,7 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            updated_at: string | null;
+            updated_at: string;
         };
         /**
          * Checkout
@@ -1755,7 +1755,7 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
             /**
              * Format: date-time
              * @description When the payment was credited; null until then.
@@ -1835,7 +1835,7 @@ export interface components {
          */
         "switchboard.billing.v1.GetPlanResponse": {
             /** @description The plan. */
-            plan: components["schemas"]["switchboard.billing.v1.Plan"] | null;
+            plan: components["schemas"]["switchboard.billing.v1.Plan"];
         };
         /**
          * GetUpgradeHintResponse
@@ -1849,7 +1849,7 @@ export interface components {
          */
         "switchboard.billing.v1.GetUpgradeHintResponse": {
             /** @description Always present: `{}` when there is no advice. */
-            hint: components["schemas"]["switchboard.billing.v1.UpgradeHint"] | null;
+            hint: components["schemas"]["switchboard.billing.v1.UpgradeHint"];
         };
         /**
          * ListTopupsResponse
@@ -1894,7 +1894,7 @@ export interface components {
              */
             monthly_fee_usd: string;
             /** @description What the plan changes against the list prices. */
-            discounts: components["schemas"]["switchboard.billing.v1.PlanDiscounts"] | null;
+            discounts: components["schemas"]["switchboard.billing.v1.PlanDiscounts"];
         };
         /**
          * PlanDiscounts
@@ -1917,16 +1917,16 @@ export interface components {
          */
         "switchboard.billing.v1.TierBreakdown": {
             /** @description Requests to `service/fast`, priced per token. */
-            fast: components["schemas"]["switchboard.billing.v1.TierUsage"] | null;
+            fast: components["schemas"]["switchboard.billing.v1.TierUsage"];
             /** @description Requests to `service/balanced`, priced per token. */
-            balanced: components["schemas"]["switchboard.billing.v1.TierUsage"] | null;
+            balanced: components["schemas"]["switchboard.billing.v1.TierUsage"];
             /** @description Requests to other models, priced at the provider's cost plus the plan's markup. */
-            passthrough: components["schemas"]["switchboard.billing.v1.TierUsage"] | null;
+            passthrough: components["schemas"]["switchboard.billing.v1.TierUsage"];
             /**
              * @description Requests made with the workspace's own provider key, charged the plan's fee on the
              *     provider's cost.
              */
-            byok: components["schemas"]["switchboard.billing.v1.TierUsage"] | null;
+            byok: components["schemas"]["switchboard.billing.v1.TierUsage"];
         };
         /**
          * TierUsage
@@ -2091,7 +2091,7 @@ export interface components {
              */
             days: number;
             /** @description The cost and requests of each tier. */
-            by_tier: components["schemas"]["switchboard.billing.v1.TierBreakdown"] | null;
+            by_tier: components["schemas"]["switchboard.billing.v1.TierBreakdown"];
         };
         /**
          * UsageDay
@@ -2125,7 +2125,7 @@ export interface components {
              * @description The day's cost and requests per pricing tier (every tier present, zero when unused); they
              *     add up to `cost_usd` and `requests`.
              */
-            by_tier: components["schemas"]["switchboard.billing.v1.TierBreakdown"] | null;
+            by_tier: components["schemas"]["switchboard.billing.v1.TierBreakdown"];
         };
         /**
          * Conversation
@@ -2156,14 +2156,14 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
             /**
              * Format: date-time
              * @description When its title or metadata last changed or a message was last appended.
              *
              *     RFC 3339, UTC.
              */
-            updated_at: string | null;
+            updated_at: string;
         };
         /**
          * CreateConversationRequest
@@ -2239,14 +2239,14 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
             /**
              * Format: date-time
              * @description When the rating was last given or replaced.
              *
              *     RFC 3339, UTC.
              */
-            updated_at: string | null;
+            updated_at: string;
         };
         /**
          * FeedbackCounts
@@ -2426,7 +2426,7 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
         };
         /**
          * RecordFeedbackRequest
@@ -2523,7 +2523,7 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
         };
         /**
          * ActivateTwoFactorRequest
@@ -2604,7 +2604,7 @@ export interface components {
          */
         "switchboard.identity.v1.CreateOrganizationResponse": {
             /** @description The new organization; the caller is its owner. */
-            organization: components["schemas"]["switchboard.identity.v1.Organization"] | null;
+            organization: components["schemas"]["switchboard.identity.v1.Organization"];
         };
         /**
          * DeactivateAccountRequest
@@ -2638,14 +2638,14 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            deactivated_at: string | null;
+            deactivated_at: string;
             /**
              * Format: date-time
              * @description From this time on, the email address and the name are erased (30 days later).
              *
              *     RFC 3339, UTC.
              */
-            erase_after: string | null;
+            erase_after: string;
         };
         /**
          * DisableTwoFactorRequest
@@ -2721,14 +2721,14 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
             /**
              * Format: date-time
              * @description When its token stops working unless accepted before (7 days after sending, by default).
              *
              *     RFC 3339, UTC.
              */
-            expires_at: string | null;
+            expires_at: string;
         };
         /**
          * Jwk
@@ -2942,7 +2942,7 @@ export interface components {
          */
         "switchboard.identity.v1.LoginSecondFactorResponse": {
             /** @description The new session. */
-            session: components["schemas"]["switchboard.identity.v1.Session"] | null;
+            session: components["schemas"]["switchboard.identity.v1.Session"];
         };
         /**
          * LogoutRequest
@@ -2992,7 +2992,7 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            joined_at: string | null;
+            joined_at: string;
         };
         /**
          * Organization
@@ -3016,7 +3016,7 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
             /** @description The caller's role in it: `owner`, `admin` or `developer`. */
             role: string;
             /** @description True for the workspace created with the account. */
@@ -3072,7 +3072,7 @@ export interface components {
          */
         "switchboard.identity.v1.RefreshResponse": {
             /** @description A new access token and a new refresh token; the one sent no longer works. */
-            session: components["schemas"]["switchboard.identity.v1.Session"] | null;
+            session: components["schemas"]["switchboard.identity.v1.Session"];
         };
         /**
          * RegenerateRecoveryCodesRequest
@@ -3131,9 +3131,9 @@ export interface components {
          */
         "switchboard.identity.v1.RegisterResponse": {
             /** @description The account just created (its email is not verified yet). */
-            user: components["schemas"]["switchboard.identity.v1.Account"] | null;
+            user: components["schemas"]["switchboard.identity.v1.Account"];
             /** @description A session for the new account: the user is signed in. */
-            session: components["schemas"]["switchboard.identity.v1.Session"] | null;
+            session: components["schemas"]["switchboard.identity.v1.Session"];
         };
         /**
          * RequestPasswordResetRequest
@@ -3291,7 +3291,7 @@ export interface components {
              */
             full_key: string;
             /** @description The key record. */
-            key: components["schemas"]["switchboard.keys.v1.Key"] | null;
+            key: components["schemas"]["switchboard.keys.v1.Key"];
         };
         /**
          * Key
@@ -3356,7 +3356,7 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
             /**
              * Format: date-time
              * @description When the key last authenticated a request (updated at most once a minute); null if never.
@@ -3563,7 +3563,7 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
             /**
              * Format: date-time
              * @description When an attempt last succeeded; null until one does.
@@ -3613,7 +3613,7 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
         };
         /**
          * ListDeliveriesResponse
@@ -3749,7 +3749,7 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            since: string | null;
+            since: string;
             /**
              * Format: int32
              * @description How many deliveries were re-queued.
@@ -3870,14 +3870,14 @@ export interface components {
              *
              *     RFC 3339, UTC.
              */
-            created_at: string | null;
+            created_at: string;
             /**
              * Format: date-time
              * @description When it last changed.
              *
              *     RFC 3339, UTC.
              */
-            updated_at: string | null;
+            updated_at: string;
             /**
              * @description The signing secret, "whsec_…" (base64 of 32 bytes after the prefix); only in the answers
              *     to registration and secret rotation, once, and left out everywhere else.
@@ -13195,6 +13195,30 @@ export interface operations {
             };
         };
         responses: {
+            /** @description OK: The generation had a rating already: this one replaced it (same `feedback_id`). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "feedback_id": "fb_KfgpbTTk8HaUvxR72poiYw",
+                     *       "generation_id": "gen_Iiay50pQSeEcoCZUZzUv3d",
+                     *       "rating": 1,
+                     *       "comment": "Clear and correct.",
+                     *       "tags": [
+                     *         "accurate"
+                     *       ],
+                     *       "model": "gpt-4o-mini",
+                     *       "created_at": "2026-11-24T10:15:00Z",
+                     *       "updated_at": "2026-11-24T10:15:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.conversations.v1.Feedback"];
+                };
+            };
             /** @description Created */
             201: {
                 headers: {

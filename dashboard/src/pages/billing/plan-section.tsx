@@ -16,8 +16,8 @@ export function PlanSection() {
       <Loaded state={state} what="Loading the plan">
         {([{ plan }, { hint }]) => (
           <>
-            {plan && <PlanFacts plan={plan} />}
-            {hint?.recommend_plan ? (
+            <PlanFacts plan={plan} />
+            {hint.recommend_plan ? (
               <p className="upgrade-hint">
                 <strong>
                   The {hint.recommend_plan} plan would have cost {hint.savings_pct}% less

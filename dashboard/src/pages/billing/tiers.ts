@@ -1,5 +1,3 @@
-import type { Schemas } from '@switchboard/sdk';
-
 /** The pricing tiers of the API's usage reports (billing.proto, TierBreakdown), in the order shown, with their chart colours. */
 export const tiers = [
   { key: 'fast', label: 'Fast', description: 'service/fast, priced per token', color: '#1f4fd1' },
@@ -7,12 +5,3 @@ export const tiers = [
   { key: 'passthrough', label: 'Passthrough', description: "other models, the provider's cost plus the plan's markup", color: '#b35900' },
   { key: 'byok', label: 'Your own provider key', description: "the plan's fee on the provider's cost", color: '#7a3eb1' },
 ] as const;
-
-export type TierKey = (typeof tiers)[number]['key'];
-
-type Breakdown = Schemas['switchboard.billing.v1.TierBreakdown'];
-
-/** A tier's cost and requests in a breakdown of the API; zero when it has none. */
-export function tierUsage(breakdown: Breakdown | null | undefined, tier: TierKey): { cost_usd: string; requests: number } {
-  return breakdown?.[tier] ?? { cost_usd: '0', requests: 0 };
-}

@@ -1,7 +1,7 @@
 import type { Schemas } from '@switchboard/sdk';
 import { Bar, BarChart, CartesianGrid, Legend, Tooltip, XAxis, YAxis } from 'recharts';
 import { formatMoney, Money } from '../../components/money';
-import { tiers, tierUsage } from './tiers';
+import { tiers } from './tiers';
 
 type UsageDay = Schemas['switchboard.billing.v1.UsageDay'];
 
@@ -31,7 +31,7 @@ function DayTooltip({ active, payload }: { active?: boolean; payload?: ReadonlyA
       <ul>
         {tiers.map((tier) => (
           <li key={tier.key}>
-            {tier.label}: <Money amount={tierUsage(row.day.by_tier, tier.key).cost_usd} />
+            {tier.label}: <Money amount={row.day.by_tier[tier.key].cost_usd} />
           </li>
         ))}
       </ul>
@@ -47,10 +47,10 @@ export function UsageChart({ days, summary }: { days: UsageDay[]; summary: strin
   const rows: ChartRow[] = days.map((day) => ({
     day,
     label: dayLabel(day.date),
-    fast: Number(tierUsage(day.by_tier, 'fast').cost_usd),
-    balanced: Number(tierUsage(day.by_tier, 'balanced').cost_usd),
-    passthrough: Number(tierUsage(day.by_tier, 'passthrough').cost_usd),
-    byok: Number(tierUsage(day.by_tier, 'byok').cost_usd),
+    fast: Number(day.by_tier.fast.cost_usd),
+    balanced: Number(day.by_tier.balanced.cost_usd),
+    passthrough: Number(day.by_tier.passthrough.cost_usd),
+    byok: Number(day.by_tier.byok.cost_usd),
   }));
   return (
     <figure className="usage-chart">

@@ -7,7 +7,7 @@ import { Section } from '../../components/section';
 import { SelectControl } from '../../components/select-control';
 import { useSignedIn } from '../../session';
 import { useLoad } from '../../use-load';
-import { tiers, tierUsage } from './tiers';
+import { tiers } from './tiers';
 
 // recharts is most of the bundle's weight and only two pages draw with it: loaded on first use.
 const UsageChart = lazy(() => import('./usage-chart').then(({ UsageChart }) => ({ default: UsageChart })));
@@ -65,9 +65,9 @@ export function UsageSection() {
                         <span className="swatch" style={{ background: tier.color }} aria-hidden="true" /> {tier.label}
                         <div className="muted small">{tier.description}</div>
                       </th>
-                      <td>{tierUsage(by_tier, tier.key).requests}</td>
+                      <td>{by_tier[tier.key].requests}</td>
                       <td>
-                        <Money amount={tierUsage(by_tier, tier.key).cost_usd} />
+                        <Money amount={by_tier[tier.key].cost_usd} />
                       </td>
                     </tr>
                   ))}
