@@ -1,16 +1,7 @@
 import { readFile } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { TestAuthenticator } from './account-helpers.js';
-import {
-  checkPage,
-  type DashboardSuite,
-  expectHeading,
-  input,
-  invalidFieldText,
-  openDashboard,
-  signInThroughUi,
-  startDashboardSuite,
-} from './dashboard-browser.js';
+import { checkPage, dashboardSuiteOfFile, expectHeading, input, invalidFieldText, openDashboard, signInThroughUi } from './dashboard-browser.js';
 import { tokenOf, waitForMail } from './mailbox.js';
 import { newUser, signUp } from './mesh.js';
 
@@ -22,15 +13,7 @@ import { newUser, signUp } from './mesh.js';
  * violations and serious accessibility findings, and an API error shows at the field it names.
  */
 
-let suite: DashboardSuite;
-
-beforeAll(async () => {
-  suite = await startDashboardSuite();
-});
-
-afterAll(async () => {
-  await suite?.stop();
-});
+const suite = dashboardSuiteOfFile();
 
 describe('the account pages', () => {
   it('sign up, confirm the address, turn 2FA on, keep the recovery codes, sign in with a code, deactivate', async () => {

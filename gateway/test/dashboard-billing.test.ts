@@ -1,17 +1,7 @@
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { meshClient } from '@switchboard/runtime/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  checkPage,
-  type DashboardSuite,
-  expectHeading,
-  goWithinApp,
-  input,
-  invalidFieldText,
-  openDashboard,
-  signInThroughUi,
-  startDashboardSuite,
-} from './dashboard-browser.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { checkPage, dashboardSuiteOfFile, expectHeading, goWithinApp, input, invalidFieldText, openDashboard, signInThroughUi } from './dashboard-browser.js';
 import { signUp } from './mesh.js';
 import { organizationWithMember } from './organization-member.js';
 
@@ -22,16 +12,11 @@ import { organizationWithMember } from './organization-member.js';
  * developer reads billing but gets no top-up or webhook controls.
  */
 
-let suite: DashboardSuite;
+const suite = dashboardSuiteOfFile();
 let usage: ReturnType<typeof meshClient<typeof UsageService>>;
 
-beforeAll(async () => {
-  suite = await startDashboardSuite();
+beforeAll(() => {
   usage = meshClient(UsageService, suite.mesh.urls.billing, 'billing', { caller: 'data-plane' });
-});
-
-afterAll(async () => {
-  await suite?.stop();
 });
 
 const nav = (page: import('playwright-core').Page) => page.getByRole('navigation', { name: 'Dashboard' });

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { expectAccessible, launchChromium, openPage, type WatchedPage } from './browser.js';
 import { bootMesh, type RestCall, restClient } from './mesh.js';
 
@@ -18,7 +18,7 @@ export interface DashboardSuite {
 }
 
 /** `env`: settings for the mesh (e.g. to let webhooks reach a local receiver). */
-export async function startDashboardSuite(env: Record<string, string> = {}): Promise<DashboardSuite> {
+async function startDashboardSuite(env: Record<string, string> = {}): Promise<DashboardSuite> {
   if (!existsSync(path.join(repoRoot, 'dashboard/dist/index.html'))) throw new Error('dashboard/dist is missing: `npm run build` builds the dashboard');
   const [mesh, browser] = await Promise.all([bootMesh(env), launchChromium()]);
   return {
@@ -31,6 +31,21 @@ export async function startDashboardSuite(env: Record<string, string> = {}): Pro
       await mesh.stop();
     },
   };
+}
+
+/**
+ * The test file's suite: started before its tests, with the settings `env` gives (computed then,
+ * so they may start what the mesh is to reach), and stopped after them.
+ */
+export function dashboardSuiteOfFile(env: () => Record<string, string> | Promise<Record<string, string>> = () => ({})): DashboardSuite {
+  const suite = {} as DashboardSuite;
+  beforeAll(async () => {
+    Object.assign(suite, await startDashboardSuite(await env()));
+  });
+  afterAll(async () => {
+    await suite.stop?.();
+  });
+  return suite;
 }
 
 export interface DashboardPage extends WatchedPage {

@@ -3,8 +3,8 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkPage, type DashboardSuite, expectHeading, openDashboard, settles, signInThroughUi, startDashboardSuite } from './dashboard-browser.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { checkPage, dashboardSuiteOfFile, expectHeading, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
 import { type SignedUp, signUp } from './mesh.js';
 
 /**
@@ -19,10 +19,9 @@ const tag = randomBytes(3).toString('hex');
 const MODEL_A = `dash-a-${tag}`;
 const MODEL_B = `dash-b-${tag}`;
 
-let suite: DashboardSuite;
 let upstream: OpenAiUpstream;
 
-beforeAll(async () => {
+const suite = dashboardSuiteOfFile(async () => {
   upstream = await OpenAiUpstream.start();
   const catalogFile = path.join(await mkdtemp(path.join(tmpdir(), 'switchboard-dashboard-')), 'models.json');
   const model = (id: string) => ({ id, region: 'overseas', tiers: [], input_usd_per_1m: '0.10', output_usd_per_1m: '0.40' });
@@ -30,11 +29,10 @@ beforeAll(async () => {
     catalogFile,
     JSON.stringify({ regions: { overseas: { base_url: upstream.baseUrl, api_key_env: 'TEST_UPSTREAM_KEY' } }, models: [model(MODEL_A), model(MODEL_B)] }),
   );
-  suite = await startDashboardSuite({ SWITCHBOARD_MODELS_FILE: catalogFile, TEST_UPSTREAM_KEY: 'sk-test' });
+  return { SWITCHBOARD_MODELS_FILE: catalogFile, TEST_UPSTREAM_KEY: 'sk-test' };
 });
 
 afterAll(async () => {
-  await suite?.stop();
   await upstream?.close();
 });
 

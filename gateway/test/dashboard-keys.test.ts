@@ -1,16 +1,7 @@
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  checkPage,
-  type DashboardSuite,
-  expectHeading,
-  input,
-  invalidFieldText,
-  openDashboard,
-  signInThroughUi,
-  startDashboardSuite,
-} from './dashboard-browser.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { checkPage, dashboardSuiteOfFile, expectHeading, input, invalidFieldText, openDashboard, signInThroughUi } from './dashboard-browser.js';
 import { signUp } from './mesh.js';
 import { organizationWithMember } from './organization-member.js';
 
@@ -20,16 +11,11 @@ import { organizationWithMember } from './organization-member.js';
  * the cap, its spend alerts and routing set, and revoked; a developer changes only their own keys.
  */
 
-let suite: DashboardSuite;
+const suite = dashboardSuiteOfFile();
 let usage: ReturnType<typeof meshClient<typeof UsageService>>;
 
-beforeAll(async () => {
-  suite = await startDashboardSuite();
+beforeAll(() => {
   usage = meshClient(UsageService, suite.mesh.urls.billing, 'billing', { caller: 'data-plane' });
-});
-
-afterAll(async () => {
-  await suite?.stop();
 });
 
 describe('the Keys pages', () => {

@@ -1,15 +1,6 @@
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  checkPage,
-  type DashboardSuite,
-  expectHeading,
-  invalidFieldText,
-  openDashboard,
-  settles,
-  signInThroughUi,
-  startDashboardSuite,
-} from './dashboard-browser.js';
+import { describe, expect, it } from 'vitest';
+import { checkPage, dashboardSuiteOfFile, expectHeading, invalidFieldText, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
 import { Mailbox } from './mailbox.js';
 import { signUp } from './mesh.js';
 
@@ -21,15 +12,7 @@ import { signUp } from './mesh.js';
  * every page state is checked for CSP violations and serious accessibility findings.
  */
 
-let suite: DashboardSuite;
-
-beforeAll(async () => {
-  suite = await startDashboardSuite();
-});
-
-afterAll(async () => {
-  await suite?.stop();
-});
+const suite = dashboardSuiteOfFile();
 
 /** Opens a page of the navigation bar; going through another page first makes it load anew. */
 async function openFromNav(page: Page, link: string, heading = link): Promise<void> {

@@ -3,9 +3,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createDashboardHandler } from '../src/dashboard.js';
-import { checkPage, type DashboardSuite, expectHeading, goWithinApp, openDashboard, signInThroughUi, startDashboardSuite } from './dashboard-browser.js';
+import { checkPage, dashboardSuiteOfFile, expectHeading, goWithinApp, openDashboard, signInThroughUi } from './dashboard-browser.js';
 import { expectErrorBody, signUp } from './mesh.js';
 import { organizationWithMember } from './organization-member.js';
 
@@ -18,15 +18,7 @@ import { organizationWithMember } from './organization-member.js';
 const policy =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-let suite: DashboardSuite;
-
-beforeAll(async () => {
-  suite = await startDashboardSuite();
-});
-
-afterAll(async () => {
-  await suite?.stop();
-});
+const suite = dashboardSuiteOfFile();
 
 const get = (pathname: string, headers: Record<string, string> = {}, method = 'GET') =>
   fetch(`${suite.mesh.gatewayUrl}${pathname}`, { method, headers, redirect: 'manual', signal: AbortSignal.timeout(10_000) });

@@ -3,18 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLocalCertificate } from '@switchboard/runtime/dev/local-certificate';
 import type { Locator, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  checkPage,
-  type DashboardSuite,
-  expectHeading,
-  input,
-  invalidFieldText,
-  openDashboard,
-  settles,
-  signInThroughUi,
-  startDashboardSuite,
-} from './dashboard-browser.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { checkPage, dashboardSuiteOfFile, expectHeading, input, invalidFieldText, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
 import { signUp } from './mesh.js';
 import { type Received, verifyDelivery, WebhookReceiver } from './webhook-receiver.js';
 
@@ -26,23 +16,21 @@ import { type Received, verifyDelivery, WebhookReceiver } from './webhook-receiv
  * millisecond schedule.
  */
 
-let suite: DashboardSuite;
 let receiver: WebhookReceiver;
 
-beforeAll(async () => {
+const suite = dashboardSuiteOfFile(async () => {
   const certificate = await createLocalCertificate(await mkdtemp(path.join(tmpdir(), 'switchboard-cert-')));
   receiver = await WebhookReceiver.start(certificate);
   // The receiver is on loopback with a certificate of a local CA; retries come within milliseconds.
-  suite = await startDashboardSuite({
+  return {
     WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true',
     NODE_EXTRA_CA_CERTS: certificate.certFile,
     WEBHOOK_RETRY_SCHEDULE: '50ms,100ms',
     WEBHOOK_POLL_INTERVAL: '200ms',
-  });
+  };
 });
 
 afterAll(async () => {
-  await suite?.stop();
   await receiver?.close();
 });
 
