@@ -1,4 +1,4 @@
-import { ApiError } from './api-error.js';
+import { ApiError } from '@switchboard/runtime/api-error';
 
 /**
  * A chat completion request as the front door checks it: the fields it acts on are validated,

@@ -1,9 +1,10 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { type Client, Code, ConnectError } from '@connectrpc/connect';
 import type { RecordUsageRequestSchema, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import type { ExchangeService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { ApiError } from '@switchboard/runtime/api-error';
+import { keyRefusalError } from '@switchboard/runtime/error-catalogue';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import {
@@ -14,7 +15,6 @@ import {
   type RoutingPolicy,
   type ServiceTier,
 } from '@switchboard/runtime/model-catalog';
-import { ApiError } from './api-error.js';
 import { type ChatRequest, lastUserMessage, promptTokenBound } from './chat-request.js';
 import { type Prices, upstreamCost } from './prices.js';
 import { callUpstream, readEvents, UpstreamRejected, UpstreamUnavailable } from './upstream.js';
@@ -266,38 +266,17 @@ export class Completions {
     );
   }
 
-  /** AuthorizeKey; a refused key is the status of SPEC §4/§5. */
+  /** AuthorizeKey; a refused key is its error of the catalogue (docs/api/keys.md, docs/api/billing.md). */
   async authorize(fullKey: string, estimatedCostUsd?: string): Promise<Authorized> {
     const answer = await this.deps.keys.authorizeKey({ fullKey, estimatedCostUsd }, { timeoutMs: internalTimeoutMs });
-    switch (answer.reason) {
-      case '':
-        return {
-          keyId: answer.keyId,
-          workspaceId: answer.workspaceId,
-          policy: (answer.routingPolicy || 'any') as RoutingPolicy,
-          reservationId: answer.reservationId,
-        };
-      case 'revoked':
-        throw new ApiError(401, 'api_key_revoked', 'This API key has been revoked.');
-      case 'spend_cap_exceeded':
-        throw new ApiError(
-          402,
-          'spend_cap_exceeded',
-          "This request would take the key's spend past its monthly cap; raise or clear the cap, or wait for the next month.",
-          {
-            metadata: {
-              scope: 'key',
-              cap_usd: answer.capUsd ?? null,
-              spend_usd: answer.spendUsd ?? null,
-              resets_at: answer.resetsAt ? timestampDate(answer.resetsAt).toISOString() : null,
-            },
-          },
-        );
-      case 'insufficient_balance':
-        throw new ApiError(402, 'insufficient_balance', "The workspace's balance is used up; top it up to continue.");
-      default:
-        throw new ApiError(401, 'invalid_api_key', 'The API key is not valid.');
-    }
+    const refusal = keyRefusalError(answer, 'front-door');
+    if (refusal) throw refusal;
+    return {
+      keyId: answer.keyId,
+      workspaceId: answer.workspaceId,
+      policy: (answer.routingPolicy || 'any') as RoutingPolicy,
+      reservationId: answer.reservationId,
+    };
   }
 
   /** The model to call first: RouteModel's pick for a service tier, else the catalog model the key's policy allows. */

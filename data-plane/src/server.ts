@@ -1,12 +1,14 @@
 import type http from 'node:http';
+import { ApiError } from '@switchboard/runtime/api-error';
+import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { readBody } from '@switchboard/runtime/http-body';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { Metrics } from '@switchboard/runtime/metrics';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
-import { ApiError, toErrorResponse } from './api-error.js';
 import { parseChatRequest } from './chat-request.js';
 import type { Completions, Reply } from './completions.js';
+import { toErrorResponse } from './openai-error.js';
 
 /**
  * The HTTP surface of the data plane: `POST /v1/chat/completions` and `GET /v1/models`
@@ -89,7 +91,7 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
     if (req.method !== 'POST') throw new ApiError(405, 'method_not_allowed', 'POST /v1/chat/completions creates a completion.');
     const key = bearerKey(req);
     // Nothing that cannot be a key gets its body read (a key is checked for real by AuthorizeKey).
-    if (!keyShape.test(key)) throw new ApiError(401, 'invalid_api_key', 'The API key is not valid.');
+    if (!keyShape.test(key)) throw catalogued(errorCatalogue.invalidApiKey, {}, 'front-door');
     const raw = await readBody(req, maxBodyBytes, tooLarge);
     if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) {
       throw new ApiError(415, 'unsupported_media_type', 'Send the request body as JSON (Content-Type: application/json).');

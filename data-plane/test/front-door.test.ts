@@ -1,8 +1,9 @@
 import { Code, ConnectError } from '@connectrpc/connect';
-import { ApiError, toErrorResponse } from '@switchboard/data-plane/api-error';
 import { lastUserMessage, parseChatRequest, promptTokenBound, textOf } from '@switchboard/data-plane/chat-request';
+import { toErrorResponse } from '@switchboard/data-plane/openai-error';
 import { modelList } from '@switchboard/data-plane/server';
 import { readEvents } from '@switchboard/data-plane/upstream';
+import { ApiError } from '@switchboard/runtime/api-error';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { describe, expect, it } from 'vitest';
 

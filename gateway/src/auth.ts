@@ -1,12 +1,12 @@
-import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { type Client, Code, ConnectError } from '@connectrpc/connect';
 import type { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { ApiError } from '@switchboard/runtime/api-error';
 import { audit } from '@switchboard/runtime/audit';
+import { catalogued, errorCatalogue, keyRefusalError } from '@switchboard/runtime/error-catalogue';
 import type { Logger } from '@switchboard/runtime/log';
 import { sha256Hex } from '@switchboard/runtime/secrets';
 import { createLocalJWKSet, type JSONWebKeySet, errors as joseErrors, jwtVerify } from 'jose';
-import { HttpError } from './http-error.js';
 import { RevokedSessions } from './revocations.js';
 
 /** Who is calling: a user with an access token, or an API key acting as its creator. */
@@ -37,7 +37,8 @@ const jwksRefreshMinIntervalMs = 10_000;
 const jwksMaxAgeMs = 5 * 60_000;
 const cacheLimit = 50_000;
 
-const unauthenticated = (message: string, code = 'unauthenticated') => new HttpError(401, code, message, { headers: { 'WWW-Authenticate': 'Bearer' } });
+// Every 401 gets `WWW-Authenticate: Bearer` where it is answered (rest.ts).
+const unauthenticated = (message: string) => new ApiError(401, 'unauthenticated', message);
 
 /**
  * Turns credentials into a principal and a workspace: access tokens are verified locally
@@ -50,7 +51,7 @@ export class Authenticator {
   private readonly verifiedTokens = new Map<string, { principal: Principal; expiresAt: number }>();
   private readonly roles = new Map<string, { workspace: Workspace; expiresAt: number }>();
   /** By the SHA-256 of the key (the key itself is not kept): the principal, or the refusal to throw. */
-  private readonly keyAnswers = new Map<string, { keyId?: string; outcome: Principal | HttpError; expiresAt: number }>();
+  private readonly keyAnswers = new Map<string, { keyId?: string; outcome: Principal | ApiError; expiresAt: number }>();
   private readonly keyHashes = new Map<string, string>();
 
   constructor(
@@ -79,13 +80,13 @@ export class Authenticator {
       principal = cached.principal;
     } else {
       const payload = await this.verifyJwt(token);
-      if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') throw unauthenticated('The access token is not valid.', 'invalid_token');
+      if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') throw catalogued(errorCatalogue.invalidToken);
       principal = { type: 'user', userId: payload.sub, sessionId: payload.sid };
       if (this.verifiedTokens.size >= cacheLimit) this.verifiedTokens.clear();
       this.verifiedTokens.set(token, { principal, expiresAt: payload.exp! * 1000 });
     }
     // Checked on every request, cached token or not: a revocation applies at once.
-    if (this.revokedSessions.has(principal.sessionId!)) throw unauthenticated('This session has ended; sign in again.', 'session_revoked');
+    if (this.revokedSessions.has(principal.sessionId!)) throw catalogued(errorCatalogue.sessionRevoked);
     return principal;
   }
 
@@ -109,8 +110,8 @@ export class Authenticator {
         await this.loadKeySet();
         return this.verifyJwt(token, true);
       }
-      if (err instanceof joseErrors.JWTExpired) throw unauthenticated('The access token has expired; refresh the session.', 'token_expired');
-      throw unauthenticated('The access token is not valid.', 'invalid_token');
+      if (err instanceof joseErrors.JWTExpired) throw catalogued(errorCatalogue.tokenExpired);
+      throw catalogued(errorCatalogue.invalidToken);
     }
   }
 
@@ -145,7 +146,7 @@ export class Authenticator {
       this.keyAnswers.set(hash, cached);
       if (cached.keyId) this.keyHashes.set(cached.keyId, hash);
     }
-    if (cached.outcome instanceof HttpError) {
+    if (cached.outcome instanceof ApiError) {
       // ASVS 16.3: a refused credential is an audit line (the key's id when it exists, never the key).
       audit(this.log, {
         event: 'authentication.api_key',
@@ -177,7 +178,7 @@ export class Authenticator {
    */
   async resolveWorkspace(principal: Principal, requested: string | undefined, scope: { requestId?: string } = {}): Promise<Workspace> {
     if (principal.type === 'key' && requested && requested !== principal.keyWorkspaceId) {
-      throw new HttpError(403, 'workspace_mismatch', 'An API key can only act in its own workspace.');
+      throw catalogued(errorCatalogue.workspaceMismatch);
     }
     const workspaceId = principal.type === 'key' ? principal.keyWorkspaceId! : (requested ?? '');
     const cacheKey = `${principal.userId}|${workspaceId}`;
@@ -191,11 +192,11 @@ export class Authenticator {
       );
     } catch (err) {
       if (err instanceof ConnectError && err.code === Code.NotFound) {
-        throw new HttpError(404, 'workspace_not_found', 'No such workspace, or you are not a member of it.');
+        throw catalogued(errorCatalogue.workspaceNotFound);
       }
       throw err;
     }
-    if (resolved.deactivated) throw unauthenticated('This account is deactivated.', 'account_deactivated');
+    if (resolved.deactivated) throw catalogued(errorCatalogue.accountDeactivated);
     const workspace = { workspaceId: resolved.workspaceId, role: resolved.role };
     if (this.roles.size >= cacheLimit) this.roles.clear();
     this.roles.set(cacheKey, { workspace, expiresAt: Date.now() + roleCacheMs });
@@ -206,27 +207,6 @@ export class Authenticator {
 /** The REST request's id on the calls made to authenticate it, so the services' log lines carry it too. */
 const requestIdHeader = (requestId: string | undefined): Record<string, string> => (requestId ? { 'x-request-id': requestId } : {});
 
-function keyOutcome(result: Awaited<ReturnType<Client<typeof KeyService>['authenticateKey']>>): Principal | HttpError {
-  switch (result.reason) {
-    case '':
-      return { type: 'key', userId: result.createdBy, keyId: result.keyId, keyWorkspaceId: result.workspaceId };
-    case 'spend_cap_exceeded':
-      return new HttpError(
-        402,
-        'spend_cap_exceeded',
-        'This key has reached its monthly spend cap; raise or clear the cap, or wait for the next month (resets_at).',
-        {
-          metadata: {
-            scope: 'key',
-            cap_usd: result.capUsd ?? null,
-            spend_usd: result.spendUsd ?? null,
-            resets_at: result.resetsAt ? timestampDate(result.resetsAt).toISOString() : null,
-          },
-        },
-      );
-    case 'revoked':
-      return unauthenticated('This API key has been revoked.', 'api_key_revoked');
-    default:
-      return unauthenticated('The API key is not valid.', 'invalid_api_key');
-  }
+function keyOutcome(result: Awaited<ReturnType<Client<typeof KeyService>['authenticateKey']>>): Principal | ApiError {
+  return keyRefusalError(result, 'rest') ?? { type: 'key', userId: result.createdBy, keyId: result.keyId, keyWorkspaceId: result.workspaceId };
 }

@@ -1,6 +1,6 @@
 import http from 'node:http';
+import { ApiError } from '@switchboard/runtime/api-error';
 import type { Logger } from '@switchboard/runtime/log';
-import { HttpError } from './http-error.js';
 
 /**
  * The data plane's routes (SPEC §12) at the REST surface's base URL: the gateway forwards
@@ -68,7 +68,7 @@ export function createDataPlaneProxy(baseUrl: string, log: Logger, headersTimeou
           return;
         }
         log.warn({ err: err.message, request_id: requestId }, 'the data plane is unreachable');
-        reject(new HttpError(503, 'service_unavailable', 'The data plane is unavailable; try again shortly.'));
+        reject(new ApiError(503, 'service_unavailable', 'The data plane is unavailable; try again shortly.'));
       });
       req.pipe(outgoing);
     });

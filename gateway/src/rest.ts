@@ -5,6 +5,7 @@ import { create, type DescField, type JsonValue, type Message } from '@bufbuild/
 import { Code, ConnectError } from '@connectrpc/connect';
 import { type HttpBody, HttpBodySchema } from '@switchboard/contracts/google/api/httpbody_pb';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { ApiError } from '@switchboard/runtime/api-error';
 import type { UnaryClient } from '@switchboard/runtime/clients';
 import type { ServiceName } from '@switchboard/runtime/config';
 import { type ErrorBody, errorBody, toHttpError } from '@switchboard/runtime/errors';
@@ -25,7 +26,6 @@ import {
 import { nameHttpRoute } from '@switchboard/runtime/trace-context';
 import type { Authenticator, Principal, Workspace } from './auth.js';
 import { decodeRequest, encodeResponse, InputError } from './codec.js';
-import { HttpError } from './http-error.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
 
@@ -134,7 +134,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     // Concatenated, not resolved: a path like //host/x must stay a path, never name a host.
     url = new URL(`http://gateway${req.url?.startsWith('/') ? req.url : `/${req.url ?? ''}`}`);
   } catch {
-    throw new HttpError(400, 'invalid_request', 'The request URL is malformed.');
+    throw new ApiError(400, 'invalid_request', 'The request URL is malformed.');
   }
   const builtIn = await options.builtIn(req, res, url.pathname, requestId, facts.clientIp);
   if (builtIn) {
@@ -143,9 +143,9 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   }
   // HEAD is a GET without the body (Node leaves the body out).
   const match = options.router.match(req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET'), url.pathname);
-  if (!match) throw new HttpError(404, 'route_not_found', `No route for ${req.method} ${url.pathname}.`);
+  if (!match) throw new ApiError(404, 'route_not_found', `No route for ${req.method} ${url.pathname}.`);
   if ('allowed' in match) {
-    throw new HttpError(405, 'method_not_allowed', `${req.method} is not allowed here; use ${match.allowed.join(', ')}.`, {
+    throw new ApiError(405, 'method_not_allowed', `${req.method} is not allowed here; use ${match.allowed.join(', ')}.`, {
       headers: { Allow: match.allowed.join(', ') },
     });
   }
@@ -159,7 +159,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     principal = await options.authenticator.authenticate(req.headers.authorization, { ip: facts.clientIp, requestId });
     facts.principal = principal;
     if (route.credentials === 'user_session' && principal.type === 'key') {
-      throw new HttpError(403, userSessionRequired.code, userSessionRequired.message);
+      throw new ApiError(403, userSessionRequired.code, userSessionRequired.message);
     }
     const requested = req.headers['x-workspace-id'];
     const pathWorkspace = workspaceOfPath(pathValues);
@@ -233,7 +233,7 @@ export function clientIpOf(req: http.IncomingMessage, trustedProxies?: AddressRa
 const workspacePathFields = new Set(['org_id', 'workspace_id']);
 
 /** The same 404 identity gives for an organization the caller cannot see. */
-const organizationNotFound = () => new HttpError(404, 'organization_not_found', 'No such organization, or you are not a member of it.');
+const organizationNotFound = () => new ApiError(404, 'organization_not_found', 'No such organization, or you are not a member of it.');
 
 /** The `workspace_id` of a route that acts in the workspace of its path (webhooks), if any. */
 function workspaceOfPath(pathValues: Map<DescField, string>): string | undefined {
@@ -257,7 +257,7 @@ async function resolvePathWorkspace(
   if (principal.type === 'key' && requested) await authenticator.resolveWorkspace(principal, requested, { requestId });
   if (principal.type === 'key' && workspaceId !== principal.keyWorkspaceId) throw organizationNotFound();
   return authenticator.resolveWorkspace(principal, workspaceId, { requestId }).catch((err: unknown) => {
-    throw err instanceof HttpError && err.status === 404 ? organizationNotFound() : err;
+    throw err instanceof ApiError && err.status === 404 ? organizationNotFound() : err;
   });
 }
 
@@ -272,7 +272,7 @@ async function assertPathWorkspaceVisible(
     if (!workspacePathFields.has(field.name) || value === workspace.workspaceId) continue;
     if (principal.type === 'key') throw organizationNotFound();
     await authenticator.resolveWorkspace(principal, value, { requestId }).catch((err: unknown) => {
-      throw err instanceof HttpError && err.status === 404 ? organizationNotFound() : err;
+      throw err instanceof ApiError && err.status === 404 ? organizationNotFound() : err;
     });
   }
 }
@@ -286,12 +286,12 @@ async function readInput(route: Route, req: http.IncomingMessage, query: URLSear
   if (raw && raw.length > 0 && !wantsRawBody) {
     const contentType = req.headers['content-type'] ?? '';
     if (!/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
-      throw new HttpError(415, 'unsupported_media_type', 'Send the request body as JSON (Content-Type: application/json).');
+      throw new ApiError(415, 'unsupported_media_type', 'Send the request body as JSON (Content-Type: application/json).');
     }
     try {
       body = JSON.parse(raw.toString('utf8')) as JsonValue;
     } catch {
-      throw new HttpError(400, 'invalid_json', 'The request body is not valid JSON.');
+      throw new ApiError(400, 'invalid_json', 'The request body is not valid JSON.');
     }
   }
   const message = decodeRequest(route, pathValues, query, body) as Message & Record<string, unknown>;
@@ -307,7 +307,7 @@ async function readInput(route: Route, req: http.IncomingMessage, query: URLSear
   return message;
 }
 
-const tooLarge = () => new HttpError(413, 'payload_too_large', `The request body is larger than ${maxBodyBytes} bytes.`);
+const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is larger than ${maxBodyBytes} bytes.`);
 
 function sendResult(res: http.ServerResponse, route: Route, status: number, message: Message, pagePolicy?: string): void {
   res.setHeader('Cache-Control', 'no-store');
@@ -338,9 +338,9 @@ function sendError(res: http.ServerResponse, err: unknown, requestId: string, lo
   let status: number;
   let body: ErrorBody;
   let headers: Record<string, string> = {};
-  if (err instanceof HttpError) {
+  if (err instanceof ApiError) {
     status = err.status;
-    body = errorBody(err.code, err.message, requestId, err.options.field ?? null, err.options.metadata);
+    body = err.body(requestId);
     headers = err.options.headers ?? {};
   } else if (err instanceof InputError) {
     status = 400;

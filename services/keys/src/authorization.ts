@@ -1,12 +1,18 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import type { AuthenticateKeyResponseSchema, AuthorizeKeyResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import {
+  type AuthenticateKeyResponseSchema,
+  type AuthorizeKeyResponseSchema,
+  KeyRefusal,
+  KeyRefusalSchema,
+} from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { formatMoney } from '@switchboard/runtime/money';
+import { enumToWire } from '@switchboard/runtime/wire-enum';
 import { hashKey, isWellFormedKey } from './key-format.js';
 import { parseEstimate } from './key-input.js';
 import type { KeyState, KeyStates } from './key-states.js';
@@ -29,6 +35,9 @@ import { releaseReservation, reserveWithinCap } from './store/reservations.js';
 /** How long an unsettled reservation holds its amount (SPEC §4: released after 10 minutes unused). */
 export const defaultReservationTtlMs = 10 * 60_000;
 const touchIntervalMs = 60_000;
+
+/** A refusal as the `reason` string callers know (docs/decisions.md "Refusal reasons"). */
+const reason = (refusal: KeyRefusal) => enumToWire(KeyRefusalSchema, refusal);
 
 export type AuthorizeAnswer = MessageInitShape<typeof AuthorizeKeyResponseSchema>;
 export type AuthenticateAnswer = MessageInitShape<typeof AuthenticateKeyResponseSchema>;
@@ -58,12 +67,12 @@ export class KeyAuthorizer {
   async authorize(fullKey: string, rawEstimate?: string): Promise<AuthorizeAnswer> {
     const estimate = rawEstimate === undefined ? undefined : parseEstimate(rawEstimate);
     const state = await this.lookup(fullKey);
-    if (!state) return { allowed: false, reason: 'unknown' };
+    if (!state) return { allowed: false, reason: reason(KeyRefusal.UNKNOWN) };
     const base = { keyId: state.keyId, workspaceId: state.workspaceId, routingPolicy: state.routingPolicy };
-    if (state.status === 'revoked') return { ...base, allowed: false, reason: 'revoked' };
+    if (state.status === 'revoked') return { ...base, allowed: false, reason: reason(KeyRefusal.REVOKED) };
     if (state.capReached) return { ...base, allowed: false, ...this.capExceeded(state.capUsd!, state.spendUsd) };
     const balance = await this.deps.states.balanceOf(state.workspaceId);
-    if (balance?.lte(0)) return { ...base, allowed: false, reason: 'insufficient_balance' };
+    if (balance?.lte(0)) return { ...base, allowed: false, reason: reason(KeyRefusal.INSUFFICIENT_BALANCE) };
     let reservationId: string | undefined;
     if (estimate !== undefined) {
       reservationId = newId('rsv');
@@ -79,23 +88,24 @@ export class KeyAuthorizer {
           }),
         );
         if (!reservation.reserved) {
-          if (reservation.status !== undefined) return { ...base, allowed: false, reason: reservation.status === 'revoked' ? 'revoked' : 'unknown' };
+          if (reservation.status !== undefined)
+            return { ...base, allowed: false, reason: reason(reservation.status === 'revoked' ? KeyRefusal.REVOKED : KeyRefusal.UNKNOWN) };
           return { ...base, allowed: false, ...this.capExceeded(reservation.capUsd!, reservation.committedUsd) };
         }
       }
     }
     this.touch(state.keyId);
-    return { ...base, allowed: true, reason: '', reservationId };
+    return { ...base, allowed: true, reason: reason(KeyRefusal.UNSPECIFIED), reservationId };
   }
 
   async authenticate(fullKey: string): Promise<AuthenticateAnswer> {
     const state = await this.lookup(fullKey);
-    if (!state) return { reason: 'unknown' };
+    if (!state) return { reason: reason(KeyRefusal.UNKNOWN) };
     const base = { keyId: state.keyId, workspaceId: state.workspaceId, createdBy: state.createdBy, status: state.status };
-    if (state.status === 'revoked') return { ...base, reason: 'revoked' };
+    if (state.status === 'revoked') return { ...base, reason: reason(KeyRefusal.REVOKED) };
     if (state.capReached) return { ...base, ...this.capExceeded(state.capUsd!, state.spendUsd) };
     this.touch(state.keyId);
-    return { ...base, reason: '' };
+    return { ...base, reason: reason(KeyRefusal.UNSPECIFIED) };
   }
 
   private lookup(fullKey: string): Promise<KeyState | undefined> | undefined {
@@ -104,7 +114,7 @@ export class KeyAuthorizer {
 
   /** The facts of a 402 spend_cap_exceeded: `spendUsd` counts open reservations when a reservation was refused. */
   private capExceeded(capUsd: string, spendUsd: string) {
-    return { reason: 'spend_cap_exceeded', capUsd, spendUsd: formatMoney(spendUsd), resetsAt: timestampFromDate(monthEnd(this.clock())) };
+    return { reason: reason(KeyRefusal.SPEND_CAP_EXCEEDED), capUsd, spendUsd: formatMoney(spendUsd), resetsAt: timestampFromDate(monthEnd(this.clock())) };
   }
 
   /** last_used_at, written at most once a minute per key by this replica (and by the statement, across replicas). */

@@ -3,8 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { dropDatabase, ensureDatabase } from '@switchboard/runtime/infra';
+import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { DataKeyRing } from '@switchboard/runtime/secrets';
-import { memberClaims, outcomeOf, requireEnv, ServiceUnderTest } from '@switchboard/runtime/testing';
+import { memberClaims, outcomeOf, type RunningService, requireEnv, ServiceUnderTest } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const main = new URL('../dist/src/main.js', import.meta.url);
@@ -16,10 +17,11 @@ describe('keys service', () => {
   const url = new URL(requireEnv('DATABASE_URL'));
   url.pathname = `/${url.pathname.slice(1)}_keys_${randomBytes(3).toString('hex')}`;
   const databaseUrl = url.toString();
+  let running: RunningService;
 
   beforeAll(async () => {
     await ensureDatabase(databaseUrl);
-    await service.start({ env: { DATABASE_URL: databaseUrl } });
+    running = await service.start({ env: { DATABASE_URL: databaseUrl } });
   });
   afterAll(async () => {
     await service.stop();
@@ -36,6 +38,29 @@ describe('keys service', () => {
     expect(await outcomeOf(service.client(KeyService, { caller: 'gateway' }).authenticateKey({ fullKey: 'sb_x' }))).toBe('ok');
     expect(await outcomeOf(service.client(KeyService, { caller: 'gateway' }).resolveAlertWebhook({ keyId: 'key_x' }))).toBe('PermissionDenied');
     expect((await service.client(KeyService, { caller: 'webhooks' }).resolveAlertWebhook({ keyId: 'key_x' })).url).toBeUndefined();
+  });
+
+  it('answers AuthorizeKey over Connect JSON with the reason strings of docs/api/internal-calls.md, not the KeyRefusal names', async () => {
+    const owner = service.client(KeyService, memberClaims('owner'));
+    const allowed = await owner.createKey({ name: 'json' });
+    const capped = await owner.createKey({ name: 'capped', monthlySpendCapUsd: '0' });
+    const revoked = await owner.createKey({ name: 'revoked' });
+    await owner.revokeKey({ keyId: revoked.key!.keyId });
+    const token = await new MeshTokens(requireEnv('SWITCHBOARD_MESH_SECRET')).mint('keys', { caller: 'data-plane' });
+    const reasonOf = async (fullKey: string) => {
+      const response = await fetch(`${running.baseUrl}/switchboard.keys.v1.KeyService/AuthorizeKey`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ full_key: fullKey }),
+      });
+      expect(response.status).toBe(200);
+      return ((await response.json()) as { reason?: string }).reason;
+    };
+    // proto3 JSON leaves an empty string out: an allowed key has no `reason`, as before the enum.
+    expect(await reasonOf(allowed.fullKey)).toBeUndefined();
+    expect(await reasonOf('sb_x')).toBe('unknown');
+    expect(await reasonOf(revoked.fullKey)).toBe('revoked');
+    expect(await reasonOf(capped.fullKey)).toBe('spend_cap_exceeded');
   });
 
   it('gives the alert webhook and its signing secret to the webhooks service only, also after a data key rotation', async () => {

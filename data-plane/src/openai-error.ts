@@ -1,22 +1,11 @@
-import type { JsonObject } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
+import { ApiError } from '@switchboard/runtime/api-error';
 import { type ErrorBody, toHttpError } from '@switchboard/runtime/errors';
 
 /**
  * Errors of the front door: the body of SPEC §2 plus OpenAI's `type` and `param`, so OpenAI SDKs
  * raise their typed errors (AuthenticationError for 401, an APIError with the status otherwise).
  */
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly options: { field?: string; metadata?: JsonObject; retryAfterSeconds?: number } = {},
-  ) {
-    super(message);
-  }
-}
-
 export interface OpenAiErrorBody {
   error: ErrorBody['error'] & { type: string; param: string | null };
 }
@@ -36,12 +25,9 @@ function openAiType(status: number): string {
 export function toErrorResponse(err: unknown, requestId: string): { status: number; body: OpenAiErrorBody; retryAfterSeconds?: number } {
   let status: number;
   let error: ErrorBody['error'];
-  let retryAfterSeconds: number | undefined;
   if (err instanceof ApiError) {
     status = err.status;
-    error = { code: err.code, message: err.message, field: err.options.field ?? null, request_id: requestId };
-    if (err.options.metadata) error.metadata = err.options.metadata;
-    retryAfterSeconds = err.options.retryAfterSeconds;
+    ({ error } = err.body(requestId));
   } else {
     const connect = ConnectError.from(err);
     // The mesh refusing the data plane itself (a rotated mesh secret, clock skew) is not the
@@ -53,6 +39,5 @@ export function toErrorResponse(err: unknown, requestId: string): { status: numb
     } = toHttpError(fromMesh ? new ConnectError(connect.rawMessage, Code.Unavailable) : connect, requestId));
   }
   // A mesh service that is away (a restart, an outage) comes back within seconds: say when to retry.
-  if (status === 503) retryAfterSeconds ??= 1;
-  return { status, body: { error: { ...error, type: openAiType(status), param: error.field } }, retryAfterSeconds };
+  return { status, body: { error: { ...error, type: openAiType(status), param: error.field } }, retryAfterSeconds: status === 503 ? 1 : undefined };
 }

@@ -1,0 +1,86 @@
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { KeyRefusal, KeyRefusalSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../src/api-error.js';
+import { catalogued, errorCatalogue, keyRefusalError, keyRefusalOf } from '../src/error-catalogue.js';
+import { enumFromWire, enumToWire } from '../src/wire-enum.js';
+
+describe('KeyRefusal on the wire', () => {
+  it('is the reason string of docs/api/internal-calls.md, both ways', () => {
+    const wire = KeyRefusalSchema.values.map((v) => enumToWire(KeyRefusalSchema, v.number));
+    expect(wire).toEqual(['', 'unknown', 'revoked', 'spend_cap_exceeded', 'insufficient_balance']);
+    for (const v of KeyRefusalSchema.values) expect(enumFromWire(KeyRefusalSchema, enumToWire(KeyRefusalSchema, v.number))).toBe(v.number);
+    expect(enumFromWire(KeyRefusalSchema, 'KEY_REFUSAL_REVOKED')).toBeUndefined();
+    expect(() => enumToWire(KeyRefusalSchema, 99)).toThrow(/no value 99/);
+  });
+
+  it('reads a reason this build does not know as an unknown key', () => {
+    expect(keyRefusalOf('')).toBe(KeyRefusal.UNSPECIFIED);
+    expect(keyRefusalOf('revoked')).toBe(KeyRefusal.REVOKED);
+    expect(keyRefusalOf('suspended')).toBe(KeyRefusal.UNKNOWN);
+  });
+});
+
+describe('keyRefusalError', () => {
+  const resetsAt = timestampFromDate(new Date('2026-12-01T00:00:00Z'));
+
+  it('lets an allowed key through and answers each refusal with its catalogued error', () => {
+    expect(keyRefusalError({ reason: '' }, 'rest')).toBeUndefined();
+    const answer = (reason: string) => {
+      const err = keyRefusalError({ reason }, 'front-door')!;
+      return [err.status, err.code, err.message];
+    };
+    expect(answer('unknown')).toEqual([401, 'invalid_api_key', 'The API key is not valid.']);
+    expect(answer('revoked')).toEqual([401, 'api_key_revoked', 'This API key has been revoked.']);
+    expect(answer('insufficient_balance')).toEqual([402, 'insufficient_balance', "The workspace's balance is used up; top it up to continue."]);
+    expect(answer('not-a-reason')).toEqual([401, 'invalid_api_key', 'The API key is not valid.']);
+  });
+
+  it('gives a spend cap its facts, and each surface its sentence', () => {
+    const facts = { reason: 'spend_cap_exceeded', capUsd: '10.00', spendUsd: '10.5', resetsAt };
+    const rest = keyRefusalError(facts, 'rest')!;
+    expect(rest.body('req_1')).toEqual({
+      error: {
+        code: 'spend_cap_exceeded',
+        message: 'This key has reached its monthly spend cap; raise or clear the cap, or wait for the next month (resets_at).',
+        field: null,
+        request_id: 'req_1',
+        metadata: { scope: 'key', cap_usd: '10.00', spend_usd: '10.5', resets_at: '2026-12-01T00:00:00.000Z' },
+      },
+    });
+    const frontDoor = keyRefusalError(facts, 'front-door')!;
+    expect([frontDoor.status, frontDoor.message]).toEqual([
+      402,
+      "This request would take the key's spend past its monthly cap; raise or clear the cap, or wait for the next month.",
+    ]);
+    expect(keyRefusalError({ reason: 'spend_cap_exceeded' }, 'rest')!.options.metadata).toEqual({
+      scope: 'key',
+      cap_usd: null,
+      spend_usd: null,
+      resets_at: null,
+    });
+  });
+});
+
+describe('the catalogue', () => {
+  it('holds one entry per snake_case code, each with a client status and a description', () => {
+    const entries = Object.values(errorCatalogue);
+    expect(new Set(entries.map((e) => e.code)).size).toBe(entries.length);
+    for (const e of entries) {
+      expect(e.code).toMatch(/^[a-z][a-z0-9_]*$/);
+      expect(e.status).toBeGreaterThanOrEqual(400);
+      expect(e.status).toBeLessThan(500);
+      expect(e.message).not.toBe('');
+      expect(e.when).not.toBe('');
+    }
+  });
+
+  it('makes an ApiError of an entry, with the body of docs/conventions.md', () => {
+    const err = catalogued(errorCatalogue.workspaceMismatch);
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err.body('req_2')).toEqual({
+      error: { code: 'workspace_mismatch', message: 'An API key can only act in its own workspace.', field: null, request_id: 'req_2' },
+    });
+    expect(catalogued(errorCatalogue.spendCapExceeded, {}, 'front-door').message).toBe(errorCatalogue.spendCapExceeded.frontDoorMessage);
+  });
+});
