@@ -42,8 +42,9 @@ import { dropDatabase, startNatsServer } from '@switchboard/runtime/infra';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Money } from '@switchboard/runtime/money';
 import pg from 'pg';
-import { type InsertLoopResult, percentile, runInsertLoop } from './baselines.js';
-import { type CpuUse, cpuMeter, readMemory } from './proc.js';
+import { type InsertLoopResult, runInsertLoop } from './measure/inserts.js';
+import { percentile } from './measure/latency.js';
+import { type CpuUse, cpuMeter, readMemory } from './measure/proc.js';
 import { check, finishBench, fmt, machineFacts, runBench, type TargetCheck, table } from './report.js';
 import { createKey, durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 

@@ -37,9 +37,9 @@ import { fileURLToPath } from 'node:url';
 import { components, type Mesh, startMesh } from '@switchboard/runtime/dev/mesh';
 import { dropDatabase, startNatsServer } from '@switchboard/runtime/infra';
 import pg from 'pg';
-import { type InsertLoopResult, runInsertLoop } from './baselines.js';
-import { type CpuWatch, type LoadResult, runLoad, type Target } from './load.js';
-import { type CpuUse, readMemory } from './proc.js';
+import { type InsertLoopResult, runInsertLoop } from './measure/inserts.js';
+import { type CpuWatch, type LoadResult, runLoad, type Target } from './measure/load.js';
+import { type CpuUse, readMemory } from './measure/proc.js';
 import { check, finishBench, fmt, machineFacts, runBench, type TargetCheck, table } from './report.js';
 import { durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 

@@ -68,8 +68,8 @@ import { dropDatabase, startNatsServer } from '@switchboard/runtime/infra';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Money } from '@switchboard/runtime/money';
 import pg from 'pg';
-import { percentile } from './baselines.js';
-import { type CpuUse, cpuMeter, readMemory, weightedCpu } from './proc.js';
+import { percentile } from './measure/latency.js';
+import { type CpuUse, cpuMeter, readMemory, weightedCpu } from './measure/proc.js';
 import { check, finishBench, fmt, machineFacts, runBench, type TargetCheck, table } from './report.js';
 import { createKey, durationSeconds, registerUser, warmupSeconds } from './scenarios.js';
 

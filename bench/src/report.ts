@@ -1,8 +1,12 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { InsertLoopResult } from './baselines.js';
-import type { LoadResult } from './load.js';
+import { fileURLToPath } from 'node:url';
+import type { InsertLoopResult } from './measure/inserts.js';
+import type { LoadResult } from './measure/load.js';
+
+/** bench/results/, where every bench writes its JSON. */
+export const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
 
 export interface MemoryRow {
   name: string;
@@ -169,12 +173,17 @@ export function formatReport(report: BenchReport): string {
   return out.join('\n');
 }
 
-/** Writes the report as bench/results/<ISO timestamp, ':' and '.' as '-'>.json. */
-export async function writeReport(report: BenchReport, directory: string): Promise<string> {
+/** Writes `report` as `<directory>/<name>-<at, ':' and '.' as '-'>.json` (no name: `<at>.json`); the file's path. */
+export async function writeResultFile(name: string | undefined, at: string, report: unknown, directory = resultsDir): Promise<string> {
   await mkdir(directory, { recursive: true });
-  const file = path.join(directory, `${report.startedAt.replace(/[:.]/g, '-')}.json`);
+  const file = path.join(directory, `${name ? `${name}-` : ''}${at.replace(/[:.]/g, '-')}.json`);
   await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
   return file;
+}
+
+/** Writes the report as bench/results/<ISO timestamp, ':' and '.' as '-'>.json. */
+export function writeReport(report: BenchReport, directory: string): Promise<string> {
+  return writeResultFile(undefined, report.startedAt, report, directory);
 }
 
 /**
@@ -199,9 +208,7 @@ export async function finishBench(input: {
   report.totalSeconds = Math.round((performance.now() - input.startedAt) / 1000);
   lines.push('', `bench:${input.name} took ${report.totalSeconds} s (mesh start included)`);
   console.log(lines.join('\n'));
-  await mkdir(input.resultsDir, { recursive: true });
-  const file = path.join(input.resultsDir, `${input.name}-${input.at.replace(/[:.]/g, '-')}.json`);
-  await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+  const file = await writeResultFile(input.name, input.at, report, input.resultsDir);
   console.log(`wrote ${path.relative(process.cwd(), file)}`);
   return errors.length ? 1 : 0;
 }
@@ -227,4 +234,15 @@ export function machineFacts(loadAverageAtStart: number[]) {
     loadAverageAtStart,
     loadAverageAtEnd: os.loadavg().map(round),
   };
+}
+
+/**
+ * The first lines of a bench's printout: its name and start, the machine, the load average (at
+ * the end too when `atEnd`), and what else runs on the cores (`sharing`).
+ */
+export function benchHeader(name: string, at: string, machine: ReturnType<typeof machineFacts>, sharing: string, atEnd = true): string[] {
+  return [
+    `Switchboard bench:${name}  ${at}`,
+    `  node ${machine.node}, ${machine.cpus} CPU (${machine.model}), load avg at start ${machine.loadAverageAtStart.join(' ')}${atEnd ? `, at end ${machine.loadAverageAtEnd.join(' ')}` : ''}; ${sharing}, on the same cores`,
+  ];
 }

@@ -25,7 +25,7 @@ import { components } from '@switchboard/runtime/dev/mesh';
 import { checkInvariants } from './chaos/invariants.js';
 import { defaultLoadOptions, MixedLoad, prepareAccount } from './chaos/mixed-load.js';
 import { startChaosWorld } from './chaos/world.js';
-import { readMemory } from './proc.js';
+import { readMemory } from './measure/proc.js';
 import { fmt, runBench, table } from './report.js';
 
 const number = (name: string, fallback: number) => {

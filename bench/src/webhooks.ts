@@ -55,8 +55,9 @@ import { dropDatabase, startNatsServer } from '@switchboard/runtime/infra';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { buildEventPayload } from '@switchboard/runtime/outbox';
 import pg from 'pg';
-import { type InsertLoopResult, percentile, runInsertLoop } from './baselines.js';
-import { type CpuUse, cpuMeter, readMemory } from './proc.js';
+import { type InsertLoopResult, runInsertLoop } from './measure/inserts.js';
+import { percentile } from './measure/latency.js';
+import { type CpuUse, cpuMeter, readMemory } from './measure/proc.js';
 import { check, finishBench, fmt, machineFacts, runBench, type TargetCheck, table } from './report.js';
 import { registerUser } from './scenarios.js';
 

@@ -112,3 +112,7 @@ export function weightedCpu(parts: Array<{ cpu: CpuUse; seconds: number }>): Cpu
     hostBusyPercent: Math.round(hostBusyPercent),
   };
 }
+
+/** CPU µs a process spent per unit of work, from its % of one core over a run and the run's units per second. */
+export const cpuMicrosPer = (percent: number | undefined, perSecond: number) =>
+  percent !== undefined && perSecond > 0 ? Math.round(((percent / 100) * 1e6) / perSecond) : undefined;
