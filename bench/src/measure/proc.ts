@@ -14,6 +14,15 @@ const kbField = (status: string, field: string): number | undefined => {
   return match ? Number(match[1]) : undefined;
 };
 
+/** /proc/<pid>/<file>, or undefined when there is no such process (any more). */
+function readProcFile(pid: number, file: string): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/${file}`, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
 const mb = (kb: number) => Math.round((kb / 1024) * 10) / 10;
 
 /**
@@ -22,12 +31,8 @@ const mb = (kb: number) => Math.round((kb / 1024) * 10) / 10;
  */
 export function readMemory(pid: number | undefined): ProcessMemory | undefined {
   if (!pid) return undefined;
-  let status: string;
-  try {
-    status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  } catch {
-    return undefined;
-  }
+  const status = readProcFile(pid, 'status');
+  if (status === undefined) return undefined;
   const rss = kbField(status, 'VmRSS');
   const hwm = kbField(status, 'VmHWM');
   if (rss === undefined || hwm === undefined) return undefined;
@@ -42,12 +47,8 @@ const ticksPerSecond = 100;
 /** CPU seconds (user + system) a process has used so far, or undefined when it is gone. */
 export function readCpuSeconds(pid: number | undefined): number | undefined {
   if (!pid) return undefined;
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return undefined;
-  }
+  const stat = readProcFile(pid, 'stat');
+  if (stat === undefined) return undefined;
   // The command name (field 2) may contain spaces: count fields after its closing parenthesis.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // fields[0] is field 3 (state); utime and stime are fields 14 and 15.

@@ -7,7 +7,7 @@ import { postgresBackends } from '../measure/postgres.js';
 import { cpuMeter } from '../measure/proc.js';
 import type { BenchSession } from '../measure/session.js';
 import { createBenchStream, jetstreamRun } from './jetstream.js';
-import { openLoop, publishClosedLoop, receiptLatency } from './publish-loops.js';
+import { openLoop, type PublishRun, publishClosedLoop, receiptLatency } from './publish-loops.js';
 import { allReceived } from './receiver.js';
 import { concurrency, events, jetstreamSeconds, latencySeconds, receiptTimeoutMs, warmupEvents } from './settings.js';
 import type { WebhooksWorld } from './world.js';
@@ -67,18 +67,25 @@ export async function jetstreamBaseline(session: BenchSession, world: WebhooksWo
   return { payload, run: () => jetstreamRun(natsUrl, stream, `${subjectPrefix}.event`, payload, jetstreamSeconds, watch) };
 }
 
-/** The throughput run: `events` publishes, `concurrency` in flight, until the receiver has each one. */
-export async function throughputRun(session: BenchSession, world: WebhooksWorld, watch: Watch) {
-  session.progress(`throughput: ${events} events, ${concurrency} PublishEvent calls in flight`);
-  const arrivals = world.receiver.expect('throughput', events);
+/** A run of publishes of `phase` (`count` events) until the receiver has them all, and the CPU meanwhile. */
+async function measuredRun<R extends PublishRun>(world: WebhooksWorld, watch: Watch, phase: string, count: number, publishAll: () => Promise<R>) {
+  const arrivals = world.receiver.expect(phase, count);
   const stopMeter = cpuMeter(watch);
-  const run = await publishClosedLoop(world.publish, 'throughput', events, concurrency);
+  const run = await publishAll();
   const lastArrival = await allReceived(arrivals, receiptTimeoutMs);
   const cpu = stopMeter();
   const seconds = ((lastArrival ?? performance.now()) - run.firstStartAt) / 1000;
+  return { arrivals, run, lastArrival, cpu, seconds };
+}
+
+/** The throughput run: `events` publishes, `concurrency` in flight, until the receiver has each one. */
+export async function throughputRun(session: BenchSession, world: WebhooksWorld, watch: Watch) {
+  session.progress(`throughput: ${events} events, ${concurrency} PublishEvent calls in flight`);
+  const measured = await measuredRun(world, watch, 'throughput', events, () => publishClosedLoop(world.publish, 'throughput', events, concurrency));
+  const { arrivals, run, seconds } = measured;
   const eventsPerSecond = Math.round(arrivals.received / seconds);
   const publishRate = Math.round(run.ok / ((run.lastAnswerAt - run.firstStartAt) / 1000));
-  return { arrivals, run, lastArrival, cpu, seconds, eventsPerSecond, publishRate };
+  return { ...measured, eventsPerSecond, publishRate };
 }
 
 /** The latency run: an open loop at half the measured rate for `latencySeconds`; publish start → receipt. */
@@ -86,13 +93,8 @@ export async function latencyRun(session: BenchSession, world: WebhooksWorld, wa
   const rate = Math.max(1, webhookRate / 2);
   const count = Math.max(1, Math.round(rate * latencySeconds));
   session.progress(`latency: open loop at ${round(rate, 1)} events/s (half the measured ${webhookRate}/s) for ${latencySeconds} s (${count} events)`);
-  const arrivals = world.receiver.expect('latency', count);
-  const stopMeter = cpuMeter(watch);
-  const run = await openLoop(world.publish, 'latency', count, rate);
-  const lastArrival = await allReceived(arrivals, receiptTimeoutMs);
-  const cpu = stopMeter();
-  const seconds = ((lastArrival ?? performance.now()) - run.firstStartAt) / 1000;
-  return { rate, count, arrivals, run, lastArrival, cpu, seconds, latency: receiptLatency(run, arrivals) };
+  const measured = await measuredRun(world, watch, 'latency', count, () => openLoop(world.publish, 'latency', count, rate));
+  return { ...measured, rate, count, latency: receiptLatency(measured.run, measured.arrivals) };
 }
 
 /** Waits until the database's counters include what ran until `at` (performance.now()). */
