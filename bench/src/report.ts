@@ -78,22 +78,65 @@ export function table(header: string[], rows: string[][], alignLeft = 1): string
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].map((l) => `  ${l}`).join('\n');
 }
 
-export function formatReport(report: BenchReport): string {
+/** One scenario of `npm run bench`: the mesh, each baseline and the insert loop, then the CPU of each measured run. */
+function scenarioSection(scenario: ScenarioReport, inserts: InsertLoopResult | undefined): string[] {
   const out: string[] = [];
-  const { host } = report;
-  out.push(`Switchboard bench  ${report.startedAt}`);
+  out.push(`Scenario ${scenario.name}: ${scenario.description}`);
+  out.push(`  ${scenario.connections} connections, ${scenario.durationSeconds} s measured after ${scenario.warmupSeconds} s warm-up`);
+  if (scenario.error) out.push(`  ERROR: ${scenario.error}`);
+  const row = (name: string, result: LoadResult | undefined, ratio: number | undefined) => [
+    name,
+    fmt(result?.rps),
+    fmt(result?.latencyMs.p50, 1),
+    fmt(result?.latencyMs.p99, 1),
+    fmt(result?.non2xx),
+    fmt(result === undefined ? undefined : result.errors + result.timeouts),
+    ratio === undefined ? '-' : ratio.toFixed(2),
+  ];
   out.push(
-    `  node ${host.node}, ${host.platform}, ${host.cpus} CPU (${host.cpuModel}), ${host.memoryGb} GB RAM, load avg at start ${host.loadAverage.map((l) => l.toFixed(2)).join(' ')}`,
+    table(
+      ['target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'mesh ÷ it'],
+      [
+        row('mesh: gateway → identity', scenario.mesh, undefined),
+        ...scenario.baselines.map((b) => row(`baseline: ${b.name}${b.primary ? ' *' : ''}`, b.result, b.ratio)),
+        [
+          'reference: raw Postgres single-row INSERTs',
+          fmt(inserts?.insertsPerSecond),
+          fmt(inserts?.latencyMs.p50, 2),
+          fmt(inserts?.latencyMs.p99, 2),
+          '-',
+          fmt(inserts?.errors),
+          scenario.ratioToInserts === undefined ? '-' : scenario.ratioToInserts.toFixed(2),
+        ],
+      ],
+    ),
   );
-  out.push(
+  const cpuLine = (name: string, result: LoadResult | undefined) => {
+    if (!result) return;
+    const processes = Object.entries(result.cpu.processes)
+      .filter(([, percent]) => percent > 0)
+      .map(([process, percent]) => `${process} ${percent}%`)
+      .join(', ');
+    out.push(`    ${name}: ${processes}; host ${result.cpu.hostBusyPercent}% busy`);
+  };
+  out.push('  CPU during the measured runs (% of one core; postgres = the backends of the bench database; host = % of all cores, every process on it):');
+  cpuLine('mesh', scenario.mesh);
+  for (const b of scenario.baselines) cpuLine(`baseline${b.primary ? ' *' : ''} (${b.name})`, b.result);
+  if (scenario.sameResponse !== undefined) out.push(`  mesh and baseline * answered ${scenario.sameResponse ? 'the same' : 'DIFFERENT'} JSON`);
+  return out;
+}
+
+/** The host, the setup and the memory table of `npm run bench`. */
+function setupSection(report: BenchReport): string[] {
+  const { host } = report;
+  return [
+    `Switchboard bench  ${report.startedAt}`,
+    `  node ${host.node}, ${host.platform}, ${host.cpus} CPU (${host.cpuModel}), ${host.memoryGb} GB RAM, load avg at start ${host.loadAverage.map((l) => l.toFixed(2)).join(' ')}`,
     `  ${Object.entries(report.setup)
       .map(([k, v]) => `${k}=${v}`)
       .join(', ')}`,
-  );
-  out.push('');
-
-  out.push('Memory (MB; idle = VmRSS 2 s after ready, peak = VmHWM after the load)');
-  out.push(
+    '',
+    'Memory (MB; idle = VmRSS 2 s after ready, peak = VmHWM after the load)',
     table(
       ['process', 'pid', 'idle RSS', 'peak RSS'],
       [
@@ -101,56 +144,13 @@ export function formatReport(report: BenchReport): string {
         ['mesh total (services + gateway)', '', fmt(report.idleMeshTotalMb, 1), fmt(report.peakMeshTotalMb, 1)],
       ],
     ),
-  );
-  out.push('');
+  ];
+}
 
-  for (const scenario of report.scenarios) {
-    out.push(`Scenario ${scenario.name}: ${scenario.description}`);
-    out.push(`  ${scenario.connections} connections, ${scenario.durationSeconds} s measured after ${scenario.warmupSeconds} s warm-up`);
-    if (scenario.error) out.push(`  ERROR: ${scenario.error}`);
-    const row = (name: string, result: LoadResult | undefined, ratio: number | undefined) => [
-      name,
-      fmt(result?.rps),
-      fmt(result?.latencyMs.p50, 1),
-      fmt(result?.latencyMs.p99, 1),
-      fmt(result?.non2xx),
-      fmt(result === undefined ? undefined : result.errors + result.timeouts),
-      ratio === undefined ? '-' : ratio.toFixed(2),
-    ];
-    const inserts = report.postgresInserts;
-    out.push(
-      table(
-        ['target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'mesh ÷ it'],
-        [
-          row('mesh: gateway → identity', scenario.mesh, undefined),
-          ...scenario.baselines.map((b) => row(`baseline: ${b.name}${b.primary ? ' *' : ''}`, b.result, b.ratio)),
-          [
-            'reference: raw Postgres single-row INSERTs',
-            fmt(inserts?.insertsPerSecond),
-            fmt(inserts?.latencyMs.p50, 2),
-            fmt(inserts?.latencyMs.p99, 2),
-            '-',
-            fmt(inserts?.errors),
-            scenario.ratioToInserts === undefined ? '-' : scenario.ratioToInserts.toFixed(2),
-          ],
-        ],
-      ),
-    );
-    const cpuLine = (name: string, result: LoadResult | undefined) => {
-      if (!result) return;
-      const processes = Object.entries(result.cpu.processes)
-        .filter(([, percent]) => percent > 0)
-        .map(([process, percent]) => `${process} ${percent}%`)
-        .join(', ');
-      out.push(`    ${name}: ${processes}; host ${result.cpu.hostBusyPercent}% busy`);
-    };
-    out.push('  CPU during the measured runs (% of one core; postgres = the backends of the bench database; host = % of all cores, every process on it):');
-    cpuLine('mesh', scenario.mesh);
-    for (const b of scenario.baselines) cpuLine(`baseline${b.primary ? ' *' : ''} (${b.name})`, b.result);
-    if (scenario.sameResponse !== undefined) out.push(`  mesh and baseline * answered ${scenario.sameResponse ? 'the same' : 'DIFFERENT'} JSON`);
-    out.push('');
-  }
-
+/** The printout of `npm run bench`. */
+export function formatReport(report: BenchReport): string {
+  const out = [...setupSection(report), ''];
+  for (const scenario of report.scenarios) out.push(...scenarioSection(scenario, report.postgresInserts), '');
   if (report.postgresInserts) {
     const p = report.postgresInserts;
     out.push(
@@ -158,7 +158,6 @@ export function formatReport(report: BenchReport): string {
     );
     out.push('');
   }
-
   out.push('Targets');
   for (const t of report.targets) {
     out.push(

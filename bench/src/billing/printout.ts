@@ -8,9 +8,29 @@ import { concurrency, workspaces } from './settings.js';
 
 const cpuCell = (cpu: CpuUse, name: string) => fmt(cpu.processes[name]);
 
+/** CPU of each process over the calls and over the whole end-to-end span, and per usage. */
+function cpuSection(report: BillingReport, e2e: EndToEnd): string[] {
+  const names = Object.keys(e2e.watch);
+  const cpuRow = (phase: string, cpu: CpuUse, ms: Record<string, number | undefined> | undefined) => [
+    phase,
+    ...names.map((name) => `${cpuCell(cpu, name)} / ${fmt(ms?.[name], 2)}`),
+    fmt(cpu.hostBusyPercent),
+  ];
+  return [
+    'CPU (% of one core; postgres = the client backends of the bench database; host = % of all cores, every process on it) and CPU ms per usage',
+    table(
+      ['phase', ...names, 'host%'],
+      [
+        cpuRow('calls', e2e.callsCpu, report.recordUsage.cpuMsPerUsage),
+        cpuRow('first call → last spend visible', e2e.endToEndCpu, report.endToEnd.cpuMsPerUsage),
+      ],
+    ),
+  ];
+}
+
 /** What bench:billing prints above its targets. */
 export function billingPrintout(report: BillingReport, e2e: EndToEnd): string[] {
-  const { run, callSeconds, backlog, callsCpu, endToEndCpu } = e2e;
+  const { run, callSeconds, backlog } = e2e;
   const { meshStartSeconds, warmUp } = report;
   const warmUsages = warmUp.usages;
   const endToEndSeconds = e2e.visibleAt === undefined ? undefined : (e2e.visibleAt - run.firstCallAt) / 1000;
@@ -58,19 +78,6 @@ export function billingPrintout(report: BillingReport, e2e: EndToEnd): string[] 
     `  At the last answer: ${backlog.unpublishedOutboxRows} outbox rows unpublished, the keys service had applied ${backlog.keysAppliedUsageEvents} of ${warmUsages + run.ok} usage events; the last key's spend was complete ${fmt(report.endToEnd.lagAfterLastAnswerMs)} ms after the last answer.`,
   );
   out.push(`  ${postgresServerLine(inserts)}`);
-  out.push('');
-  out.push('CPU (% of one core; postgres = the client backends of the bench database; host = % of all cores, every process on it) and CPU ms per usage');
-  const names = Object.keys(e2e.watch);
-  const cpuRow = (phase: string, cpu: CpuUse, ms: Record<string, number | undefined> | undefined) => [
-    phase,
-    ...names.map((name) => `${cpuCell(cpu, name)} / ${fmt(ms?.[name], 2)}`),
-    fmt(cpu.hostBusyPercent),
-  ];
-  out.push(
-    table(
-      ['phase', ...names, 'host%'],
-      [cpuRow('calls', callsCpu, report.recordUsage.cpuMsPerUsage), cpuRow('first call → last spend visible', endToEndCpu, report.endToEnd.cpuMsPerUsage)],
-    ),
-  );
+  out.push('', ...cpuSection(report, e2e));
   return out;
 }

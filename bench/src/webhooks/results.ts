@@ -59,6 +59,42 @@ export function webhooksErrors(m: WebhooksMeasured): string[] {
   return errors;
 }
 
+const cpuMicrosPerEventOf = (m: WebhooksMeasured, cpu: CpuUse, perSecond: number) =>
+  Object.fromEntries(Object.keys(m.watch).map((name) => [name, microsPerEvent(cpu, name, perSecond)]));
+
+/** The throughput run: events/s (publish → receipt), the publish answers, latencies and CPU. */
+function throughputReport(m: WebhooksMeasured) {
+  const t = m.throughput;
+  const webhookRate = t.eventsPerSecond;
+  return {
+    events,
+    seconds: round(t.seconds),
+    eventsPerSecond: webhookRate,
+    publishAnsweredPerSecond: t.publishRate,
+    publishLatencyMs: latencyOf(t.run.answerLatencies),
+    receiptLatencyMs: receiptLatency(t.run, t.arrivals),
+    cpu: t.cpu,
+    cpuMicrosPerEvent: cpuMicrosPerEventOf(m, t.cpu, webhookRate),
+  };
+}
+
+/** The open-loop run at half the rate: its pacing, latencies and CPU. */
+function latencyReport(m: WebhooksMeasured) {
+  const l = m.latency;
+  return {
+    targetRate: round(l.rate, 1),
+    events: l.count,
+    achievedRate: round(l.arrivals.received / l.seconds, 1),
+    seconds: round(l.seconds),
+    maxPacingLagMs: round(l.run.maxLagMs),
+    peakPublishesInFlight: l.run.peakInFlight,
+    publishLatencyMs: latencyOf(l.run.answerLatencies),
+    receiptLatencyMs: l.latency,
+    cpu: l.cpu,
+    cpuMicrosPerEvent: cpuMicrosPerEventOf(m, l.cpu, l.rate),
+  };
+}
+
 /** The JSON report of bench:webhooks (docs/operations.md). */
 export function webhooksResults(session: BenchSession, m: WebhooksMeasured, errors: string[]) {
   const { world, throughput: t, latency: l, inserts } = m;
@@ -66,8 +102,6 @@ export function webhooksResults(session: BenchSession, m: WebhooksMeasured, erro
   const jetstreamRate = Math.round((m.jetstream.before.perSecond + m.jetstream.after.perSecond) / 2);
   const ratio = jetstreamRate > 0 ? round(webhookRate / jetstreamRate, 3) : 0;
   const perEvent = (key: keyof DatabaseActivity) => activityPer(m.stats.before, m.stats.after, key, events);
-  const cpuMicrosPerEvent = (cpu: CpuUse, perSecond: number) =>
-    Object.fromEntries(Object.keys(m.watch).map((name) => [name, microsPerEvent(cpu, name, perSecond)]));
   return {
     at: session.at,
     machine: machineFacts(session.loadAverageAtStart),
@@ -84,31 +118,11 @@ export function webhooksResults(session: BenchSession, m: WebhooksMeasured, erro
     },
     meshStartSeconds: world.meshStartSeconds,
     jetstream: { before: m.jetstream.before, after: m.jetstream.after, perSecond: jetstreamRate },
-    throughput: {
-      events,
-      seconds: round(t.seconds),
-      eventsPerSecond: webhookRate,
-      publishAnsweredPerSecond: t.publishRate,
-      publishLatencyMs: latencyOf(t.run.answerLatencies),
-      receiptLatencyMs: receiptLatency(t.run, t.arrivals),
-      cpu: t.cpu,
-      cpuMicrosPerEvent: cpuMicrosPerEvent(t.cpu, webhookRate),
-    },
+    throughput: throughputReport(m),
     ratio,
     postgresInserts: inserts,
     ratioToInserts: inserts.insertsPerSecond > 0 ? round(webhookRate / inserts.insertsPerSecond, 3) : 0,
-    latency: {
-      targetRate: round(l.rate, 1),
-      events: l.count,
-      achievedRate: round(l.arrivals.received / l.seconds, 1),
-      seconds: round(l.seconds),
-      maxPacingLagMs: round(l.run.maxLagMs),
-      peakPublishesInFlight: l.run.peakInFlight,
-      publishLatencyMs: latencyOf(l.run.answerLatencies),
-      receiptLatencyMs: l.latency,
-      cpu: l.cpu,
-      cpuMicrosPerEvent: cpuMicrosPerEvent(l.cpu, l.rate),
-    },
+    latency: latencyReport(m),
     postgresPerEvent: {
       transactions: perEvent('transactions'),
       inserted: perEvent('inserted'),
