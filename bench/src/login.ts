@@ -19,12 +19,12 @@ import { percentileOf, round } from './measure/latency.js';
 import { runLoad } from './measure/load.js';
 import { sleep } from './measure/loop.js';
 import { inSession, startBenchMesh } from './measure/session.js';
-import { envSeconds } from './measure/settings.js';
+import { envWholeNumber } from './measure/settings.js';
 import { runBench, writeResultFile } from './report.js';
 import { registerUserWithPassword } from './scenarios.js';
 
-const durationSeconds = envSeconds('BENCH_DURATION_SECONDS', 10);
-const connections = envSeconds('BENCH_LOGIN_CONNECTIONS', 8);
+const durationSeconds = envWholeNumber('BENCH_DURATION_SECONDS', 10);
+const connections = envWholeNumber('BENCH_LOGIN_CONNECTIONS', 8);
 const probeIntervalMs = 20;
 const maxHealthP99Ms = 50;
 

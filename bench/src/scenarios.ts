@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import type { Target } from './measure/load.js';
-import { envSeconds } from './measure/settings.js';
+import { envWholeNumber } from './measure/settings.js';
 
 /** What a scenario's setup can use. */
 export interface BenchContext {
@@ -79,8 +79,8 @@ export async function registerUserWithPassword(gatewayUrl: string, label: string
 }
 
 /** BENCH_DURATION_SECONDS / BENCH_WARMUP_SECONDS shorten or lengthen every scenario. */
-export const durationSeconds = envSeconds('BENCH_DURATION_SECONDS', 10);
-export const warmupSeconds = envSeconds('BENCH_WARMUP_SECONDS', 2);
+export const durationSeconds = envWholeNumber('BENCH_DURATION_SECONDS', 10);
+export const warmupSeconds = envWholeNumber('BENCH_WARMUP_SECONDS', 2);
 
 export const scenarios: Scenario[] = [
   {

@@ -1,5 +1,5 @@
-/** A whole number (of seconds, say) from the environment; the fallback when it is unset or not digits. */
-export function envSeconds(name: string, fallback: number): number {
+/** A whole number (seconds, connections) from the environment; the fallback when it is unset or not digits. */
+export function envWholeNumber(name: string, fallback: number): number {
   const raw = process.env[name];
   return raw && /^\d+$/.test(raw) ? Number(raw) : fallback;
 }
