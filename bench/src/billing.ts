@@ -2,7 +2,7 @@
  * Billing benchmark: `switchboard.billing.v1.UsageService/RecordUsage` end to end (the debit, its
  * outbox row, the relay to JetStream and the keys service's month-to-date spend of the key
  * updated and visible through REST) against the raw Postgres insert rate measured in the same run
- * (baselines.ts runInsertLoop, the settings of `npm run bench`).
+ * (measure/inserts.ts runInsertLoop, the settings of `npm run bench`).
  *
  *   npm run bench:billing   (BENCH_DURATION_SECONDS, default 10: seconds of calls; BENCH_WARMUP_SECONDS,
  *                            default 2; BENCH_BILLING_WORKSPACES, default 16; BENCH_NODE_FLAGS, e.g.

@@ -1,7 +1,7 @@
 /**
  * Conversations benchmark: `POST /v1/conversations/{id}/messages` through the gateway (the
  * gateway, the conversations service and its one-statement append under the conversation's row
- * lock) against the raw Postgres insert rate measured in the same run (baselines.ts
+ * lock) against the raw Postgres insert rate measured in the same run (measure/inserts.ts
  * runInsertLoop, the settings of `npm run bench`), and `GET /v1/conversations/{id}/messages?limit=100`
  * on a conversation of BENCH_LIST_MESSAGES messages under the same load.
  *
@@ -16,7 +16,7 @@
  *    conversations to append to and one more filled with BENCH_LIST_MESSAGES messages (through
  *    the gateway, 16 at a time) to list.
  * 2. Appends (role user, 200 characters of content), autocannon with 64 connections
- *    (load.ts): to ONE conversation, where every append queues on that conversation's row lock by
+ *    (measure/load.ts): to ONE conversation, where every append queues on that conversation's row lock by
  *    design (README, "Conversations, feedback and routing"), then to `conversations`
  *    conversations at once, 64 ÷ `conversations` connections each (one autocannon per
  *    conversation, run together: req/s is their sum, p50/p99 the worst of them).
