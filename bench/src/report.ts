@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { InsertLoopResult } from './measure/inserts.js';
+import { round } from './measure/latency.js';
 import type { LoadResult } from './measure/load.js';
 
 /** bench/results/, where every bench writes its JSON. */
@@ -225,13 +226,12 @@ export function runBench(main: () => Promise<number>): void {
 
 /** The machine a bench ran on, for its JSON report: cores, CPU model, Node, and the load average around the run. */
 export function machineFacts(loadAverageAtStart: number[]) {
-  const round = (value: number) => Math.round(value * 100) / 100;
   return {
     cpus: os.cpus().length,
     model: os.cpus()[0]?.model.trim(),
     node: process.version,
     loadAverageAtStart,
-    loadAverageAtEnd: os.loadavg().map(round),
+    loadAverageAtEnd: os.loadavg().map((l) => round(l)),
   };
 }
 

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { round } from './latency.js';
 
 /** Memory of one process from /proc/<pid>/status, in MiB (Linux only). */
 export interface ProcessMemory {
@@ -23,7 +24,7 @@ function readProcFile(pid: number, file: string): string | undefined {
   }
 }
 
-const mb = (kb: number) => Math.round((kb / 1024) * 10) / 10;
+const mb = (kb: number) => round(kb / 1024, 1);
 
 /**
  * The memory of `pid`, or undefined when it is gone. A zombie (exited, not reaped yet) has a
@@ -38,8 +39,6 @@ export function readMemory(pid: number | undefined): ProcessMemory | undefined {
   if (rss === undefined || hwm === undefined) return undefined;
   return { pid, rssMb: mb(rss), hwmMb: mb(hwm) };
 }
-
-export const roundMb = (value: number) => Math.round(value * 10) / 10;
 
 /** Clock ticks per second of /proc times (USER_HZ): 100 on every mainstream Linux build. */
 const ticksPerSecond = 100;

@@ -3,6 +3,7 @@ import os from 'node:os';
 import type { Component, Mesh } from '@switchboard/runtime/dev/mesh';
 import { isPortOpen } from '@switchboard/runtime/infra';
 import { measureInserts } from '../measure/inserts.js';
+import { sleep } from '../measure/loop.js';
 import { BenchSession, exitedComponents, startBenchMesh, startOwnNats } from '../measure/session.js';
 import type { BenchReport } from '../report.js';
 import { scenarios } from '../scenarios.js';
@@ -14,8 +15,6 @@ const idleSettleMs = 2_000;
 const baselinePoolMax = 10; // identity's knex pool (runtime/src/db.ts)
 /** Forwards the mesh's error lines (level ≥ 50) to stderr, at most this many. */
 const maxForwardedLines = 40;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function emptyReport(): BenchReport {
   const cpus = os.cpus();

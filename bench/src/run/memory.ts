@@ -1,5 +1,6 @@
 import { components, type Mesh } from '@switchboard/runtime/dev/mesh';
-import { readMemory, roundMb } from '../measure/proc.js';
+import { round } from '../measure/latency.js';
+import { readMemory } from '../measure/proc.js';
 import { type BenchReport, check, type MemoryRow } from '../report.js';
 
 /** The idle mesh's RSS that fails the target. */
@@ -25,7 +26,7 @@ export function measureIdle(report: BenchReport, mesh: Mesh, natsPid: number | u
   }
   const nats = readMemory(natsPid);
   if (nats) memoryRow(report, 'nats-server', nats.pid, false).idleRssMb = nats.rssMb;
-  report.idleMeshTotalMb = roundMb(total);
+  report.idleMeshTotalMb = round(total, 1);
   report.targets.push(check('idle mesh RSS total', report.idleMeshTotalMb, '<', idleMeshLimitMb, 'MB'));
 }
 
@@ -38,7 +39,7 @@ export function measurePeak(report: BenchReport, mesh: Mesh, pids: { baseline?: 
     memoryRow(report, component, memory.pid, true).peakRssMb = memory.hwmMb;
     total += memory.hwmMb;
   }
-  report.peakMeshTotalMb = roundMb(total);
+  report.peakMeshTotalMb = round(total, 1);
   const baseline = readMemory(pids.baseline);
   if (baseline) memoryRow(report, 'baseline (fastify+pg)', baseline.pid, false).peakRssMb = baseline.hwmMb;
   const nats = readMemory(pids.nats);
