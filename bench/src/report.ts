@@ -1,8 +1,13 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { InsertLoopResult } from './baselines.js';
-import type { LoadResult } from './load.js';
+import { fileURLToPath } from 'node:url';
+import type { InsertLoopResult } from './measure/inserts.js';
+import { round } from './measure/latency.js';
+import type { LoadResult } from './measure/load.js';
+
+/** bench/results/, where every bench writes its JSON. */
+export const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
 
 export interface MemoryRow {
   name: string;
@@ -74,22 +79,65 @@ export function table(header: string[], rows: string[][], alignLeft = 1): string
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].map((l) => `  ${l}`).join('\n');
 }
 
-export function formatReport(report: BenchReport): string {
+/** One scenario of `npm run bench`: the mesh, each baseline and the insert loop, then the CPU of each measured run. */
+function scenarioSection(scenario: ScenarioReport, inserts: InsertLoopResult | undefined): string[] {
   const out: string[] = [];
-  const { host } = report;
-  out.push(`Switchboard bench  ${report.startedAt}`);
+  out.push(`Scenario ${scenario.name}: ${scenario.description}`);
+  out.push(`  ${scenario.connections} connections, ${scenario.durationSeconds} s measured after ${scenario.warmupSeconds} s warm-up`);
+  if (scenario.error) out.push(`  ERROR: ${scenario.error}`);
+  const row = (name: string, result: LoadResult | undefined, ratio: number | undefined) => [
+    name,
+    fmt(result?.rps),
+    fmt(result?.latencyMs.p50, 1),
+    fmt(result?.latencyMs.p99, 1),
+    fmt(result?.non2xx),
+    fmt(result === undefined ? undefined : result.errors + result.timeouts),
+    ratio === undefined ? '-' : ratio.toFixed(2),
+  ];
   out.push(
-    `  node ${host.node}, ${host.platform}, ${host.cpus} CPU (${host.cpuModel}), ${host.memoryGb} GB RAM, load avg at start ${host.loadAverage.map((l) => l.toFixed(2)).join(' ')}`,
+    table(
+      ['target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'mesh ÷ it'],
+      [
+        row('mesh: gateway → identity', scenario.mesh, undefined),
+        ...scenario.baselines.map((b) => row(`baseline: ${b.name}${b.primary ? ' *' : ''}`, b.result, b.ratio)),
+        [
+          'reference: raw Postgres single-row INSERTs',
+          fmt(inserts?.insertsPerSecond),
+          fmt(inserts?.latencyMs.p50, 2),
+          fmt(inserts?.latencyMs.p99, 2),
+          '-',
+          fmt(inserts?.errors),
+          scenario.ratioToInserts === undefined ? '-' : scenario.ratioToInserts.toFixed(2),
+        ],
+      ],
+    ),
   );
-  out.push(
+  const cpuLine = (name: string, result: LoadResult | undefined) => {
+    if (!result) return;
+    const processes = Object.entries(result.cpu.processes)
+      .filter(([, percent]) => percent > 0)
+      .map(([process, percent]) => `${process} ${percent}%`)
+      .join(', ');
+    out.push(`    ${name}: ${processes}; host ${result.cpu.hostBusyPercent}% busy`);
+  };
+  out.push('  CPU during the measured runs (% of one core; postgres = the backends of the bench database; host = % of all cores, every process on it):');
+  cpuLine('mesh', scenario.mesh);
+  for (const b of scenario.baselines) cpuLine(`baseline${b.primary ? ' *' : ''} (${b.name})`, b.result);
+  if (scenario.sameResponse !== undefined) out.push(`  mesh and baseline * answered ${scenario.sameResponse ? 'the same' : 'DIFFERENT'} JSON`);
+  return out;
+}
+
+/** The host, the setup and the memory table of `npm run bench`. */
+function setupSection(report: BenchReport): string[] {
+  const { host } = report;
+  return [
+    `Switchboard bench  ${report.startedAt}`,
+    `  node ${host.node}, ${host.platform}, ${host.cpus} CPU (${host.cpuModel}), ${host.memoryGb} GB RAM, load avg at start ${host.loadAverage.map((l) => l.toFixed(2)).join(' ')}`,
     `  ${Object.entries(report.setup)
       .map(([k, v]) => `${k}=${v}`)
       .join(', ')}`,
-  );
-  out.push('');
-
-  out.push('Memory (MB; idle = VmRSS 2 s after ready, peak = VmHWM after the load)');
-  out.push(
+    '',
+    'Memory (MB; idle = VmRSS 2 s after ready, peak = VmHWM after the load)',
     table(
       ['process', 'pid', 'idle RSS', 'peak RSS'],
       [
@@ -97,56 +145,13 @@ export function formatReport(report: BenchReport): string {
         ['mesh total (services + gateway)', '', fmt(report.idleMeshTotalMb, 1), fmt(report.peakMeshTotalMb, 1)],
       ],
     ),
-  );
-  out.push('');
+  ];
+}
 
-  for (const scenario of report.scenarios) {
-    out.push(`Scenario ${scenario.name}: ${scenario.description}`);
-    out.push(`  ${scenario.connections} connections, ${scenario.durationSeconds} s measured after ${scenario.warmupSeconds} s warm-up`);
-    if (scenario.error) out.push(`  ERROR: ${scenario.error}`);
-    const row = (name: string, result: LoadResult | undefined, ratio: number | undefined) => [
-      name,
-      fmt(result?.rps),
-      fmt(result?.latencyMs.p50, 1),
-      fmt(result?.latencyMs.p99, 1),
-      fmt(result?.non2xx),
-      fmt(result === undefined ? undefined : result.errors + result.timeouts),
-      ratio === undefined ? '-' : ratio.toFixed(2),
-    ];
-    const inserts = report.postgresInserts;
-    out.push(
-      table(
-        ['target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'mesh ÷ it'],
-        [
-          row('mesh: gateway → identity', scenario.mesh, undefined),
-          ...scenario.baselines.map((b) => row(`baseline: ${b.name}${b.primary ? ' *' : ''}`, b.result, b.ratio)),
-          [
-            'reference: raw Postgres single-row INSERTs',
-            fmt(inserts?.insertsPerSecond),
-            fmt(inserts?.latencyMs.p50, 2),
-            fmt(inserts?.latencyMs.p99, 2),
-            '-',
-            fmt(inserts?.errors),
-            scenario.ratioToInserts === undefined ? '-' : scenario.ratioToInserts.toFixed(2),
-          ],
-        ],
-      ),
-    );
-    const cpuLine = (name: string, result: LoadResult | undefined) => {
-      if (!result) return;
-      const processes = Object.entries(result.cpu.processes)
-        .filter(([, percent]) => percent > 0)
-        .map(([process, percent]) => `${process} ${percent}%`)
-        .join(', ');
-      out.push(`    ${name}: ${processes}; host ${result.cpu.hostBusyPercent}% busy`);
-    };
-    out.push('  CPU during the measured runs (% of one core; postgres = the backends of the bench database; host = % of all cores, every process on it):');
-    cpuLine('mesh', scenario.mesh);
-    for (const b of scenario.baselines) cpuLine(`baseline${b.primary ? ' *' : ''} (${b.name})`, b.result);
-    if (scenario.sameResponse !== undefined) out.push(`  mesh and baseline * answered ${scenario.sameResponse ? 'the same' : 'DIFFERENT'} JSON`);
-    out.push('');
-  }
-
+/** The printout of `npm run bench`. */
+export function formatReport(report: BenchReport): string {
+  const out = [...setupSection(report), ''];
+  for (const scenario of report.scenarios) out.push(...scenarioSection(scenario, report.postgresInserts), '');
   if (report.postgresInserts) {
     const p = report.postgresInserts;
     out.push(
@@ -154,7 +159,6 @@ export function formatReport(report: BenchReport): string {
     );
     out.push('');
   }
-
   out.push('Targets');
   for (const t of report.targets) {
     out.push(
@@ -169,12 +173,17 @@ export function formatReport(report: BenchReport): string {
   return out.join('\n');
 }
 
-/** Writes the report as bench/results/<ISO timestamp, ':' and '.' as '-'>.json. */
-export async function writeReport(report: BenchReport, directory: string): Promise<string> {
+/** Writes `report` as `<directory>/<name>-<at, ':' and '.' as '-'>.json` (no name: `<at>.json`); the file's path. */
+export async function writeResultFile(name: string | undefined, at: string, report: unknown, directory = resultsDir): Promise<string> {
   await mkdir(directory, { recursive: true });
-  const file = path.join(directory, `${report.startedAt.replace(/[:.]/g, '-')}.json`);
+  const file = path.join(directory, `${name ? `${name}-` : ''}${at.replace(/[:.]/g, '-')}.json`);
   await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
   return file;
+}
+
+/** Writes the report as bench/results/<ISO timestamp, ':' and '.' as '-'>.json. */
+export function writeReport(report: BenchReport, directory: string): Promise<string> {
+  return writeResultFile(undefined, report.startedAt, report, directory);
 }
 
 /**
@@ -199,9 +208,7 @@ export async function finishBench(input: {
   report.totalSeconds = Math.round((performance.now() - input.startedAt) / 1000);
   lines.push('', `bench:${input.name} took ${report.totalSeconds} s (mesh start included)`);
   console.log(lines.join('\n'));
-  await mkdir(input.resultsDir, { recursive: true });
-  const file = path.join(input.resultsDir, `${input.name}-${input.at.replace(/[:.]/g, '-')}.json`);
-  await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+  const file = await writeResultFile(input.name, input.at, report, input.resultsDir);
   console.log(`wrote ${path.relative(process.cwd(), file)}`);
   return errors.length ? 1 : 0;
 }
@@ -219,12 +226,22 @@ export function runBench(main: () => Promise<number>): void {
 
 /** The machine a bench ran on, for its JSON report: cores, CPU model, Node, and the load average around the run. */
 export function machineFacts(loadAverageAtStart: number[]) {
-  const round = (value: number) => Math.round(value * 100) / 100;
   return {
     cpus: os.cpus().length,
     model: os.cpus()[0]?.model.trim(),
     node: process.version,
     loadAverageAtStart,
-    loadAverageAtEnd: os.loadavg().map(round),
+    loadAverageAtEnd: os.loadavg().map((l) => round(l)),
   };
+}
+
+/**
+ * The first lines of a bench's printout: its name and start, the machine, the load average (at
+ * the end too when `atEnd`), and what else runs on the cores (`sharing`).
+ */
+export function benchHeader(name: string, at: string, machine: ReturnType<typeof machineFacts>, sharing: string, atEnd = true): string[] {
+  return [
+    `Switchboard bench:${name}  ${at}`,
+    `  node ${machine.node}, ${machine.cpus} CPU (${machine.model}), load avg at start ${machine.loadAverageAtStart.join(' ')}${atEnd ? `, at end ${machine.loadAverageAtEnd.join(' ')}` : ''}; ${sharing}, on the same cores`,
+  ];
 }

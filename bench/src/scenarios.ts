@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
-import type { Target } from './load.js';
+import type { Target } from './measure/load.js';
+import { envWholeNumber } from './measure/settings.js';
 
 /** What a scenario's setup can use. */
 export interface BenchContext {
@@ -77,14 +78,9 @@ export async function registerUserWithPassword(gatewayUrl: string, label: string
   };
 }
 
-const seconds = (name: string, fallback: number) => {
-  const raw = process.env[name];
-  return raw && /^\d+$/.test(raw) ? Number(raw) : fallback;
-};
-
 /** BENCH_DURATION_SECONDS / BENCH_WARMUP_SECONDS shorten or lengthen every scenario. */
-export const durationSeconds = seconds('BENCH_DURATION_SECONDS', 10);
-export const warmupSeconds = seconds('BENCH_WARMUP_SECONDS', 2);
+export const durationSeconds = envWholeNumber('BENCH_DURATION_SECONDS', 10);
+export const warmupSeconds = envWholeNumber('BENCH_WARMUP_SECONDS', 2);
 
 export const scenarios: Scenario[] = [
   {

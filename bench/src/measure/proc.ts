@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { round } from './latency.js';
 
 /** Memory of one process from /proc/<pid>/status, in MiB (Linux only). */
 export interface ProcessMemory {
@@ -14,7 +15,16 @@ const kbField = (status: string, field: string): number | undefined => {
   return match ? Number(match[1]) : undefined;
 };
 
-const mb = (kb: number) => Math.round((kb / 1024) * 10) / 10;
+/** /proc/<pid>/<file>, or undefined when there is no such process (any more). */
+function readProcFile(pid: number, file: string): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/${file}`, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+const mb = (kb: number) => round(kb / 1024, 1);
 
 /**
  * The memory of `pid`, or undefined when it is gone. A zombie (exited, not reaped yet) has a
@@ -22,19 +32,13 @@ const mb = (kb: number) => Math.round((kb / 1024) * 10) / 10;
  */
 export function readMemory(pid: number | undefined): ProcessMemory | undefined {
   if (!pid) return undefined;
-  let status: string;
-  try {
-    status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  } catch {
-    return undefined;
-  }
+  const status = readProcFile(pid, 'status');
+  if (status === undefined) return undefined;
   const rss = kbField(status, 'VmRSS');
   const hwm = kbField(status, 'VmHWM');
   if (rss === undefined || hwm === undefined) return undefined;
   return { pid, rssMb: mb(rss), hwmMb: mb(hwm) };
 }
-
-export const roundMb = (value: number) => Math.round(value * 10) / 10;
 
 /** Clock ticks per second of /proc times (USER_HZ): 100 on every mainstream Linux build. */
 const ticksPerSecond = 100;
@@ -42,12 +46,8 @@ const ticksPerSecond = 100;
 /** CPU seconds (user + system) a process has used so far, or undefined when it is gone. */
 export function readCpuSeconds(pid: number | undefined): number | undefined {
   if (!pid) return undefined;
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return undefined;
-  }
+  const stat = readProcFile(pid, 'stat');
+  if (stat === undefined) return undefined;
   // The command name (field 2) may contain spaces: count fields after its closing parenthesis.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
@@ -112,3 +112,7 @@ export function weightedCpu(parts: Array<{ cpu: CpuUse; seconds: number }>): Cpu
     hostBusyPercent: Math.round(hostBusyPercent),
   };
 }
+
+/** CPU µs a process spent per unit of work, from its % of one core over a run and the run's units per second. */
+export const cpuMicrosPer = (percent: number | undefined, perSecond: number) =>
+  percent !== undefined && perSecond > 0 ? Math.round(((percent / 100) * 1e6) / perSecond) : undefined;

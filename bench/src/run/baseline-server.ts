@@ -2,7 +2,7 @@
  * The single-process baseline: one fastify server doing what the gateway and identity do
  * together for GET /v1/account, without the mesh in between. It runs as its own child process
  * (like the gateway) so it gets its own share of the cores instead of competing with the
- * load generator's event loop. Started by baselines.ts, which passes:
+ * load generator's event loop. Started by baseline-process.ts, which passes:
  *
  *   BASELINE_DATABASE_URL  the mesh's database (identity's tables are in schema "identity")
  *   BASELINE_JWKS_URL      the mesh's GET /v1/.well-known/jwks.json, fetched once at start
@@ -62,30 +62,26 @@ const verifyOptions = {
 };
 const cacheLimit = 50_000;
 
-async function main() {
-  const response = await fetch(jwksUrl, { signal: AbortSignal.timeout(5000) });
-  if (!response.ok) throw new Error(`GET ${jwksUrl}: ${response.status}`);
-  const keySet = createLocalJWKSet((await response.json()) as JSONWebKeySet);
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: poolMax, connectionTimeoutMillis: 3000 });
+const unauthenticated = (reply: FastifyReply, code: string) =>
+  reply
+    .code(401)
+    .header('WWW-Authenticate', 'Bearer')
+    .send({ error: { code, message: 'The access token is not valid.' } });
+
+async function verify(token: string, keySet: ReturnType<typeof createLocalJWKSet>): Promise<{ userId: string; exp: number } | undefined> {
+  try {
+    const { payload } = await jwtVerify(token, keySet, verifyOptions);
+    if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') return undefined;
+    return { userId: payload.sub, exp: payload.exp! };
+  } catch {
+    return undefined;
+  }
+}
+
+/** GET /v1/account as identity answers it; `cached`: with the token check cached like the gateway's, else verified each time. */
+function accountRoute(pool: pg.Pool, keySet: ReturnType<typeof createLocalJWKSet>) {
   const verified = new Map<string, { userId: string; expiresAt: number }>();
-
-  const unauthenticated = (reply: FastifyReply, code: string) =>
-    reply
-      .code(401)
-      .header('WWW-Authenticate', 'Bearer')
-      .send({ error: { code, message: 'The access token is not valid.' } });
-
-  const verify = async (token: string): Promise<{ userId: string; exp: number } | undefined> => {
-    try {
-      const { payload } = await jwtVerify(token, keySet, verifyOptions);
-      if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string') return undefined;
-      return { userId: payload.sub, exp: payload.exp! };
-    } catch {
-      return undefined;
-    }
-  };
-
-  const account = (cached: boolean) => async (request: FastifyRequest, reply: FastifyReply) => {
+  return (cached: boolean) => async (request: FastifyRequest, reply: FastifyReply) => {
     reply.header('X-Request-Id', randomUUID());
     const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
     if (!match) return unauthenticated(reply, 'unauthenticated');
@@ -95,7 +91,7 @@ async function main() {
     if (hit && hit.expiresAt > Date.now()) {
       userId = hit.userId;
     } else {
-      const result = await verify(token);
+      const result = await verify(token, keySet);
       if (!result) return unauthenticated(reply, 'invalid_token');
       userId = result.userId;
       if (cached) {
@@ -118,6 +114,14 @@ async function main() {
       created_at: row.created_at.toISOString(),
     };
   };
+}
+
+async function main() {
+  const response = await fetch(jwksUrl, { signal: AbortSignal.timeout(5000) });
+  if (!response.ok) throw new Error(`GET ${jwksUrl}: ${response.status}`);
+  const keySet = createLocalJWKSet((await response.json()) as JSONWebKeySet);
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: poolMax, connectionTimeoutMillis: 3000 });
+  const account = accountRoute(pool, keySet);
 
   const app = fastify({ logger: false, keepAliveTimeout: 65_000 });
   app.get('/v1/account', account(true));

@@ -90,3 +90,10 @@ export async function runLoad(target: Target, shape: LoadShape, watch: CpuWatch 
     cpu,
   };
 }
+
+/** Counts by key (status codes, failures) added up over several runs. */
+export function sumCounts(records: Array<Record<string, number>>): Record<string, number> {
+  const sum: Record<string, number> = {};
+  for (const record of records) for (const [key, count] of Object.entries(record)) sum[key] = (sum[key] ?? 0) + count;
+  return sum;
+}

@@ -1,0 +1,78 @@
+import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { Money } from '@switchboard/runtime/money';
+import { sleep } from '../measure/loop.js';
+import { type BenchSession, exitedComponents } from '../measure/session.js';
+import { balanceOf, spendOf } from './account.js';
+import type { Summary } from './drive.js';
+import { spendVisibleTimeoutMs } from './settings.js';
+import type { Traffic } from './traffic.js';
+import type { DataPlaneWorld } from './world.js';
+
+/** The components a front-door request goes through, the ones checked and whose warnings are shown. */
+const path = ['gateway', 'data-plane', 'keys', 'billing', 'conversations'] as const;
+
+/**
+ * After the load: the upstream's calls, and the key's spend once it shows every cost the front
+ * door answered (or `spendVisibleTimeoutMs` passed), and the workspace's balance.
+ */
+export async function settleBilling(session: BenchSession, world: DataPlaneWorld, traffic: Traffic) {
+  const { mesh, account } = world;
+  const token = account.user.accessToken;
+  const upstreamCalls = await world.upstream.calls();
+  session.progress('waiting for the key spend to show every answered cost');
+  const answered = traffic.ledger.total();
+  const expectedBalance = new Money(account.balanceAfterTopUp).minus(answered);
+  let spendAtEnd = await spendOf(mesh.gatewayUrl, token, account.keyId);
+  const spendDeadline = performance.now() + spendVisibleTimeoutMs;
+  while (!new Money(spendAtEnd).minus(account.spendAtStart).eq(answered) && performance.now() < spendDeadline) {
+    await sleep(250);
+    spendAtEnd = await spendOf(mesh.gatewayUrl, token, account.keyId);
+  }
+  const balanceAtEnd = await balanceOf(mesh.gatewayUrl, token);
+  return { upstreamCalls, answered, expectedBalance, spendAtEnd, balanceAtEnd };
+}
+
+export type Settled = Awaited<ReturnType<typeof settleBilling>>;
+
+/**
+ * Failed requests, an upstream call count other than one per request, a spend or a balance that
+ * did not move by exactly the answered costs, no answer of tier fast, a component that exited.
+ */
+export function dataPlaneErrors(world: DataPlaneWorld, traffic: Traffic, summaries: Summary[], settled: Settled): string[] {
+  const errors: string[] = [];
+  for (const summary of summaries) {
+    if (summary.failed > 0)
+      errors.push(
+        `${summary.variant}, ${summary.inFlight} in flight: ${summary.failed} requests failed ${JSON.stringify(summary.failures)} (first: ${summary.firstProblem})`,
+      );
+  }
+  const { directRequestsSent, frontRequestsSent } = traffic;
+  const requestsSent = directRequestsSent + frontRequestsSent;
+  const { answered, spendAtEnd, balanceAtEnd, expectedBalance } = settled;
+  if (settled.upstreamCalls !== requestsSent)
+    errors.push(
+      `the upstream got ${settled.upstreamCalls} calls for ${requestsSent} requests sent (${directRequestsSent} direct, ${frontRequestsSent} front door)`,
+    );
+  const spendMoved = new Money(spendAtEnd).minus(world.account.spendAtStart);
+  if (!spendMoved.eq(answered))
+    errors.push(`the key's spend moved by ${spendMoved.toFixed()} USD, the front door answered costs summing to ${answered.toFixed()} USD`);
+  if (!new Money(balanceAtEnd).eq(expectedBalance))
+    errors.push(
+      `the workspace balance is ${balanceAtEnd} USD, expected ${expectedBalance.toFixed()} (after the top-up ${world.account.balanceAfterTopUp} − answered costs ${answered.toFixed()})`,
+    );
+  if ((traffic.ledger.tiers.fast ?? 0) === 0) errors.push('no service/fast answer said tier "fast"');
+  errors.push(...exitedComponents(world.mesh, path));
+  return errors;
+}
+
+/** The first 3 warning and error lines each component of the path logged. */
+export function meshWarnings(mesh: Mesh): string[] {
+  return (['data-plane', 'gateway', 'keys', 'billing', 'conversations'] as const).flatMap((component) =>
+    mesh
+      .output(component)
+      .split('\n')
+      .filter((line) => line.includes('"level":40') || line.includes('"level":50') || line.includes('"level":60'))
+      .slice(0, 3)
+      .map((line) => `${component}: ${line.slice(0, 300)}`),
+  );
+}
