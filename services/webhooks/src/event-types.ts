@@ -11,7 +11,7 @@ import {
 } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { eventTypeOf } from '@switchboard/runtime/event-data';
 
-/** The payload messages of the event types an endpoint can subscribe to (SPEC §7). */
+/** The payload messages of the event types an endpoint can subscribe to (docs/webhooks.md, "Event types"). */
 const webhookEventSchemas = [
   AgentCompletedSchema,
   WebhookTestSchema,
