@@ -1,7 +1,9 @@
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
+import { KeyRevokedSchema, KeyUpdatedSchema, SessionRevokedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { AuthService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { parseEventEnvelope } from '@switchboard/runtime/consumer';
+import { decodeEvent, parseEventEnvelope } from '@switchboard/runtime/consumer';
+import { eventTypeOf } from '@switchboard/runtime/event-data';
 import type { Logger } from '@switchboard/runtime/log';
 import { connectNats, type NatsConnection } from '@switchboard/runtime/nats';
 
@@ -85,13 +87,12 @@ export async function startRevocationFeed(options: RevocationFeedOptions): Promi
   const natsReady = connectNats(options.natsUrl, 'gateway', log).then((connection) => {
     if (stopped) return connection.close().then(() => undefined);
     nc = connection;
-    connection.subscribe(`${options.subjectPrefix}.session.revoked`, {
+    connection.subscribe(`${options.subjectPrefix}.${eventTypeOf(SessionRevokedSchema)}`, {
       callback: (err, msg) => {
         if (err) return;
         try {
-          const event = parseEventEnvelope(msg.data);
-          const ids = (event.data.session_ids as unknown[] | undefined)?.filter((id): id is string => typeof id === 'string') ?? [];
-          revoked.add(ids, event.occurred_at ? Date.parse(event.occurred_at) : Date.now());
+          const event = decodeEvent(SessionRevokedSchema, parseEventEnvelope(msg.data));
+          revoked.add(event.data.sessionIds, event.occurred_at ? Date.parse(event.occurred_at) : Date.now());
         } catch (parseError) {
           log.warn({ err: (parseError as Error).message }, 'ignored a malformed session.revoked event');
         }
@@ -110,13 +111,14 @@ export async function startRevocationFeed(options: RevocationFeedOptions): Promi
       },
     });
     // Revoked keys, changed or reached caps: the cached answer for that key goes.
-    for (const type of ['key.revoked', 'key.updated']) {
+    for (const schema of [KeyRevokedSchema, KeyUpdatedSchema]) {
+      const type = eventTypeOf(schema);
       connection.subscribe(`${options.subjectPrefix}.${type}`, {
         callback: (err, msg) => {
           if (err) return;
           try {
-            const keyId = parseEventEnvelope(msg.data).data.key_id;
-            if (typeof keyId === 'string' && keyId) options.onKeyChanged(keyId);
+            const { keyId } = decodeEvent(schema, parseEventEnvelope(msg.data)).data;
+            if (keyId) options.onKeyChanged(keyId);
           } catch (parseError) {
             log.warn({ err: (parseError as Error).message }, `ignored a malformed ${type} event`);
           }

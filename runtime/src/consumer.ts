@@ -1,4 +1,4 @@
-import { fromJson, type JsonObject, type JsonValue, toJson } from '@bufbuild/protobuf';
+import { type DescMessage, fromJson, type JsonObject, type JsonValue, type MessageShape, toJson } from '@bufbuild/protobuf';
 import { TimestampSchema } from '@bufbuild/protobuf/wkt';
 import {
   AckPolicy,
@@ -14,6 +14,7 @@ import {
 } from '@nats-io/jetstream';
 import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from './db.js';
+import { eventDataFromJson, eventTypeOf } from './event-data.js';
 
 export type { JsMsg } from '@nats-io/jetstream';
 
@@ -57,26 +58,29 @@ export function parseEventEnvelope(body: Uint8Array | string): EventEnvelopeJson
   };
 }
 
-export interface ConsumerOptions {
+/**
+ * An event as its typed consumer sees it: the envelope with `data` decoded into the payload
+ * message of its type (docs/events.md, "How events are typed").
+ */
+export interface ReceivedEvent<Desc extends DescMessage> extends Omit<EventEnvelopeJson, 'data'> {
+  data: MessageShape<Desc>;
+  /** The data as it arrived, for whoever passes it on unchanged (webhook deliveries). */
+  json: JsonObject;
+}
+
+/** Decodes an envelope's data into the payload message `schema`; throws when it is of another type or does not fit. */
+export function decodeEvent<Desc extends DescMessage>(schema: Desc, envelope: EventEnvelopeJson): ReceivedEvent<Desc> {
+  const type = eventTypeOf(schema);
+  if (envelope.type !== type) throw new Error(`a ${envelope.type} event where ${type} was expected`);
+  return { ...envelope, data: eventDataFromJson(schema, envelope.data), json: envelope.data };
+}
+
+/** How a durable consumer runs, whatever it hands its handler. */
+interface ConsumerSettings {
   db: Knex;
   nats: Promise<NatsConnection> | NatsConnection;
   stream: string;
-  /** Durable consumer name; also the `consumer` column of `processed_events`. */
-  durable: string;
-  filterSubjects: string[];
   log: Logger;
-  /**
-   * Turns a message into an envelope (default: `parseEventEnvelope` of its body); throwing
-   * terminates the message as malformed. For subjects that outside producers also publish to.
-   */
-  parse?: (msg: JsMsg) => EventEnvelopeJson;
-  /**
-   * Events acknowledged without a transaction: their effect was made where they were written
-   * (e.g. a service's own events, handled in the transaction of their outbox row).
-   */
-  skip?: (event: EventEnvelopeJson) => boolean;
-  /** Runs once per event id, inside the transaction that records the event as processed. */
-  handle: (event: EventEnvelopeJson, trx: Knex.Transaction) => Promise<void>;
   /** How long NATS waits for an ack before redelivering (default 30 s; kept alive while handling). */
   ackWaitMs?: number;
   /** Cap of the redelivery delay after a failed handler (default 30 s). */
@@ -91,6 +95,93 @@ export interface ConsumerOptions {
   metrics?: Metrics;
 }
 
+/** What the consumer itself reads of an event (for deduplication, logs and traces). */
+type EnvelopeIds = Pick<EventEnvelopeJson, 'event_id' | 'type' | 'request_id'>;
+
+/** What a consumer does with the events of its subjects, once parsed into `E`. */
+interface ConsumerRun<E extends EnvelopeIds> extends ConsumerSettings {
+  /** Durable consumer name; also the `consumer` column of `processed_events`. */
+  durable: string;
+  filterSubjects: string[];
+  /** Turns a message into an event; throwing terminates the message as malformed. */
+  parse: (msg: JsMsg) => E;
+  /**
+   * Events acknowledged without a transaction: their effect was made where they were written
+   * (e.g. a service's own events, handled in the transaction of their outbox row).
+   */
+  skip?: (event: E) => boolean;
+  /** Runs once per event id, inside the transaction that records the event as processed. */
+  handle: (event: E, trx: Knex.Transaction) => Promise<void>;
+}
+
+/** An envelope-level consumer, of any subjects (the typed one is consumeEvents). */
+export interface ConsumerOptions extends Omit<ConsumerRun<EventEnvelopeJson>, 'parse'> {
+  /**
+   * Turns a message into an envelope (default: `parseEventEnvelope` of its body); throwing
+   * terminates the message as malformed. For subjects that outside producers also publish to.
+   */
+  parse?: (msg: JsMsg) => EventEnvelopeJson;
+}
+
+/** The part of a service runtime its event consumers need. */
+export interface EventConsumerHost {
+  /** The consuming component: durable consumers are named `<name>-<type with dashes>`. */
+  name: string;
+  db: Knex;
+  nats: Promise<NatsConnection> | NatsConnection;
+  log: Logger;
+  metrics?: Metrics;
+  config: { eventsStream: string; eventsSubjectPrefix: string };
+}
+
+/** One event type a service consumes, and what it does with it: see consumeEvents. */
+export interface EventSubscription {
+  start(host: EventConsumerHost): EventConsumer;
+}
+
+/**
+ * Consumes the events of the type `schema` names, decoded into that message; one whose data
+ * does not fit is malformed (terminated and logged, like a message that is no event).
+ */
+export function onEvent<Desc extends DescMessage>(
+  schema: Desc,
+  handle: (event: ReceivedEvent<Desc>, trx: Knex.Transaction) => Promise<void>,
+  options: {
+    concurrency?: number;
+    /** Turns a message into an envelope (default: `parseEventEnvelope` of its body), for subjects outside producers publish to. */
+    parse?: (msg: JsMsg) => EventEnvelopeJson;
+    /** Events acknowledged without a transaction: their effect was made where they were written. */
+    skip?: (event: ReceivedEvent<Desc>) => boolean;
+  } = {},
+): EventSubscription {
+  const type = eventTypeOf(schema);
+  const parse = options.parse ?? ((msg: JsMsg) => parseEventEnvelope(msg.data));
+  return {
+    start: (host) =>
+      runConsumer({
+        db: host.db,
+        nats: host.nats,
+        stream: host.config.eventsStream,
+        log: host.log,
+        metrics: host.metrics,
+        concurrency: options.concurrency,
+        durable: `${host.name}-${type.replaceAll('.', '-')}`,
+        filterSubjects: [`${host.config.eventsSubjectPrefix}.${type}`],
+        parse: (msg) => decodeEvent(schema, parse(msg)),
+        skip: options.skip,
+        handle,
+      }),
+  };
+}
+
+/**
+ * Starts a service's event consumers, one durable consumer per type (a consumer with several
+ * subjects needs NATS 2.10; Debian ships 2.9), each handing its handler the decoded payload.
+ */
+export function consumeEvents(host: EventConsumerHost, subscriptions: EventSubscription[]): EventConsumer[] {
+  return subscriptions.map((subscription) => subscription.start(host));
+}
+
 export interface EventConsumer {
   stop(): Promise<void>;
 }
@@ -102,7 +193,7 @@ function retryDelay(deliveryCount: number, cap: number): number {
   return Math.min(200 * 2 ** Math.max(0, Math.min(deliveryCount - 1, 20)), cap);
 }
 
-function eventSpan(msg: JsMsg, event: EventEnvelopeJson, durable: string): SpanStart {
+function eventSpan(msg: JsMsg, event: EnvelopeIds, durable: string): SpanStart {
   return {
     name: `process ${event.type}`,
     kind: 'consumer',
@@ -156,8 +247,11 @@ function reportLag(metrics: Metrics, durable: string, read: () => Promise<number
  * Survives NATS restarts; stops cleanly.
  */
 export function startConsumer(options: ConsumerOptions): EventConsumer {
-  const { db, stream, durable, log, handle } = options;
-  const parse = options.parse ?? ((msg: JsMsg) => parseEventEnvelope(msg.data));
+  return runConsumer({ ...options, parse: options.parse ?? ((msg: JsMsg) => parseEventEnvelope(msg.data)) });
+}
+
+function runConsumer<E extends EnvelopeIds>(options: ConsumerRun<E>): EventConsumer {
+  const { db, stream, durable, log, handle, parse } = options;
   const ackWaitMs = options.ackWaitMs ?? 30_000;
   const maxRetryDelayMs = options.maxRetryDelayMs ?? 30_000;
   const concurrency = Math.max(1, options.concurrency ?? 1);
@@ -207,7 +301,7 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
   };
 
   const processMessage = async (msg: JsMsg) => {
-    let event: EventEnvelopeJson;
+    let event: E;
     try {
       event = parse(msg);
     } catch (err) {

@@ -1,9 +1,10 @@
-import { create, type JsonObject, toJson } from '@bufbuild/protobuf';
+import { create, type DescMessage, type JsonObject, toJson } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import { headers, type MsgHdrs } from '@nats-io/transport-node';
 import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { afterCommit, type Knex } from './db.js';
+import { type EventData, eventDataToJson, eventTypeOf } from './event-data.js';
 import { newId } from './ids.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
@@ -74,11 +75,20 @@ export async function dropOutboxTraceContext(knex: Knex): Promise<void> {
   await knex.raw('ALTER TABLE outbox DROP COLUMN IF EXISTS trace_context');
 }
 
-export interface RecordEventInput {
+/** The envelope of an event, its data already in JSON form. */
+export interface EventEnvelopeInput {
   /** Dotted event type, e.g. "key.created"; the subject is `<prefix>.<type>`. */
   type: string;
   workspaceId?: string;
   data: JsonObject;
+  requestId?: string;
+}
+
+/** What a producer writes besides the payload's schema (docs/events.md, "How events are typed"). */
+export interface RecordEventInput<Desc extends DescMessage> {
+  workspaceId?: string;
+  /** The payload message (or its init object) of the schema's type. */
+  data: EventData<Desc>;
   requestId?: string;
 }
 
@@ -89,7 +99,7 @@ export interface RecordEventOptions {
 }
 
 /** The proto3 JSON form (proto field names) of a new Event envelope. */
-export function buildEventPayload(eventId: string, input: RecordEventInput, producer: string, occurredAt = new Date()): JsonObject {
+export function buildEventPayload(eventId: string, input: EventEnvelopeInput, producer: string, occurredAt = new Date()): JsonObject {
   const event = create(EventSchema, {
     eventId,
     type: input.type,
@@ -102,21 +112,28 @@ export function buildEventPayload(eventId: string, input: RecordEventInput, prod
   return toJson(EventSchema, event, { useProtoFieldName: true }) as JsonObject;
 }
 
-/**
- * Writes an event into the outbox inside `trx`: it is published only if (and after) the
- * transaction commits. Returns the event id (`evt_…`).
- */
 /** Events stay well under NATS's default max_payload (1 MiB). */
 export const maxEventBytes = 256 * 1024;
 
-export async function recordEvent(trx: Knex.Transaction, input: RecordEventInput, options: RecordEventOptions): Promise<string> {
-  if (!/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(input.type)) throw new Error(`invalid event type ${JSON.stringify(input.type)}`);
+/**
+ * Writes an event into the outbox inside `trx`: it is published only if (and after) the
+ * transaction commits. Its type is the one `schema` names; its data the JSON form of
+ * `input.data` (event-data.ts). Returns the event id (`evt_…`).
+ */
+export async function recordEvent<Desc extends DescMessage>(
+  trx: Knex.Transaction,
+  schema: Desc,
+  input: RecordEventInput<Desc>,
+  options: RecordEventOptions,
+): Promise<string> {
+  const type = eventTypeOf(schema);
   const eventId = newId('evt');
-  const payload = JSON.stringify(buildEventPayload(eventId, input, options.producer));
+  const data = eventDataToJson(schema, input.data);
+  const payload = JSON.stringify(buildEventPayload(eventId, { type, workspaceId: input.workspaceId, data, requestId: input.requestId }, options.producer));
   // An event NATS would refuse (max_payload) would block the outbox for ever: refuse it here,
   // with the state change it belongs to.
-  if (Buffer.byteLength(payload) > maxEventBytes) throw new Error(`event ${input.type} is ${Buffer.byteLength(payload)} bytes; at most ${maxEventBytes}`);
-  await trx('outbox').insert({ event_id: eventId, subject: `${options.subjectPrefix}.${input.type}`, payload, trace_context: traceContextHeaders() });
+  if (Buffer.byteLength(payload) > maxEventBytes) throw new Error(`event ${type} is ${Buffer.byteLength(payload)} bytes; at most ${maxEventBytes}`);
+  await trx('outbox').insert({ event_id: eventId, subject: `${options.subjectPrefix}.${type}`, payload, trace_context: traceContextHeaders() });
   // On commit only: never for a rolled-back event.
   afterCommit(trx, wakeRelays);
   return eventId;

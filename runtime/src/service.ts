@@ -1,4 +1,4 @@
-import type { JsonObject } from '@bufbuild/protobuf';
+import type { DescMessage } from '@bufbuild/protobuf';
 import type { ConnectRouter } from '@connectrpc/connect';
 import { type CommonConfig, readCommonConfig, readInt, type ServiceName, servicePorts } from './config.js';
 import { type EncryptedColumn, rotateDataKey } from './data-key-rotation.js';
@@ -7,7 +7,7 @@ import { createLogger, type Logger } from './log.js';
 import { MeshTokens } from './mesh-token.js';
 import { Metrics, startMetricsServer } from './metrics.js';
 import { connectNats, ensureEventStream, type NatsConnection } from './nats.js';
-import { recordEvent, startOutboxRelay, watchOutbox } from './outbox.js';
+import { type RecordEventInput, recordEvent, startOutboxRelay, watchOutbox } from './outbox.js';
 import { setPolicyLogger } from './policy.js';
 import { startRpcServer } from './server.js';
 import { stopGracefully } from './shutdown.js';
@@ -24,12 +24,15 @@ export interface ServiceRuntime {
   meshTokens: MeshTokens;
   /** The service's Prometheus metrics: RPCs, pool and outbox are counted already; a service adds its own. */
   metrics: Metrics;
-  /** Writes an event in the caller's transaction (outbox); it is published after commit. */
-  recordEvent(trx: Knex.Transaction, event: { type: string; workspaceId?: string; data: JsonObject; requestId?: string }): Promise<string>;
+  /**
+   * Writes an event of the type `schema` names in the caller's transaction (outbox); it is
+   * published after commit (docs/events.md, "How events are typed").
+   */
+  recordEvent: EventWriter;
 }
 
-/** Writes an event in the caller's transaction (the outbox). */
-export type EventWriter = ServiceRuntime['recordEvent'];
+/** Writes an event in the caller's transaction (the outbox): what domain modules get as a dep. */
+export type EventWriter = <Desc extends DescMessage>(trx: Knex.Transaction, schema: Desc, event: RecordEventInput<Desc>) => Promise<string>;
 
 /** Something a service runs beside its RPC server (a relay, a consumer, a sweeper). */
 export interface BackgroundTask {
@@ -105,7 +108,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
       nats,
       metrics,
       meshTokens: new MeshTokens(config.meshSecret, Date.now, config.meshSecretPrevious),
-      recordEvent: (trx, event) => recordEvent(trx, event, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
+      recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
     };
     const prepared = (await definition.prepare?.(runtime)) as Prepared;
     const server = await startRpcServer({

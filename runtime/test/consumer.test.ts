@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { KeyUpdatedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type EventEnvelopeJson, startConsumer } from '../src/consumer.js';
+import { consumeEvents, type EventEnvelopeJson, onEvent, type ReceivedEvent, startConsumer } from '../src/consumer.js';
 import { createDb, type Knex } from '../src/db.js';
+import { eventDataToJson } from '../src/event-data.js';
 import { newId } from '../src/ids.js';
 import { createLogger } from '../src/log.js';
 import { connectNats, ensureEventStream, type NatsConnection } from '../src/nats.js';
@@ -165,6 +167,38 @@ describe('event consumer', () => {
       expect(info.num_redelivered).toBe(0);
       expect(info.num_pending).toBe(0);
       expect(await processedRows(durable, good.eventId)).toBe(1);
+    } finally {
+      await consumer.stop();
+    }
+  });
+
+  it('hands a typed consumer the decoded payload and terminates data that does not fit it', async () => {
+    const seen: ReceivedEvent<typeof KeyUpdatedSchema>[] = [];
+    const host = { name: `ctest_${runId}`, db, nats: nc, log, config: { eventsStream: stream, eventsSubjectPrefix: `${prefix}.typed` } };
+    const durable = `ctest_${runId}-key-updated`;
+    durables.push(durable);
+    const [consumer] = consumeEvents(host, [
+      onEvent(KeyUpdatedSchema, async (event) => {
+        seen.push(event);
+      }),
+    ]);
+    try {
+      const subject = `${prefix}.typed.key.updated`;
+      const publish = async (data: Record<string, unknown>) => {
+        const eventId = newId('evt');
+        const body = JSON.stringify(buildEventPayload(eventId, { type: 'key.updated', data: data as EventEnvelopeJson['data'] }, 'consumer-test'));
+        await js.publish(subject, body, { msgID: eventId });
+        return eventId;
+      };
+      await publish({ key_id: 5, change: 'name' }); // a number where the message has a string
+      const good = await publish(eventDataToJson(KeyUpdatedSchema, { keyId: 'key_1', workspaceId: 'org_1', change: 'name' }));
+
+      await waitFor(() => seen.some((event) => event.event_id === good), 'the valid event');
+      await waitFor(async () => (await jsm.consumers.info(stream, durable)).num_ack_pending === 0, 'nothing left pending');
+      expect(seen.map((event) => [event.event_id, event.data.keyId, event.data.change])).toEqual([[good, 'key_1', 'name']]);
+      const info = await jsm.consumers.info(stream, durable);
+      expect(info.num_redelivered).toBe(0);
+      expect(info.num_pending).toBe(0);
     } finally {
       await consumer.stop();
     }

@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
+import { AgentCompletedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type EventConsumer, type EventEnvelopeJson, startConsumer } from '../src/consumer.js';
 import { createDb, type Knex } from '../src/db.js';
@@ -31,8 +32,19 @@ let consumer: EventConsumer;
 const handled = new Map<string, number>();
 const received: EventEnvelopeJson[] = [];
 
-function commitEvent(type: string, data: Record<string, string> = {}): Promise<string> {
-  return db.transaction((trx) => recordEvent(trx, { type, workspaceId: 'ws_test', data, requestId: 'req_test' }, { producer: 'outbox-test', subjectPrefix }));
+/** The subject of the events committed under `label`. */
+const subjectOf = (label: string) => `${subjectPrefix}.${label}.agent.completed`;
+
+/** Commits an event of free-form data (agent.completed), on a subject of its own per label. */
+function commitEvent(label: string, data: Record<string, string> = {}): Promise<string> {
+  return db.transaction((trx) =>
+    recordEvent(
+      trx,
+      AgentCompletedSchema,
+      { workspaceId: 'ws_test', data, requestId: 'req_test' },
+      { producer: 'outbox-test', subjectPrefix: `${subjectPrefix}.${label}` },
+    ),
+  );
 }
 
 /** How many messages the stream holds on `subject`. */
@@ -82,15 +94,15 @@ afterAll(async () => {
 
 describe('outbox relay', () => {
   it('sets Nats-Msg-Id to the event id and publishes the proto JSON envelope', async () => {
-    const eventId = await commitEvent('test.header', { hello: 'world' });
+    const eventId = await commitEvent('header', { hello: 'world' });
     await waitFor(() => handled.get(eventId), 'the event to be consumed');
 
-    const stored = await jsm.streams.getMessage(stream, { last_by_subj: `${subjectPrefix}.test.header` });
+    const stored = await jsm.streams.getMessage(stream, { last_by_subj: subjectOf('header') });
     expect(stored?.header.get('Nats-Msg-Id')).toBe(eventId);
     const payload = JSON.parse(new TextDecoder().decode(stored!.data));
     expect(payload).toMatchObject({
       event_id: eventId,
-      type: 'test.header',
+      type: 'agent.completed',
       workspace_id: 'ws_test',
       data: { hello: 'world' },
       producer: 'outbox-test',
@@ -100,15 +112,15 @@ describe('outbox relay', () => {
 
     const row = await db('outbox').where({ event_id: eventId }).first();
     expect(row.published_at).not.toBeNull();
-    expect(row.subject).toBe(`${subjectPrefix}.test.header`);
-    expect(received.find((event) => event.event_id === eventId)).toMatchObject({ type: 'test.header', data: { hello: 'world' } });
+    expect(row.subject).toBe(subjectOf('header'));
+    expect(received.find((event) => event.event_id === eventId)).toMatchObject({ type: 'agent.completed', data: { hello: 'world' } });
   });
 
   it('publishes nothing for a rolled-back transaction', async () => {
     let rolledBackId = '';
     await expect(
       db.transaction(async (trx) => {
-        rolledBackId = await recordEvent(trx, { type: 'test.rolledback', data: {} }, { producer: 'outbox-test', subjectPrefix });
+        rolledBackId = await recordEvent(trx, AgentCompletedSchema, { data: {} }, { producer: 'outbox-test', subjectPrefix: `${subjectPrefix}.rolledback` });
         throw new Error('roll back');
       }),
     ).rejects.toThrow('roll back');
@@ -116,18 +128,18 @@ describe('outbox relay', () => {
     expect(await db('outbox').where({ event_id: rolledBackId }).first()).toBeUndefined();
 
     // Barrier: a later committed event goes through the same relay and consumer.
-    const laterId = await commitEvent('test.committed');
+    const laterId = await commitEvent('committed');
     await waitFor(() => handled.get(laterId), 'the committed event');
     expect(handled.has(rolledBackId)).toBe(false);
-    expect(await storedOn(`${subjectPrefix}.test.rolledback`)).toBe(0);
+    expect(await storedOn(subjectOf('rolledback'))).toBe(0);
   });
 
   it('refuses an event too large for NATS with its transaction, so it can never block the outbox', async () => {
     const big = { blob: 'x'.repeat(300 * 1024) };
-    await expect(commitEvent('test.too_big', big)).rejects.toThrow(/at most/);
+    await expect(commitEvent('too_big', big)).rejects.toThrow(/at most/);
     expect(
       await db('outbox')
-        .where({ subject: `${subjectPrefix}.test.too_big` })
+        .where({ subject: subjectOf('too_big') })
         .first(),
     ).toBeUndefined();
   });
@@ -136,7 +148,7 @@ describe('outbox relay', () => {
     const port = server.port;
     await server.stop!();
 
-    const eventId = await commitEvent('test.outage', { during: 'outage' });
+    const eventId = await commitEvent('outage', { during: 'outage' });
     // The relay tried (and failed) while NATS was down; the row is kept.
     const failed = await waitFor(async () => {
       const row = await db('outbox').where({ event_id: eventId }).first();
@@ -149,11 +161,11 @@ describe('outbox relay', () => {
     await waitFor(() => handled.get(eventId), 'the event after NATS restarted', 20_000);
 
     // Barrier: an event committed after it is consumed in order behind it (one stream, one consumer).
-    const barrierId = await commitEvent('test.after-outage');
+    const barrierId = await commitEvent('after-outage');
     await waitFor(() => handled.get(barrierId), 'the barrier event');
 
     expect(handled.get(eventId)).toBe(1);
-    expect(await storedOn(`${subjectPrefix}.test.outage`)).toBe(1);
+    expect(await storedOn(subjectOf('outage'))).toBe(1);
     const processed = await db('processed_events').where({ consumer: durable, event_id: eventId });
     expect(processed).toHaveLength(1);
     const row = await db('outbox').where({ event_id: eventId }).first();

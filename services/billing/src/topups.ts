@@ -2,6 +2,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate, type Value } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import type { CheckoutSchema, ListTopupsResponseSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { TopupCompletedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument, unprocessable } from '@switchboard/runtime/errors';
@@ -189,17 +190,16 @@ export class Topups {
     }
     const completedAt = await markCompleted(trx, checkout.id);
     const balance = await adjustBalance(trx, checkout.workspace_id, checkout.amount_usd);
-    await this.deps.recordEvent(trx, {
-      type: 'billing.topup.completed',
+    await this.deps.recordEvent(trx, TopupCompletedSchema, {
       workspaceId: checkout.workspace_id,
       data: {
-        checkout_id: checkout.id,
-        workspace_id: checkout.workspace_id,
-        amount_usd: checkout.amount_usd,
-        balance_usd: balance.balanceUsd,
-        balance_version: balance.version,
+        checkoutId: checkout.id,
+        workspaceId: checkout.workspace_id,
+        amountUsd: checkout.amount_usd,
+        balanceUsd: balance.balanceUsd,
+        balanceVersion: BigInt(balance.version),
         provider: checkout.provider,
-        completed_at: completedAt.toISOString(),
+        completedAt: timestampFromDate(completedAt),
       },
       requestId,
     });

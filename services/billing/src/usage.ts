@@ -2,6 +2,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import type { GenerationSchema, RecordUsageResponseSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
@@ -115,24 +116,23 @@ export class UsageLedger {
         occurredAt,
       });
       if (balance === undefined) return false;
-      await recordEvent(trx, {
-        type: 'billing.usage.recorded',
+      await recordEvent(trx, UsageRecordedSchema, {
         workspaceId,
         data: {
-          usage_id: usageId,
-          generation_id: generationId,
-          key_id: keyId,
-          workspace_id: workspaceId,
+          usageId,
+          generationId,
+          keyId,
+          workspaceId,
           model,
-          routed_model: routedModel,
+          routedModel: routedModel ?? undefined,
           tier,
-          cost_usd: costUsd,
-          input_tokens: inputTokens.toString(),
-          output_tokens: outputTokens.toString(),
-          occurred_at: occurredAt.toISOString(),
-          reservation_id: input.reservationId || null,
-          balance_usd: balance.balanceUsd,
-          balance_version: balance.version,
+          costUsd,
+          inputTokens,
+          outputTokens,
+          occurredAt: timestampFromDate(occurredAt),
+          reservationId: input.reservationId || undefined,
+          balanceUsd: balance.balanceUsd,
+          balanceVersion: BigInt(balance.version),
         },
         requestId: input.requestId,
       });

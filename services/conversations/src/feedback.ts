@@ -2,6 +2,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import type { FeedbackSchema, FeedbackSummarySchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { FeedbackRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
@@ -90,15 +91,14 @@ export class FeedbackLedger {
       const [upOld, downOld] = delta(previous?.rating, -1);
       const [upNew, downNew] = delta(input.rating, 1);
       if (upOld + upNew !== 0 || downOld + downNew !== 0) await adjustScore(trx, locked.tier, locked.model, upOld + upNew, downOld + downNew);
-      await this.deps.recordEvent(trx, {
-        type: 'feedback.recorded',
+      await this.deps.recordEvent(trx, FeedbackRecordedSchema, {
         workspaceId,
         data: {
-          feedback_id: row.id,
-          generation_id: row.generation_id,
-          workspace_id: workspaceId,
+          feedbackId: row.id,
+          generationId: row.generation_id,
+          workspaceId,
           rating: row.rating,
-          previous_rating: previous?.rating ?? null,
+          previousRating: previous?.rating,
           tags: row.tags,
           tier: locked.tier,
           model: locked.model,

@@ -1,6 +1,7 @@
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { type Client, Code, ConnectError } from '@connectrpc/connect';
 import type { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import type { UsageRecorded } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { findGeneration, type GenerationRow, rememberGeneration } from './store/generations.js';
 
@@ -38,15 +39,14 @@ export class GenerationDirectory {
   }
 
   /** `billing.usage.recorded`, in the consumer's transaction. */
-  async usageRecorded(trx: Knex.Transaction, data: Record<string, unknown>): Promise<void> {
-    const text = (name: string) => (typeof data[name] === 'string' ? (data[name] as string) : '');
-    if (!text('generation_id') || !text('workspace_id')) return;
+  async usageRecorded(trx: Knex.Transaction, usage: UsageRecorded): Promise<void> {
+    if (!usage.generationId || !usage.workspaceId) return;
     await rememberGeneration(trx, {
-      generation_id: text('generation_id'),
-      workspace_id: text('workspace_id'),
-      tier: text('tier'),
-      model: text('routed_model') || text('model'),
-      occurredAt: text('occurred_at') ? new Date(text('occurred_at')) : new Date(),
+      generation_id: usage.generationId,
+      workspace_id: usage.workspaceId,
+      tier: usage.tier,
+      model: usage.routedModel || usage.model,
+      occurredAt: usage.occurredAt ? timestampDate(usage.occurredAt) : new Date(),
     });
   }
 }

@@ -1,8 +1,9 @@
 import { fileURLToPath } from 'node:url';
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { serviceUrl } from '@switchboard/runtime/config';
-import { startConsumer } from '@switchboard/runtime/consumer';
+import { consumeEvents, onEvent } from '@switchboard/runtime/consumer';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { runService } from '@switchboard/runtime/service';
 import { Conversations } from './conversations.js';
@@ -38,17 +39,6 @@ await runService<ConversationsHandlers & { generations: GenerationDirectory }>({
     };
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
-  background: (runtime, { generations }) => [
-    startConsumer({
-      db: runtime.db,
-      nats: runtime.nats,
-      stream: runtime.config.eventsStream,
-      durable: 'conversations-billing-usage-recorded',
-      filterSubjects: [`${runtime.config.eventsSubjectPrefix}.billing.usage.recorded`],
-      log: runtime.log,
-      metrics: runtime.metrics,
-      handle: (event, trx) => generations.usageRecorded(trx, event.data),
-      concurrency: 4,
-    }),
-  ],
+  background: (runtime, { generations }) =>
+    consumeEvents(runtime, [onEvent(UsageRecordedSchema, (event, trx) => generations.usageRecorded(trx, event.data), { concurrency: 4 })]),
 });

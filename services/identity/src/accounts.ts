@@ -1,6 +1,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, type ConnectError } from '@connectrpc/connect';
+import { UserRegisteredSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { AccountSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
@@ -106,7 +107,7 @@ export class Accounts {
       result = await db.transaction(async (trx) => {
         const orgId = await insertPersonalWorkspace(trx, personalWorkspaceName(input.fullName, input.email));
         const user = await insertUser(trx, { id: userId, email: input.email, fullName: input.fullName, passwordHash, personalWorkspaceId: orgId });
-        await recordEvent(trx, { type: 'user.registered', data: { user_id: userId, personal_workspace_id: orgId }, requestId });
+        await recordEvent(trx, UserRegisteredSchema, { data: { userId, personalWorkspaceId: orgId }, requestId });
         await addOwner(trx, recordEvent, { orgId, userId, personal: true, requestId });
         const verificationToken = await verifications.issue(trx, user);
         const session = await sessions.open(trx, userId);

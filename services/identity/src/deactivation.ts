@@ -1,4 +1,6 @@
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
+import { OrganizationDeletedSchema, OrganizationMemberRemovedSchema, UserDeactivatedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
@@ -72,28 +74,25 @@ export class Deactivations {
         if (membership.personal && membership.role === 'owner') {
           await revokeAllPendingInvitations(trx, membership.org_id, user.id);
           for (const removed of await deleteOtherMemberships(trx, membership.org_id, user.id)) {
-            await recordEvent(trx, {
-              type: 'organization.member.removed',
+            await recordEvent(trx, OrganizationMemberRemovedSchema, {
               workspaceId: membership.org_id,
-              data: { org_id: membership.org_id, user_id: removed, removed_by: user.id },
+              data: { orgId: membership.org_id, userId: removed, removedBy: user.id },
               requestId,
             });
           }
         }
         if (membership.member_count === 1 || (membership.personal && membership.role === 'owner')) {
           if (!membership.personal) await deleteOrganization(trx, membership.org_id);
-          await recordEvent(trx, {
-            type: 'organization.deleted',
+          await recordEvent(trx, OrganizationDeletedSchema, {
             workspaceId: membership.org_id,
-            data: { org_id: membership.org_id, deleted_by: null },
+            data: { orgId: membership.org_id },
             requestId,
           });
         } else {
           await deleteMembership(trx, membership.org_id, user.id);
-          await recordEvent(trx, {
-            type: 'organization.member.removed',
+          await recordEvent(trx, OrganizationMemberRemovedSchema, {
             workspaceId: membership.org_id,
-            data: { org_id: membership.org_id, user_id: user.id, removed_by: null },
+            data: { orgId: membership.org_id, userId: user.id },
             requestId,
           });
         }
@@ -101,9 +100,8 @@ export class Deactivations {
       await markDeactivated(trx, user.id, deactivatedAt, eraseAfter);
       await usePasswordResets(trx, user.id, deactivatedAt);
       const ids = await sessions.revoke(trx, { userId: user.id, reason: 'deactivation', requestId });
-      await recordEvent(trx, {
-        type: 'user.deactivated',
-        data: { user_id: user.id, deactivated_at: deactivatedAt.toISOString(), erase_after: eraseAfter.toISOString() },
+      await recordEvent(trx, UserDeactivatedSchema, {
+        data: { userId: user.id, deactivatedAt: timestampFromDate(deactivatedAt), eraseAfter: timestampFromDate(eraseAfter) },
         requestId,
       });
       return ids;

@@ -1,6 +1,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
+import { OrganizationMemberAddedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { InvitationSchema, ListInvitationsResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
@@ -169,10 +170,9 @@ export class Invitations {
       }
       await insertMembership(trx, { orgId: invitation.org_id, userId: caller.userId, role: invitation.role });
       await markInvitationAccepted(trx, invitation.id, caller.userId);
-      await recordEvent(trx, {
-        type: 'organization.member.added',
+      await recordEvent(trx, OrganizationMemberAddedSchema, {
         workspaceId: invitation.org_id,
-        data: { org_id: invitation.org_id, user_id: caller.userId, role: invitation.role, invitation_id: invitation.id },
+        data: { orgId: invitation.org_id, userId: caller.userId, role: invitation.role, invitationId: invitation.id },
         requestId,
       });
       return (await findMember(trx, invitation.org_id, caller.userId))!;

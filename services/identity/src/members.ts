@@ -1,5 +1,6 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
+import { OrganizationMemberRemovedSchema, OrganizationMemberRoleChangedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { ListMembersResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
@@ -74,10 +75,9 @@ export class Members {
       if (!mayGrant(actorRole, role)) throw forbidden(`The ${actorRole} role cannot grant the ${role} role.`);
       if (role === targetRole) return { member, changed: false };
       await updateMemberRole(trx, orgId, userId, role);
-      await recordEvent(trx, {
-        type: 'organization.member.role_changed',
+      await recordEvent(trx, OrganizationMemberRoleChangedSchema, {
         workspaceId: orgId,
-        data: { org_id: orgId, user_id: userId, role, previous_role: targetRole },
+        data: { orgId, userId, role, previousRole: targetRole },
         requestId,
       });
       return { member: { ...member, role }, changed: true };
@@ -118,10 +118,9 @@ export class Members {
         throw forbidden(`The ${actorRole} role cannot remove a member who is ${member.role}.`);
       }
       await deleteMembership(trx, orgId, userId);
-      await recordEvent(trx, {
-        type: 'organization.member.removed',
+      await recordEvent(trx, OrganizationMemberRemovedSchema, {
         workspaceId: orgId,
-        data: { org_id: orgId, user_id: userId, removed_by: caller.userId },
+        data: { orgId, userId, removedBy: caller.userId },
         requestId,
       });
     });

@@ -1,4 +1,5 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { OrganizationDeletedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { ListOrganizationsResponseSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument, unprocessable } from '@switchboard/runtime/errors';
@@ -93,7 +94,7 @@ export class Organizations {
         throw unprocessable('personal_workspace', 'A personal workspace cannot be deleted; it goes with the account.');
       }
       await deleteOrganization(trx, orgId);
-      await recordEvent(trx, { type: 'organization.deleted', workspaceId: orgId, data: { org_id: orgId, deleted_by: caller.userId }, requestId });
+      await recordEvent(trx, OrganizationDeletedSchema, { workspaceId: orgId, data: { orgId, deletedBy: caller.userId }, requestId });
     });
     log.info({ org_id: orgId, user_id: caller.userId, request_id: requestId }, 'organization deleted');
   }

@@ -1,5 +1,6 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
+import { OrganizationMemberRoleChangedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
@@ -49,16 +50,14 @@ export class Ownership {
         if (!(await updateMemberRole(trx, orgId, target, 'owner'))) {
           throw unprocessable('not_a_member', 'The new owner is no longer a member of the organization.', { field: 'new_owner_user_id' });
         }
-        await recordEvent(trx, {
-          type: 'organization.member.role_changed',
+        await recordEvent(trx, OrganizationMemberRoleChangedSchema, {
           workspaceId: orgId,
-          data: { org_id: orgId, user_id: caller.userId, role: 'admin', previous_role: 'owner' },
+          data: { orgId, userId: caller.userId, role: 'admin', previousRole: 'owner' },
           requestId,
         });
-        await recordEvent(trx, {
-          type: 'organization.member.role_changed',
+        await recordEvent(trx, OrganizationMemberRoleChangedSchema, {
           workspaceId: orgId,
-          data: { org_id: orgId, user_id: target, role: 'owner', previous_role: member.role },
+          data: { orgId, userId: target, role: 'owner', previousRole: member.role },
           requestId,
         });
         return { organization, role: 'admin', changed: true };

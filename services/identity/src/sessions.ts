@@ -1,5 +1,6 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
+import { SessionRevokedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { SessionSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
@@ -163,9 +164,8 @@ export class Sessions {
     const ids = await revokeUserSessions(trx, { userId: input.userId, reason: input.reason, at: this.now(), only: input.only, except: input.except });
     if (ids.length > 0) {
       if (!this.deps.recordEvent) throw new Error('Sessions needs recordEvent to revoke');
-      await this.deps.recordEvent(trx, {
-        type: 'session.revoked',
-        data: { user_id: input.userId, session_ids: ids, reason: input.reason },
+      await this.deps.recordEvent(trx, SessionRevokedSchema, {
+        data: { userId: input.userId, sessionIds: ids, reason: input.reason },
         requestId: input.requestId,
       });
     }

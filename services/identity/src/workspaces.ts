@@ -1,4 +1,4 @@
-import type { JsonObject } from '@bufbuild/protobuf';
+import { OrganizationCreatedSchema, OrganizationMemberAddedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
 import type { Db } from '@switchboard/runtime/sql';
@@ -43,10 +43,9 @@ export async function addOwner(
   input: { orgId: string; userId: string; personal: boolean; requestId?: string },
 ): Promise<void> {
   await insertMembership(trx, { orgId: input.orgId, userId: input.userId, role: 'owner' });
-  const created: JsonObject = { org_id: input.orgId, owner_user_id: input.userId, personal: input.personal };
-  await recordEvent(trx, { type: 'organization.created', workspaceId: input.orgId, data: created, requestId: input.requestId });
-  const added: JsonObject = { org_id: input.orgId, user_id: input.userId, role: 'owner', invitation_id: null };
-  await recordEvent(trx, { type: 'organization.member.added', workspaceId: input.orgId, data: added, requestId: input.requestId });
+  const { orgId, userId, requestId } = input;
+  await recordEvent(trx, OrganizationCreatedSchema, { workspaceId: orgId, data: { orgId, ownerUserId: userId, personal: input.personal }, requestId });
+  await recordEvent(trx, OrganizationMemberAddedSchema, { workspaceId: orgId, data: { orgId, userId, role: 'owner' }, requestId });
 }
 
 /**

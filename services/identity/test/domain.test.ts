@@ -55,7 +55,7 @@ describe('Sessions', () => {
       db,
       dataKeys,
       signingKeys: new SigningKeys({ db, log, dataKeys }),
-      recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'identity', subjectPrefix: 'test' }),
+      recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: 'identity', subjectPrefix: 'test' }),
       log,
       clock,
     });

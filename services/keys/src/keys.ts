@@ -1,5 +1,6 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
+import { KeyCreatedSchema, KeyRevokedSchema, KeyUpdatedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { KeySchema, ListKeysResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { audit } from '@switchboard/runtime/audit';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
@@ -77,17 +78,16 @@ export class Keys {
         routingPolicy,
         createdBy: caller.userId,
       });
-      await recordEvent(trx, {
-        type: 'key.created',
+      await recordEvent(trx, KeyCreatedSchema, {
         workspaceId: caller.workspaceId,
         data: {
-          key_id: keyId,
-          workspace_id: caller.workspaceId,
+          keyId,
+          workspaceId: caller.workspaceId,
           name,
           hint,
-          created_by: caller.userId,
-          monthly_spend_cap_usd: capUsd,
-          routing_policy: routingPolicy,
+          createdBy: caller.userId,
+          monthlySpendCapUsd: capUsd ?? undefined,
+          routingPolicy,
         },
         requestId,
       });
@@ -166,10 +166,9 @@ export class Keys {
       authorize(caller.ctx, 'keys.manage', { ownerId: key.created_by, workspaceId: caller.workspaceId });
       const revoked = (await revokeKeys(trx, { keyId }, { by: caller.userId, reason: 'revoked' })).length === 1;
       if (revoked) {
-        await recordEvent(trx, {
-          type: 'key.revoked',
+        await recordEvent(trx, KeyRevokedSchema, {
           workspaceId: key.workspace_id,
-          data: { key_id: keyId, workspace_id: key.workspace_id, revoked_by: caller.userId, reason: 'revoked' },
+          data: { keyId, workspaceId: key.workspace_id, revokedBy: caller.userId, reason: 'revoked' },
           requestId,
         });
         this.deps.notifier.afterCommit(trx, [`key:${keyId}`]);
@@ -194,10 +193,9 @@ export class Keys {
       const changes = decide(key);
       if (key.status === 'revoked') throw keyRevoked();
       await updateKey(trx, keyId, changes);
-      await recordEvent(trx, {
-        type: 'key.updated',
+      await recordEvent(trx, KeyUpdatedSchema, {
         workspaceId: key.workspace_id,
-        data: { key_id: keyId, workspace_id: key.workspace_id, change },
+        data: { keyId, workspaceId: key.workspace_id, change },
         requestId: requestIdOf(caller.ctx),
       });
       this.deps.notifier.afterCommit(trx, [`key:${keyId}`]);

@@ -1,4 +1,10 @@
-import type { EventEnvelopeJson } from '@switchboard/runtime/consumer';
+import {
+  KeyRevokedSchema,
+  type OrganizationDeletedSchema,
+  type OrganizationMemberRemovedSchema,
+  type UserDeactivatedSchema,
+} from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import type { EventEnvelopeJson, ReceivedEvent } from '@switchboard/runtime/consumer';
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
 import type { PgNotifier } from '@switchboard/runtime/pg-notifications';
@@ -19,36 +25,30 @@ export interface RevocationsDeps {
   notifier: PgNotifier;
 }
 
-const text = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
-
 export class Revocations {
   constructor(private readonly deps: RevocationsDeps) {}
 
   /** `user.deactivated`: the user's keys in every workspace. */
-  userDeactivated(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
-    const userId = text(event.data.user_id);
+  userDeactivated(trx: Knex.Transaction, event: ReceivedEvent<typeof UserDeactivatedSchema>): Promise<void> {
+    const { userId } = event.data;
     return this.revoke(trx, event, userId && { createdBy: userId }, { by: null, reason: 'user_deactivated' });
   }
 
   /** `organization.member.removed`: the member's keys in that organization only. */
-  memberRemoved(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
-    const orgId = text(event.data.org_id);
-    const userId = text(event.data.user_id);
-    return this.revoke(trx, event, orgId && userId && { workspaceId: orgId, createdBy: userId }, {
-      by: text(event.data.removed_by) ?? null,
-      reason: 'member_removed',
-    });
+  memberRemoved(trx: Knex.Transaction, event: ReceivedEvent<typeof OrganizationMemberRemovedSchema>): Promise<void> {
+    const { orgId, userId, removedBy } = event.data;
+    return this.revoke(trx, event, orgId && userId && { workspaceId: orgId, createdBy: userId }, { by: removedBy || null, reason: 'member_removed' });
   }
 
   /** `organization.deleted`: every key of the organization. */
-  organizationDeleted(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
-    const orgId = text(event.data.org_id);
-    return this.revoke(trx, event, orgId && { workspaceId: orgId }, { by: text(event.data.deleted_by) ?? null, reason: 'organization_deleted' });
+  organizationDeleted(trx: Knex.Transaction, event: ReceivedEvent<typeof OrganizationDeletedSchema>): Promise<void> {
+    const { orgId, deletedBy } = event.data;
+    return this.revoke(trx, event, orgId && { workspaceId: orgId }, { by: deletedBy || null, reason: 'organization_deleted' });
   }
 
   private async revoke(
     trx: Knex.Transaction,
-    event: EventEnvelopeJson,
+    event: Pick<EventEnvelopeJson, 'event_id' | 'type' | 'request_id'>,
     scope: RevocationScope | undefined | '',
     revocation: { by: string | null; reason: string },
   ): Promise<void> {
@@ -58,10 +58,9 @@ export class Revocations {
     }
     const revoked = await revokeKeys(trx, scope, revocation);
     for (const key of revoked) {
-      await this.deps.recordEvent(trx, {
-        type: 'key.revoked',
+      await this.deps.recordEvent(trx, KeyRevokedSchema, {
         workspaceId: key.workspace_id,
-        data: { key_id: key.id, workspace_id: key.workspace_id, revoked_by: revocation.by, reason: revocation.reason },
+        data: { keyId: key.id, workspaceId: key.workspace_id, revokedBy: revocation.by ?? undefined, reason: revocation.reason },
         requestId: event.request_id,
       });
     }

@@ -1,4 +1,11 @@
-import type { EventEnvelopeJson } from '@switchboard/runtime/consumer';
+import { timestampDate } from '@bufbuild/protobuf/wkt';
+import {
+  KeyUpdatedSchema,
+  SpendAlertSchema,
+  type TopupCompletedSchema,
+  type UsageRecordedSchema,
+} from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import type { ReceivedEvent } from '@switchboard/runtime/consumer';
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
 import { formatMoney, Money } from '@switchboard/runtime/money';
@@ -34,26 +41,20 @@ export interface SpendDeps {
 
 const plainDecimal = /^-?\d+(\.\d+)?$/;
 
-/** A decimal field of an event, or undefined (logged by the caller) when it is not one. */
-function decimalField(data: Record<string, unknown>, name: string): string | undefined {
-  const value = data[name];
-  return typeof value === 'string' && plainDecimal.test(value) ? value : undefined;
-}
-
 export class Spend {
   constructor(private readonly deps: SpendDeps) {}
 
   /** `billing.usage.recorded`. */
-  async usageRecorded(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
+  async usageRecorded(trx: Knex.Transaction, event: ReceivedEvent<typeof UsageRecordedSchema>): Promise<void> {
     const { data } = event;
-    const keyId = typeof data.key_id === 'string' ? data.key_id : '';
-    const cost = decimalField(data, 'cost_usd');
-    const occurredAt = typeof data.occurred_at === 'string' ? new Date(data.occurred_at) : new Date(event.occurred_at);
-    if (!keyId || cost === undefined || new Money(cost).isNegative() || Number.isNaN(occurredAt.getTime())) {
+    const keyId = data.keyId;
+    const cost = data.costUsd;
+    const occurredAt = data.occurredAt ? timestampDate(data.occurredAt) : new Date(event.occurred_at);
+    if (!keyId || !plainDecimal.test(cost) || new Money(cost).isNegative() || Number.isNaN(occurredAt.getTime())) {
       this.deps.log.error({ event_id: event.event_id }, 'ignored a billing.usage.recorded event without a key, a cost or a time');
       return;
     }
-    await this.balanceReported(trx, event, event.workspace_id || (data.workspace_id as string));
+    await this.balanceReported(trx, event, event.workspace_id || data.workspaceId);
     const settings = await findAlertSettings(trx, keyId);
     if (!settings) {
       // A key of no workspace we know (another deployment's data plane, or a deleted test row).
@@ -63,7 +64,7 @@ export class Spend {
     const month = monthOf(occurredAt);
     const after = new Money(await addSpend(trx, keyId, month, cost));
     const before = after.minus(cost);
-    if (typeof data.reservation_id === 'string' && data.reservation_id) await settleReservation(trx, data.reservation_id, keyId);
+    if (data.reservationId) await settleReservation(trx, data.reservationId, keyId);
     const cap = settings.monthly_spend_cap_usd;
     if (cap !== null && new Money(cap).gt(0)) {
       // Alerts go to the key's alert webhook (SPEC §4): without one, none is spent for the month.
@@ -72,26 +73,24 @@ export class Spend {
         if (after.lt(new Money(cap).times(pct).div(100))) continue;
         const spendUsd = formatMoney(after);
         if (!(await insertSpendAlert(trx, { keyId, month, thresholdPct: pct, spendUsd, capUsd: cap }))) continue;
-        await this.deps.recordEvent(trx, {
-          type: 'key.spend_alert',
+        await this.deps.recordEvent(trx, SpendAlertSchema, {
           workspaceId: settings.workspace_id,
           data: {
-            key_id: keyId,
-            workspace_id: settings.workspace_id,
+            keyId,
+            workspaceId: settings.workspace_id,
             month: monthLabel(month),
-            threshold_pct: pct,
-            spend_usd: spendUsd,
-            cap_usd: cap,
-            alert_url: settings.alert_webhook_url ?? '',
+            thresholdPct: pct,
+            spendUsd,
+            capUsd: cap,
+            alertUrl: settings.alert_webhook_url ?? '',
           },
           requestId: event.request_id,
         });
       }
       if (before.lt(cap) && after.gte(cap)) {
-        await this.deps.recordEvent(trx, {
-          type: 'key.updated',
+        await this.deps.recordEvent(trx, KeyUpdatedSchema, {
           workspaceId: settings.workspace_id,
-          data: { key_id: keyId, workspace_id: settings.workspace_id, change: 'cap_reached' },
+          data: { keyId, workspaceId: settings.workspace_id, change: 'cap_reached' },
           requestId: event.request_id,
         });
       }
@@ -100,17 +99,20 @@ export class Spend {
   }
 
   /** `billing.topup.completed`: only its balance matters here. */
-  async topupCompleted(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
-    await this.balanceReported(trx, event, event.workspace_id || (event.data.workspace_id as string));
+  async topupCompleted(trx: Knex.Transaction, event: ReceivedEvent<typeof TopupCompletedSchema>): Promise<void> {
+    await this.balanceReported(trx, event, event.workspace_id || event.data.workspaceId);
   }
 
   /** Keeps the balance an event reports (the latest report wins, whatever the arrival order). */
-  private async balanceReported(trx: Knex.Transaction, event: EventEnvelopeJson, workspaceId: string | undefined): Promise<void> {
-    const balance = decimalField(event.data, 'balance_usd');
-    if (!workspaceId || balance === undefined) return;
-    const rawVersion = event.data.balance_version;
-    const version = (typeof rawVersion === 'string' || typeof rawVersion === 'number') && /^\d{1,18}$/.test(String(rawVersion)) ? String(rawVersion) : '0';
-    if (await recordBalance(trx, workspaceId, { balanceUsd: balance, version, asOf: new Date(event.occurred_at) })) {
+  private async balanceReported(
+    trx: Knex.Transaction,
+    event: ReceivedEvent<typeof UsageRecordedSchema | typeof TopupCompletedSchema>,
+    workspaceId: string,
+  ): Promise<void> {
+    const { balanceUsd, balanceVersion } = event.data;
+    if (!workspaceId || !plainDecimal.test(balanceUsd)) return;
+    const version = balanceVersion > 0n ? balanceVersion.toString() : '0';
+    if (await recordBalance(trx, workspaceId, { balanceUsd, version, asOf: new Date(event.occurred_at) })) {
       this.deps.notifier.afterCommit(trx, [`workspace:${workspaceId}`]);
     }
   }

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { TopupCompletedSchema, UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { generateFullKey, hashKey, hintOf, isWellFormedKey } from '@switchboard/keys/key-format';
 import { parseKeyName, parseSpendCap } from '@switchboard/keys/key-input';
 import { KeyStates } from '@switchboard/keys/key-states';
@@ -10,8 +11,9 @@ import { monthEnd, monthOf } from '@switchboard/keys/months';
 import { Spend } from '@switchboard/keys/spend';
 import { findBalance } from '@switchboard/keys/store/balances';
 import { insertKey, keyStateChannel, revokeKeys } from '@switchboard/keys/store/keys';
-import { parseEventEnvelope } from '@switchboard/runtime/consumer';
+import { decodeEvent, parseEventEnvelope } from '@switchboard/runtime/consumer';
 import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
+import { eventDataToJson, eventTypeOf } from '@switchboard/runtime/event-data';
 import { newId } from '@switchboard/runtime/ids';
 import { createLogger } from '@switchboard/runtime/log';
 import { buildEventPayload, recordEvent } from '@switchboard/runtime/outbox';
@@ -136,10 +138,16 @@ describe('key states', () => {
   it('starts a new month at zero spend, without any reset', async () => {
     let now = new Date('2026-03-31T23:59:00Z');
     const states = new KeyStates({ db, log, clock: () => now });
-    const spend = new Spend({ log, notifier, recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'keys', subjectPrefix: 'test' }) });
+    const spend = new Spend({
+      log,
+      notifier,
+      recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: 'keys', subjectPrefix: 'test' }),
+    });
     try {
       const key = await newKey('1.00');
-      await db.transaction((trx) => spend.usageRecorded(trx, parseEventEnvelope(JSON.stringify(usageEvent(key, '1.00', now)))));
+      await db.transaction((trx) =>
+        spend.usageRecorded(trx, decodeEvent(UsageRecordedSchema, parseEventEnvelope(JSON.stringify(usageEvent(key, '1.00', now))))),
+      );
       await eventually(async () => (await states.byHash(hashKey(key.fullKey)))?.capReached, 'the cap to be reached');
       now = new Date('2026-04-01T00:00:01Z');
       expect(await states.byHash(hashKey(key.fullKey))).toMatchObject({ month: '2026-04-01', spendUsd: '0', capReached: false });
@@ -168,9 +176,9 @@ describe('spend alerts', () => {
     const spend = new Spend({
       log,
       notifier,
-      recordEvent: async (trx, event) => {
-        events.push({ type: event.type, data: event.data });
-        return recordEvent(trx, event, { producer: 'keys', subjectPrefix: 'test' });
+      recordEvent: async (trx, schema, event) => {
+        events.push({ type: eventTypeOf(schema), data: eventDataToJson(schema, event.data) });
+        return recordEvent(trx, schema, event, { producer: 'keys', subjectPrefix: 'test' });
       },
     });
     const key = await newKey('2');
@@ -179,10 +187,12 @@ describe('spend alerts', () => {
       .update({ alert_webhook_url: 'https://a.example.com', alert_threshold_pct: 100, alert_signing_secret_encrypted: 'x' });
     const at = new Date();
     for (const cost of ['1.5', '0.5', '0.5']) {
-      await db.transaction((trx) => spend.usageRecorded(trx, parseEventEnvelope(JSON.stringify(usageEvent(key, cost, at)))));
+      await db.transaction((trx) => spend.usageRecorded(trx, decodeEvent(UsageRecordedSchema, parseEventEnvelope(JSON.stringify(usageEvent(key, cost, at))))));
     }
     const lastMonth = new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth() - 1, 10));
-    await db.transaction((trx) => spend.usageRecorded(trx, parseEventEnvelope(JSON.stringify(usageEvent(key, '7', lastMonth)))));
+    await db.transaction((trx) =>
+      spend.usageRecorded(trx, decodeEvent(UsageRecordedSchema, parseEventEnvelope(JSON.stringify(usageEvent(key, '7', lastMonth))))),
+    );
     const alerts = events.filter((e) => e.type === 'key.spend_alert').map((e) => [e.data.month, e.data.threshold_pct, e.data.spend_usd]);
     expect(alerts).toEqual([
       [monthOf(at).slice(0, 7), 100, '2'],
@@ -195,16 +205,23 @@ describe('spend alerts', () => {
 
 describe('balances', () => {
   it('keep the newest balance by billing version, whatever the arrival order or the clocks', async () => {
-    const spend = new Spend({ log, notifier, recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'keys', subjectPrefix: 'test' }) });
+    const spend = new Spend({
+      log,
+      notifier,
+      recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: 'keys', subjectPrefix: 'test' }),
+    });
     const workspaceId = newId('org');
     const report = (balance: string, version: string, at: Date) =>
-      parseEventEnvelope(
-        JSON.stringify(
-          buildEventPayload(
-            newId('evt'),
-            { type: 'billing.topup.completed', workspaceId, data: { workspace_id: workspaceId, balance_usd: balance, balance_version: version } },
-            'billing',
-            at,
+      decodeEvent(
+        TopupCompletedSchema,
+        parseEventEnvelope(
+          JSON.stringify(
+            buildEventPayload(
+              newId('evt'),
+              { type: 'billing.topup.completed', workspaceId, data: { workspace_id: workspaceId, balance_usd: balance, balance_version: version } },
+              'billing',
+              at,
+            ),
           ),
         ),
       );

@@ -1,9 +1,11 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
+import { WebhookTestSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { DeliverySchema, ListDeliveriesResponseSchema, RecoverDeliveriesResponseSchema } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import { eventDataToJson, eventTypeOf } from '@switchboard/runtime/event-data';
 import { newId } from '@switchboard/runtime/ids';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { type Caller, webhookNotFound } from './caller.js';
@@ -63,17 +65,22 @@ export class Deliveries {
     const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.manage');
     const eventId = newId('evt');
     const occurredAt = new Date().toISOString();
-    const data = { webhook_id: endpoint.id, workspace_id: endpoint.workspace_id, message: 'This is a test delivery from Switchboard.' };
+    const type = eventTypeOf(WebhookTestSchema);
+    const data = eventDataToJson(WebhookTestSchema, {
+      webhookId: endpoint.id,
+      workspaceId: endpoint.workspace_id,
+      message: 'This is a test delivery from Switchboard.',
+    });
     const deliveryId = await this.deps.db.transaction(async (trx) => {
       await lockEnabled(trx, endpoint);
       await insertEvent(trx, {
         id: eventId,
-        type: 'webhook.test',
+        type,
         workspaceId: endpoint.workspace_id,
         occurredAt,
-        body: deliveryBody('webhook.test', occurredAt, data),
+        body: deliveryBody(type, occurredAt, data),
       });
-      const id = await insertDelivery(trx, { endpointId: endpoint.id, eventId, eventType: 'webhook.test', trigger: 'test' });
+      const id = await insertDelivery(trx, { endpointId: endpoint.id, eventId, eventType: type, trigger: 'test' });
       afterCommit(trx, this.deps.onQueued);
       return id;
     });

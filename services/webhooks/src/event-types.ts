@@ -1,21 +1,35 @@
-/** The event types an endpoint can subscribe to (SPEC §7). */
-export const webhookEventTypes = [
-  'agent.completed',
-  'webhook.test',
-  'key.spend_alert',
-  'key.created',
-  'key.revoked',
-  'billing.topup.completed',
-  'organization.member.added',
-  'organization.member.removed',
-  'webhook.endpoint.disabled',
-] as const;
+import {
+  AgentCompletedSchema,
+  KeyCreatedSchema,
+  KeyRevokedSchema,
+  OrganizationMemberAddedSchema,
+  OrganizationMemberRemovedSchema,
+  SpendAlertSchema,
+  TopupCompletedSchema,
+  WebhookEndpointDisabledSchema,
+  WebhookTestSchema,
+} from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import { eventTypeOf } from '@switchboard/runtime/event-data';
 
-export type WebhookEventType = (typeof webhookEventTypes)[number];
+/** The payload messages of the event types an endpoint can subscribe to (docs/webhooks.md, "Event types"). */
+const webhookEventSchemas = [
+  AgentCompletedSchema,
+  WebhookTestSchema,
+  SpendAlertSchema,
+  KeyCreatedSchema,
+  KeyRevokedSchema,
+  TopupCompletedSchema,
+  OrganizationMemberAddedSchema,
+  OrganizationMemberRemovedSchema,
+  WebhookEndpointDisabledSchema,
+];
+
+/** The event types an endpoint can subscribe to. */
+export const webhookEventTypes: readonly string[] = webhookEventSchemas.map(eventTypeOf);
 
 const known = new Set<string>(webhookEventTypes);
 
-export function isWebhookEventType(type: string): type is WebhookEventType {
+export function isWebhookEventType(type: string): boolean {
   return known.has(type);
 }
 
@@ -24,4 +38,4 @@ export function isWebhookEventType(type: string): type is WebhookEventType {
  * `key.spend_alert` goes to the key's own alert URL instead, and `webhook.test` only to the
  * endpoint tested: neither fans out.
  */
-export const fannedOutTypes: WebhookEventType[] = webhookEventTypes.filter((type) => type !== 'key.spend_alert' && type !== 'webhook.test');
+export const fannedOutSchemas = webhookEventSchemas.filter((schema) => schema !== SpendAlertSchema && schema !== WebhookTestSchema);

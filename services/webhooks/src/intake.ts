@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
-import type { JsonObject } from '@bufbuild/protobuf';
-import { type EventEnvelopeJson, type JsMsg, parseEventEnvelope } from '@switchboard/runtime/consumer';
+import type { DescMessage, JsonObject } from '@bufbuild/protobuf';
+import { AgentCompletedSchema, type OrganizationDeletedSchema, type SpendAlertSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import { type EventEnvelopeJson, type JsMsg, parseEventEnvelope, type ReceivedEvent } from '@switchboard/runtime/consumer';
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
+import { eventTypeOf } from '@switchboard/runtime/event-data';
 import type { Logger } from '@switchboard/runtime/log';
 import type { EventWriter } from '@switchboard/runtime/service';
 import { fanOut, insertDelivery, insertEvent } from './store/deliveries.js';
@@ -29,6 +31,10 @@ export const maxPublishedDataBytes = 64 * 1024;
 const workspaceIdPattern = /^org_[A-Za-z0-9]{1,64}$/;
 const idempotencyKeyPattern = /^[\x20-\x7e]{1,255}$/;
 const idempotencyKeyTtlMs = 24 * 3600 * 1000;
+const agentCompleted = eventTypeOf(AgentCompletedSchema);
+
+/** What a fan-out reads of an event: its data as it arrived is delivered unchanged. */
+type FannedOutEvent = Pick<ReceivedEvent<DescMessage>, 'event_id' | 'type' | 'workspace_id' | 'occurred_at' | 'json'>;
 
 /** The body every endpoint receives (SPEC §7), the same bytes on every attempt. */
 export function deliveryBody(type: string, occurredAt: string, data: JsonObject): string {
@@ -39,14 +45,14 @@ export class Intake {
   constructor(private readonly deps: IntakeDeps) {}
 
   /** An event for every subscribed endpoint of its workspace, once per event id. */
-  async fanOut(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
+  async fanOut(trx: Knex.Transaction, event: FannedOutEvent): Promise<void> {
     if (!event.workspace_id) return;
     const stored = await insertEvent(trx, {
       id: event.event_id,
       type: event.type,
       workspaceId: event.workspace_id,
       occurredAt: event.occurred_at,
-      body: deliveryBody(event.type, event.occurred_at, event.data),
+      body: deliveryBody(event.type, event.occurred_at, event.json),
     });
     if (!stored) return;
     const queued = await fanOut(trx, { id: event.event_id, type: event.type, workspaceId: event.workspace_id });
@@ -57,10 +63,10 @@ export class Intake {
    * key.spend_alert goes to the key's alert URL only (not to the workspace's endpoints), signed
    * with the key's own secret, which is looked up when it is sent; the URL is not part of the data.
    */
-  async spendAlert(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
-    const { alert_url: alertUrl, ...data } = event.data;
-    const keyId = data.key_id;
-    if (typeof alertUrl !== 'string' || !alertUrl || typeof keyId !== 'string' || !keyId || !event.workspace_id) {
+  async spendAlert(trx: Knex.Transaction, event: ReceivedEvent<typeof SpendAlertSchema>): Promise<void> {
+    const { alertUrl, keyId } = event.data;
+    const { alert_url: _target, ...data } = event.json;
+    if (!alertUrl || !keyId || !event.workspace_id) {
       this.deps.log.warn({ event_id: event.event_id }, 'key.spend_alert without a key or an alert URL: dropped');
       return;
     }
@@ -78,8 +84,8 @@ export class Intake {
   }
 
   /** An organization that is gone keeps no live endpoint. */
-  async organizationDeleted(trx: Knex.Transaction, event: EventEnvelopeJson): Promise<void> {
-    const orgId = typeof event.data.org_id === 'string' ? event.data.org_id : event.workspace_id;
+  async organizationDeleted(trx: Knex.Transaction, event: ReceivedEvent<typeof OrganizationDeletedSchema>): Promise<void> {
+    const orgId = event.data.orgId || event.workspace_id;
     if (!orgId) return;
     const disabled = await disableWorkspaceEndpoints(trx, orgId, 'organization_deleted');
     if (disabled > 0) this.deps.log.info({ workspace_id: orgId, disabled }, 'organization deleted: its webhooks are disabled');
@@ -92,7 +98,7 @@ export class Intake {
    */
   async publish(input: { workspaceId: string; type: string; data: JsonObject | undefined; idempotencyKey?: string }): Promise<string> {
     if (!workspaceIdPattern.test(input.workspaceId)) throw invalidArgument('workspace_id', 'workspace_id must be an organization id (org_…).');
-    if (input.type !== 'agent.completed') {
+    if (input.type !== agentCompleted) {
       throw invalidArgument('type', 'Only agent.completed is published through PublishEvent; the other event types come from the services themselves.');
     }
     const data = input.data ?? {};
@@ -108,19 +114,11 @@ export class Intake {
     }
     try {
       return await this.deps.db.transaction(async (trx) => {
-        const eventId = await this.deps.recordEvent(trx, { type: input.type, workspaceId: input.workspaceId, data });
+        const eventId = await this.deps.recordEvent(trx, AgentCompletedSchema, { workspaceId: input.workspaceId, data });
         const earlier = key === undefined ? undefined : await claimIdempotencyKey(trx, input.workspaceId, key, eventId);
         // A retry: nothing of this attempt may stay (its outbox row included).
         if (earlier) throw new AlreadyPublished(earlier);
-        await this.fanOut(trx, {
-          event_id: eventId,
-          type: input.type,
-          workspace_id: input.workspaceId,
-          occurred_at: new Date().toISOString(),
-          data,
-          producer: 'webhooks',
-          request_id: '',
-        });
+        await this.fanOut(trx, { event_id: eventId, type: agentCompleted, workspace_id: input.workspaceId, occurred_at: new Date().toISOString(), json: data });
         return eventId;
       });
     } catch (err) {
@@ -153,14 +151,14 @@ export function parseAgentCompleted(msg: JsMsg): EventEnvelopeJson {
   const json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(msg.data)) as unknown;
   if (json !== null && typeof json === 'object' && !Array.isArray(json) && 'event_id' in json) {
     const envelope = parseEventEnvelope(msg.data);
-    if (envelope.type !== 'agent.completed') throw new Error(`a ${envelope.type} event on the agent.completed subject`);
+    if (envelope.type !== agentCompleted) throw new Error(`a ${envelope.type} event on the agent.completed subject`);
     return envelope;
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new Error('agent.completed is not a JSON object');
   const bare = json as { workspace_id?: unknown; workspaceId?: unknown; type?: unknown; data?: unknown };
   const workspaceId = bare.workspace_id ?? bare.workspaceId;
   if (typeof workspaceId !== 'string' || !workspaceIdPattern.test(workspaceId)) throw new Error('agent.completed has no workspace_id');
-  if (bare.type !== undefined && bare.type !== 'agent.completed') throw new Error('a message on the agent.completed subject has another type');
+  if (bare.type !== undefined && bare.type !== agentCompleted) throw new Error('a message on the agent.completed subject has another type');
   const data = bare.data ?? {};
   if (data === null || typeof data !== 'object' || Array.isArray(data)) throw new Error('agent.completed data is not a JSON object');
   const msgId = msg.headers?.get('Nats-Msg-Id') ?? '';
@@ -170,7 +168,7 @@ export function parseAgentCompleted(msg: JsMsg): EventEnvelopeJson {
     event_id: /^evt_[A-Za-z0-9_-]{1,100}$/.test(msgId)
       ? msgId
       : `evt_js${createHash('sha256').update(`${msg.seq}:${msg.info.timestampNanos}`).digest('base64url').slice(0, 22)}`,
-    type: 'agent.completed',
+    type: agentCompleted,
     workspace_id: workspaceId,
     occurred_at: new Date(Math.floor(msg.info.timestampNanos / 1_000_000)).toISOString(),
     data: data as JsonObject,

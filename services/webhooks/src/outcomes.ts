@@ -1,3 +1,5 @@
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { WebhookEndpointDisabledSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
 import type { EventWriter } from '@switchboard/runtime/service';
@@ -121,16 +123,15 @@ export class Outcomes {
         const endpoint = await recordEndpointFailure(trx, endpointId, { gone, disableAfterMs });
         if (!endpoint) continue;
         disabled.push(endpoint);
-        await this.deps.recordEvent(trx, {
-          type: 'webhook.endpoint.disabled',
+        await this.deps.recordEvent(trx, WebhookEndpointDisabledSchema, {
           workspaceId: endpoint.workspace_id,
           data: {
-            webhook_id: endpoint.id,
-            workspace_id: endpoint.workspace_id,
+            webhookId: endpoint.id,
+            workspaceId: endpoint.workspace_id,
             url: endpoint.url,
             reason: endpoint.disabled_reason ?? '',
-            disabled_at: endpoint.disabled_at?.toISOString() ?? null,
-            failing_since: endpoint.failing_since?.toISOString() ?? null,
+            disabledAt: endpoint.disabled_at ? timestampFromDate(endpoint.disabled_at) : undefined,
+            failingSince: endpoint.failing_since ? timestampFromDate(endpoint.failing_since) : undefined,
           },
         });
       }

@@ -1,0 +1,250 @@
+import { create, type DescMessage, hasOption, type JsonObject, toBinary } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import {
+  AgentCompletedSchema,
+  event_type,
+  FeedbackRecordedSchema,
+  file_switchboard_events_v1_events,
+  KeyCreatedSchema,
+  KeyRevokedSchema,
+  KeyUpdatedSchema,
+  OrganizationCreatedSchema,
+  OrganizationDeletedSchema,
+  OrganizationMemberAddedSchema,
+  OrganizationMemberRemovedSchema,
+  OrganizationMemberRoleChangedSchema,
+  SessionRevokedSchema,
+  SpendAlertSchema,
+  TopupCompletedSchema,
+  UsageRecordedSchema,
+  UserDeactivatedSchema,
+  UserRegisteredSchema,
+  WebhookEndpointDisabledSchema,
+  WebhookTestSchema,
+} from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import { describe, expect, it } from 'vitest';
+import { decodeEvent, parseEventEnvelope, type ReceivedEvent } from '../src/consumer.js';
+import { type EventData, eventDataFromJson, eventDataToJson, eventTypeOf } from '../src/event-data.js';
+import { buildEventPayload } from '../src/outbox.js';
+
+/**
+ * Producer and consumer of every event type agree (docs/events.md, "How events are typed"): what
+ * a producer builds is written as the JSON below, the form the docs and the webhook receivers
+ * know (what producers wrote by hand before events were typed), and a consumer decodes that JSON
+ * back into the same message. A renamed proto field changes the JSON and fails here; a renamed
+ * TypeScript field fails to compile (the @ts-expect-error lines at the end).
+ */
+
+const at = new Date('2025-05-01T09:30:00Z'); // a whole second: still three fractional digits
+const later = new Date('2025-05-31T09:30:00.123Z');
+
+interface Case<Desc extends DescMessage> {
+  schema: Desc;
+  type: string;
+  data: EventData<Desc>;
+  json: JsonObject;
+}
+
+const of = <Desc extends DescMessage>(schema: Desc, type: string, data: EventData<Desc>, json: JsonObject): Case<DescMessage> =>
+  ({ schema, type, data, json }) as Case<DescMessage>;
+
+const cases: Case<DescMessage>[] = [
+  of(UserRegisteredSchema, 'user.registered', { userId: 'usr_1', personalWorkspaceId: 'org_1' }, { user_id: 'usr_1', personal_workspace_id: 'org_1' }),
+  of(
+    SessionRevokedSchema,
+    'session.revoked',
+    { userId: 'usr_1', sessionIds: ['ses_1', 'ses_2'], reason: 'logout' },
+    { user_id: 'usr_1', session_ids: ['ses_1', 'ses_2'], reason: 'logout' },
+  ),
+  of(
+    UserDeactivatedSchema,
+    'user.deactivated',
+    { userId: 'usr_1', deactivatedAt: timestampFromDate(at), eraseAfter: timestampFromDate(later) },
+    { user_id: 'usr_1', deactivated_at: '2025-05-01T09:30:00.000Z', erase_after: '2025-05-31T09:30:00.123Z' },
+  ),
+  of(
+    OrganizationCreatedSchema,
+    'organization.created',
+    { orgId: 'org_1', ownerUserId: 'usr_1', personal: false },
+    { org_id: 'org_1', owner_user_id: 'usr_1', personal: false },
+  ),
+  of(
+    OrganizationMemberAddedSchema,
+    'organization.member.added',
+    { orgId: 'org_1', userId: 'usr_1', role: 'owner' },
+    { org_id: 'org_1', user_id: 'usr_1', role: 'owner', invitation_id: null },
+  ),
+  of(
+    OrganizationMemberRemovedSchema,
+    'organization.member.removed',
+    { orgId: 'org_1', userId: 'usr_2', removedBy: 'usr_1' },
+    { org_id: 'org_1', user_id: 'usr_2', removed_by: 'usr_1' },
+  ),
+  of(
+    OrganizationMemberRoleChangedSchema,
+    'organization.member.role_changed',
+    { orgId: 'org_1', userId: 'usr_2', role: 'admin', previousRole: 'developer' },
+    { org_id: 'org_1', user_id: 'usr_2', role: 'admin', previous_role: 'developer' },
+  ),
+  of(OrganizationDeletedSchema, 'organization.deleted', { orgId: 'org_1' }, { org_id: 'org_1', deleted_by: null }),
+  of(
+    KeyCreatedSchema,
+    'key.created',
+    { keyId: 'key_1', workspaceId: 'org_1', name: 'ci', hint: 'sk-…abcd', createdBy: 'usr_1', routingPolicy: 'balanced' },
+    { key_id: 'key_1', workspace_id: 'org_1', name: 'ci', hint: 'sk-…abcd', created_by: 'usr_1', monthly_spend_cap_usd: null, routing_policy: 'balanced' },
+  ),
+  of(
+    KeyRevokedSchema,
+    'key.revoked',
+    { keyId: 'key_1', workspaceId: 'org_1', reason: 'member_removed' },
+    { key_id: 'key_1', workspace_id: 'org_1', revoked_by: null, reason: 'member_removed' },
+  ),
+  of(
+    KeyUpdatedSchema,
+    'key.updated',
+    { keyId: 'key_1', workspaceId: 'org_1', change: 'cap_reached' },
+    { key_id: 'key_1', workspace_id: 'org_1', change: 'cap_reached' },
+  ),
+  of(
+    SpendAlertSchema,
+    'key.spend_alert',
+    { keyId: 'key_1', workspaceId: 'org_1', month: '2025-05', thresholdPct: 80, spendUsd: '8.00', capUsd: '10.00', alertUrl: 'https://example.com/hook' },
+    {
+      key_id: 'key_1',
+      workspace_id: 'org_1',
+      month: '2025-05',
+      threshold_pct: 80,
+      spend_usd: '8.00',
+      cap_usd: '10.00',
+      alert_url: 'https://example.com/hook',
+    },
+  ),
+  of(
+    UsageRecordedSchema,
+    'billing.usage.recorded',
+    {
+      usageId: 'usg_1',
+      generationId: 'gen_1',
+      keyId: 'key_1',
+      workspaceId: 'org_1',
+      model: 'switchboard/fast',
+      routedModel: 'vendor/small',
+      tier: 'fast',
+      costUsd: '0.00012',
+      inputTokens: 1200n,
+      outputTokens: 0n,
+      occurredAt: timestampFromDate(later),
+      balanceUsd: '4.99988',
+      balanceVersion: 7n,
+    },
+    {
+      usage_id: 'usg_1',
+      generation_id: 'gen_1',
+      key_id: 'key_1',
+      workspace_id: 'org_1',
+      model: 'switchboard/fast',
+      routed_model: 'vendor/small',
+      tier: 'fast',
+      cost_usd: '0.00012',
+      input_tokens: '1200',
+      output_tokens: '0',
+      occurred_at: '2025-05-31T09:30:00.123Z',
+      reservation_id: null,
+      balance_usd: '4.99988',
+      balance_version: '7',
+    },
+  ),
+  of(
+    TopupCompletedSchema,
+    'billing.topup.completed',
+    {
+      checkoutId: 'chk_1',
+      workspaceId: 'org_1',
+      amountUsd: '10.00',
+      balanceUsd: '15.00',
+      provider: 'sandbox',
+      completedAt: timestampFromDate(at),
+      balanceVersion: 3n,
+    },
+    {
+      checkout_id: 'chk_1',
+      workspace_id: 'org_1',
+      amount_usd: '10.00',
+      balance_usd: '15.00',
+      provider: 'sandbox',
+      completed_at: '2025-05-01T09:30:00.000Z',
+      balance_version: '3',
+    },
+  ),
+  of(
+    FeedbackRecordedSchema,
+    'feedback.recorded',
+    { feedbackId: 'fbk_1', generationId: 'gen_1', workspaceId: 'org_1', rating: -1, previousRating: 1, tags: [], tier: 'fast', model: 'vendor/small' },
+    { feedback_id: 'fbk_1', generation_id: 'gen_1', workspace_id: 'org_1', rating: -1, previous_rating: 1, tags: [], tier: 'fast', model: 'vendor/small' },
+  ),
+  of(AgentCompletedSchema, 'agent.completed', { run_id: 'run_1', output: { ok: true, n: [1, null] } }, { run_id: 'run_1', output: { ok: true, n: [1, null] } }),
+  of(
+    WebhookEndpointDisabledSchema,
+    'webhook.endpoint.disabled',
+    { webhookId: 'wh_1', workspaceId: 'org_1', url: 'https://example.com/hook', reason: 'endpoint_gone', disabledAt: timestampFromDate(later) },
+    {
+      webhook_id: 'wh_1',
+      workspace_id: 'org_1',
+      url: 'https://example.com/hook',
+      reason: 'endpoint_gone',
+      disabled_at: '2025-05-31T09:30:00.123Z',
+      failing_since: null,
+    },
+  ),
+  of(
+    WebhookTestSchema,
+    'webhook.test',
+    { webhookId: 'wh_1', workspaceId: 'org_1', message: 'This is a test delivery from Switchboard.' },
+    { webhook_id: 'wh_1', workspace_id: 'org_1', message: 'This is a test delivery from Switchboard.' },
+  ),
+];
+
+describe('event data', () => {
+  it('covers every payload message of events.proto, each naming its own type', () => {
+    const payloads = file_switchboard_events_v1_events.messages.filter((message) => hasOption(message, event_type));
+    expect(payloads.map((message) => message.typeName).sort()).toEqual(cases.map((c) => c.schema.typeName).sort());
+    // Every message but the envelope is a payload.
+    expect(payloads).toHaveLength(file_switchboard_events_v1_events.messages.length - 1);
+    expect(new Set(cases.map((c) => c.type)).size).toBe(cases.length);
+  });
+
+  for (const { schema, type, data, json } of cases) {
+    it(`${type}: the producer's message is written as its JSON and decoded back into the same message`, () => {
+      expect(eventTypeOf(schema)).toBe(type);
+      // Key for key, in proto field order (what webhook receivers get, byte for byte).
+      expect(JSON.stringify(eventDataToJson(schema, data))).toBe(JSON.stringify(json));
+
+      const wire = JSON.stringify(buildEventPayload('evt_1', { type, workspaceId: 'org_1', data: eventDataToJson(schema, data) }, 'test'));
+      const received = decodeEvent(schema, parseEventEnvelope(wire));
+      expect(received.json).toStrictEqual(json);
+      if (schema.fields.length > 0) expect(toBinary(schema, received.data)).toEqual(toBinary(schema, create(schema, data as never)));
+    });
+  }
+
+  it('refuses data that does not fit the message, and an event of another type', () => {
+    expect(() => eventDataFromJson(KeyRevokedSchema, { key_id: 5 })).toThrow();
+    expect(() => eventDataFromJson(UsageRecordedSchema, { occurred_at: 'yesterday' })).toThrow();
+    const keyRevoked = parseEventEnvelope(JSON.stringify(buildEventPayload('evt_1', { type: 'key.revoked', data: { key_id: 'key_1' } }, 'test')));
+    expect(() => decodeEvent(KeyUpdatedSchema, keyRevoked)).toThrow(/key.revoked event where key.updated/);
+  });
+
+  it('ignores fields a newer producer added', () => {
+    expect(eventDataFromJson(KeyUpdatedSchema, { key_id: 'key_1', new_field: 1 }).keyId).toBe('key_1');
+  });
+
+  it('does not compile a renamed field, on either side', () => {
+    // @ts-expect-error a producer naming a field the message does not have
+    eventDataToJson(KeyRevokedSchema, { keyIdentifier: 'key_1' });
+    // @ts-expect-error a snake_case (JSON) name where the message has keyId
+    eventDataToJson(KeyRevokedSchema, { key_id: 'key_1' });
+    const consumer = (event: ReceivedEvent<typeof KeyRevokedSchema>) =>
+      // @ts-expect-error a consumer reading a field the message does not have
+      event.data.key_id;
+    expect(consumer).toBeTypeOf('function');
+  });
+});
