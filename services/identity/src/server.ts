@@ -21,7 +21,8 @@ import type { TwoFactor } from './two-factor.js';
 
 /**
  * The RPC surface of the identity service: validation and translation only; the work happens in
- * the domain modules. RPCs left out of these objects answer Unimplemented (connect-es does it).
+ * the domain modules. Each service object implements every RPC of its proto (ServiceImpl), so a
+ * new RPC does not compile until it has a handler.
  */
 
 export interface IdentityHandlers {
@@ -56,7 +57,7 @@ const isLogoutScope = (scope: string): scope is LogoutScope => scope === 'local'
 export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers): void {
   const { accounts, signingKeys, sessions } = handlers;
 
-  const auth: Partial<ServiceImpl<typeof AuthService>> = {
+  const auth: ServiceImpl<typeof AuthService> = {
     async register(req, ctx) {
       const email = normalizeEmail(req.email);
       assertAcceptablePassword(req.password, email);
@@ -134,7 +135,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
     },
   };
 
-  const account: Partial<ServiceImpl<typeof AccountService>> = {
+  const account: ServiceImpl<typeof AccountService> = {
     async getAccount(_req, ctx) {
       return toAccount(await accounts.get(userCaller(ctx).userId));
     },
@@ -195,7 +196,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
   };
 
   const { organizations: orgs, members, invitations, ownership } = handlers;
-  const organizations: Partial<ServiceImpl<typeof OrganizationService>> = {
+  const organizations: ServiceImpl<typeof OrganizationService> = {
     // Organizations, members, invitations (issue 4): each RPC checks the caller's membership of the
     // organization in the path (404), then the permission table (403), then the input.
     async createOrganization(req, ctx) {
