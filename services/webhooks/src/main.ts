@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { ConfigError, readBool, readDuration, readInt, readString, serviceUrl } from '@switchboard/runtime/config';
+import { startPeriodic } from '@switchboard/runtime/periodic';
 import { runService } from '@switchboard/runtime/service';
 import { CircuitBreakers } from './circuit-breakers.js';
 import { Deliveries } from './deliveries.js';
@@ -66,10 +67,12 @@ await runService<WebhooksHandlers & { dispatcher: Dispatcher }>({
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
   background: (runtime, { intake, dispatcher }) => {
-    const prune = setInterval(
-      () => intake.pruneIdempotencyKeys().catch((err: Error) => runtime.log.warn({ err: err.message }, 'pruning idempotency keys failed')),
-      readDuration('HOUSEKEEPING_INTERVAL', '1h'),
-    );
-    return [...startEventConsumers(runtime, intake), dispatcher.start(), { stop: async () => clearInterval(prune) }];
+    const prune = startPeriodic({
+      name: 'pruning idempotency keys',
+      everyMs: readDuration('HOUSEKEEPING_INTERVAL', '1h'),
+      log: runtime.log,
+      run: () => intake.pruneIdempotencyKeys(),
+    });
+    return [...startEventConsumers(runtime, intake), dispatcher.start(), prune];
   },
 });
