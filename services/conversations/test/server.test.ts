@@ -1,0 +1,83 @@
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Code } from '@connectrpc/connect';
+import { ConversationService, ExchangeService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { readConversationsConfig } from '@switchboard/conversations/config';
+import { prepareConversations } from '@switchboard/conversations/prepare';
+import { registerRoutes } from '@switchboard/conversations/server';
+import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
+import { newId } from '@switchboard/runtime/ids';
+import { inProcessClients, refusalOf } from '@switchboard/runtime/in-process';
+import { createLogger } from '@switchboard/runtime/log';
+import { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { recordEvent } from '@switchboard/runtime/outbox';
+import { requireEnv } from '@switchboard/runtime/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * The conversations handlers in this process (createRouterTransport), built as main.ts builds
+ * them on a schema of their own: how each RPC maps the caller, the input and the domain's answers.
+ */
+
+const schema = `conversations_server_${randomBytes(3).toString('hex')}`;
+const log = createLogger('conversations-server-test', 'silent');
+const meshTokens = new MeshTokens(randomBytes(32).toString('base64url'));
+let db: Knex;
+let clientAs: ReturnType<typeof inProcessClients>;
+
+const workspaceId = newId('org');
+const member = (role?: string) => ({ caller: 'gateway', principalId: newId('usr'), principalType: 'user' as const, workspaceId, role });
+
+beforeAll(async () => {
+  db = createDb(requireEnv('DATABASE_URL'), schema, 4);
+  await migrate(db, schema, fileURLToPath(new URL('../dist/migrations/', import.meta.url)));
+  const handlers = prepareConversations(
+    { db, log, meshTokens, recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'conversations', subjectPrefix: 'test' }) },
+    readConversationsConfig({ ROUTING_SEED: '1' }),
+  );
+  clientAs = inProcessClients({ name: 'conversations', meshTokens, routes: (router) => registerRoutes(router, handlers) });
+});
+
+afterAll(async () => {
+  await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
+  await db.destroy();
+});
+
+describe('the conversations handlers', () => {
+  it('create a conversation, append to it and read it back in the caller’s workspace', async () => {
+    const conversations = clientAs(ConversationService, member('developer'));
+    const { conversationId } = await conversations.createConversation({ title: 'support' });
+    await conversations.createMessage({ conversationId, role: 'user', content: 'hello' });
+    expect((await conversations.getConversation({ conversationId })).title).toBe('support');
+    expect((await conversations.listMessages({ conversationId })).data.map((message) => message.content)).toEqual(['hello']);
+  });
+
+  it('name the field of invalid input', async () => {
+    const conversations = clientAs(ConversationService, member('developer'));
+    expect(await refusalOf(conversations.createConversation({ title: 'x'.repeat(1000) }))).toMatchObject({ code: Code.InvalidArgument, field: 'title' });
+    const { conversationId } = await conversations.createConversation({});
+    expect(await refusalOf(conversations.createMessage({ conversationId, role: 'wizard', content: 'hi' }))).toMatchObject({
+      code: Code.InvalidArgument,
+      field: 'role',
+    });
+  });
+
+  it('answer 404 for another workspace’s conversation, 403 without a role, 401 without a principal', async () => {
+    const { conversationId } = await clientAs(ConversationService, member('developer')).createConversation({});
+    const stranger = clientAs(ConversationService, { ...member('owner'), workspaceId: newId('org') });
+    expect(await refusalOf(stranger.getConversation({ conversationId }))).toEqual({ code: Code.NotFound, error: 'conversation_not_found', field: '' });
+    expect(await refusalOf(clientAs(ConversationService, member()).getConversation({ conversationId }))).toMatchObject({
+      code: Code.PermissionDenied,
+      error: 'forbidden',
+    });
+    expect(await refusalOf(clientAs(ConversationService, { caller: 'gateway' }).listConversations({}))).toMatchObject({
+      code: Code.Unauthenticated,
+      error: 'unauthenticated',
+    });
+  });
+
+  it('keep the data plane’s RPCs to the data plane', async () => {
+    const exchange = { workspaceId, conversationId: newId('conv'), messages: [{ role: 'user', content: 'hi' }] };
+    expect(await refusalOf(clientAs(ExchangeService, member('owner')).appendExchange(exchange))).toMatchObject({ code: Code.PermissionDenied });
+  });
+});
