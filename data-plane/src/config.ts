@@ -1,3 +1,4 @@
+import { servicePorts } from '@switchboard/contracts/components';
 import { readDuration, readInt, readMeshSecret, readPreviousMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
 
@@ -34,7 +35,11 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     metricsPort: readInt('METRICS_PORT', 0, env),
     meshSecret: readMeshSecret(env),
     meshSecretPrevious: readPreviousMeshSecret(env),
-    urls: { keys: serviceUrl('keys', env), billing: serviceUrl('billing', env), conversations: serviceUrl('conversations', env) },
+    urls: {
+      keys: serviceUrl('keys', servicePorts.keys, env),
+      billing: serviceUrl('billing', servicePorts.billing, env),
+      conversations: serviceUrl('conversations', servicePorts.conversations, env),
+    },
     headersTimeoutMs: readDuration('UPSTREAM_TIMEOUT', '60s', env),
     idleTimeoutMs: readDuration('UPSTREAM_IDLE_TIMEOUT', '60s', env),
     defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096, env),

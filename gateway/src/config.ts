@@ -1,14 +1,5 @@
-import {
-  type CommonConfig,
-  readDuration,
-  readEventsConfig,
-  readInt,
-  readMeshSecret,
-  readString,
-  type ServiceName,
-  serviceNames,
-  serviceUrl,
-} from '@switchboard/runtime/config';
+import { type ServiceName, serviceNames, servicePorts } from '@switchboard/contracts/components';
+import { type CommonConfig, readDuration, readEventsConfig, readInt, readMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
 import { AddressRanges } from '@switchboard/runtime/ip';
 
 type Env = Record<string, string | undefined>;
@@ -45,7 +36,7 @@ export function readGatewayConfig(env: Env = process.env): GatewayConfig {
     metricsPort: readInt('METRICS_PORT', 0, env),
     meshSecret: readMeshSecret(env),
     events: readEventsConfig(env),
-    serviceUrls: Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name, env)])) as Record<ServiceName, string>,
+    serviceUrls: Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name, servicePorts[name], env)])) as Record<ServiceName, string>,
     keyCacheTtlMs: readDuration('GATEWAY_KEY_CACHE_TTL', '1s', env),
     revocationPollIntervalMs: readDuration('REVOCATION_POLL_INTERVAL', '10s', env),
     dataPlaneUrl: readString('DATA_PLANE_URL', 'http://127.0.0.1:8081', env).replace(/\/+$/, ''),

@@ -1,10 +1,10 @@
 import http from 'node:http';
 import { create } from '@bufbuild/protobuf';
+import { type ServiceName, serviceNames } from '@switchboard/contracts/components';
 import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient, UnaryClient } from '@switchboard/runtime/clients';
-import { type ServiceName, serviceNames } from '@switchboard/runtime/config';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';

@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { servicePorts } from '@switchboard/contracts/components';
 import { readDuration, readString, serviceUrl } from '@switchboard/runtime/config';
 import { parsePlainDecimal } from '@switchboard/runtime/money';
 import { readStripeSettings, type StripeSettings } from './providers/stripe.js';
@@ -29,7 +30,7 @@ export function readBillingConfig(env: Record<string, string | undefined> = proc
   return {
     pricingFile: readString('BILLING_PRICING_FILE', fileURLToPath(new URL('../../pricing.json', import.meta.url)), env),
     freeCreditUsd: parsePlainDecimal(readString('FREE_CREDIT_USD', '1.00', env), 'FREE_CREDIT_USD'),
-    keysUrl: serviceUrl('keys', env),
+    keysUrl: serviceUrl('keys', servicePorts.keys, env),
     publicUrl,
     stripe: readStripeSettings(publicUrl, env),
     topupMaxUsd: parsePlainDecimal(readString('TOPUP_MAX_USD', '10000', env), 'TOPUP_MAX_USD'),

@@ -1,3 +1,4 @@
+import { servicePorts } from '@switchboard/contracts/components';
 import { readInt, serviceUrl } from '@switchboard/runtime/config';
 
 /**
@@ -15,6 +16,6 @@ export interface ConversationsConfig {
 export function readConversationsConfig(env: Record<string, string | undefined> = process.env): ConversationsConfig {
   return {
     routingSeed: env.ROUTING_SEED ? readInt('ROUTING_SEED', 0, env) : undefined,
-    billingUrl: serviceUrl('billing', env),
+    billingUrl: serviceUrl('billing', servicePorts.billing, env),
   };
 }

@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { servicePorts } from '@switchboard/contracts/components';
 import { startConsumer } from '@switchboard/runtime/consumer';
 import { runService } from '@switchboard/runtime/service';
 import { readConversationsConfig } from './config.js';
@@ -7,6 +8,7 @@ import { registerRoutes } from './server.js';
 
 await runService({
   name: 'conversations',
+  defaultPort: servicePorts.conversations,
   migrationsDir: fileURLToPath(new URL('../migrations/', import.meta.url)),
   prepare: async (runtime) => prepareConversations(runtime, readConversationsConfig()),
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),

@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { servicePorts } from '@switchboard/contracts/components';
 import { runService } from '@switchboard/runtime/service';
 import { type IdentityConfig, readIdentityConfig } from './config.js';
 import { startHousekeeping } from './erasure.js';
@@ -10,6 +11,7 @@ import { totpSecretPurpose } from './two-factor.js';
 
 await runService<{ config: IdentityConfig; handlers: IdentityHandlers }>({
   name: 'identity',
+  defaultPort: servicePorts.identity,
   migrationsDir: fileURLToPath(new URL('../migrations/', import.meta.url)),
   // Re-encrypted under the newest data key by `--rotate-data-key`.
   encryptedColumns: [

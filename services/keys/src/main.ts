@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { servicePorts } from '@switchboard/contracts/components';
 import { runService } from '@switchboard/runtime/service';
 import { readKeysConfig } from './config.js';
 import { startEventConsumers } from './events.js';
@@ -11,6 +12,7 @@ import { Spend } from './spend.js';
 
 await runService({
   name: 'keys',
+  defaultPort: servicePorts.keys,
   migrationsDir: fileURLToPath(new URL('../migrations/', import.meta.url)),
   // Re-encrypted under the newest data key by `--rotate-data-key`.
   encryptedColumns: [{ table: 'api_keys', keyColumn: 'id', column: 'alert_signing_secret_encrypted', purpose: alertSecretPurpose }],

@@ -1,3 +1,4 @@
+import { servicePorts } from '@switchboard/contracts/components';
 import { ConfigError, readBool, readDuration, readInt, readString, serviceUrl } from '@switchboard/runtime/config';
 import { defaultRetrySchedule, RetrySchedule } from './retry-schedule.js';
 
@@ -52,6 +53,6 @@ export function readWebhooksConfig(env: Record<string, string | undefined> = pro
     pollMs: readDuration('WEBHOOK_POLL_INTERVAL', '1s', env),
     disableAfterMs: readDuration('WEBHOOK_DISABLE_AFTER', '5d', env),
     housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env),
-    keysUrl: serviceUrl('keys', env),
+    keysUrl: serviceUrl('keys', servicePorts.keys, env),
   };
 }

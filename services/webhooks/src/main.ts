@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { servicePorts } from '@switchboard/contracts/components';
 import { startPeriodic } from '@switchboard/runtime/periodic';
 import { runService } from '@switchboard/runtime/service';
 import { readWebhooksConfig } from './config.js';
@@ -9,6 +10,7 @@ import { registerRoutes } from './server.js';
 
 await runService({
   name: 'webhooks',
+  defaultPort: servicePorts.webhooks,
   migrationsDir: fileURLToPath(new URL('../migrations/', import.meta.url)),
   // Re-encrypted under the newest data key by `--rotate-data-key`.
   encryptedColumns: [
