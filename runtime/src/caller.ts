@@ -1,6 +1,7 @@
 import { Code, type HandlerContext } from '@connectrpc/connect';
 import { callerOf, requestIdOf } from './call-context.js';
 import { apiError } from './errors.js';
+import type { MeshClaims } from './mesh-token.js';
 
 /**
  * Who a handler works for, read once from the mesh token the gateway signed
@@ -30,39 +31,33 @@ export interface WorkspaceCaller extends Caller {
 
 const needsPrincipal = (message: string) => apiError(Code.Unauthenticated, 'unauthenticated', message);
 
+const callerWith = (ctx: HandlerContext, claims: MeshClaims, userId: string) => ({
+  ctx,
+  userId,
+  principalType: claims.principalType,
+  workspaceId: claims.workspaceId,
+  role: claims.role,
+  sessionId: claims.sessionId,
+  requestId: requestIdOf(ctx),
+});
+
 /** The signed-in user (or key creator) a call is made for; 401 when the mesh token names none. */
 export function userCaller(ctx: HandlerContext): Caller {
   const claims = callerOf(ctx);
   if (!claims.principalId) throw needsPrincipal('This call needs a signed-in user.');
-  return {
-    ctx,
-    userId: claims.principalId,
-    principalType: claims.principalType,
-    workspaceId: claims.workspaceId,
-    role: claims.role,
-    sessionId: claims.sessionId,
-    requestId: requestIdOf(ctx),
-  };
+  return callerWith(ctx, claims, claims.principalId);
 }
 
 /**
  * The caller acting in the workspace the gateway resolved; 401 when the mesh token names no
- * principal or workspace. With `pathWorkspaceId` (a route whose path names the workspace), a path
- * naming another workspace than the token's throws `notFound()`: another tenant is never named.
+ * principal or workspace. With `path` (a route whose path names the workspace), a path naming
+ * another workspace than the token's throws `path.notFound()`: another tenant is never named.
  */
 export function workspaceCaller(ctx: HandlerContext, path?: { workspaceId: string; notFound: () => Error }): WorkspaceCaller {
   const claims = callerOf(ctx);
   if (!claims.principalId || !claims.workspaceId) throw needsPrincipal('This call needs a signed-in user or an API key.');
   if (path && path.workspaceId !== claims.workspaceId) throw path.notFound();
-  return {
-    ctx,
-    userId: claims.principalId,
-    principalType: claims.principalType,
-    workspaceId: claims.workspaceId,
-    role: claims.role,
-    sessionId: claims.sessionId,
-    requestId: requestIdOf(ctx),
-  };
+  return { ...callerWith(ctx, claims, claims.principalId), workspaceId: claims.workspaceId };
 }
 
 /**

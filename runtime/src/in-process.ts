@@ -1,32 +1,61 @@
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import type { DescService } from '@bufbuild/protobuf';
 import { type Client, Code, ConnectError, type ConnectRouter, createClient, createRouterTransport, type Interceptor } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { callerKey, requestIdKey } from './call-context.js';
+import { readDataKeys } from './config.js';
+import { createDb, migrate } from './db.js';
 import { newId } from './ids.js';
-import { type MeshClaims, MeshTokenError, type MeshTokens } from './mesh-token.js';
+import { createLogger } from './log.js';
+import { type MeshClaims, MeshTokenError, MeshTokens } from './mesh-token.js';
+import { Metrics } from './metrics.js';
+import { recordEvent } from './outbox.js';
 import { guardRpc, ruleOf } from './policy.js';
+import type { ServiceRuntime } from './service.js';
+import { requireEnv } from './testing.js';
 
-export interface InProcessOptions {
-  /** The service name: the audience of its mesh tokens. */
-  name: string;
-  meshTokens: MeshTokens;
-  /** The service's `registerRoutes`, with the handlers main.ts builds. */
-  routes: (router: ConnectRouter) => void;
+/** What a service's `prepare<Service>` builds its handlers from, for a test: no RPC server, no NATS. */
+export type InProcessRuntime = Pick<ServiceRuntime, 'name' | 'db' | 'log' | 'recordEvent' | 'meshTokens' | 'metrics'> & {
+  config: Pick<ServiceRuntime['config'], 'dataKeys'>;
+};
+
+export interface InProcessService {
+  runtime: InProcessRuntime;
+  /**
+   * Serves `routes` (the service's `registerRoutes` with its handlers) in this process
+   * (createRouterTransport) with what startRpcServer puts around every call: the mesh token
+   * verified into the caller's claims, the request id, and the RPC's access rule from its proto
+   * (policy.ts). Returns a function that makes a client calling as the component and principal
+   * `claims` name.
+   */
+  serve(routes: (router: ConnectRouter) => void): <S extends DescService>(service: S, claims: MeshClaims) => Client<S>;
+  /** Drops the service's schema and closes its pool. */
+  stop(): Promise<void>;
 }
 
 /**
- * Clients of a service's handlers served in this process (createRouterTransport), with what
- * startRpcServer puts around every call: the mesh token verified into the caller's claims, the
- * request id, and the RPC's access rule from its proto (policy.ts). For handler tests: the
- * handlers' mapping of input, visibility and permissions, without a port or another process.
- * The returned function makes a client that calls as the component and principal `claims` name.
+ * A service for a handler test: a schema of its own on the test Postgres (DATABASE_URL of
+ * runtime/test/global-setup.ts) with its migrations, and the runtime main.ts would give its
+ * handlers; events are written to its outbox and never published.
  */
-export function inProcessClients(options: InProcessOptions): <S extends DescService>(service: S, claims: MeshClaims) => Client<S> {
-  const { name, meshTokens } = options;
+export async function inProcessService(name: string, migrationsDir: URL): Promise<InProcessService> {
+  const schema = `${name}_in_process_${randomBytes(3).toString('hex')}`;
+  const db = createDb(requireEnv('DATABASE_URL'), schema, 4);
+  await migrate(db, schema, fileURLToPath(migrationsDir));
+  const meshTokens = new MeshTokens(randomBytes(32).toString('base64url'));
+  const runtime: InProcessRuntime = {
+    name,
+    db,
+    log: createLogger(`${name}-in-process`, 'silent'),
+    meshTokens,
+    metrics: new Metrics(name),
+    config: { dataKeys: readDataKeys() },
+    recordEvent: (trx, event) => recordEvent(trx, event, { producer: name, subjectPrefix: 'in-process' }),
+  };
   const guard: Interceptor = (next) => async (req) => {
-    const authorization = req.header.get('authorization') ?? '';
     try {
-      req.contextValues.set(callerKey, await meshTokens.verify(authorization.replace(/^Bearer /, ''), name));
+      req.contextValues.set(callerKey, await meshTokens.verify((req.header.get('authorization') ?? '').replace(/^Bearer /, ''), name));
     } catch (err) {
       if (err instanceof MeshTokenError) throw new ConnectError(err.message, Code.Unauthenticated);
       throw err;
@@ -34,12 +63,19 @@ export function inProcessClients(options: InProcessOptions): <S extends DescServ
     req.contextValues.set(requestIdKey, req.header.get('x-request-id') || newId('req'));
     return guardRpc(ruleOf(req.method), req.method, req.contextValues, () => next(req));
   };
-  return (service, claims) => {
-    const sign: Interceptor = (next) => async (req) => {
-      req.header.set('authorization', `Bearer ${await meshTokens.mint(name, claims)}`);
-      return next(req);
-    };
-    return createClient(service, createRouterTransport(options.routes, { router: { interceptors: [guard] }, transport: { interceptors: [sign] } }));
+  return {
+    runtime,
+    serve: (routes) => (service, claims) => {
+      const sign: Interceptor = (next) => async (req) => {
+        req.header.set('authorization', `Bearer ${await meshTokens.mint(name, claims)}`);
+        return next(req);
+      };
+      return createClient(service, createRouterTransport(routes, { router: { interceptors: [guard] }, transport: { interceptors: [sign] } }));
+    },
+    async stop() {
+      await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
+      await db.destroy();
+    },
   };
 }
 

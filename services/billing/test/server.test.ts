@@ -1,18 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { Code } from '@connectrpc/connect';
 import { readBillingConfig } from '@switchboard/billing/config';
 import { prepareBilling } from '@switchboard/billing/prepare';
 import { registerRoutes } from '@switchboard/billing/server';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
-import { readDataKeys } from '@switchboard/runtime/config';
-import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
-import { inProcessClients, refusalOf } from '@switchboard/runtime/in-process';
-import { createLogger } from '@switchboard/runtime/log';
-import { MeshTokens } from '@switchboard/runtime/mesh-token';
-import { recordEvent } from '@switchboard/runtime/outbox';
-import { requireEnv } from '@switchboard/runtime/testing';
+import { type InProcessService, inProcessService, refusalOf } from '@switchboard/runtime/in-process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -21,36 +13,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * domain's answers.
  */
 
-const schema = `billing_server_${randomBytes(3).toString('hex')}`;
-const log = createLogger('billing-server-test', 'silent');
-const meshTokens = new MeshTokens(randomBytes(32).toString('base64url'));
-let db: Knex;
-let clientAs: ReturnType<typeof inProcessClients>;
+let service: InProcessService;
+let clientAs: ReturnType<InProcessService['serve']>;
 
 const workspaceId = newId('org');
 const member = (role: string) => ({ caller: 'gateway', principalId: newId('usr'), principalType: 'user' as const, workspaceId, role });
 const amount = (value: string) => ({ kind: { case: 'stringValue' as const, value } });
 
 beforeAll(async () => {
-  db = createDb(requireEnv('DATABASE_URL'), schema, 4);
-  await migrate(db, schema, fileURLToPath(new URL('../dist/migrations/', import.meta.url)));
-  const handlers = prepareBilling(
-    {
-      db,
-      log,
-      meshTokens,
-      config: { dataKeys: readDataKeys() },
-      recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'billing', subjectPrefix: 'test' }),
-    },
-    readBillingConfig({}),
-  );
-  clientAs = inProcessClients({ name: 'billing', meshTokens, routes: (router) => registerRoutes(router, handlers) });
+  service = await inProcessService('billing', new URL('../dist/migrations/', import.meta.url));
+  const handlers = prepareBilling(service.runtime, readBillingConfig({}));
+  clientAs = service.serve((router) => registerRoutes(router, handlers));
 });
 
-afterAll(async () => {
-  await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
-  await db.destroy();
-});
+afterAll(() => service?.stop());
 
 describe('the billing handlers', () => {
   it('show the free credit, and credit a sandbox top-up completed through its page token', async () => {

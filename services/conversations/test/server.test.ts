@@ -1,17 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { Code } from '@connectrpc/connect';
 import { ConversationService, ExchangeService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { readConversationsConfig } from '@switchboard/conversations/config';
 import { prepareConversations } from '@switchboard/conversations/prepare';
 import { registerRoutes } from '@switchboard/conversations/server';
-import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
-import { inProcessClients, refusalOf } from '@switchboard/runtime/in-process';
-import { createLogger } from '@switchboard/runtime/log';
-import { MeshTokens } from '@switchboard/runtime/mesh-token';
-import { recordEvent } from '@switchboard/runtime/outbox';
-import { requireEnv } from '@switchboard/runtime/testing';
+import { type InProcessService, inProcessService, refusalOf } from '@switchboard/runtime/in-process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -19,29 +12,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * them on a schema of their own: how each RPC maps the caller, the input and the domain's answers.
  */
 
-const schema = `conversations_server_${randomBytes(3).toString('hex')}`;
-const log = createLogger('conversations-server-test', 'silent');
-const meshTokens = new MeshTokens(randomBytes(32).toString('base64url'));
-let db: Knex;
-let clientAs: ReturnType<typeof inProcessClients>;
+let service: InProcessService;
+let clientAs: ReturnType<InProcessService['serve']>;
 
 const workspaceId = newId('org');
 const member = (role?: string) => ({ caller: 'gateway', principalId: newId('usr'), principalType: 'user' as const, workspaceId, role });
 
 beforeAll(async () => {
-  db = createDb(requireEnv('DATABASE_URL'), schema, 4);
-  await migrate(db, schema, fileURLToPath(new URL('../dist/migrations/', import.meta.url)));
-  const handlers = prepareConversations(
-    { db, log, meshTokens, recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'conversations', subjectPrefix: 'test' }) },
-    readConversationsConfig({ ROUTING_SEED: '1' }),
-  );
-  clientAs = inProcessClients({ name: 'conversations', meshTokens, routes: (router) => registerRoutes(router, handlers) });
+  service = await inProcessService('conversations', new URL('../dist/migrations/', import.meta.url));
+  const handlers = prepareConversations(service.runtime, readConversationsConfig({ ROUTING_SEED: '1' }));
+  clientAs = service.serve((router) => registerRoutes(router, handlers));
 });
 
-afterAll(async () => {
-  await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
-  await db.destroy();
-});
+afterAll(() => service?.stop());
 
 describe('the conversations handlers', () => {
   it('create a conversation, append to it and read it back in the caller’s workspace', async () => {

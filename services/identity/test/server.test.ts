@@ -1,19 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { Code } from '@connectrpc/connect';
 import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { readIdentityConfig } from '@switchboard/identity/config';
 import { prepareIdentity } from '@switchboard/identity/prepare';
 import { registerRoutes } from '@switchboard/identity/server';
-import { readDataKeys } from '@switchboard/runtime/config';
-import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
-import { inProcessClients, refusalOf } from '@switchboard/runtime/in-process';
-import { createLogger } from '@switchboard/runtime/log';
-import { MeshTokens } from '@switchboard/runtime/mesh-token';
-import { Metrics } from '@switchboard/runtime/metrics';
-import { recordEvent } from '@switchboard/runtime/outbox';
-import { requireEnv } from '@switchboard/runtime/testing';
+import { type InProcessService, inProcessService, refusalOf } from '@switchboard/runtime/in-process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -21,35 +12,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * a schema of their own: how each RPC maps the caller, the input and the domain's answers.
  */
 
-const schema = `identity_server_${randomBytes(3).toString('hex')}`;
-const log = createLogger('identity-server-test', 'silent');
-const meshTokens = new MeshTokens(randomBytes(32).toString('base64url'));
+let service: InProcessService;
+let clientAs: ReturnType<InProcessService['serve']>;
+
 const gateway = { caller: 'gateway', clientIp: '203.0.113.7' };
 const password = 'correct horse battery staple 42';
-let db: Knex;
-let clientAs: ReturnType<typeof inProcessClients>;
 
 beforeAll(async () => {
-  db = createDb(requireEnv('DATABASE_URL'), schema, 4);
-  await migrate(db, schema, fileURLToPath(new URL('../dist/migrations/', import.meta.url)));
-  const config = { ...readIdentityConfig({}), argon2Concurrency: 1, argon2QueueLimit: 8 };
-  const handlers = await prepareIdentity(
-    {
-      db,
-      log,
-      metrics: new Metrics('identity-server-test'),
-      config: { dataKeys: readDataKeys() },
-      recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'identity', subjectPrefix: 'test' }),
-    },
-    config,
-  );
-  clientAs = inProcessClients({ name: 'identity', meshTokens, routes: (router) => registerRoutes(router, handlers) });
+  service = await inProcessService('identity', new URL('../dist/migrations/', import.meta.url));
+  const handlers = await prepareIdentity(service.runtime, { ...readIdentityConfig({}), argon2Concurrency: 1, argon2QueueLimit: 8 });
+  clientAs = service.serve((router) => registerRoutes(router, handlers));
 });
 
-afterAll(async () => {
-  await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
-  await db.destroy();
-});
+afterAll(() => service?.stop());
 
 /** A registered user, and the claims of a call made with their session. */
 async function registered() {

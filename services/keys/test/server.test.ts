@@ -1,19 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Code } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { readKeysConfig } from '@switchboard/keys/config';
 import { prepareKeys } from '@switchboard/keys/prepare';
 import { registerRoutes } from '@switchboard/keys/server';
-import { readDataKeys } from '@switchboard/runtime/config';
-import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
-import { inProcessClients, refusalOf } from '@switchboard/runtime/in-process';
-import { createLogger } from '@switchboard/runtime/log';
-import { MeshTokens } from '@switchboard/runtime/mesh-token';
-import { recordEvent } from '@switchboard/runtime/outbox';
-import { requireEnv } from '@switchboard/runtime/testing';
+import { type InProcessService, inProcessService, refusalOf } from '@switchboard/runtime/in-process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -21,31 +12,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * schema of their own: how each RPC maps the caller, the input and the domain's answers.
  */
 
-const schema = `keys_server_${randomBytes(3).toString('hex')}`;
-const log = createLogger('keys-server-test', 'silent');
-const migrations = fileURLToPath(new URL('../dist/migrations/', import.meta.url));
-const meshTokens = new MeshTokens(randomBytes(32).toString('base64url'));
-let db: Knex;
+let service: InProcessService;
 let handlers: ReturnType<typeof prepareKeys>;
-let clientAs: ReturnType<typeof inProcessClients>;
+let clientAs: ReturnType<InProcessService['serve']>;
 
 const workspaceId = newId('org');
 const member = (role: string, userId = newId('usr')) => ({ caller: 'gateway', principalId: userId, principalType: 'user' as const, workspaceId, role });
 
 beforeAll(async () => {
-  db = createDb(requireEnv('DATABASE_URL'), schema, 4);
-  await migrate(db, schema, path.resolve(migrations));
-  handlers = prepareKeys(
-    { db, log, config: { dataKeys: readDataKeys() }, recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'keys', subjectPrefix: 'test' }) },
-    readKeysConfig({}),
-  );
-  clientAs = inProcessClients({ name: 'keys', meshTokens, routes: (router) => registerRoutes(router, handlers) });
+  service = await inProcessService('keys', new URL('../dist/migrations/', import.meta.url));
+  handlers = prepareKeys(service.runtime, readKeysConfig({}));
+  clientAs = service.serve((router) => registerRoutes(router, handlers));
 });
 
 afterAll(async () => {
   await handlers?.states.stop();
-  await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
-  await db.destroy();
+  await service?.stop();
 });
 
 describe('the keys handlers', () => {

@@ -1,16 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { Code } from '@connectrpc/connect';
 import { EventService, WebhookService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
-import { readDataKeys } from '@switchboard/runtime/config';
-import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
-import { inProcessClients, refusalOf } from '@switchboard/runtime/in-process';
-import { createLogger } from '@switchboard/runtime/log';
-import { MeshTokens } from '@switchboard/runtime/mesh-token';
-import { Metrics } from '@switchboard/runtime/metrics';
-import { recordEvent } from '@switchboard/runtime/outbox';
-import { requireEnv } from '@switchboard/runtime/testing';
+import { type InProcessService, inProcessService, refusalOf } from '@switchboard/runtime/in-process';
 import { readWebhooksConfig } from '@switchboard/webhooks/config';
 import { prepareWebhooks } from '@switchboard/webhooks/prepare';
 import { registerRoutes } from '@switchboard/webhooks/server';
@@ -22,37 +13,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * the path, the input and the domain's answers.
  */
 
-const schema = `webhooks_server_${randomBytes(3).toString('hex')}`;
-const log = createLogger('webhooks-server-test', 'silent');
-const meshTokens = new MeshTokens(randomBytes(32).toString('base64url'));
-let db: Knex;
-let clientAs: ReturnType<typeof inProcessClients>;
+let service: InProcessService;
+let clientAs: ReturnType<InProcessService['serve']>;
 
 const workspaceId = newId('org');
 const member = (role: string) => ({ caller: 'gateway', principalId: newId('usr'), principalType: 'user' as const, workspaceId, role });
 const endpoint = { workspaceId, url: 'https://hooks.example.com/switchboard', events: ['key.revoked'] };
 
 beforeAll(async () => {
-  db = createDb(requireEnv('DATABASE_URL'), schema, 4);
-  await migrate(db, schema, fileURLToPath(new URL('../dist/migrations/', import.meta.url)));
-  const handlers = prepareWebhooks(
-    {
-      db,
-      log,
-      meshTokens,
-      metrics: new Metrics('webhooks-server-test'),
-      config: { dataKeys: readDataKeys() },
-      recordEvent: (trx, event) => recordEvent(trx, event, { producer: 'webhooks', subjectPrefix: 'test' }),
-    },
-    readWebhooksConfig({}),
-  );
-  clientAs = inProcessClients({ name: 'webhooks', meshTokens, routes: (router) => registerRoutes(router, handlers) });
+  service = await inProcessService('webhooks', new URL('../dist/migrations/', import.meta.url));
+  const handlers = prepareWebhooks(service.runtime, readWebhooksConfig({}));
+  clientAs = service.serve((router) => registerRoutes(router, handlers));
 });
 
-afterAll(async () => {
-  await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
-  await db.destroy();
-});
+afterAll(() => service?.stop());
 
 describe('the webhooks handlers', () => {
   it('create a webhook with its secret once, then read it without the secret', async () => {
