@@ -27,6 +27,10 @@ beforeAll(async () => {
 afterAll(() => service?.stop());
 
 describe('the conversations handlers', () => {
+  it('refuse to start on a malformed setting, naming it', () => {
+    expect(() => readConversationsConfig({ ROUTING_SEED: 'lucky' })).toThrow(/ROUTING_SEED/);
+  });
+
   it('create a conversation, append to it and read it back in the caller’s workspace', async () => {
     const conversations = clientAs(ConversationService, member('developer'));
     const { conversationId } = await conversations.createConversation({ title: 'support' });

@@ -34,6 +34,12 @@ async function registered() {
 }
 
 describe('the identity handlers', () => {
+  it('refuse to start on a malformed setting, naming it', () => {
+    expect(() => readIdentityConfig({ ARGON2_CONCURRENCY: 'many' })).toThrow(/ARGON2_CONCURRENCY/);
+    expect(() => readIdentityConfig({ ARGON2_CONCURRENCY: '0' })).toThrow(/ARGON2_CONCURRENCY must be at least 1/);
+    expect(() => readIdentityConfig({ INVITATION_TTL: 'a week' })).toThrow(/INVITATION_TTL/);
+  });
+
   it('register, sign in and read the account', async () => {
     const { user, claims } = await registered();
     expect(user).toMatchObject({ fullName: 'Ada', emailVerified: false });

@@ -29,6 +29,11 @@ beforeAll(async () => {
 afterAll(() => service?.stop());
 
 describe('the webhooks handlers', () => {
+  it('refuse to start on a malformed setting, naming it', () => {
+    expect(() => readWebhooksConfig({ WEBHOOK_MAX_IN_FLIGHT: '-1' })).toThrow(/WEBHOOK_MAX_IN_FLIGHT/);
+    expect(() => readWebhooksConfig({ WEBHOOK_LEASE: '10s', WEBHOOK_TIMEOUT: '15s' })).toThrow(/WEBHOOK_LEASE/);
+  });
+
   it('create a webhook with its secret once, then read it without the secret', async () => {
     const webhooks = clientAs(WebhookService, member('admin'));
     const created = await webhooks.createWebhook(endpoint);
