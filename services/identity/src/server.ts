@@ -41,12 +41,12 @@ export interface IdentityHandlers {
   ownership: Ownership;
 }
 
-/** Lets the gateway drop the revoked sessions at once (see revokedSessionsHeader). */
 /** Tells the gateway that cached roles of the organization are stale. */
 function announceChangedWorkspace(ctx: HandlerContext, orgId: string): void {
   ctx.responseHeader.set(changedWorkspaceHeader, orgId);
 }
 
+/** Lets the gateway drop the revoked sessions at once (see revokedSessionsHeader). */
 function announceRevoked(ctx: HandlerContext, ids: string[]): void {
   // Bounded header; larger sets reach the gateway through the session.revoked event.
   if (ids.length > 0 && ids.length <= 200) ctx.responseHeader.set(revokedSessionsHeader, ids.join(','));
