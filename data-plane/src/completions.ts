@@ -41,6 +41,8 @@ export interface CompletionsDeps {
     idleTimeoutMs: number;
     /** The output assumed for the estimate when the request sets no max_tokens. */
     defaultMaxTokens: number;
+    /** The upstreams' API keys by variable name (the catalog's `api_key_env`). */
+    upstreamApiKeys: Record<string, string | undefined>;
   };
 }
 
@@ -317,7 +319,7 @@ export class Completions {
 
   /** The first target, then (a service tier only) once another candidate the policy allows. */
   private async callWithFailover(first: Target, tier: ServiceTier | undefined, policy: RoutingPolicy, request: ChatRequest, signal: AbortSignal) {
-    const settings = { headersTimeoutMs: this.deps.settings.headersTimeoutMs, signal };
+    const settings = { headersTimeoutMs: this.deps.settings.headersTimeoutMs, apiKeys: this.deps.settings.upstreamApiKeys, signal };
     try {
       return { response: await callUpstream(first, request.body, settings), target: first };
     } catch (err) {

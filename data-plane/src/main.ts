@@ -3,13 +3,13 @@ import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/bill
 import { ExchangeService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
-import { readDuration, readInt, readMeshSecret, readPreviousMeshSecret, serviceUrl } from '@switchboard/runtime/config';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { closeHttpServer, stopGracefully } from '@switchboard/runtime/shutdown';
 import { Completions } from './completions.js';
+import { readDataPlaneConfig } from './config.js';
 import { Prices } from './prices.js';
 import { createHandler } from './server.js';
 
@@ -22,10 +22,11 @@ const log = createLogger('data-plane');
 
 try {
   const catalog = ModelCatalog.load();
-  const meshTokens = new MeshTokens(readMeshSecret(), Date.now, readPreviousMeshSecret());
+  const config = readDataPlaneConfig(catalog);
+  const meshTokens = new MeshTokens(config.meshSecret, Date.now, config.meshSecretPrevious);
   const claims = { caller: 'data-plane' };
   const peer = <T extends Parameters<typeof createPeerClient>[0]>(service: T, name: 'keys' | 'billing' | 'conversations') =>
-    createPeerClient(service, { name, url: serviceUrl(name) }, meshTokens, claims);
+    createPeerClient(service, { name, url: config.urls[name] }, meshTokens, claims);
   const usage = peer(UsageService, 'billing');
   const completions = new Completions({
     log,
@@ -36,12 +37,13 @@ try {
     usage,
     exchanges: peer(ExchangeService, 'conversations'),
     settings: {
-      headersTimeoutMs: readDuration('UPSTREAM_TIMEOUT', '60s'),
-      idleTimeoutMs: readDuration('UPSTREAM_IDLE_TIMEOUT', '60s'),
-      defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096),
+      headersTimeoutMs: config.headersTimeoutMs,
+      idleTimeoutMs: config.idleTimeoutMs,
+      defaultMaxTokens: config.defaultMaxTokens,
+      upstreamApiKeys: config.upstreamApiKeys,
     },
   });
-  const port = readInt('PORT', 8081);
+  const { port, host, metricsPort } = config;
   const metrics = new Metrics('data-plane');
   const lifecycle = { ready: true, draining: false };
   const server = http.createServer(
@@ -50,11 +52,10 @@ try {
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, process.env.HOST ?? '0.0.0.0', resolve);
+    server.listen(port, host, resolve);
   });
   log.info({ port, models: catalog.models.length }, 'data plane listening');
-  const metricsPort = readInt('METRICS_PORT', 0);
-  const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host: process.env.HOST, log }) : undefined;
+  const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host, log }) : undefined;
   stopGracefully(log, {
     unready: () => {
       lifecycle.ready = false;

@@ -10,6 +10,8 @@ import type { CatalogModel, CatalogRegion } from '@switchboard/runtime/model-cat
 export interface UpstreamSettings {
   /** How long the upstream may take to answer the request (its headers). */
   headersTimeoutMs: number;
+  /** The value of each region's `api_key_env` variable, read at start (config.ts). */
+  apiKeys: Record<string, string | undefined>;
 }
 
 /** A failure before the upstream's first byte: another candidate may be tried. */
@@ -38,12 +40,12 @@ function upstreamMessage(text: string): string {
 export async function callUpstream(
   target: { model: CatalogModel; region: CatalogRegion },
   body: Record<string, unknown>,
-  options: UpstreamSettings & { signal: AbortSignal; env?: NodeJS.ProcessEnv },
+  options: UpstreamSettings & { signal: AbortSignal },
 ): Promise<Response> {
   const stream = body.stream === true;
   const upstreamBody: Record<string, unknown> = { ...body, model: target.model.id };
   if (stream) upstreamBody.stream_options = { ...(body.stream_options as object | undefined), include_usage: true };
-  const apiKey = (options.env ?? process.env)[target.region.apiKeyEnv];
+  const apiKey = options.apiKeys[target.region.apiKeyEnv];
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
   // The fetch's signal also governs its body: the timeout is stopped once a stream's headers

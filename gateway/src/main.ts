@@ -1,11 +1,10 @@
 import http from 'node:http';
 import { create } from '@bufbuild/protobuf';
+import { type ServiceName, serviceNames } from '@switchboard/contracts/components';
 import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient, UnaryClient } from '@switchboard/runtime/clients';
-import { readDuration, readEventsConfig, readInt, readMeshSecret, readString, type ServiceName, serviceNames, serviceUrl } from '@switchboard/runtime/config';
-import { AddressRanges } from '@switchboard/runtime/ip';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
@@ -13,6 +12,7 @@ import { closeHttpServer, stopGracefully } from '@switchboard/runtime/shutdown';
 import { keepByteOrderMarks } from '@switchboard/runtime/text-encoding';
 import { trustIncomingTraceContext } from '@switchboard/runtime/trace-context';
 import { Authenticator } from './auth.js';
+import { readGatewayConfig } from './config.js';
 import { createDashboardHandler } from './dashboard.js';
 import { createDataPlaneProxy, dataPlanePaths } from './data-plane-proxy.js';
 import { handleDocs } from './docs.js';
@@ -26,10 +26,9 @@ const log = createLogger('gateway');
 keepByteOrderMarks();
 
 async function main() {
-  const port = readInt('PORT', 8080);
-  const meshTokens = new MeshTokens(readMeshSecret());
-  const events = readEventsConfig();
-  const urls = Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name)])) as Record<ServiceName, string>;
+  const config = readGatewayConfig();
+  const { port, host, events, serviceUrls: urls, dataPlaneUrl, trustedProxies } = config;
+  const meshTokens = new MeshTokens(config.meshSecret);
   const clients = Object.fromEntries(serviceNames.map((name) => [name, new UnaryClient(urls[name])])) as Record<ServiceName, UnaryClient>;
   const asGateway = { caller: 'gateway' };
   const identityAuth = createPeerClient(AuthService, { name: 'identity', url: urls.identity }, meshTokens, asGateway);
@@ -40,7 +39,7 @@ async function main() {
     createPeerClient(KeyService, { name: 'keys', url: urls.keys }, meshTokens, asGateway),
     log,
     revokedSessions,
-    readDuration('GATEWAY_KEY_CACHE_TTL', '1s'),
+    config.keyCacheTtlMs,
   );
   const revocationFeed = await startRevocationFeed({
     revoked: revokedSessions,
@@ -48,14 +47,11 @@ async function main() {
     natsUrl: events.natsUrl,
     subjectPrefix: events.eventsSubjectPrefix,
     log,
-    pollIntervalMs: readDuration('REVOCATION_POLL_INTERVAL', '10s'),
+    pollIntervalMs: config.revocationPollIntervalMs,
     onWorkspaceChanged: (workspaceId) => authenticator.forgetWorkspace(workspaceId),
     onKeyChanged: (keyId) => authenticator.forgetKey(keyId),
   });
-  // DATA_PLANE_URL: where /v1/chat/completions and /v1/models are forwarded.
-  const dataPlaneUrl = readString('DATA_PLANE_URL', 'http://127.0.0.1:8081').replace(/\/+$/, '');
-  // DATA_PLANE_TIMEOUT: how long the data plane may take to start its answer (mesh calls, an upstream and its failover).
-  const dataPlane = createDataPlaneProxy(dataPlaneUrl, log, readDuration('DATA_PLANE_TIMEOUT', '150s'));
+  const dataPlane = createDataPlaneProxy(dataPlaneUrl, log, config.dataPlaneTimeoutMs);
   const routes = buildRoutes();
   const openApi = JSON.stringify(buildOpenApiDocument(routes));
   const dashboard = createDashboardHandler();
@@ -85,7 +81,6 @@ async function main() {
   };
 
   const metrics = new Metrics('gateway');
-  const trustedProxies = AddressRanges.parse(readString('GATEWAY_TRUSTED_PROXIES', ''), 'GATEWAY_TRUSTED_PROXIES');
   // The public edge: a client's own trace context is continued only through a proxy trusted here.
   trustIncomingTraceContext((req) => trustedProxies.has(req.socket.remoteAddress ?? ''));
   const handler = createRestHandler({
@@ -137,11 +132,10 @@ async function main() {
     return handler(req, res);
   });
   server.on('clientError', answerClientError);
-  await new Promise<void>((resolve) => server.listen(port, process.env.HOST ?? '0.0.0.0', resolve));
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
   log.info({ port, routes: routes.length }, 'gateway listening');
   // Metrics never share the public port: they are for the cluster's scraper only.
-  const metricsPort = readInt('METRICS_PORT', 0);
-  const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host: process.env.HOST, log }) : undefined;
+  const metricsServer = config.metricsPort > 0 ? await startMetricsServer({ metrics, port: config.metricsPort, host, log }) : undefined;
 
   stopGracefully(log, {
     unready: () => {

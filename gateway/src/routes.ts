@@ -1,8 +1,8 @@
 import { type DescField, type DescMessage, type DescMethod, type DescMethodUnary, getOption, hasOption } from '@bufbuild/protobuf';
+import type { ServiceName } from '@switchboard/contracts/components';
 import { http } from '@switchboard/contracts/google/api/annotations_pb';
 import type { HttpRule } from '@switchboard/contracts/google/api/http_pb';
 import { field as fieldRule, rest } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import type { ServiceName } from '@switchboard/runtime/config';
 import { type Credentials, credentialsOf, type RpcRule, ruleOf } from '@switchboard/runtime/policy';
 import { meshServices } from './services.js';
 

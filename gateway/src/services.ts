@@ -1,10 +1,10 @@
 import type { DescFile, DescService } from '@bufbuild/protobuf';
+import type { ServiceName } from '@switchboard/contracts/components';
 import { file_switchboard_billing_v1_billing } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { file_switchboard_conversations_v1_conversations } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { file_switchboard_identity_v1_identity } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { file_switchboard_keys_v1_keys } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { file_switchboard_webhooks_v1_webhooks } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
-import type { ServiceName } from '@switchboard/runtime/config';
 
 /** The proto file of each service: the gateway's routes and OpenAPI document come from these. */
 export const serviceFiles: Record<ServiceName, DescFile> = {

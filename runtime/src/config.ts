@@ -45,21 +45,12 @@ export function readDuration(name: string, fallback: string, env: Env = process.
   }
 }
 
-/** The components of the mesh and their default ports (SPEC §8). */
-export const servicePorts = {
-  identity: 50051,
-  keys: 50052,
-  billing: 50053,
-  conversations: 50054,
-  webhooks: 50055,
-} as const;
-
-export type ServiceName = keyof typeof servicePorts;
-export const serviceNames = Object.keys(servicePorts) as ServiceName[];
-
-/** Where a peer service answers: `<NAME>_URL`, else localhost on its default port. */
-export function serviceUrl(name: ServiceName, env: Env = process.env): string {
-  return readString(`${name.toUpperCase()}_URL`, `http://127.0.0.1:${servicePorts[name]}`, env);
+/**
+ * Where a peer service answers: `<NAME>_URL`, else localhost on its default port. The names and
+ * ports come from the caller (the contracts package lists the components: contracts/src/components.ts).
+ */
+export function serviceUrl(name: string, defaultPort: number, env: Env = process.env): string {
+  return readString(`${name.toUpperCase()}_URL`, `http://127.0.0.1:${defaultPort}`, env);
 }
 
 /** Settings every process of the mesh shares. */

@@ -1,5 +1,6 @@
 import { type DescMethod, getOption, hasOption } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ContextValues, createContextKey } from '@connectrpc/connect';
+import { type Action, isRole, type Permission, permissions, type Role } from '@switchboard/contracts/permissions';
 import { AccessKind, type AccessRule, access } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { audit } from './audit.js';
 import { callerOf, clientIpOf, requestIdOf } from './call-context.js';
@@ -7,8 +8,9 @@ import { apiError } from './errors.js';
 import type { Logger } from './log.js';
 
 /**
- * The permission table of SPEC §3, in one place, for every service:
- * - `permissions`: action → roles allowed (plus roles allowed on objects the caller owns);
+ * The permission mechanism, in one place, for every service:
+ * - `permissions`: action → roles allowed (plus roles allowed on objects the caller owns), the
+ *   table of docs/api/identity.md, which the contracts package holds (contracts/src/permissions.ts);
  * - the mechanism that applies each RPC's rule, which the contract states as the method option
  *   `switchboard.api.v1.access` next to its REST route: the RPC server reads the rules of the
  *   RPCs it registers (`readRpcRules`, refusing to start when one has none or names an unknown
@@ -23,66 +25,10 @@ import type { Logger } from './log.js';
  * input (400/422, the service).
  */
 
-export const roles = ['owner', 'admin', 'developer'] as const;
-export type Role = (typeof roles)[number];
-
-export function isRole(value: string): value is Role {
-  return (roles as readonly string[]).includes(value);
-}
+export { type Action, isRole, type Permission, permissions, type Role, roles } from '@switchboard/contracts/permissions';
 
 /** owner > admin > developer. */
 const rank: Record<Role, number> = { owner: 3, admin: 2, developer: 1 };
-
-const everyone: readonly Role[] = roles;
-const managers: readonly Role[] = ['owner', 'admin'];
-const ownerOnly: readonly Role[] = ['owner'];
-
-/** A row of the permission table. */
-export interface Permission {
-  /** Roles allowed on any object of the workspace. */
-  roles: readonly Role[];
-  /** Roles also allowed when the caller owns the object (`ownerId` = the caller). */
-  ownRoles?: readonly Role[];
-  /** The row of the SPEC §3 table this action belongs to, for messages and docs. */
-  describes: string;
-}
-
-/**
- * Action → rule. Names are `<resource>.<verb>`, the rows of the SPEC §3 table; the protos'
- * access options name them.
- */
-export const permissions = {
-  // organizations
-  'organization.read': { roles: everyone, describes: 'read the organization' },
-  'organization.delete': { roles: ownerOnly, describes: 'delete the organization' },
-  'organization.transfer_ownership': { roles: ownerOnly, describes: 'transfer ownership' },
-  'members.read': { roles: everyone, describes: 'list the members' },
-  'members.invite': { roles: managers, describes: 'invite members' },
-  'members.update_role': { roles: managers, describes: 'change roles below owner' },
-  'members.remove': { roles: managers, describes: 'remove members' },
-  /** Removing oneself; the owner is refused by a business rule (409: transfer first). */
-  'members.leave': { roles: everyone, describes: 'leave the organization' },
-  'invitations.read': { roles: managers, describes: 'list invitations' },
-  'invitations.revoke': { roles: managers, describes: 'revoke invitations' },
-  // conversations, messages, feedback
-  'conversations.read': { roles: everyone, describes: 'read conversations and messages' },
-  'conversations.write': { roles: everyone, describes: 'write conversations and messages' },
-  'feedback.read': { roles: everyone, describes: 'read feedback' },
-  'feedback.write': { roles: everyone, describes: 'give feedback' },
-  // keys
-  'keys.read': { roles: everyone, describes: 'read keys' },
-  'keys.create': { roles: everyone, describes: 'create keys' },
-  /** Change (name, cap, alert webhook, routing policy) or revoke a key: any key, or one's own. */
-  'keys.manage': { roles: managers, ownRoles: everyone, describes: 'change or revoke any key of the workspace' },
-  // billing
-  'billing.read': { roles: everyone, describes: 'read billing (balance, usage, plan, hint, top-ups)' },
-  'billing.topup': { roles: managers, describes: 'top up or check out' },
-  // webhooks
-  'webhooks.read': { roles: managers, describes: 'read webhooks and deliveries' },
-  'webhooks.manage': { roles: managers, describes: 'manage webhooks' },
-} as const satisfies Record<string, Permission>;
-
-export type Action = keyof typeof permissions;
 
 /** Whether `role` may perform `action`; `own` says the caller owns the object. Pure. */
 export function allows(role: string | undefined, action: Action, own = false): boolean {
@@ -213,7 +159,7 @@ export function parseAccessRule(option: AccessRule | undefined): RpcRule | strin
   const problems: string[] = [];
   const unknown = option.actions.filter((action) => !isAction(action));
   if (unknown.length > 0)
-    problems.push(`unknown actions ${unknown.join(', ')} (the permission table of runtime/src/policy.ts has ${Object.keys(permissions).join(', ')})`);
+    problems.push(`unknown actions ${unknown.join(', ')} (the permission table of contracts/src/permissions.ts has ${Object.keys(permissions).join(', ')})`);
   const actions = option.actions.filter(isAction);
   const expect = (condition: boolean, problem: string) => {
     if (!condition) problems.push(problem);

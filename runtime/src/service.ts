@@ -1,6 +1,6 @@
 import type { DescMessage } from '@bufbuild/protobuf';
 import type { ConnectRouter } from '@connectrpc/connect';
-import { type CommonConfig, readCommonConfig, readInt, type ServiceName, servicePorts } from './config.js';
+import { type CommonConfig, readCommonConfig, readInt } from './config.js';
 import { type EncryptedColumn, rotateDataKey } from './data-key-rotation.js';
 import { createDb, type Knex, migrate, watchDatabasePool } from './db.js';
 import { createLogger, type Logger } from './log.js';
@@ -15,7 +15,7 @@ import { keepByteOrderMarks } from './text-encoding.js';
 
 /** What a service's wiring gets: its config, log, database, NATS and event writer. */
 export interface ServiceRuntime {
-  name: ServiceName;
+  name: string;
   config: CommonConfig;
   log: Logger;
   db: Knex;
@@ -40,7 +40,10 @@ export interface BackgroundTask {
 }
 
 export interface ServiceDefinition<Prepared = void> {
-  name: ServiceName;
+  /** The service's name: its schema, its mesh-token audience, its logs and metrics. */
+  name: string;
+  /** The port it serves on unless PORT says otherwise (contracts/src/components.ts lists them). */
+  defaultPort: number;
   /** Directory of the compiled migrations (dist/migrations). */
   migrationsDir: string;
   /** Work that must finish before the service answers (loading keys, building its domain). */
@@ -63,7 +66,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
   keepByteOrderMarks();
   try {
     const config = readCommonConfig();
-    const port = readInt('PORT', servicePorts[name]);
+    const port = readInt('PORT', definition.defaultPort);
     const db = createDb(config.databaseUrl, name);
     if (process.argv.includes('--migrate')) {
       // The init container of each service Deployment: a new version serves only once its schema

@@ -1,3 +1,4 @@
+import { servicePorts } from '@switchboard/contracts/components';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseDuration, readBool, readCommonConfig, readDuration, readInt, readString, serviceUrl } from '../src/config.js';
 import { DataKeyRing } from '../src/secrets.js';
@@ -144,12 +145,14 @@ describe('readCommonConfig', () => {
 });
 
 describe('serviceUrl', () => {
-  it('uses <NAME>_URL, else localhost on the default port of SPEC §8', () => {
-    expect(serviceUrl('identity', {})).toBe('http://127.0.0.1:50051');
-    expect(serviceUrl('keys', {})).toBe('http://127.0.0.1:50052');
-    expect(serviceUrl('billing', {})).toBe('http://127.0.0.1:50053');
-    expect(serviceUrl('conversations', {})).toBe('http://127.0.0.1:50054');
-    expect(serviceUrl('webhooks', {})).toBe('http://127.0.0.1:50055');
-    expect(serviceUrl('keys', { KEYS_URL: 'http://keys:9000' })).toBe('http://keys:9000');
+  it('uses <NAME>_URL, else localhost on the default port the contracts list (docs/api/internal-calls.md)', () => {
+    expect(Object.entries(servicePorts).map(([name, port]) => serviceUrl(name, port, {}))).toEqual([
+      'http://127.0.0.1:50051',
+      'http://127.0.0.1:50052',
+      'http://127.0.0.1:50053',
+      'http://127.0.0.1:50054',
+      'http://127.0.0.1:50055',
+    ]);
+    expect(serviceUrl('keys', servicePorts.keys, { KEYS_URL: 'http://keys:9000' })).toBe('http://keys:9000');
   });
 });

@@ -1,4 +1,4 @@
-import { serviceNames } from '@switchboard/runtime/config';
+import { serviceNames } from '@switchboard/contracts/components';
 import { eventually } from '@switchboard/runtime/testing';
 import pg from 'pg';
 import { type LoadAccount, type MixedLoad, retryable } from './mixed-load.js';

@@ -4,32 +4,26 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type ServiceName, serviceNames, servicePorts } from '../config.js';
+import { type ComponentName, type MeshComponent, meshComponents, type ServiceName } from '@switchboard/contracts/components';
 import { canListen, type Dependency, freePort, portHolder, resolveNats, resolvePostgres } from '../infra.js';
 import { createLogger } from '../log.js';
 import { DataKeyRing } from '../secrets.js';
 import { readShutdownSettings } from '../shutdown.js';
 
-export type Component = ServiceName | 'data-plane' | 'gateway';
-export const components: Component[] = [...serviceNames, 'data-plane', 'gateway'];
-
-/** Where each component serves its Prometheus metrics under `npm start` (METRICS_PORT). */
-export const defaultMetricsPorts: Record<Component, number> = {
-  gateway: 9090,
-  'data-plane': 9091,
-  identity: 9101,
-  keys: 9102,
-  billing: 9103,
-  conversations: 9104,
-  webhooks: 9105,
-};
+/**
+ * The components this runner starts are data from the contracts package
+ * (contracts/src/components.ts): their directories, ports, and which one is the front door.
+ */
+export type Component = ComponentName;
+export const components: Component[] = meshComponents.map((component) => component.name);
+const rpcServices = meshComponents.filter((component) => component.rpcService);
+const frontDoor = meshComponents.find((component) => component.frontDoor) as MeshComponent;
 
 export const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
 /** Loaded before every component, as in the images: it starts tracing when OTEL_* says so (docs/operations.md, "Traces"). */
 const tracingEntry = new URL('../tracing.js', import.meta.url).href;
 
-const entryOf = (component: Component) =>
-  path.join(repoRoot, component === 'gateway' || component === 'data-plane' ? `${component}/dist/src/main.js` : `services/${component}/dist/src/main.js`);
+const entryOf = (component: Component) => path.join(repoRoot, meshComponents.find((spec) => spec.name === component)?.dir ?? component, 'dist/src/main.js');
 
 /**
  * V8 flags of every component, as the images start them (deploy/Dockerfile). The young
@@ -100,7 +94,7 @@ async function devSecret(variable: string, file: string, generate: () => string)
 
 /** Runs `--rotate-data-key` of every service and waits for it; throws with its output on failure. */
 async function rotateDataKeys(env: Record<string, string>, log: ReturnType<typeof createLogger>): Promise<void> {
-  for (const name of serviceNames) {
+  for (const { name } of rpcServices) {
     const child = spawn(process.execPath, [entryOf(name), '--rotate-data-key'], {
       cwd: repoRoot,
       env: { ...process.env, ...env },
@@ -122,11 +116,14 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const log = createLogger('mesh', 'info');
   await mkdir(options.dataDir, { recursive: true });
   const ports = {} as Record<Component, number>;
-  for (const name of serviceNames) ports[name] = options.randomPorts ? await freePort() : servicePorts[name];
-  ports.gateway = options.randomPorts ? await freePort() : Number(process.env.PORT ?? 8080);
-  ports['data-plane'] = options.randomPorts ? await freePort() : 8081;
   const metricsPorts = {} as Record<Component, number>;
-  for (const component of components) metricsPorts[component] = options.randomPorts ? await freePort() : defaultMetricsPorts[component];
+  for (const component of meshComponents) {
+    // PORT moves the front door (the public port) off its default.
+    const port = component.frontDoor ? Number(process.env.PORT ?? component.port) : component.port;
+    ports[component.name] = options.randomPorts ? await freePort() : port;
+    metricsPorts[component.name] = options.randomPorts ? await freePort() : component.metricsPort;
+  }
+  const localUrl = (component: Component) => `http://127.0.0.1:${ports[component]}`;
   // Before anything starts: a busy port stops this start at once, naming it.
   if (!options.randomPorts) {
     await assertPortsFree(ports);
@@ -148,7 +145,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     : await resolveNats({ dataDir: options.dataDir, log, allowContainers: options.allowContainers });
   dependencies.push(nats);
 
-  const urls = Object.fromEntries(serviceNames.map((name) => [name, `http://127.0.0.1:${ports[name]}`])) as Record<ServiceName, string>;
+  const urls = Object.fromEntries(rpcServices.map(({ name }) => [name, localUrl(name)])) as Record<ServiceName, string>;
   const meshSecretFile = path.join(options.dataDir, 'mesh-secret');
   const dataKeysFile = path.join(options.dataDir, 'data-keys');
   // A data dir with a mesh secret but no data keys holds data from before them (encrypted under
@@ -165,9 +162,9 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     SWITCHBOARD_DATA_KEYS: dataKeys.value,
     MAILBOX_DIR: process.env.MAILBOX_DIR ?? path.join(options.dataDir, 'mailbox'),
     // Links the mesh hands out (the sandbox checkout page) point at this gateway.
-    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://localhost:${ports.gateway}`,
-    ...Object.fromEntries(serviceNames.map((name) => [`${name.toUpperCase()}_URL`, urls[name]])),
-    DATA_PLANE_URL: `http://127.0.0.1:${ports['data-plane']}`,
+    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://localhost:${ports[frontDoor.name]}`,
+    // Where each component finds the others (KEYS_URL, DATA_PLANE_URL, …).
+    ...Object.fromEntries(meshComponents.flatMap(({ name, urlVariable }) => (urlVariable ? [[urlVariable, localUrl(name)]] : []))),
     ...options.env,
   };
 
@@ -225,16 +222,14 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     stopping.delete(component);
     return exit;
   };
-  const gatewayUrl = `http://127.0.0.1:${ports.gateway}`;
+  const gatewayUrl = localUrl(frontDoor.name);
   const stopAll = async () => {
     await Promise.all(components.map((component) => stopComponent(component)));
     for (const dependency of dependencies.reverse()) await dependency.stop?.();
   };
 
   try {
-    for (const name of serviceNames) start(name);
-    start('data-plane');
-    start('gateway');
+    for (const component of components) start(component);
     await waitUntilReady(gatewayUrl, children, outputs, 60_000);
   } catch (err) {
     await stopAll();

@@ -1,9 +1,8 @@
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import type { ConnectRouter, HandlerContext, ServiceImpl } from '@connectrpc/connect';
-import { Code } from '@connectrpc/connect';
+import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
-import { apiError } from '@switchboard/runtime/errors';
-import { callerOf, requestIdOf } from '@switchboard/runtime/server';
+import { workspaceCaller } from '@switchboard/runtime/caller';
+import { requestIdOf } from '@switchboard/runtime/server';
 import { sandboxCheckoutPage } from './checkout-page.js';
 import type { Pricing } from './pricing.js';
 import type { Reports } from './reports.js';
@@ -25,32 +24,18 @@ export interface BillingHandlers {
   stripeWebhooks: StripeWebhooks;
 }
 
-function workspaceOf(ctx: HandlerContext): string {
-  const { workspaceId } = callerOf(ctx);
-  if (!workspaceId) throw apiError(Code.Unauthenticated, 'unauthenticated', 'This call needs a signed-in user or an API key.');
-  return workspaceId;
-}
-
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
   const { pricing, usage, reports, topups, stripeWebhooks } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
-    getBalance: (_req, ctx) => reports.balance(workspaceOf(ctx)),
-    getUsage: (req, ctx) => reports.usage(workspaceOf(ctx), req.days),
-    getUsageByTier: (req, ctx) => reports.usageByTier(workspaceOf(ctx), req.days),
-    getPlan: (_req, ctx) => reports.plan(workspaceOf(ctx)),
-    getUpgradeHint: (_req, ctx) => reports.upgradeHint(workspaceOf(ctx)),
-    createCheckout: (req, ctx) =>
-      topups.create(
-        { workspaceId: workspaceOf(ctx), userId: callerOf(ctx).principalId, requestId: requestIdOf(ctx) },
-        { amount: req.amountUsd, idempotencyKey: req.idempotencyKey },
-      ),
-    createTopup: (req, ctx) =>
-      topups.create(
-        { workspaceId: workspaceOf(ctx), userId: callerOf(ctx).principalId, requestId: requestIdOf(ctx) },
-        { amount: req.amountUsd, idempotencyKey: req.idempotencyKey },
-      ),
-    listTopups: (req, ctx) => topups.list(workspaceOf(ctx), { limit: req.limit, after: req.after }),
+    getBalance: (_req, ctx) => reports.balance(workspaceCaller(ctx).workspaceId),
+    getUsage: (req, ctx) => reports.usage(workspaceCaller(ctx).workspaceId, req.days),
+    getUsageByTier: (req, ctx) => reports.usageByTier(workspaceCaller(ctx).workspaceId, req.days),
+    getPlan: (_req, ctx) => reports.plan(workspaceCaller(ctx).workspaceId),
+    getUpgradeHint: (_req, ctx) => reports.upgradeHint(workspaceCaller(ctx).workspaceId),
+    createCheckout: (req, ctx) => topups.create(workspaceCaller(ctx), { amount: req.amountUsd, idempotencyKey: req.idempotencyKey }),
+    createTopup: (req, ctx) => topups.create(workspaceCaller(ctx), { amount: req.amountUsd, idempotencyKey: req.idempotencyKey }),
+    listTopups: (req, ctx) => topups.list(workspaceCaller(ctx).workspaceId, { limit: req.limit, after: req.after }),
   };
 
   const checkout: ServiceImpl<typeof CheckoutService> = {

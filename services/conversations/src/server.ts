@@ -1,7 +1,7 @@
 import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { ConversationService, ExchangeService, FeedbackService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { workspaceCaller } from '@switchboard/runtime/caller';
 import { statusOverrideHeader } from '@switchboard/runtime/server';
-import { workspaceOf } from './caller.js';
 import type { Conversations } from './conversations.js';
 import type { FeedbackLedger } from './feedback.js';
 import type { Router } from './routing.js';
@@ -22,22 +22,22 @@ export function registerRoutes(router: ConnectRouter, handlers: ConversationsHan
   const { conversations, feedback } = handlers;
 
   const conversationService: ServiceImpl<typeof ConversationService> = {
-    createConversation: (req, ctx) => conversations.create(workspaceOf(ctx).workspaceId, { title: req.title, metadata: req.metadata }),
-    listConversations: (req, ctx) => conversations.list(workspaceOf(ctx).workspaceId, { limit: req.limit, after: req.after }),
-    getConversation: (req, ctx) => conversations.get(workspaceOf(ctx).workspaceId, req.conversationId),
-    updateConversation: (req, ctx) => conversations.update(workspaceOf(ctx).workspaceId, req.conversationId, { title: req.title, metadata: req.metadata }),
+    createConversation: (req, ctx) => conversations.create(workspaceCaller(ctx).workspaceId, { title: req.title, metadata: req.metadata }),
+    listConversations: (req, ctx) => conversations.list(workspaceCaller(ctx).workspaceId, { limit: req.limit, after: req.after }),
+    getConversation: (req, ctx) => conversations.get(workspaceCaller(ctx).workspaceId, req.conversationId),
+    updateConversation: (req, ctx) => conversations.update(workspaceCaller(ctx).workspaceId, req.conversationId, { title: req.title, metadata: req.metadata }),
     async deleteConversation(req, ctx) {
-      await conversations.delete(workspaceOf(ctx).workspaceId, req.conversationId);
+      await conversations.delete(workspaceCaller(ctx).workspaceId, req.conversationId);
       return {};
     },
-    createMessage: (req, ctx) => conversations.append(workspaceOf(ctx).workspaceId, req.conversationId, { role: req.role, content: req.content }),
+    createMessage: (req, ctx) => conversations.append(workspaceCaller(ctx).workspaceId, req.conversationId, { role: req.role, content: req.content }),
     listMessages: (req, ctx) =>
-      conversations.messages(workspaceOf(ctx).workspaceId, req.conversationId, { limit: req.limit, after: req.after, order: req.order }),
+      conversations.messages(workspaceCaller(ctx).workspaceId, req.conversationId, { limit: req.limit, after: req.after, order: req.order }),
   };
 
   const feedbackService: ServiceImpl<typeof FeedbackService> = {
     async recordFeedback(req, ctx) {
-      const { workspaceId, requestId } = workspaceOf(ctx);
+      const { workspaceId, requestId } = workspaceCaller(ctx);
       const result = await feedback.record(
         workspaceId,
         { generationId: req.generationId, rating: req.rating, comment: req.comment, tags: req.tags },
@@ -47,7 +47,7 @@ export function registerRoutes(router: ConnectRouter, handlers: ConversationsHan
       if (!result.created) ctx.responseHeader.set(statusOverrideHeader, '200');
       return result.feedback;
     },
-    getFeedbackSummary: (req, ctx) => feedback.summary(workspaceOf(ctx).workspaceId, req.days),
+    getFeedbackSummary: (req, ctx) => feedback.summary(workspaceCaller(ctx).workspaceId, req.days),
   };
 
   const routingService: ServiceImpl<typeof RoutingService> = {

@@ -1,33 +1,19 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { Code, type HandlerContext } from '@connectrpc/connect';
+import { Code } from '@connectrpc/connect';
 import type { MemberSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { type Caller, keyWorkspaceOf } from '@switchboard/runtime/caller';
 import { apiError } from '@switchboard/runtime/errors';
-import { callerOf } from '@switchboard/runtime/server';
 import type { Db } from '@switchboard/runtime/sql';
 import type { MemberRow } from './store/members.js';
 import { findOrganizationOfMember, lockOrganization, type MemberOrganizationRow } from './store/organizations.js';
 
 /**
- * Who calls an organization RPC, and which organizations they may see. For
+ * Which organizations the caller of an organization RPC may see. For
  * /v1/organizations/{org_id}/… the organization of the PATH counts (not the X-Workspace-Id the
  * gateway resolved): identity checks the caller's membership of it here, from the database, so a
  * role change or a removal applies to these routes at once.
  */
-
-export interface Caller {
-  ctx: HandlerContext;
-  userId: string;
-  /** Set for an API key: it sees its own workspace only. */
-  keyWorkspaceId?: string;
-}
-
-/** The signed-in user (or key creator) a call is made for; 401 when the mesh token names none. */
-export function callerFrom(ctx: HandlerContext): Caller {
-  const claims = callerOf(ctx);
-  if (!claims.principalId) throw apiError(Code.Unauthenticated, 'unauthenticated', 'This call needs a signed-in user.');
-  return { ctx, userId: claims.principalId, keyWorkspaceId: claims.principalType === 'key' ? claims.workspaceId : undefined };
-}
 
 export const organizationNotFound = () => apiError(Code.NotFound, 'organization_not_found', 'No such organization, or you are not a member of it.');
 
@@ -37,7 +23,8 @@ export const organizationNotFound = () => apiError(Code.NotFound, 'organization_
  * the organization row stays locked until the transaction ends.
  */
 export async function visibleOrganization(db: Db, caller: Caller, orgId: string, lock = false): Promise<MemberOrganizationRow> {
-  if (!orgId || (caller.keyWorkspaceId !== undefined && caller.keyWorkspaceId !== orgId)) throw organizationNotFound();
+  const keyWorkspaceId = keyWorkspaceOf(caller);
+  if (!orgId || (keyWorkspaceId !== undefined && keyWorkspaceId !== orgId)) throw organizationNotFound();
   // Lock first, read after, in two statements: under READ COMMITTED a statement that waited for
   // the lock would re-check only the locked row and return the membership (the role) as it was
   // before the transaction it waited for; the next statement sees that transaction's changes.

@@ -35,7 +35,7 @@ const settings: Record<LimitedAction, Array<{ scope: Scope; variable: string; fa
 export type ActionLimitsConfig = Record<LimitedAction, Array<{ scope: Scope; limit: number }>>;
 
 /** The limits from the environment (each ≥ 1). */
-export function readActionLimits(env: Record<string, string | undefined> = process.env): ActionLimitsConfig {
+export function readActionLimits(env: Record<string, string | undefined>): ActionLimitsConfig {
   const config = {} as ActionLimitsConfig;
   for (const [action, limits] of Object.entries(settings) as Array<[LimitedAction, (typeof settings)[LimitedAction]]>) {
     config[action] = limits.map(({ scope, variable, fallback }) => {

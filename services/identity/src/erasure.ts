@@ -1,6 +1,7 @@
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
+import { startPeriodic } from '@switchboard/runtime/periodic';
 import type { BackgroundTask } from '@switchboard/runtime/service';
 import type { LoginThrottle } from './login-throttle.js';
 import { pruneExpiredTokens } from './store/housekeeping.js';
@@ -32,29 +33,17 @@ export async function eraseDueAccounts(db: Knex, now: Date): Promise<string[]> {
 /** Runs the erasure and prunes old brute-force counters and expired tokens every `intervalMs`. */
 export function startHousekeeping(options: { db: Knex; log: Logger; throttle: LoginThrottle; intervalMs: number; clock?: Clock }): BackgroundTask {
   const clock = options.clock ?? systemClock;
-  let running: Promise<void> | undefined;
-  const run = () => {
-    running ??= (async () => {
-      try {
-        const erased = await eraseDueAccounts(options.db, clock());
-        if (erased.length > 0) options.log.info({ user_ids: erased }, 'erased deactivated accounts');
-        await options.throttle.prune();
-        // Kept a day past expiry, for support questions about a refused token.
-        await pruneExpiredTokens(options.db, new Date(clock().getTime() - 24 * 3600 * 1000));
-      } catch (err) {
-        options.log.warn({ err: (err as Error).message }, 'housekeeping failed; retrying at the next run');
-      } finally {
-        running = undefined;
-      }
-    })();
-  };
-  const timer = setInterval(run, options.intervalMs);
-  timer.unref();
-  setTimeout(run, 1000).unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
+  return startPeriodic({
+    name: 'housekeeping',
+    everyMs: options.intervalMs,
+    firstRunAfterMs: 1000,
+    log: options.log,
+    async run() {
+      const erased = await eraseDueAccounts(options.db, clock());
+      if (erased.length > 0) options.log.info({ user_ids: erased }, 'erased deactivated accounts');
+      await options.throttle.prune();
+      // Kept a day past expiry, for support questions about a refused token.
+      await pruneExpiredTokens(options.db, new Date(clock().getTime() - 24 * 3600 * 1000));
     },
-  };
+  });
 }

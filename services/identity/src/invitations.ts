@@ -3,6 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import { OrganizationMemberAddedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { InvitationSchema, ListInvitationsResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import type { Caller } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId, newToken } from '@switchboard/runtime/ids';
@@ -12,7 +13,7 @@ import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/paginatio
 import { authorize, forbidden, mayGrant } from '@switchboard/runtime/policy';
 import { sha256Hex } from '@switchboard/runtime/secrets';
 import { clientIpOf } from '@switchboard/runtime/server';
-import { type Caller, toMember, visibleOrganization } from './access.js';
+import { toMember, visibleOrganization } from './access.js';
 import { normalizeEmail } from './accounts.js';
 import type { ActionLimits } from './action-limits.js';
 import { parseRole } from './members.js';

@@ -3,13 +3,14 @@ import { Code } from '@connectrpc/connect';
 import { OrganizationMemberRemovedSchema, OrganizationMemberRoleChangedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { ListMembersResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { audit } from '@switchboard/runtime/audit';
+import type { Caller } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize, forbidden, isRole, mayGrant, mayManageMember, type Role } from '@switchboard/runtime/policy';
 import { clientIpOf } from '@switchboard/runtime/server';
-import { type Caller, toMember, visibleOrganization } from './access.js';
+import { toMember, visibleOrganization } from './access.js';
 import { deleteMembership, findMember, listMembers, updateMemberRole } from './store/members.js';
 import type { EventWriter } from './workspaces.js';
 

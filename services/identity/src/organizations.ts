@@ -1,6 +1,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { OrganizationDeletedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { ListOrganizationsResponseSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { type Caller, keyWorkspaceOf } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
@@ -8,7 +9,7 @@ import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize } from '@switchboard/runtime/policy';
 import { clientIpOf } from '@switchboard/runtime/server';
-import { type Caller, toOrganization, visibleOrganization } from './access.js';
+import { toOrganization, visibleOrganization } from './access.js';
 import type { ActionLimits } from './action-limits.js';
 import type { ResolvedMembership } from './store/members.js';
 import { deleteOrganization, findOrganizationOfMember, insertOrganization, listOrganizationsOfUser } from './store/organizations.js';
@@ -65,8 +66,9 @@ export class Organizations {
   async list(caller: Caller, input: { limit?: number; after?: string }): Promise<MessageInitShape<typeof ListOrganizationsResponseSchema>> {
     const limit = parseLimit(input.limit);
     const after = decodeCursor(input.after);
-    if (caller.keyWorkspaceId !== undefined) {
-      const own = after ? undefined : await findOrganizationOfMember(this.deps.db, caller.keyWorkspaceId, caller.userId);
+    const keyWorkspaceId = keyWorkspaceOf(caller);
+    if (keyWorkspaceId !== undefined) {
+      const own = after ? undefined : await findOrganizationOfMember(this.deps.db, keyWorkspaceId, caller.userId);
       return { data: own ? [toOrganization(own)] : [], hasMore: false };
     }
     const rows = await listOrganizationsOfUser(this.deps.db, caller.userId, { limit, after });

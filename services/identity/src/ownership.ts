@@ -3,12 +3,13 @@ import { Code } from '@connectrpc/connect';
 import { OrganizationMemberRoleChangedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { audit } from '@switchboard/runtime/audit';
+import type { Caller } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { authorize } from '@switchboard/runtime/policy';
 import { clientIpOf } from '@switchboard/runtime/server';
-import { type Caller, toOrganization, visibleOrganization } from './access.js';
+import { toOrganization, visibleOrganization } from './access.js';
 import { findMember, SecondOwnerError, updateMemberRole } from './store/members.js';
 import type { EventWriter } from './workspaces.js';
 

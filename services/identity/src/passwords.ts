@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import os from 'node:os';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { apiError, invalidArgument, retryLater } from '@switchboard/runtime/errors';
 import argon2 from 'argon2';
@@ -46,29 +45,6 @@ export interface PasswordCheck {
   ok: boolean;
   /** The stored hash uses other parameters than the current ones: store a fresh hash. */
   needsRehash: boolean;
-}
-
-/**
- * At most this many argon2 computations run at once (ARGON2_CONCURRENCY; default: the number of
- * cores). argon2 runs on libuv's threads, never on the event loop, but more hashes than cores
- * only add CPU contention for the event loop's thread (and occupy libuv threads that file and
- * DNS work also need); sign-ins beyond the limit queue instead. `npm run bench:login` measures it.
- */
-export function defaultArgon2Concurrency(): number {
-  const configured = Number(process.env.ARGON2_CONCURRENCY);
-  if (Number.isInteger(configured) && configured > 0) return configured;
-  return Math.max(1, os.availableParallelism());
-}
-
-/**
- * How many hashes may wait for a slot (ARGON2_QUEUE_LIMIT; default: 8 per slot, about a second
- * of work at this machine's rate). Past it a request fails at once with 503: queueing without
- * bound only turns a storm into memory use and answers that come after their deadline.
- */
-export function defaultArgon2QueueLimit(concurrency: number): number {
-  const configured = Number(process.env.ARGON2_QUEUE_LIMIT);
-  if (Number.isInteger(configured) && configured >= 0) return configured;
-  return concurrency * 8;
 }
 
 const busy = () => retryLater('service_unavailable', 'Too many passwords are being checked right now; try again in a moment.', 1, Code.Unavailable);
@@ -132,7 +108,8 @@ export class PasswordHasher {
   private dummyHash: Promise<string> | undefined;
   private readonly slots: Semaphore;
 
-  constructor(concurrency = defaultArgon2Concurrency(), queueLimit = defaultArgon2QueueLimit(concurrency)) {
+  /** `concurrency` argon2 computations at once, `queueLimit` more waiting (ARGON2_CONCURRENCY, ARGON2_QUEUE_LIMIT: config.ts). */
+  constructor(concurrency: number, queueLimit: number) {
     this.slots = new Semaphore(concurrency, queueLimit);
   }
 

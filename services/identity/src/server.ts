@@ -1,9 +1,9 @@
 import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { userCaller } from '@switchboard/runtime/caller';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
-import { callerOf, callScopeOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
-import { callerFrom } from './access.js';
+import { callScopeOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
 import type { AccountSettings } from './account-settings.js';
 import { type Accounts, normalizeEmail, normalizeFullName, toAccount } from './accounts.js';
 import type { Deactivations } from './deactivation.js';
@@ -21,7 +21,8 @@ import type { TwoFactor } from './two-factor.js';
 
 /**
  * The RPC surface of the identity service: validation and translation only; the work happens in
- * the domain modules. RPCs left out of these objects answer Unimplemented (connect-es does it).
+ * the domain modules. Each service object implements every RPC of its proto (ServiceImpl), so a
+ * new RPC does not compile until it has a handler.
  */
 
 export interface IdentityHandlers {
@@ -40,19 +41,12 @@ export interface IdentityHandlers {
   ownership: Ownership;
 }
 
-/** The signed-in user a call is made for; 401 when the mesh token names none. */
-function principalOf(ctx: HandlerContext): string {
-  const { principalId } = callerOf(ctx);
-  if (!principalId) throw apiError(Code.Unauthenticated, 'unauthenticated', 'This call needs a signed-in user.');
-  return principalId;
-}
-
-/** Lets the gateway drop the revoked sessions at once (see revokedSessionsHeader). */
 /** Tells the gateway that cached roles of the organization are stale. */
 function announceChangedWorkspace(ctx: HandlerContext, orgId: string): void {
   ctx.responseHeader.set(changedWorkspaceHeader, orgId);
 }
 
+/** Lets the gateway drop the revoked sessions at once (see revokedSessionsHeader). */
 function announceRevoked(ctx: HandlerContext, ids: string[]): void {
   // Bounded header; larger sets reach the gateway through the session.revoked event.
   if (ids.length > 0 && ids.length <= 200) ctx.responseHeader.set(revokedSessionsHeader, ids.join(','));
@@ -63,7 +57,7 @@ const isLogoutScope = (scope: string): scope is LogoutScope => scope === 'local'
 export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers): void {
   const { accounts, signingKeys, sessions } = handlers;
 
-  const auth: Partial<ServiceImpl<typeof AuthService>> = {
+  const auth: ServiceImpl<typeof AuthService> = {
     async register(req, ctx) {
       const email = normalizeEmail(req.email);
       assertAcceptablePassword(req.password, email);
@@ -97,8 +91,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
     },
 
     async logout(req, ctx) {
-      const userId = principalOf(ctx);
-      const { sessionId } = callerOf(ctx);
+      const { userId, sessionId } = userCaller(ctx);
       const scope = req.scope ?? 'local';
       if (!isLogoutScope(scope)) throw invalidArgument('scope', 'scope must be local, others or global.');
       announceRevoked(ctx, await sessions.logout({ userId, sessionId, scope, refreshToken: req.refreshToken, requestId: requestIdOf(ctx) }));
@@ -142,21 +135,22 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
     },
   };
 
-  const account: Partial<ServiceImpl<typeof AccountService>> = {
+  const account: ServiceImpl<typeof AccountService> = {
     async getAccount(_req, ctx) {
-      return toAccount(await accounts.get(principalOf(ctx)));
+      return toAccount(await accounts.get(userCaller(ctx).userId));
     },
 
     async updateAccount(req, ctx) {
-      const user = await accounts.get(principalOf(ctx));
+      const user = await accounts.get(userCaller(ctx).userId);
       return toAccount(await handlers.settings.updateProfile(user, req.fullName));
     },
 
     async changePassword(req, ctx) {
-      const user = await accounts.get(principalOf(ctx));
+      const caller = userCaller(ctx);
+      const user = await accounts.get(caller.userId);
       const revoked = await handlers.settings.changePassword(
         user,
-        { currentPassword: req.currentPassword, newPassword: req.newPassword, currentSessionId: callerOf(ctx).sessionId },
+        { currentPassword: req.currentPassword, newPassword: req.newPassword, currentSessionId: caller.sessionId },
         callScopeOf(ctx),
       );
       announceRevoked(ctx, revoked);
@@ -164,7 +158,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
     },
 
     async getTwoFactorStatus(_req, ctx) {
-      const status = await handlers.twoFactor.status(principalOf(ctx));
+      const status = await handlers.twoFactor.status(userCaller(ctx).userId);
       return {
         enabled: status.enabled,
         enabledAt: status.enabledAt ? timestampFromDate(status.enabledAt) : undefined,
@@ -174,27 +168,27 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
 
     async enrollTwoFactor(req, ctx) {
       if (req.password === '') throw invalidArgument('password', 'password is required: changing the second factor needs re-authentication.');
-      return handlers.settings.enrollTwoFactor(await accounts.get(principalOf(ctx)), req.password, callScopeOf(ctx));
+      return handlers.settings.enrollTwoFactor(await accounts.get(userCaller(ctx).userId), req.password, callScopeOf(ctx));
     },
 
     async activateTwoFactor(req, ctx) {
-      const user = await accounts.get(principalOf(ctx));
+      const user = await accounts.get(userCaller(ctx).userId);
       return { recoveryCodes: await handlers.settings.activateTwoFactor(user, req.code, callScopeOf(ctx)) };
     },
 
     async disableTwoFactor(req, ctx) {
-      const user = await accounts.get(principalOf(ctx));
+      const user = await accounts.get(userCaller(ctx).userId);
       await handlers.settings.disableTwoFactor(user, { code: req.code, password: req.password }, callScopeOf(ctx));
       return {};
     },
 
     async regenerateRecoveryCodes(req, ctx) {
-      const user = await accounts.get(principalOf(ctx));
+      const user = await accounts.get(userCaller(ctx).userId);
       return { recoveryCodes: await handlers.settings.regenerateRecoveryCodes(user, req.code, callScopeOf(ctx)) };
     },
 
     async deactivateAccount(req, ctx) {
-      const user = await accounts.get(principalOf(ctx));
+      const user = await accounts.get(userCaller(ctx).userId);
       const result = await handlers.deactivations.deactivate(user, { password: req.password, code: req.code }, callScopeOf(ctx));
       announceRevoked(ctx, result.revoked);
       return { deactivatedAt: timestampFromDate(result.deactivatedAt), eraseAfter: timestampFromDate(result.eraseAfter) };
@@ -202,51 +196,51 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
   };
 
   const { organizations: orgs, members, invitations, ownership } = handlers;
-  const organizations: Partial<ServiceImpl<typeof OrganizationService>> = {
+  const organizations: ServiceImpl<typeof OrganizationService> = {
     // Organizations, members, invitations (issue 4): each RPC checks the caller's membership of the
     // organization in the path (404), then the permission table (403), then the input.
     async createOrganization(req, ctx) {
-      return { organization: await orgs.create(callerFrom(ctx), req.name, requestIdOf(ctx)) };
+      return { organization: await orgs.create(userCaller(ctx), req.name, requestIdOf(ctx)) };
     },
     async listOrganizations(req, ctx) {
-      return orgs.list(callerFrom(ctx), { limit: req.limit, after: req.after });
+      return orgs.list(userCaller(ctx), { limit: req.limit, after: req.after });
     },
     async getOrganization(req, ctx) {
-      return orgs.get(callerFrom(ctx), req.orgId);
+      return orgs.get(userCaller(ctx), req.orgId);
     },
     async deleteOrganization(req, ctx) {
-      await orgs.delete(callerFrom(ctx), req.orgId, requestIdOf(ctx));
+      await orgs.delete(userCaller(ctx), req.orgId, requestIdOf(ctx));
       announceChangedWorkspace(ctx, req.orgId);
       return {};
     },
     async createInvitation(req, ctx) {
-      return invitations.create(callerFrom(ctx), req.orgId, { email: req.email, role: req.role }, requestIdOf(ctx));
+      return invitations.create(userCaller(ctx), req.orgId, { email: req.email, role: req.role }, requestIdOf(ctx));
     },
     async listInvitations(req, ctx) {
-      return invitations.list(callerFrom(ctx), req.orgId, { limit: req.limit, after: req.after });
+      return invitations.list(userCaller(ctx), req.orgId, { limit: req.limit, after: req.after });
     },
     async revokeInvitation(req, ctx) {
-      await invitations.revoke(callerFrom(ctx), req.orgId, req.invitationId, requestIdOf(ctx));
+      await invitations.revoke(userCaller(ctx), req.orgId, req.invitationId, requestIdOf(ctx));
       return {};
     },
     async acceptInvitation(req, ctx) {
-      return invitations.accept(callerFrom(ctx), req.token, requestIdOf(ctx));
+      return invitations.accept(userCaller(ctx), req.token, requestIdOf(ctx));
     },
     async listMembers(req, ctx) {
-      return members.list(callerFrom(ctx), req.orgId, { limit: req.limit, after: req.after });
+      return members.list(userCaller(ctx), req.orgId, { limit: req.limit, after: req.after });
     },
     async updateMember(req, ctx) {
-      const member = await members.updateRole(callerFrom(ctx), req.orgId, req.userId, req.role, requestIdOf(ctx));
+      const member = await members.updateRole(userCaller(ctx), req.orgId, req.userId, req.role, requestIdOf(ctx));
       announceChangedWorkspace(ctx, req.orgId);
       return member;
     },
     async removeMember(req, ctx) {
-      await members.remove(callerFrom(ctx), req.orgId, req.userId, requestIdOf(ctx));
+      await members.remove(userCaller(ctx), req.orgId, req.userId, requestIdOf(ctx));
       announceChangedWorkspace(ctx, req.orgId);
       return {};
     },
     async transferOwnership(req, ctx) {
-      const organization = await ownership.transfer(callerFrom(ctx), req.orgId, req.newOwnerUserId, requestIdOf(ctx));
+      const organization = await ownership.transfer(userCaller(ctx), req.orgId, req.newOwnerUserId, requestIdOf(ctx));
       announceChangedWorkspace(ctx, req.orgId);
       return organization;
     },

@@ -3,6 +3,7 @@ import { Code } from '@connectrpc/connect';
 import { KeyCreatedSchema, KeyRevokedSchema, KeyUpdatedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { KeySchema, ListKeysResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { audit } from '@switchboard/runtime/audit';
+import type { WorkspaceCaller as Caller } from '@switchboard/runtime/caller';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
@@ -12,10 +13,9 @@ import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/paginatio
 import type { PgNotifier } from '@switchboard/runtime/pg-notifications';
 import { authorize } from '@switchboard/runtime/policy';
 import type { DataKeyRing } from '@switchboard/runtime/secrets';
-import { clientIpOf, requestIdOf } from '@switchboard/runtime/server';
+import { clientIpOf } from '@switchboard/runtime/server';
 import type { EventWriter } from '@switchboard/runtime/service';
 import { parseHttpsUrl } from '@switchboard/runtime/urls';
-import { type Caller, keyNotFound } from './caller.js';
 import { generateFullKey, hashKey, hintOf } from './key-format.js';
 import { parseKeyName, parseRoutingPolicy, parseSpendCap, parseStatusFilter, parseThresholdPct } from './key-input.js';
 import { toKey } from './key-record.js';
@@ -35,6 +35,9 @@ import { findKey, findKeyOwner, insertKey, type KeyChanges, type KeyRow, listKey
 export const alertSecretPurpose = 'keys.alert-signing-secret';
 
 export type KeyRecord = MessageInitShape<typeof KeySchema>;
+
+/** Another workspace's key is a 404 like a key that does not exist. */
+export const keyNotFound = () => apiError(Code.NotFound, 'key_not_found', 'No such key in this workspace.');
 
 export interface KeysDeps {
   db: Knex;
@@ -66,7 +69,7 @@ export class Keys {
     const fullKey = generateFullKey();
     const keyId = newId('key');
     const hint = hintOf(fullKey);
-    const requestId = requestIdOf(caller.ctx);
+    const requestId = caller.requestId;
     const row = await db.transaction(async (trx) => {
       await insertKey(trx, {
         id: keyId,
@@ -160,7 +163,7 @@ export class Keys {
   /** Revokes the key (kept for audit); revoking a revoked key answers it as it is. */
   async revoke(caller: Caller, keyId: string): Promise<KeyRecord> {
     const { db, recordEvent } = this.deps;
-    const requestId = requestIdOf(caller.ctx);
+    const requestId = caller.requestId;
     const { row, revoked } = await db.transaction(async (trx) => {
       const key = await this.lockVisible(trx, caller, keyId);
       authorize(caller.ctx, 'keys.manage', { ownerId: key.created_by, workspaceId: caller.workspaceId });
@@ -196,7 +199,7 @@ export class Keys {
       await recordEvent(trx, KeyUpdatedSchema, {
         workspaceId: key.workspace_id,
         data: { keyId, workspaceId: key.workspace_id, change },
-        requestId: requestIdOf(caller.ctx),
+        requestId: caller.requestId,
       });
       this.deps.notifier.afterCommit(trx, [`key:${keyId}`]);
       return findKey(trx, keyId, caller.workspaceId, this.month());
@@ -211,7 +214,7 @@ export class Keys {
       outcome: 'success',
       userId: caller.userId,
       ip: clientIpOf(caller.ctx),
-      requestId: requestIdOf(caller.ctx),
+      requestId: caller.requestId,
       details: { key_id: keyId, workspace_id: caller.workspaceId },
     });
   }

@@ -1,10 +1,10 @@
 import type { ConnectRouter, HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { workspaceCaller } from '@switchboard/runtime/caller';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { changedKeyHeader } from '@switchboard/runtime/server';
 import type { AlertWebhooks } from './alert-webhooks.js';
 import type { KeyAuthorizer } from './authorization.js';
-import { callerFrom } from './caller.js';
 import type { Keys } from './keys.js';
 
 /**
@@ -29,35 +29,35 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
   const { keys, authorizer } = handlers;
   const service: ServiceImpl<typeof KeyService> = {
     async createKey(req, ctx) {
-      return keys.create(callerFrom(ctx), { name: req.name, capUsd: req.monthlySpendCapUsd, routingPolicy: req.routingPolicy });
+      return keys.create(workspaceCaller(ctx), { name: req.name, capUsd: req.monthlySpendCapUsd, routingPolicy: req.routingPolicy });
     },
     async listKeys(req, ctx) {
-      return keys.list(callerFrom(ctx), { limit: req.limit, after: req.after, status: req.status });
+      return keys.list(workspaceCaller(ctx), { limit: req.limit, after: req.after, status: req.status });
     },
     async getKey(req, ctx) {
-      return keys.get(callerFrom(ctx), req.keyId);
+      return keys.get(workspaceCaller(ctx), req.keyId);
     },
     async updateKey(req, ctx) {
-      return keys.rename(callerFrom(ctx), req.keyId, req.name);
+      return keys.rename(workspaceCaller(ctx), req.keyId, req.name);
     },
     async updateSpendCap(req, ctx) {
-      const key = await keys.setSpendCap(callerFrom(ctx), req.keyId, { capUsd: req.monthlySpendCapUsd, clear: req.clear });
+      const key = await keys.setSpendCap(workspaceCaller(ctx), req.keyId, { capUsd: req.monthlySpendCapUsd, clear: req.clear });
       announceChangedKey(ctx, req.keyId);
       return key;
     },
     async setAlertWebhook(req, ctx) {
-      return keys.setAlertWebhook(callerFrom(ctx), req.keyId, { url: req.url, thresholdPct: req.thresholdPct });
+      return keys.setAlertWebhook(workspaceCaller(ctx), req.keyId, { url: req.url, thresholdPct: req.thresholdPct });
     },
     async deleteAlertWebhook(req, ctx) {
-      return keys.deleteAlertWebhook(callerFrom(ctx), req.keyId);
+      return keys.deleteAlertWebhook(workspaceCaller(ctx), req.keyId);
     },
     async setRoutingPolicy(req, ctx) {
-      const key = await keys.setRoutingPolicy(callerFrom(ctx), req.keyId, req.routingPolicy);
+      const key = await keys.setRoutingPolicy(workspaceCaller(ctx), req.keyId, req.routingPolicy);
       announceChangedKey(ctx, req.keyId);
       return key;
     },
     async revokeKey(req, ctx) {
-      const key = await keys.revoke(callerFrom(ctx), req.keyId);
+      const key = await keys.revoke(workspaceCaller(ctx), req.keyId);
       announceChangedKey(ctx, req.keyId);
       return key;
     },

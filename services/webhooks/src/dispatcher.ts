@@ -2,6 +2,7 @@ import type { MessageShape } from '@bufbuild/protobuf';
 import type { ResolveAlertWebhookResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
+import { startPeriodic } from '@switchboard/runtime/periodic';
 import type { DataKeyRing } from '@switchboard/runtime/secrets';
 import type { BackgroundTask, EventWriter } from '@switchboard/runtime/service';
 import { withTimeout } from '@switchboard/runtime/timing';
@@ -95,26 +96,25 @@ export class Dispatcher {
 
   start(): BackgroundTask {
     const { settings, db, log } = this.deps;
-    const poll = setInterval(this.wake, settings.pollMs);
-    const sweep = setInterval(
-      () => {
-        sweepExpiredLeases(db)
-          .then((freed) => {
-            if (freed > 0) {
-              log.warn({ freed }, 'freed expired delivery leases');
-              this.wake();
-            }
-          })
-          .catch((err: Error) => log.warn({ err: err.message }, 'lease sweep failed'));
+    // Polls find retries and rows other replicas queued; the sweep frees leases of attempts that died.
+    const poll = startPeriodic({ name: 'delivery poll', everyMs: settings.pollMs, log, run: async () => this.wake() });
+    const sweep = startPeriodic({
+      name: 'lease sweep',
+      everyMs: Math.max(100, Math.floor(settings.leaseMs / 2)),
+      log,
+      run: async () => {
+        const freed = await sweepExpiredLeases(db);
+        if (freed > 0) {
+          log.warn({ freed }, 'freed expired delivery leases');
+          this.wake();
+        }
       },
-      Math.max(100, Math.floor(settings.leaseMs / 2)),
-    );
+    });
     this.wake();
     return {
       stop: async () => {
         this.stopped = true;
-        clearInterval(poll);
-        clearInterval(sweep);
+        await Promise.all([poll.stop(), sweep.stop()]);
         clearTimeout(this.wakeTimer);
         // Attempts in flight finish and record their outcome; what does not is re-sent after its lease.
         await withTimeout(Promise.all(this.running), settings.leaseMs, 'in-flight deliveries').catch((err: Error) =>

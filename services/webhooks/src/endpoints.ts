@@ -1,15 +1,16 @@
 import type { JsonValue, MessageInitShape } from '@bufbuild/protobuf';
 import type { ListWebhooksResponseSchema, WebhookSchema } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 import { audit } from '@switchboard/runtime/audit';
+import type { WorkspaceCaller as Caller } from '@switchboard/runtime/caller';
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { newId, newSigningSecret } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import type { DataKeyRing } from '@switchboard/runtime/secrets';
-import { clientIpOf, requestIdOf } from '@switchboard/runtime/server';
+import { clientIpOf } from '@switchboard/runtime/server';
 import { parseHttpsUrl } from '@switchboard/runtime/urls';
-import { allow, type Caller, webhookNotFound } from './caller.js';
+import { allow, webhookNotFound } from './access.js';
 import { isWebhookEventType, webhookEventTypes } from './event-types.js';
 import { toWebhook } from './records.js';
 import {
@@ -163,7 +164,7 @@ export class Endpoints {
       outcome: 'success',
       userId: caller.userId,
       ip: clientIpOf(caller.ctx),
-      requestId: requestIdOf(caller.ctx),
+      requestId: caller.requestId,
       details: { webhook_id: webhookId, workspace_id: caller.workspaceId, ...details },
     });
   }

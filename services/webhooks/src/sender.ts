@@ -1,5 +1,4 @@
 import dns from 'node:dns';
-import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
@@ -208,13 +207,9 @@ export class WebhookSender {
   };
 }
 
-/**
- * Node's trust store plus `extra`: giving `ca` replaces the default store (the bundled roots and
- * NODE_EXTRA_CA_CERTS), so both are put back.
- */
+/** Node's bundled roots plus `extra`: giving `ca` replaces the default store, so the roots are put back. */
 function withDefaultCas(extra: string | Buffer): (string | Buffer)[] {
-  const extraFile = process.env.NODE_EXTRA_CA_CERTS;
-  return [...tls.rootCertificates, ...(extraFile ? [readFileSync(extraFile)] : []), extra];
+  return [...tls.rootCertificates, extra];
 }
 
 function errorClassOf(error: NodeJS.ErrnoException): ErrorClass {

@@ -2,7 +2,7 @@ import { type JsonValue, toJson } from '@bufbuild/protobuf';
 import { ListValueSchema, timestampDate } from '@bufbuild/protobuf/wkt';
 import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { EventService, WebhookService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
-import { callerFrom } from './caller.js';
+import { callerIn } from './access.js';
 import type { Deliveries } from './deliveries.js';
 import type { Endpoints } from './endpoints.js';
 import type { Intake } from './intake.js';
@@ -23,16 +23,16 @@ export function registerRoutes(router: ConnectRouter, handlers: WebhooksHandlers
   const { endpoints, deliveries, intake } = handlers;
   const webhooks: ServiceImpl<typeof WebhookService> = {
     async createWebhook(req, ctx) {
-      return endpoints.create(callerFrom(ctx, req.workspaceId), { url: req.url, events: req.events, description: req.description });
+      return endpoints.create(callerIn(ctx, req.workspaceId), { url: req.url, events: req.events, description: req.description });
     },
     async listWebhooks(req, ctx) {
-      return endpoints.list(callerFrom(ctx, req.workspaceId), { limit: req.limit, after: req.after });
+      return endpoints.list(callerIn(ctx, req.workspaceId), { limit: req.limit, after: req.after });
     },
     async getWebhook(req, ctx) {
-      return endpoints.get(callerFrom(ctx, req.workspaceId), req.webhookId);
+      return endpoints.get(callerIn(ctx, req.workspaceId), req.webhookId);
     },
     async updateWebhook(req, ctx) {
-      return endpoints.update(callerFrom(ctx, req.workspaceId), req.webhookId, {
+      return endpoints.update(callerIn(ctx, req.workspaceId), req.webhookId, {
         url: req.url,
         events: req.events ? (toJson(ListValueSchema, req.events) as JsonValue[]) : undefined,
         description: req.description,
@@ -40,26 +40,26 @@ export function registerRoutes(router: ConnectRouter, handlers: WebhooksHandlers
       });
     },
     async deleteWebhook(req, ctx) {
-      await endpoints.delete(callerFrom(ctx, req.workspaceId), req.webhookId);
+      await endpoints.delete(callerIn(ctx, req.workspaceId), req.webhookId);
       return {};
     },
     async rotateWebhookSecret(req, ctx) {
-      return endpoints.rotateSecret(callerFrom(ctx, req.workspaceId), req.webhookId, req.gracePeriodSeconds);
+      return endpoints.rotateSecret(callerIn(ctx, req.workspaceId), req.webhookId, req.gracePeriodSeconds);
     },
     async testWebhook(req, ctx) {
-      return deliveries.test(callerFrom(ctx, req.workspaceId), req.webhookId);
+      return deliveries.test(callerIn(ctx, req.workspaceId), req.webhookId);
     },
     async listDeliveries(req, ctx) {
-      return deliveries.list(callerFrom(ctx, req.workspaceId), req.webhookId, { limit: req.limit, after: req.after, status: req.status });
+      return deliveries.list(callerIn(ctx, req.workspaceId), req.webhookId, { limit: req.limit, after: req.after, status: req.status });
     },
     async getDelivery(req, ctx) {
-      return deliveries.get(callerFrom(ctx, req.workspaceId), req.webhookId, req.deliveryId);
+      return deliveries.get(callerIn(ctx, req.workspaceId), req.webhookId, req.deliveryId);
     },
     async redeliverDelivery(req, ctx) {
-      return deliveries.redeliver(callerFrom(ctx, req.workspaceId), req.webhookId, req.deliveryId);
+      return deliveries.redeliver(callerIn(ctx, req.workspaceId), req.webhookId, req.deliveryId);
     },
     async recoverDeliveries(req, ctx) {
-      return deliveries.recover(callerFrom(ctx, req.workspaceId), req.webhookId, req.since ? timestampDate(req.since) : undefined);
+      return deliveries.recover(callerIn(ctx, req.workspaceId), req.webhookId, req.since ? timestampDate(req.since) : undefined);
     },
   };
   router.service(WebhookService, webhooks);

@@ -36,7 +36,7 @@ export interface StripeSettings {
  * sandbox takes the payments). A secret key without the webhook signing secret is a ConfigError:
  * payments would be taken but never credited.
  */
-export function readStripeSettings(publicUrl: string, env: Record<string, string | undefined> = process.env): StripeSettings | undefined {
+export function readStripeSettings(publicUrl: string, env: Record<string, string | undefined>): StripeSettings | undefined {
   const secretKey = env.STRIPE_SECRET_KEY;
   if (!secretKey) return undefined;
   if (!env.STRIPE_WEBHOOK_SECRET) {

@@ -1,0 +1,48 @@
+import { servicePorts } from '@switchboard/contracts/components';
+import { readDuration, readInt, readMeshSecret, readPreviousMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
+import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
+
+type Env = Record<string, string | undefined>;
+
+/**
+ * The settings of the data plane (docs/operations.md), read once at start by main.ts and passed
+ * down; a malformed value stops the start, naming its variable.
+ */
+export interface DataPlaneConfig {
+  /** PORT (8081) and HOST: where it listens; METRICS_PORT: its /metrics (0: none). */
+  port: number;
+  host: string;
+  metricsPort: number;
+  meshSecret: string;
+  meshSecretPrevious?: string;
+  /** KEYS_URL, BILLING_URL, CONVERSATIONS_URL: its peers. */
+  urls: { keys: string; billing: string; conversations: string };
+  /** UPSTREAM_TIMEOUT: how long an upstream may take to start its answer. */
+  headersTimeoutMs: number;
+  /** UPSTREAM_IDLE_TIMEOUT: how long a stream may stay silent. */
+  idleTimeoutMs: number;
+  /** DEFAULT_MAX_TOKENS: the output assumed for the estimate when a request sets none. */
+  defaultMaxTokens: number;
+  /** The variables the catalog's regions name (`api_key_env`), with their values. */
+  upstreamApiKeys: Record<string, string | undefined>;
+}
+
+export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.env): DataPlaneConfig {
+  const apiKeyVariables = [...catalog.regions.values()].map((region) => region.apiKeyEnv);
+  return {
+    port: readInt('PORT', 8081, env),
+    host: readString('HOST', '0.0.0.0', env),
+    metricsPort: readInt('METRICS_PORT', 0, env),
+    meshSecret: readMeshSecret(env),
+    meshSecretPrevious: readPreviousMeshSecret(env),
+    urls: {
+      keys: serviceUrl('keys', servicePorts.keys, env),
+      billing: serviceUrl('billing', servicePorts.billing, env),
+      conversations: serviceUrl('conversations', servicePorts.conversations, env),
+    },
+    headersTimeoutMs: readDuration('UPSTREAM_TIMEOUT', '60s', env),
+    idleTimeoutMs: readDuration('UPSTREAM_IDLE_TIMEOUT', '60s', env),
+    defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096, env),
+    upstreamApiKeys: Object.fromEntries(apiKeyVariables.map((name) => [name, env[name]])),
+  };
+}

@@ -1,0 +1,46 @@
+import { type ServiceName, serviceNames, servicePorts } from '@switchboard/contracts/components';
+import { type CommonConfig, readDuration, readEventsConfig, readInt, readMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
+import { AddressRanges } from '@switchboard/runtime/ip';
+
+type Env = Record<string, string | undefined>;
+
+/**
+ * The settings of the gateway (docs/operations.md), read once at start by main.ts and passed
+ * down; a malformed value stops the start, naming its variable.
+ */
+export interface GatewayConfig {
+  /** PORT (8080) and HOST: where it listens; METRICS_PORT: its /metrics (0: none). */
+  port: number;
+  host: string;
+  metricsPort: number;
+  meshSecret: string;
+  events: Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream'>;
+  /** <SERVICE>_URL: where each service answers. */
+  serviceUrls: Record<ServiceName, string>;
+  /** GATEWAY_KEY_CACHE_TTL: how long an API key's standing is cached. */
+  keyCacheTtlMs: number;
+  /** REVOCATION_POLL_INTERVAL: how often revoked sessions are polled when events are late. */
+  revocationPollIntervalMs: number;
+  /** DATA_PLANE_URL: where /v1/chat/completions and /v1/models are forwarded (no trailing slash). */
+  dataPlaneUrl: string;
+  /** DATA_PLANE_TIMEOUT: how long the data plane may take to start its answer (mesh calls, an upstream and its failover). */
+  dataPlaneTimeoutMs: number;
+  /** GATEWAY_TRUSTED_PROXIES: the proxies whose X-Forwarded-For and trace context are believed. */
+  trustedProxies: AddressRanges;
+}
+
+export function readGatewayConfig(env: Env = process.env): GatewayConfig {
+  return {
+    port: readInt('PORT', 8080, env),
+    host: readString('HOST', '0.0.0.0', env),
+    metricsPort: readInt('METRICS_PORT', 0, env),
+    meshSecret: readMeshSecret(env),
+    events: readEventsConfig(env),
+    serviceUrls: Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name, servicePorts[name], env)])) as Record<ServiceName, string>,
+    keyCacheTtlMs: readDuration('GATEWAY_KEY_CACHE_TTL', '1s', env),
+    revocationPollIntervalMs: readDuration('REVOCATION_POLL_INTERVAL', '10s', env),
+    dataPlaneUrl: readString('DATA_PLANE_URL', 'http://127.0.0.1:8081', env).replace(/\/+$/, ''),
+    dataPlaneTimeoutMs: readDuration('DATA_PLANE_TIMEOUT', '150s', env),
+    trustedProxies: AddressRanges.parse(readString('GATEWAY_TRUSTED_PROXIES', '', env), 'GATEWAY_TRUSTED_PROXIES'),
+  };
+}

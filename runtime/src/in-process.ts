@@ -1,0 +1,99 @@
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import type { DescService } from '@bufbuild/protobuf';
+import { type Client, Code, ConnectError, type ConnectRouter, createClient, createRouterTransport, type Interceptor } from '@connectrpc/connect';
+import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { callerKey, requestIdKey } from './call-context.js';
+import { readDataKeys } from './config.js';
+import { createDb, migrate } from './db.js';
+import { newId } from './ids.js';
+import { createLogger } from './log.js';
+import { type MeshClaims, MeshTokenError, MeshTokens } from './mesh-token.js';
+import { Metrics } from './metrics.js';
+import { recordEvent } from './outbox.js';
+import { guardRpc, ruleOf } from './policy.js';
+import type { ServiceRuntime } from './service.js';
+import { requireEnv } from './testing.js';
+
+/** What a service's `prepare<Service>` builds its handlers from, for a test: no RPC server, no NATS. */
+export type InProcessRuntime = Pick<ServiceRuntime, 'name' | 'db' | 'log' | 'recordEvent' | 'meshTokens' | 'metrics'> & {
+  config: Pick<ServiceRuntime['config'], 'dataKeys'>;
+};
+
+export interface InProcessService {
+  runtime: InProcessRuntime;
+  /**
+   * Serves `routes` (the service's `registerRoutes` with its handlers) in this process
+   * (createRouterTransport) with what startRpcServer puts around every call: the mesh token
+   * verified into the caller's claims, the request id, and the RPC's access rule from its proto
+   * (policy.ts). Returns a function that makes a client calling as the component and principal
+   * `claims` name.
+   */
+  serve(routes: (router: ConnectRouter) => void): <S extends DescService>(service: S, claims: MeshClaims) => Client<S>;
+  /** Drops the service's schema and closes its pool. */
+  stop(): Promise<void>;
+}
+
+/**
+ * A service for a handler test: a schema of its own on the test Postgres (DATABASE_URL of
+ * runtime/test/global-setup.ts) with its migrations, and the runtime main.ts would give its
+ * handlers; events are written to its outbox and never published.
+ */
+export async function inProcessService(name: string, migrationsDir: URL): Promise<InProcessService> {
+  const schema = `${name}_in_process_${randomBytes(3).toString('hex')}`;
+  const db = createDb(requireEnv('DATABASE_URL'), schema, 4);
+  await migrate(db, schema, fileURLToPath(migrationsDir));
+  const meshTokens = new MeshTokens(randomBytes(32).toString('base64url'));
+  const runtime: InProcessRuntime = {
+    name,
+    db,
+    log: createLogger(`${name}-in-process`, 'silent'),
+    meshTokens,
+    metrics: new Metrics(name),
+    config: { dataKeys: readDataKeys() },
+    recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: name, subjectPrefix: 'in-process' }),
+  };
+  const guard: Interceptor = (next) => async (req) => {
+    try {
+      req.contextValues.set(callerKey, await meshTokens.verify((req.header.get('authorization') ?? '').replace(/^Bearer /, ''), name));
+    } catch (err) {
+      if (err instanceof MeshTokenError) throw new ConnectError(err.message, Code.Unauthenticated);
+      throw err;
+    }
+    req.contextValues.set(requestIdKey, req.header.get('x-request-id') || newId('req'));
+    return guardRpc(ruleOf(req.method), req.method, req.contextValues, () => next(req));
+  };
+  return {
+    runtime,
+    serve: (routes) => (service, claims) => {
+      const sign: Interceptor = (next) => async (req) => {
+        req.header.set('authorization', `Bearer ${await meshTokens.mint(name, claims)}`);
+        return next(req);
+      };
+      return createClient(service, createRouterTransport(routes, { router: { interceptors: [guard] }, transport: { interceptors: [sign] } }));
+    },
+    async stop() {
+      await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
+      await db.destroy();
+    },
+  };
+}
+
+/** How a call was refused: its Connect code and the public error code and field it names. */
+export interface Refusal {
+  code: Code;
+  error: string;
+  field: string;
+}
+
+/** The refusal of `call` (throws when it succeeds or fails with something other than a ConnectError). */
+export async function refusalOf(call: Promise<unknown>): Promise<Refusal> {
+  try {
+    await call;
+  } catch (err) {
+    if (!(err instanceof ConnectError)) throw err;
+    const detail = err.findDetails(ErrorDetailSchema)[0];
+    return { code: err.code, error: detail?.code ?? '', field: detail?.field ?? '' };
+  }
+  throw new Error('expected the call to be refused, but it succeeded');
+}

@@ -1,0 +1,39 @@
+import { fileURLToPath } from 'node:url';
+import { servicePorts } from '@switchboard/contracts/components';
+import { readDuration, readString, serviceUrl } from '@switchboard/runtime/config';
+import { parsePlainDecimal } from '@switchboard/runtime/money';
+import { readStripeSettings, type StripeSettings } from './providers/stripe.js';
+
+/**
+ * The settings of the billing service (docs/operations.md), read once at start by main.ts and
+ * passed down; a malformed value stops the start, naming its variable.
+ */
+export interface BillingConfig {
+  /** BILLING_PRICING_FILE: the versioned prices and plans (default: pricing.json of the service). */
+  pricingFile: string;
+  /** FREE_CREDIT_USD: the credit of a new workspace. */
+  freeCreditUsd: string;
+  /** KEYS_URL: where the keys service answers. */
+  keysUrl: string;
+  /** PUBLIC_BASE_URL: where users reach the gateway (the sandbox checkout page is one of its routes), without a trailing slash. */
+  publicUrl: string;
+  /** STRIPE_SECRET_KEY and the rest: new checkouts go to Stripe Checkout when set, else to the sandbox. */
+  stripe?: StripeSettings;
+  /** TOPUP_MAX_USD: the largest single top-up. */
+  topupMaxUsd: string;
+  /** CHECKOUT_TTL: how long a checkout may be paid. */
+  checkoutTtlMs: number;
+}
+
+export function readBillingConfig(env: Record<string, string | undefined> = process.env): BillingConfig {
+  const publicUrl = readString('PUBLIC_BASE_URL', 'http://localhost:8080', env).replace(/\/+$/, '');
+  return {
+    pricingFile: readString('BILLING_PRICING_FILE', fileURLToPath(new URL('../../pricing.json', import.meta.url)), env),
+    freeCreditUsd: parsePlainDecimal(readString('FREE_CREDIT_USD', '1.00', env), 'FREE_CREDIT_USD'),
+    keysUrl: serviceUrl('keys', servicePorts.keys, env),
+    publicUrl,
+    stripe: readStripeSettings(publicUrl, env),
+    topupMaxUsd: parsePlainDecimal(readString('TOPUP_MAX_USD', '10000', env), 'TOPUP_MAX_USD'),
+    checkoutTtlMs: readDuration('CHECKOUT_TTL', '24h', env),
+  };
+}

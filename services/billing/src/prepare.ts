@@ -1,0 +1,47 @@
+import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { createPeerClient } from '@switchboard/runtime/clients';
+import type { ServiceRuntime } from '@switchboard/runtime/service';
+import { Accounts } from './accounts.js';
+import type { BillingConfig } from './config.js';
+import { KeyDirectory } from './key-directory.js';
+import { Pricing } from './pricing.js';
+import { SandboxProvider } from './providers/sandbox.js';
+import { StripeProvider } from './providers/stripe.js';
+import { Reports } from './reports.js';
+import type { BillingHandlers } from './server.js';
+import { StripeWebhooks } from './stripe-webhooks.js';
+import { Topups } from './topups.js';
+import { UsageLedger } from './usage.js';
+
+/** What the billing handlers are built from: the parts of the service runtime they use. */
+export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'meshTokens'> & { config: Pick<ServiceRuntime['config'], 'dataKeys'> };
+
+/** The domain modules behind the billing handlers, as main.ts (and the in-process test) builds them. */
+export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): BillingHandlers {
+  const { db, log, recordEvent, meshTokens } = runtime;
+  const { dataKeys } = runtime.config;
+  const pricing = Pricing.load(config.pricingFile);
+  const accounts = new Accounts({ db, pricing, freeCreditUsd: config.freeCreditUsd });
+  const keys = new KeyDirectory(createPeerClient(KeyService, { name: 'keys', url: config.keysUrl }, meshTokens, { caller: 'billing' }));
+  const sandbox = new SandboxProvider({ dataKeys, publicUrl: config.publicUrl });
+  const stripe = config.stripe && new StripeProvider(config.stripe, log);
+  const provider = stripe ?? sandbox;
+  log.info({ pricing_version: pricing.version, provider: provider.name }, 'billing prices loaded');
+  const topups = new Topups({
+    db,
+    log,
+    accounts,
+    provider,
+    sandbox,
+    recordEvent,
+    maxAmountUsd: config.topupMaxUsd,
+    checkoutTtlMs: config.checkoutTtlMs,
+  });
+  return {
+    pricing,
+    usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent }),
+    reports: new Reports({ db, pricing, accounts }),
+    topups,
+    stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
+  };
+}

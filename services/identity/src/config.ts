@@ -1,0 +1,50 @@
+import os from 'node:os';
+import { ConfigError, readDuration, readInt } from '@switchboard/runtime/config';
+import { type ActionLimitsConfig, readActionLimits } from './action-limits.js';
+import { defaultInvitationTtl } from './invitations.js';
+
+/**
+ * The settings of the identity service (docs/operations.md), read once at start by main.ts and
+ * passed down; a malformed value stops the start, naming its variable.
+ */
+export interface IdentityConfig {
+  /** MFA_TOKEN_TTL: how long a sign-in waits for its second factor. */
+  mfaTokenTtlMs: number;
+  /** PASSWORD_RESET_TTL: how long a reset link stays valid. */
+  passwordResetTtlMs: number;
+  /** ACCOUNT_ERASE_AFTER: how long a deactivated account is kept before it is erased. */
+  accountEraseAfterMs: number;
+  /** INVITATION_TTL: how long an invitation stays valid (7d; tests shorten it). */
+  invitationTtlMs: number;
+  /** HOUSEKEEPING_INTERVAL: how often the erasure job runs and old counters and tokens are pruned. */
+  housekeepingIntervalMs: number;
+  /** REGISTRATIONS_PER_IP_PER_HOUR and the other action limits. */
+  actionLimits: ActionLimitsConfig;
+  /**
+   * ARGON2_CONCURRENCY (default: the number of cores): argon2 computations at once. More than
+   * the cores only add CPU contention for the event loop's thread; sign-ins beyond it queue.
+   * `npm run bench:login` measures it.
+   */
+  argon2Concurrency: number;
+  /**
+   * ARGON2_QUEUE_LIMIT (default: 8 per slot, about a second of work): hashes that may wait for a
+   * slot; past it a request fails at once with 503, since queueing without bound only turns a
+   * storm into memory use and answers that come after their deadline.
+   */
+  argon2QueueLimit: number;
+}
+
+export function readIdentityConfig(env: Record<string, string | undefined> = process.env): IdentityConfig {
+  const argon2Concurrency = readInt('ARGON2_CONCURRENCY', Math.max(1, os.availableParallelism()), env);
+  if (argon2Concurrency < 1) throw new ConfigError('ARGON2_CONCURRENCY must be at least 1');
+  return {
+    mfaTokenTtlMs: readDuration('MFA_TOKEN_TTL', '5m', env),
+    passwordResetTtlMs: readDuration('PASSWORD_RESET_TTL', '1h', env),
+    accountEraseAfterMs: readDuration('ACCOUNT_ERASE_AFTER', '30d', env),
+    invitationTtlMs: readDuration('INVITATION_TTL', defaultInvitationTtl, env),
+    housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env),
+    actionLimits: readActionLimits(env),
+    argon2Concurrency,
+    argon2QueueLimit: readInt('ARGON2_QUEUE_LIMIT', argon2Concurrency * 8, env),
+  };
+}

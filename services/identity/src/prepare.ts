@@ -1,0 +1,70 @@
+import { systemClock } from '@switchboard/runtime/clock';
+import { createMailer } from '@switchboard/runtime/mail';
+import type { ServiceRuntime } from '@switchboard/runtime/service';
+import { AccountSettings } from './account-settings.js';
+import { Accounts } from './accounts.js';
+import { ActionLimits } from './action-limits.js';
+import type { IdentityConfig } from './config.js';
+import { Deactivations } from './deactivation.js';
+import { EmailVerifications } from './email-verification.js';
+import { Invitations } from './invitations.js';
+import { LoginChallenges } from './login-challenge.js';
+import { LoginThrottle } from './login-throttle.js';
+import { Members } from './members.js';
+import { AccountMail } from './notifications.js';
+import { Organizations } from './organizations.js';
+import { Ownership } from './ownership.js';
+import { PasswordResets } from './password-reset.js';
+import { PasswordHasher } from './passwords.js';
+import { Reauthentication } from './reauthentication.js';
+import type { IdentityHandlers } from './server.js';
+import { Sessions } from './sessions.js';
+import { SigningKeys } from './signing-keys.js';
+import { TwoFactor } from './two-factor.js';
+
+/** What the identity handlers are built from: the parts of the service runtime they use. */
+export type IdentityRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'metrics'> & { config: Pick<ServiceRuntime['config'], 'dataKeys'> };
+
+/**
+ * The domain modules behind the identity handlers, as main.ts (and the in-process test) builds
+ * them. Before the first call: the dummy hash for unknown-email logins, and the signing key
+ * (generated on the very first start).
+ */
+export async function prepareIdentity(runtime: IdentityRuntime, config: IdentityConfig): Promise<IdentityHandlers> {
+  const { db, log, recordEvent } = runtime;
+  const clock = systemClock;
+  const passwords = new PasswordHasher(config.argon2Concurrency, config.argon2QueueLimit);
+  runtime.metrics.gauge('argon2_queue', 'Password hashes running and waiting for a slot (past the queue limit a request gets 503).', ['state'], (gauge) => {
+    const { running, queued } = passwords.load;
+    gauge.set({ state: 'running' }, running);
+    gauge.set({ state: 'queued' }, queued);
+  });
+  const { dataKeys } = runtime.config;
+  const signingKeys = new SigningKeys({ db, log, dataKeys });
+  await Promise.all([passwords.prepare(), signingKeys.ready()]);
+  const mailer = createMailer({ log });
+  const mail = new AccountMail({ mailer, log });
+  const sessions = new Sessions({ db, signingKeys, dataKeys, recordEvent, log, clock });
+  const throttle = new LoginThrottle({ db, log, clock });
+  const twoFactor = new TwoFactor({ db, dataKeys, clock });
+  const challenges = new LoginChallenges({ db, log, sessions, twoFactor, throttle, clock, ttlMs: config.mfaTokenTtlMs });
+  const reauth = new Reauthentication({ db, log, passwords, twoFactor, throttle });
+  const verifications = new EmailVerifications({ db, mailer, log });
+  const limits = new ActionLimits({ db, clock, limits: config.actionLimits });
+  const accounts = new Accounts({ db, log, passwords, sessions, verifications, recordEvent, throttle, challenges, limits });
+  return {
+    accounts,
+    signingKeys,
+    sessions,
+    challenges,
+    verifications,
+    twoFactor,
+    passwordResets: new PasswordResets({ db, log, passwords, sessions, mail, throttle, clock, ttlMs: config.passwordResetTtlMs }),
+    settings: new AccountSettings({ db, log, passwords, sessions, twoFactor, reauth, mail }),
+    deactivations: new Deactivations({ db, log, sessions, reauth, mail, recordEvent, clock, eraseAfterMs: config.accountEraseAfterMs }),
+    organizations: new Organizations({ db, log, recordEvent, limits }),
+    members: new Members({ db, log, recordEvent }),
+    invitations: new Invitations({ db, log, mailer, recordEvent, ttlMs: config.invitationTtlMs, limits }),
+    ownership: new Ownership({ db, log, recordEvent }),
+  };
+}

@@ -1,0 +1,52 @@
+import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { createPeerClient } from '@switchboard/runtime/clients';
+import type { ServiceRuntime } from '@switchboard/runtime/service';
+import { CircuitBreakers } from './circuit-breakers.js';
+import type { WebhooksConfig } from './config.js';
+import { Deliveries } from './deliveries.js';
+import { Dispatcher } from './dispatcher.js';
+import { Endpoints } from './endpoints.js';
+import { Intake } from './intake.js';
+import { watchQueue } from './queue-metrics.js';
+import { WebhookSender } from './sender.js';
+import type { WebhooksHandlers } from './server.js';
+
+/** What the webhooks handlers are built from: the parts of the service runtime they use. */
+export type WebhooksRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'meshTokens' | 'metrics'> & {
+  config: Pick<ServiceRuntime['config'], 'dataKeys'>;
+};
+
+/** The domain modules behind the webhooks handlers, as main.ts (and the in-process test) builds them. */
+export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig): WebhooksHandlers & { dispatcher: Dispatcher } {
+  const { db, log, recordEvent, meshTokens } = runtime;
+  const { dataKeys } = runtime.config;
+  if (config.allowPrivateTargets) log.warn('WEBHOOKS_ALLOW_PRIVATE_TARGETS=true: deliveries may go to private and loopback addresses');
+  const circuits = new CircuitBreakers({ threshold: config.circuitThreshold, cooldownMs: config.circuitCooldownMs });
+  watchQueue(runtime.metrics, { db, circuits });
+  const keys = createPeerClient(KeyService, { name: 'keys', url: config.keysUrl }, meshTokens, { caller: 'webhooks' });
+  const dispatcher = new Dispatcher({
+    db,
+    log,
+    dataKeys,
+    recordEvent,
+    sender: new WebhookSender({ allowPrivateTargets: config.allowPrivateTargets, timeoutMs: config.timeoutMs, maxSocketsPerPool: config.perEndpoint }),
+    schedule: config.retrySchedule,
+    circuits,
+    resolveAlertTarget: (keyId) => keys.resolveAlertWebhook({ keyId }, { timeoutMs: 5000 }),
+    settings: {
+      perEndpoint: config.perEndpoint,
+      maxInFlight: config.maxInFlight,
+      leaseMs: config.leaseMs,
+      pollMs: config.pollMs,
+      disableAfterMs: config.disableAfterMs,
+    },
+  });
+  const onQueued = dispatcher.wake;
+  const endpoints = new Endpoints({ db, log, dataKeys, onQueued });
+  return {
+    dispatcher,
+    endpoints,
+    deliveries: new Deliveries({ db, endpoints, onQueued }),
+    intake: new Intake({ db, log, recordEvent, onQueued }),
+  };
+}
