@@ -1,8 +1,12 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { table } from '@switchboard/testkit/text-table';
 import type { InsertLoopResult } from './baselines.js';
 import type { LoadResult } from './load.js';
+
+// The benches' tables are the shared test library's (the chaos report prints them too).
+export { table };
 
 export interface MemoryRow {
   name: string;
@@ -62,17 +66,6 @@ export function check(name: string, value: number, comparison: '<' | '>=', limit
 
 export const fmt = (value: number | undefined, digits = 0) => (value === undefined || Number.isNaN(value) ? '-' : value.toFixed(digits));
 const verdict = (pass: boolean) => (pass ? 'PASS' : 'FAIL');
-
-/** A plain-text table, columns after the first `alignLeft` right-aligned. */
-export function table(header: string[], rows: string[][], alignLeft = 1): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((cell, i) => (i < alignLeft ? cell.padEnd(widths[i]) : cell.padStart(widths[i])))
-      .join('  ')
-      .trimEnd();
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].map((l) => `  ${l}`).join('\n');
-}
 
 export function formatReport(report: BenchReport): string {
   const out: string[] = [];

@@ -22,9 +22,9 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { components } from '@switchboard/runtime/dev/mesh';
-import { checkInvariants } from './chaos/invariants.js';
-import { defaultLoadOptions, MixedLoad, prepareAccount } from './chaos/mixed-load.js';
-import { startChaosWorld } from './chaos/world.js';
+import { checkInvariants } from '@switchboard/testkit/chaos/invariants';
+import { defaultLoadOptions, MixedLoad, prepareAccount } from '@switchboard/testkit/chaos/mixed-load';
+import { startChaosWorld } from '@switchboard/testkit/chaos/world';
 import { readMemory } from './proc.js';
 import { fmt, runBench, table } from './report.js';
 

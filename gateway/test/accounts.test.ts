@@ -1,8 +1,8 @@
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { eventually, expectErrorBody, mailsTo, tokenOf, waitForMail } from '@switchboard/testkit/account-helpers';
+import { bootMesh, fromAddress, newUser, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, expectErrorBody, mailsTo, tokenOf, waitForMail } from './account-helpers.js';
-import { bootMesh, fromAddress, newUser, restClient } from './mesh.js';
 
 /** Account endpoints of SPEC §3 through the REST surface: sessions, passwords, profile. */
 

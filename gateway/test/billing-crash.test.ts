@@ -3,8 +3,8 @@ import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/bill
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
+import { bootMesh, newUser, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, newUser, restClient } from './mesh.js';
 
 /**
  * A crash between a debit and its event is impossible by construction (SPEC §5: the usage row,

@@ -5,8 +5,8 @@ import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/bill
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
+import { bootMesh, expectErrorBody, newUser, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, expectErrorBody, newUser, restClient } from './mesh.js';
 
 /**
  * Billing through its real paths (SPEC §5): usage recorded by the data plane over RPC, priced per

@@ -1,7 +1,7 @@
+import { killComponent } from '@switchboard/testkit/chaos/faults';
+import { runChaos } from '@switchboard/testkit/chaos/run';
+import { type ChaosWorld, startChaosWorld } from '@switchboard/testkit/chaos/world';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killComponent } from '../../bench/src/chaos/faults.js';
-import { runChaos } from '../../bench/src/chaos/run.js';
-import { type ChaosWorld, startChaosWorld } from '../../bench/src/chaos/world.js';
 
 /**
  * The short chaos run (the long one is `npm run bench:chaos`): a private Postgres and nats-server,

@@ -1,10 +1,10 @@
 import { renderCheckoutPage } from '@switchboard/billing/checkout-page';
 import type { CheckoutRow } from '@switchboard/billing/store/checkouts';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { launchChromium, openPage } from '@switchboard/testkit/browser';
+import { bootMesh, expectErrorBody, newUser, type RestCall, restClient } from '@switchboard/testkit/mesh';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium, openPage } from './browser.js';
-import { bootMesh, expectErrorBody, newUser, type RestCall, restClient } from './mesh.js';
 
 /**
  * The sandbox provider's payment page (SPEC §5): `GET /v1/billing/sandbox/checkout/{token}` is an

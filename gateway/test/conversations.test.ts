@@ -1,10 +1,10 @@
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
+import { EventBus } from '@switchboard/testkit/events';
+import { Mailbox } from '@switchboard/testkit/mailbox';
+import { type ApiResponse, bootMesh, expectErrorBody, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventBus } from './events.js';
-import { Mailbox } from './mailbox.js';
-import { type ApiResponse, bootMesh, expectErrorBody, restClient, type SignedUp, signUp } from './mesh.js';
 
 /**
  * Conversations, messages and feedback through REST (SPEC §6, §10): every endpoint, the records,

@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
+import { TestAuthenticator } from '@switchboard/testkit/account-helpers';
+import { tokenOf, waitForMail } from '@switchboard/testkit/mailbox';
+import { newUser, signUp } from '@switchboard/testkit/mesh';
 import { describe, expect, it } from 'vitest';
-import { TestAuthenticator } from './account-helpers.js';
 import { checkPage, dashboardSuiteOfFile, expectHeading, input, invalidFieldText, openDashboard, signInThroughUi } from './dashboard-browser.js';
-import { tokenOf, waitForMail } from './mailbox.js';
-import { newUser, signUp } from './mesh.js';
 
 /**
  * The sign-in and account pages of the dashboard in Chromium, against the whole mesh: sign up,

@@ -1,10 +1,10 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
+import { expectAccessible, launchChromium, openPage, type WatchedPage } from '@switchboard/testkit/browser';
+import { bootMesh, type RestCall, restClient } from '@switchboard/testkit/mesh';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect } from 'vitest';
-import { expectAccessible, launchChromium, openPage, type WatchedPage } from './browser.js';
-import { bootMesh, type RestCall, restClient } from './mesh.js';
 
 /** A mesh serving the built dashboard, and a Chromium to use it with. */
 export interface DashboardSuite {

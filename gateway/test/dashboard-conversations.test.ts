@@ -3,9 +3,9 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
+import { type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkPage, dashboardSuiteOfFile, expectHeading, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
-import { type SignedUp, signUp } from './mesh.js';
 
 /**
  * The Conversations and Feedback pages in Chromium, against the whole mesh and a local

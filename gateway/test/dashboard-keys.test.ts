@@ -1,8 +1,8 @@
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
+import { signUp } from '@switchboard/testkit/mesh';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { checkPage, dashboardSuiteOfFile, expectHeading, input, invalidFieldText, openDashboard, signInThroughUi } from './dashboard-browser.js';
-import { signUp } from './mesh.js';
 import { organizationWithMember } from './organization-member.js';
 
 /**

@@ -1,8 +1,8 @@
+import { Mailbox } from '@switchboard/testkit/mailbox';
+import { signUp } from '@switchboard/testkit/mesh';
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { checkPage, dashboardSuiteOfFile, expectHeading, invalidFieldText, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
-import { Mailbox } from './mailbox.js';
-import { signUp } from './mesh.js';
 
 /**
  * The Organization page in Chromium, against the whole mesh: an owner creates an organization

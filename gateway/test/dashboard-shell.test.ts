@@ -3,10 +3,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { createDashboardHandler } from '@switchboard/gateway/dashboard';
+import { expectErrorBody, signUp } from '@switchboard/testkit/mesh';
 import { describe, expect, it } from 'vitest';
-import { createDashboardHandler } from '../src/dashboard.js';
 import { checkPage, dashboardSuiteOfFile, expectHeading, goWithinApp, openDashboard, signInThroughUi } from './dashboard-browser.js';
-import { expectErrorBody, signUp } from './mesh.js';
 import { organizationWithMember } from './organization-member.js';
 
 /**

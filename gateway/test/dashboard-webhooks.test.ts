@@ -2,11 +2,11 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLocalCertificate } from '@switchboard/runtime/dev/local-certificate';
+import { signUp } from '@switchboard/testkit/mesh';
+import { type Received, verifyDelivery, WebhookReceiver } from '@switchboard/testkit/webhook-receiver';
 import type { Locator, Page } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkPage, dashboardSuiteOfFile, expectHeading, input, invalidFieldText, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
-import { signUp } from './mesh.js';
-import { type Received, verifyDelivery, WebhookReceiver } from './webhook-receiver.js';
 
 /**
  * The Webhooks pages in Chromium, against the whole mesh and a local HTTPS receiver: register an

@@ -8,10 +8,10 @@ import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { Money } from '@switchboard/runtime/money';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
+import { bootMesh, restClient, signUp } from '@switchboard/testkit/mesh';
 import OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, restClient, signUp } from './mesh.js';
 
 /**
  * The data plane end to end (SPEC §12), the way a user calls it: the official `openai` client

@@ -1,6 +1,6 @@
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from './mesh.js';
 
 /**
  * What the fuzzer (gateway/test/fuzz.test.ts, issue 11) found, each with the minimal request it

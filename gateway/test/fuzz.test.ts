@@ -1,13 +1,13 @@
+import { buildOpenApiDocument } from '@switchboard/gateway/openapi';
+import { buildRoutes } from '@switchboard/gateway/routes';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { type Json, operationsOf } from '@switchboard/testkit/fuzz/arbitraries';
+import { ContractOracle } from '@switchboard/testkit/fuzz/oracle';
+import { fuzzProperty } from '@switchboard/testkit/fuzz/property';
+import { FuzzWorld, fuzzMeshEnv } from '@switchboard/testkit/fuzz/world';
+import { bootMesh } from '@switchboard/testkit/mesh';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Json, operationsOf } from '../../bench/src/fuzz-arbitraries.js';
-import { ContractOracle } from '../../bench/src/fuzz-oracle.js';
-import { fuzzProperty } from '../../bench/src/fuzz-property.js';
-import { FuzzWorld, fuzzMeshEnv } from '../../bench/src/fuzz-world.js';
-import { buildOpenApiDocument } from '../src/openapi.js';
-import { buildRoutes } from '../src/routes.js';
-import { bootMesh } from './mesh.js';
 
 /**
  * Fuzzing (issue 11), fixed budget: every operation of the live `/v1/openapi.json` gets

@@ -9,8 +9,8 @@ import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Component, Mesh } from '@switchboard/runtime/dev/mesh';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
+import { bootMesh, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, type RestCall, restClient, type SignedUp, signUp } from './mesh.js';
 
 /**
  * SIGTERM of a component while requests are in flight (docs/operations.md, "Shutdown"): its

@@ -1,7 +1,7 @@
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
+import { type ApiResponse, bootMesh, expectErrorBody, restClient, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiResponse, bootMesh, expectErrorBody, restClient, signUp } from './mesh.js';
 
 /**
  * API keys through REST (SPEC §4): every endpoint, the record, every refusal with its error body,

@@ -1,6 +1,6 @@
 import type { Component, Mesh } from '@switchboard/runtime/dev/mesh';
+import { bootMesh, newUser, type RestCall, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, newUser, type RestCall, restClient } from './mesh.js';
 
 /**
  * Every component serves Prometheus metrics on a port of its own (METRICS_PORT), as a scraper

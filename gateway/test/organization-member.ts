@@ -1,6 +1,6 @@
+import { Mailbox } from '@switchboard/testkit/mailbox';
+import type { RestCall, SignedUp } from '@switchboard/testkit/mesh';
 import { expect } from 'vitest';
-import { Mailbox } from './mailbox.js';
-import type { RestCall, SignedUp } from './mesh.js';
 
 /**
  * A new organization of `owner` that `member` joined with `role`, over REST: the invitation's

@@ -1,10 +1,10 @@
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
+import { Mailbox } from '@switchboard/testkit/mailbox';
+import { bootMesh, expectErrorBody, restClient } from '@switchboard/testkit/mesh';
+import { type User, World } from '@switchboard/testkit/permissions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Mailbox } from './mailbox.js';
-import { bootMesh, expectErrorBody, restClient } from './mesh.js';
-import { type User, World } from './permissions.js';
 
 /** Organizations through REST: listing, ownership invariants, invitations, events. */
 

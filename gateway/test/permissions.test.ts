@@ -1,11 +1,20 @@
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { buildRoutes } from '@switchboard/gateway/routes';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
+import { Mailbox } from '@switchboard/testkit/mailbox';
+import { bootMesh, restClient } from '@switchboard/testkit/mesh';
+import {
+  accountScopedServices,
+  type Caller,
+  principals,
+  publicServices,
+  type RouteCase,
+  routeCases,
+  type Workspace,
+  World,
+} from '@switchboard/testkit/permissions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildRoutes } from '../src/routes.js';
-import { Mailbox } from './mailbox.js';
-import { bootMesh, restClient } from './mesh.js';
-import { accountScopedServices, type Caller, principals, publicServices, type RouteCase, routeCases, type Workspace, World } from './permissions.js';
 
 /**
  * Walks the permission table (permissions.ts) through REST: every route, with a principal of

@@ -3,8 +3,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
+import { bootMesh } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh } from './mesh.js';
 
 const run = promisify(execFile);
 

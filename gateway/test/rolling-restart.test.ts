@@ -1,8 +1,8 @@
 import { components } from '@switchboard/runtime/dev/mesh';
+import { restartComponent } from '@switchboard/testkit/chaos/faults';
+import { runChaos } from '@switchboard/testkit/chaos/run';
+import { type ChaosWorld, startChaosWorld } from '@switchboard/testkit/chaos/world';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { restartComponent } from '../../bench/src/chaos/faults.js';
-import { runChaos } from '../../bench/src/chaos/run.js';
-import { type ChaosWorld, startChaosWorld } from '../../bench/src/chaos/world.js';
 
 /**
  * A rolling restart under load loses no request and no event. One instance per component, so

@@ -8,8 +8,8 @@ import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/bill
 import { RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, meshClient, outcomeOf } from '@switchboard/runtime/testing';
+import { bootMesh, newUser, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, newUser, restClient } from './mesh.js';
 
 /**
  * Self-learning routing through its real path (SPEC §6, §8, §12): generations recorded by the

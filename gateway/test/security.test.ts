@@ -1,7 +1,7 @@
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { eventually, expectErrorBody, tokenOf, waitForMail } from '@switchboard/testkit/account-helpers';
+import { bootMesh, fromAddress, newUser, type RestCall, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, expectErrorBody, tokenOf, waitForMail } from './account-helpers.js';
-import { bootMesh, fromAddress, newUser, type RestCall, restClient } from './mesh.js';
 
 /**
  * The fixes of the security review (OWASP ASVS 5, level 2) through the REST surface: rate limits

@@ -3,10 +3,10 @@ import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import type { EventEnvelopeJson } from '@switchboard/runtime/consumer';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
+import { EventBus } from '@switchboard/testkit/events';
+import { Mailbox } from '@switchboard/testkit/mailbox';
+import { bootMesh, expectErrorBody, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventBus } from './events.js';
-import { Mailbox } from './mailbox.js';
-import { bootMesh, expectErrorBody, restClient, type SignedUp, signUp } from './mesh.js';
 
 /**
  * Spend, caps, reservations and revocations driven by events (SPEC §4, §5): usage arrives as

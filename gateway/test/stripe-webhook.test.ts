@@ -6,10 +6,10 @@ import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { freePort } from '@switchboard/runtime/infra';
 import { eventually } from '@switchboard/runtime/testing';
+import { EventBus } from '@switchboard/testkit/events';
+import { bootMesh, expectErrorBody, newUser, restClient } from '@switchboard/testkit/mesh';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventBus } from './events.js';
-import { bootMesh, expectErrorBody, newUser, restClient } from './mesh.js';
 
 /**
  * Stripe Checkout through its real path (SPEC §5): the billing service creates Checkout Sessions

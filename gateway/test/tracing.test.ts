@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
+import { bootMesh, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import { OtlpReceiver, type ReceivedSpan, spanKind } from '@switchboard/testkit/otlp-receiver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, type RestCall, restClient, type SignedUp, signUp } from './mesh.js';
-import { OtlpReceiver, type ReceivedSpan, spanKind } from './otlp-receiver.js';
 
 /**
  * Traces (docs/operations.md, "Traces"): with an OTLP endpoint set, one REST request is one trace

@@ -1,10 +1,10 @@
+import { eraseDueAccounts } from '@switchboard/identity/erasure';
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { eventually, expectErrorBody, TestAuthenticator, tokenOf, waitForMail } from '@switchboard/testkit/account-helpers';
+import { bootMesh, fromAddress, newUser, restClient } from '@switchboard/testkit/mesh';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eraseDueAccounts } from '../../services/identity/src/erasure.js';
-import { eventually, expectErrorBody, TestAuthenticator, tokenOf, waitForMail } from './account-helpers.js';
-import { bootMesh, fromAddress, newUser, restClient } from './mesh.js';
 
 /**
  * Two-factor authentication, the sign-in challenge, deactivation and erasure through REST, and

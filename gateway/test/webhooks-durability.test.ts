@@ -10,9 +10,9 @@ import { newId } from '@switchboard/runtime/ids';
 import { startNatsServer } from '@switchboard/runtime/infra';
 import { buildEventPayload } from '@switchboard/runtime/outbox';
 import { eventually, meshClient, requireEnv } from '@switchboard/runtime/testing';
+import { bootMesh, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import { type Received, WebhookReceiver } from '@switchboard/testkit/webhook-receiver';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, type RestCall, restClient, type SignedUp, signUp } from './mesh.js';
-import { type Received, WebhookReceiver } from './webhook-receiver.js';
 
 /**
  * Webhook deliveries under failure: the webhooks process killed (SIGKILL) in the middle of a

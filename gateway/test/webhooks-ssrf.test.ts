@@ -6,8 +6,8 @@ import path from 'node:path';
 import { createLocalCertificate, type LocalCertificate } from '@switchboard/runtime/dev/local-certificate';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
+import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from './mesh.js';
 
 /**
  * SSRF protection of deliveries (SPEC §7, §10) with the default policy

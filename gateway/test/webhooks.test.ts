@@ -5,11 +5,11 @@ import { EventService } from '@switchboard/contracts/switchboard/webhooks/v1/web
 import { createLocalCertificate, type LocalCertificate } from '@switchboard/runtime/dev/local-certificate';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
+import { EventBus } from '@switchboard/testkit/events';
+import { Mailbox } from '@switchboard/testkit/mailbox';
+import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import { verifyDelivery, WebhookReceiver } from '@switchboard/testkit/webhook-receiver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventBus } from './events.js';
-import { Mailbox } from './mailbox.js';
-import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from './mesh.js';
-import { verifyDelivery, WebhookReceiver } from './webhook-receiver.js';
 
 /**
  * Webhooks through REST (SPEC §7, §10): endpoints, signed deliveries verified with the

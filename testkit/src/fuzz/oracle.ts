@@ -1,6 +1,6 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import formats from 'ajv-formats';
-import type { Json, Operation } from './fuzz-arbitraries.js';
+import type { Json, Operation } from './arbitraries.js';
 
 /**
  * What every answer of the REST surface must be, whatever was sent (issue 11, docs/conventions.md):

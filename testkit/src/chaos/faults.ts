@@ -1,5 +1,5 @@
 import type { Component } from '@switchboard/runtime/dev/mesh';
-import { table } from '../report.js';
+import { table } from '../text-table.js';
 import type { InvariantResult } from './invariants.js';
 import { type Attempt, type MixedLoad, operationKinds, retryable } from './mixed-load.js';
 import type { ChaosWorld } from './world.js';

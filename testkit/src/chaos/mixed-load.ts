@@ -3,7 +3,7 @@ import { EventService } from '@switchboard/contracts/switchboard/webhooks/v1/web
 import { createPeerClient } from '@switchboard/runtime/clients';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
-import { createKey, registerUserWithPassword } from '../scenarios.js';
+import { createKey, registerUserWithPassword } from '../gateway-accounts.js';
 
 /**
  * The steady mixed load of a chaos run, as careful clients would send it: sign-ins, API key

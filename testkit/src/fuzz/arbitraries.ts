@@ -1,9 +1,9 @@
 import fc from 'fast-check';
-import { type Fact, forgedRef, type Party } from './fuzz-world.js';
+import { type Fact, forgedRef, type Party } from './world.js';
 
 /**
  * Generated requests for every operation of the OpenAPI document (issue 11), shared by the
- * fuzz test (`gateway/test/fuzz.test.ts`) and the long run (`npm run bench:fuzz`). Each
+ * fuzz test (`e2e/platform/fuzz.test.ts`) and the long run (`npm run bench:fuzz`). Each
  * operation's path, query, headers and body are derived from its parameters and request schema
  * (types, enums, formats, bounds, required fields, examples, and the values its descriptions
  * quote), then, some of the time, made invalid: wrong types, missing and extra fields, huge,

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createKey, registerUserWithPassword } from './scenarios.js';
+import { createKey, registerUserWithPassword } from '../gateway-accounts.js';
 
 /**
  * The world the REST fuzzer (issue 11) acts in: two users, `a` and `b`, each with real data in

@@ -1,12 +1,12 @@
-import { type Operation, operationsOf } from '../../bench/src/fuzz-arbitraries.js';
-import { ContractOracle } from '../../bench/src/fuzz-oracle.js';
-import { buildOpenApiDocument } from '../src/openapi.js';
-import { Router } from '../src/router.js';
-import { buildRoutes } from '../src/routes.js';
+import { buildOpenApiDocument } from '@switchboard/gateway/openapi';
+import { Router } from '@switchboard/gateway/router';
+import { buildRoutes } from '@switchboard/gateway/routes';
+import { type Operation, operationsOf } from './fuzz/arbitraries.js';
+import { ContractOracle } from './fuzz/oracle.js';
 
 /**
  * Every successful answer a test gets through `restClient` keeps the contract of its operation
- * (bench/src/fuzz-oracle.ts: the documented status, JSON matching the response schema). The
+ * (fuzz/oracle.ts: the documented status, JSON matching the response schema). The
  * SDK's types are generated from those schemas, so a field the document says is never null
  * (`always_set`) must be set in every answer the suites see, not only in the fuzzer's.
  */

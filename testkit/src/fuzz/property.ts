@@ -1,12 +1,12 @@
 import { components, type Mesh } from '@switchboard/runtime/dev/mesh';
 import fc from 'fast-check';
-import { type FuzzRequest, type Json, type Operation, requestArbitrary } from './fuzz-arbitraries.js';
-import type { ContractOracle, FuzzResponse } from './fuzz-oracle.js';
-import { type FuzzWorld, parties } from './fuzz-world.js';
+import { type FuzzRequest, type Json, type Operation, requestArbitrary } from './arbitraries.js';
+import type { ContractOracle, FuzzResponse } from './oracle.js';
+import { type FuzzWorld, parties } from './world.js';
 
 /**
  * The fuzz property of one operation (issue 11): any generated request, sent to the gateway
- * as a client would, gets an answer that keeps the contract (fuzz-oracle.ts). Used by the
+ * as a client would, gets an answer that keeps the contract (oracle.ts). Used by the
  * fixed-budget test and by `npm run bench:fuzz`.
  */
 
