@@ -12,7 +12,7 @@ export interface DashboardSuite {
   /** REST calls to the same gateway (to set up what a test is not about). */
   call: RestCall;
   browser: Browser;
-  /** Where the mesh writes its mail (.eml files; see mailbox.ts). */
+  /** Where the mesh writes its mail (.eml files; see testkit/src/mailbox.ts). */
   mailboxDir: string;
   stop(): Promise<void>;
 }

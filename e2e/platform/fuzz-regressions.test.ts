@@ -3,7 +3,7 @@ import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, si
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * What the fuzzer (gateway/test/fuzz.test.ts, issue 11) found, each with the minimal request it
+ * What the fuzzer (e2e/platform/fuzz.test.ts, issue 11) found, each with the minimal request it
  * shrank to: the answer it gives now, and, where the contract was the document, that the document
  * lists it.
  */

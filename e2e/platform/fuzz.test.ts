@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 /**
  * Fuzzing (issue 11), fixed budget: every operation of the live `/v1/openapi.json` gets
  * generated valid and invalid requests, as one of two users with real data or with bad
- * credentials, and every answer must keep the contract (bench/src/fuzz-oracle.ts): no 5xx, the
+ * credentials, and every answer must keep the contract (testkit/src/fuzz/oracle.ts): no 5xx, the
  * error body with its request id, documented statuses and codes, JSON matching the schema, no
  * secret of the other user's workspace. The seed is fixed, so a run is repeatable; fast-check
  * prints the seed and the shrunk request of a failure. `npm run bench:fuzz` runs the same

@@ -17,7 +17,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Walks the permission table (permissions.ts) through REST: every route, with a principal of
+ * Walks the permission table (testkit/src/permissions.ts) through REST: every route, with a principal of
  * each role in the workspace and one of another workspace, and for rows of "own" rules the
  * developer on its own object.
  */
@@ -175,7 +175,7 @@ describe('the permission table, route by route', () => {
         headers: { 'x-workspace-id': shared.orgId },
         body: route.body ? {} : undefined,
       });
-      expect(response.status, `${key} has no row in gateway/test/permissions.ts but answers ${response.status}: ${response.text}`).toBe(501);
+      expect(response.status, `${key} has no row in testkit/src/permissions.ts but answers ${response.status}: ${response.text}`).toBe(501);
     }
     // The public routes (no row: the capability is the token in the path or the provider's
     // signature) answer without credentials, and a bogus capability gets nothing: 400 or 404,
