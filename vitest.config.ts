@@ -3,11 +3,14 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: [
+      'contracts/test/**/*.test.ts',
       'runtime/test/**/*.test.ts',
       'services/*/test/**/*.test.ts',
       'data-plane/test/**/*.test.ts',
       'gateway/test/**/*.test.ts',
       'sdk/test/**/*.test.ts',
+      'dashboard/e2e/**/*.test.ts',
+      'e2e/**/*.test.ts',
     ],
     globalSetup: ['runtime/test/global-setup.ts'],
     pool: 'forks',

@@ -1,5 +1,5 @@
 /**
- * Chaos bench, the long form of gateway/test/chaos.test.ts:
+ * Chaos bench, the long form of e2e/platform/chaos.test.ts:
  *
  *   npm run bench:chaos   (CHAOS_DOWN_SECONDS, default 3: how long each fault lasts;
  *                          CHAOS_STEADY_SECONDS, default 4: steady load before and between faults;
@@ -20,9 +20,9 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { components } from '@switchboard/runtime/dev/mesh';
-import { killComponent, restartNats, restartPostgres } from './chaos/faults.js';
-import { runChaos } from './chaos/run.js';
-import { startChaosWorld } from './chaos/world.js';
+import { killComponent, restartNats, restartPostgres } from '@switchboard/testkit/chaos/faults';
+import { runChaos } from '@switchboard/testkit/chaos/run';
+import { startChaosWorld } from '@switchboard/testkit/chaos/world';
 import { runBench } from './report.js';
 
 const seconds = (name: string, fallback: number) => {

@@ -1,7 +1,7 @@
 /**
- * Fuzzing, long budget (issue 11): the properties of `gateway/test/fuzz.test.ts` (every operation
+ * Fuzzing, long budget (issue 11): the properties of `e2e/platform/fuzz.test.ts` (every operation
  * of the live /v1/openapi.json, generated valid and invalid requests as two users with real data
- * or with bad credentials, every answer checked against the contract by fuzz-oracle.ts), with
+ * or with bad credentials, every answer checked against the contract by testkit/src/fuzz/oracle.ts), with
  * many more runs and a seed of its own each time unless one is given.
  *
  *   npm run bench:fuzz   (FUZZ_RUNS, default 300: runs per operation; FUZZ_SEED, default random:
@@ -19,11 +19,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startMesh } from '@switchboard/runtime/dev/mesh';
 import { dropDatabase } from '@switchboard/runtime/infra';
+import { type Json, operationsOf } from '@switchboard/testkit/fuzz/arbitraries';
+import { ContractOracle } from '@switchboard/testkit/fuzz/oracle';
+import { fuzzProperty } from '@switchboard/testkit/fuzz/property';
+import { FuzzWorld, fuzzMeshEnv } from '@switchboard/testkit/fuzz/world';
 import fc from 'fast-check';
-import { type Json, operationsOf } from './fuzz-arbitraries.js';
-import { ContractOracle } from './fuzz-oracle.js';
-import { fuzzProperty } from './fuzz-property.js';
-import { FuzzWorld, fuzzMeshEnv } from './fuzz-world.js';
 import { finishBench, machineFacts, runBench, table } from './report.js';
 
 const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));

@@ -2,12 +2,16 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { table } from '@switchboard/testkit/text-table';
 import type { InsertLoopResult } from './measure/inserts.js';
 import { round } from './measure/latency.js';
 import type { LoadResult } from './measure/load.js';
 
 /** bench/results/, where every bench writes its JSON. */
 export const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
+
+// The benches' tables are the shared test library's (the chaos report prints them too).
+export { table };
 
 export interface MemoryRow {
   name: string;
@@ -67,17 +71,6 @@ export function check(name: string, value: number, comparison: '<' | '>=', limit
 
 export const fmt = (value: number | undefined, digits = 0) => (value === undefined || Number.isNaN(value) ? '-' : value.toFixed(digits));
 const verdict = (pass: boolean) => (pass ? 'PASS' : 'FAIL');
-
-/** A plain-text table, columns after the first `alignLeft` right-aligned. */
-export function table(header: string[], rows: string[][], alignLeft = 1): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((cell, i) => (i < alignLeft ? cell.padEnd(widths[i]) : cell.padStart(widths[i])))
-      .join('  ')
-      .trimEnd();
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].map((l) => `  ${l}`).join('\n');
-}
 
 /** One scenario of `npm run bench`: the mesh, each baseline and the insert loop, then the CPU of each measured run. */
 function scenarioSection(scenario: ScenarioReport, inserts: InsertLoopResult | undefined): string[] {

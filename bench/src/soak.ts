@@ -19,9 +19,9 @@
  * target or an invariant did not hold.
  */
 import path from 'node:path';
-import { checkInvariants } from './chaos/invariants.js';
-import { defaultLoadOptions, MixedLoad, prepareAccount } from './chaos/mixed-load.js';
-import { startChaosWorld } from './chaos/world.js';
+import { checkInvariants } from '@switchboard/testkit/chaos/invariants';
+import { defaultLoadOptions, MixedLoad, prepareAccount } from '@switchboard/testkit/chaos/mixed-load';
+import { startChaosWorld } from '@switchboard/testkit/chaos/world';
 import { sleep } from './measure/loop.js';
 import { runBench, writeResultFile } from './report.js';
 import { growthRows } from './soak/growth.js';

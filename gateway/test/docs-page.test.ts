@@ -1,11 +1,11 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { launchChromium } from '@switchboard/testkit/browser';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDocs } from '../src/docs.js';
 import { buildOpenApiDocument } from '../src/openapi.js';
 import { buildRoutes } from '../src/routes.js';
-import { launchChromium } from './browser.js';
 
 /**
  * The API reference as a reader sees it: `/docs` in Debian's headless Chromium (CI installs it,

@@ -1,8 +1,8 @@
 import net from 'node:net';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
+import { bootMesh, expectErrorBody, newUser, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootMesh, expectErrorBody, newUser, restClient } from './mesh.js';
 
 let mesh: Mesh;
 let call: ReturnType<typeof restClient>;

@@ -2,10 +2,10 @@ import { createDb } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { freePort } from '@switchboard/runtime/infra';
 import { requireEnv } from '@switchboard/runtime/testing';
+import { eventually, expectErrorBody } from '@switchboard/testkit/account-helpers';
+import { bootMesh, newUser, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RevokedSessions } from '../src/revocations.js';
-import { eventually, expectErrorBody } from './account-helpers.js';
-import { bootMesh, newUser, restClient } from './mesh.js';
 
 /**
  * The revocation set without NATS: the gateway still starts and serves, and learns revocations

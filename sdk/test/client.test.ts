@@ -3,10 +3,10 @@ import { createDb } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { DataKeyRing } from '@switchboard/runtime/secrets';
 import { eventually } from '@switchboard/runtime/testing';
+import { tokenOf, waitForMail } from '@switchboard/testkit/mailbox';
+import { bootMesh, newUser } from '@switchboard/testkit/mesh';
 import { decodeJwt, importJWK, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { tokenOf, waitForMail } from '../../gateway/test/mailbox.js';
-import { bootMesh, newUser } from '../../gateway/test/mesh.js';
 import { createSwitchboardClient, isSwitchboardError, paginate, type Session, type SwitchboardClient, SwitchboardError } from '../src/index.js';
 
 /** The SDK against the booted mesh: typed reads, typed errors, token refresh, pagination, API keys. */

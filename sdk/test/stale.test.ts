@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
+import { openApiDocumentText } from '@switchboard/gateway/openapi-export';
 import openapiTS, { astToString, COMMENT_HEADER } from 'openapi-typescript';
 import { describe, expect, it } from 'vitest';
-import { openApiDocumentText } from '../../gateway/src/openapi-export.js';
 
 /**
  * The SDK's generated files are checked in (users of the SDK get them without running the

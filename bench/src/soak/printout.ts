@@ -1,5 +1,5 @@
 import { components } from '@switchboard/runtime/dev/mesh';
-import type { InvariantResult } from '../chaos/invariants.js';
+import type { InvariantResult } from '@switchboard/testkit/chaos/invariants';
 import { fmt, table } from '../report.js';
 import type { GrowthRow } from './growth.js';
 import type { Sample } from './samples.js';

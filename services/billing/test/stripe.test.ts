@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * The Stripe provider's pure parts: its configuration, the cents conversion, and the webhook's
- * answers that need no database (the REST path is gateway/test/stripe-webhook.test.ts).
+ * answers that need no database (the REST path is e2e/billing/stripe-webhook.test.ts).
  */
 
 const log = createLogger('billing-test', 'silent');

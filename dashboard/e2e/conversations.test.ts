@@ -1,0 +1,154 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
+import { type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import { afterAll, describe, expect, it } from 'vitest';
+import { checkPage, dashboardSuiteOfFile, expectHeading, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
+
+/**
+ * The Conversations and Feedback pages in Chromium, against the whole mesh and a local
+ * OpenAI-compatible upstream: a conversation written through REST and through a chat completion
+ * of the data plane is found on the second page of the list and read message by message; the
+ * ratings given to two generations show in the feedback summary, per model and per tag.
+ */
+
+// Model ids of this run only: feedback and routing scores of other runs stay apart.
+const tag = randomBytes(3).toString('hex');
+const MODEL_A = `dash-a-${tag}`;
+const MODEL_B = `dash-b-${tag}`;
+
+let upstream: OpenAiUpstream;
+
+const suite = dashboardSuiteOfFile(async () => {
+  upstream = await OpenAiUpstream.start();
+  const catalogFile = path.join(await mkdtemp(path.join(tmpdir(), 'switchboard-dashboard-')), 'models.json');
+  const model = (id: string) => ({ id, region: 'overseas', tiers: [], input_usd_per_1m: '0.10', output_usd_per_1m: '0.40' });
+  await writeFile(
+    catalogFile,
+    JSON.stringify({ regions: { overseas: { base_url: upstream.baseUrl, api_key_env: 'TEST_UPSTREAM_KEY' } }, models: [model(MODEL_A), model(MODEL_B)] }),
+  );
+  return { SWITCHBOARD_MODELS_FILE: catalogFile, TEST_UPSTREAM_KEY: 'sk-test' };
+});
+
+afterAll(async () => {
+  await upstream?.close();
+});
+
+async function rest(user: SignedUp, method: string, pathname: string, body?: unknown, status = 201) {
+  const response = await suite.call(method, pathname, { token: user.token, body });
+  expect(response.status, response.text).toBe(status);
+  return response.json;
+}
+
+/** A chat completion through the gateway with an API key, the way a user's code sends one; answers the generation id. */
+async function complete(apiKey: string, model: string, content: string, conversationId?: string): Promise<string> {
+  const response = await fetch(`${suite.mesh.gatewayUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${apiKey}`,
+      'content-type': 'application/json',
+      ...(conversationId ? { 'x-service-conversation-id': conversationId } : {}),
+    },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: 8 }),
+    signal: AbortSignal.timeout(15_000),
+  });
+  expect(response.status, await response.clone().text()).toBe(200);
+  return response.headers.get('x-service-generation-id') ?? '';
+}
+
+describe('the Conversations and Feedback pages', () => {
+  it('browses the conversations a page at a time with the messages of the one picked, and sums up the feedback', async () => {
+    const user = await signUp(suite.call);
+    const { full_key: apiKey } = await rest(user, 'POST', '/v1/keys', { name: 'dashboard conversations' });
+
+    // The oldest conversation: a message through REST, then a question and its answer through the data plane.
+    const lisbon = await rest(user, 'POST', '/v1/conversations', { title: 'Trip to Lisbon', metadata: { channel: 'web' } });
+    await rest(user, 'POST', `/v1/conversations/${lisbon.conversation_id}/messages`, { role: 'system', content: 'You plan city trips.' });
+    const rated = await complete(apiKey, MODEL_A, 'Three things to see in Lisbon?', lisbon.conversation_id);
+    const other = await complete(apiKey, MODEL_B, 'Say hi');
+    // 21 newer ones push it to the second page of 20.
+    for (let i = 1; i <= 21; i++) await rest(user, 'POST', '/v1/conversations', { title: `Conversation ${i}` });
+
+    await rest(user, 'POST', '/v1/feedback', { generation_id: rated, rating: 1, tags: ['accurate', 'concise'] });
+    await rest(user, 'POST', '/v1/feedback', { generation_id: other, rating: -1, tags: ['too_verbose'], comment: 'Too long.' });
+
+    const dashboard = await openDashboard(suite, '/app/sign-in');
+    const { page } = dashboard;
+    await signInThroughUi(page, user.email, user.password);
+    const nav = page.getByRole('navigation', { name: 'Dashboard' });
+    await nav.getByRole('link', { name: 'Conversations' }).click();
+    await expectHeading(page, 'Conversations');
+    const list = page.getByRole('navigation', { name: 'Conversations' }).getByRole('link');
+    await expect.poll(() => list.count(), settles).toBe(20);
+    expect(await list.first().innerText()).toContain('Conversation 21');
+    await page.getByText('Pick a conversation').waitFor();
+    await checkPage(dashboard, 'conversations-list');
+
+    // The next page holds the oldest one.
+    await page.getByRole('button', { name: 'Load more conversations' }).click();
+    await expect.poll(() => list.count(), settles).toBe(22);
+    expect(await page.getByRole('button', { name: 'Load more conversations' }).count()).toBe(0);
+
+    // Picked: its messages in order, the metadata, and an address of its own.
+    await list.filter({ hasText: 'Trip to Lisbon' }).click();
+    const conversation = page.getByRole('article', { name: 'Trip to Lisbon' });
+    const messages = conversation.getByRole('listitem');
+    await expect.poll(() => messages.count(), settles).toBe(3);
+    const texts = await messages.allInnerTexts();
+    expect(texts[0]).toMatch(/^System\s[\s\S]*You plan city trips\.$/);
+    expect(texts[1]).toMatch(/^User\s[\s\S]*Three things to see in Lisbon\?$/);
+    expect(texts[2]).toMatch(/^Assistant\s[\s\S]*w1 w2 w3 w4 w5 w6 w7 w8$/);
+    expect(await conversation.locator('.metadata').innerText()).toContain('"channel": "web"');
+    expect(new URL(page.url()).pathname).toBe(`/app/conversations/${lisbon.conversation_id}`);
+    expect(await list.filter({ hasText: 'Trip to Lisbon' }).getAttribute('aria-current')).toBe('page');
+    await checkPage(dashboard, 'conversations');
+
+    // A conversation without messages says so.
+    await list.filter({ hasText: 'Conversation 7' }).first().click();
+    await page
+      .getByRole('article', { name: /^Conversation 7$/ })
+      .getByText('No messages yet')
+      .waitFor();
+
+    // The feedback of the last 30 days: the totals, per model and per tag, and a chart.
+    await nav.getByRole('link', { name: 'Feedback' }).click();
+    await expectHeading(page, 'Feedback');
+    const overview = page.getByRole('region', { name: 'Overview' });
+    await expect.poll(() => overview.innerText(), settles).toMatch(/Ratings\s+2\s+Thumbs up\s+1\s+Thumbs down\s+1\s+Approval\s+50%/);
+    const byModel = page.getByRole('region', { name: 'By model' });
+    expect(await byModel.getByRole('row').allInnerTexts()).toEqual([
+      expect.stringMatching(/Model\s+Ratings\s+Thumbs up\s+Thumbs down\s+Approval/),
+      expect.stringMatching(new RegExp(`^${MODEL_A}\\s+1\\s+1\\s+0\\s+100%$`)),
+      expect.stringMatching(new RegExp(`^${MODEL_B}\\s+1\\s+0\\s+1\\s+0%$`)),
+    ]);
+    // The chart's code loads on first use.
+    await expect.poll(() => byModel.locator('figure svg').count(), settles).toBeGreaterThan(0);
+    const byTag = page.getByRole('region', { name: 'By tag' });
+    expect((await byTag.getByRole('row').allInnerTexts()).slice(1)).toEqual([
+      expect.stringMatching(/^accurate\s+1\s+1\s+0\s+100%$/),
+      expect.stringMatching(/^concise\s+1\s+1\s+0\s+100%$/),
+      expect.stringMatching(/^too_verbose\s+1\s+0\s+1\s+0%$/),
+    ]);
+    await checkPage(dashboard, 'feedback');
+
+    // Another window loads anew.
+    await page.getByLabel('Period').selectOption({ label: 'Last 7 days' });
+    await expect.poll(() => overview.innerText(), settles).toMatch(/Ratings\s+2/);
+
+    // A workspace without ratings: empty tables, no chart.
+    const newcomer = await signUp(suite.call);
+    const empty = await openDashboard(suite, '/app/sign-in');
+    await signInThroughUi(empty.page, newcomer.email, newcomer.password);
+    await empty.page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link', { name: 'Feedback' }).click();
+    await empty.page.getByText('No ratings in the last 30 days').waitFor();
+    expect(await empty.page.locator('figure svg').count()).toBe(0);
+    await checkPage(empty, 'feedback-empty');
+    await empty.page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link', { name: 'Conversations' }).click();
+    await empty.page.getByText('No conversations yet').waitFor();
+    await checkPage(empty, 'conversations-empty');
+
+    await Promise.all([dashboard.context.close(), empty.context.close()]);
+  }, 60_000);
+});
