@@ -20,7 +20,7 @@ import { type Prices, upstreamCost } from './prices.js';
 import { callUpstream, readEvents, UpstreamRejected, UpstreamUnavailable } from './upstream.js';
 
 /**
- * One chat completion through the platform (SPEC §12): the key is authorized with an estimate
+ * One chat completion through the platform (docs/api/front-door.md#a-request-step-by-step): the key is authorized with an estimate
  * reserved against its cap, a service tier is routed by feedback within the key's policy, the
  * upstream is called (once more on another candidate of the tier if it fails before its first
  * byte), the usage is recorded with the reservation, and the exchange is stored in a
@@ -107,7 +107,7 @@ export class Completions {
     const tier = serviceTierOf(request.model);
     const passthrough = tier ? undefined : catalog.models.filter((model) => model.id === request.model);
     if (passthrough && passthrough.length === 0) {
-      await this.authorize(fullKey); // credentials before input (SPEC §10)
+      await this.authorize(fullKey); // credentials before input (docs/conventions.md#order-of-checks)
       throw new ApiError(
         400,
         'model_unavailable',

@@ -14,7 +14,7 @@ import { Prices } from './prices.js';
 import { createHandler } from './server.js';
 
 /**
- * The reference data plane (SPEC §12): stateless, everything it knows comes over the mesh and
+ * The reference data plane (docs/api/front-door.md): stateless, everything it knows comes over the mesh and
  * from the model catalog. `PORT` (default 8081); the gateway forwards `/v1/chat/completions` and
  * `/v1/models` to it (`DATA_PLANE_URL`).
  */

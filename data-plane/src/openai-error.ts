@@ -3,7 +3,7 @@ import { ApiError } from '@switchboard/runtime/api-error';
 import { type ErrorBody, toHttpError } from '@switchboard/runtime/errors';
 
 /**
- * Errors of the front door: the body of SPEC §2 plus OpenAI's `type` and `param`, so OpenAI SDKs
+ * Errors of the front door: the body of docs/conventions.md#errors plus OpenAI's `type` and `param`, so OpenAI SDKs
  * raise their typed errors (AuthenticationError for 401, an APIError with the status otherwise).
  */
 export interface OpenAiErrorBody {

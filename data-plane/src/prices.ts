@@ -72,7 +72,7 @@ export class Prices {
   }
 }
 
-/** What the upstream charges for a generation: the catalog's prices (SPEC §12). */
+/** What the upstream charges for a generation: the catalog's prices (docs/api/front-door.md#the-model-catalog). */
 export function upstreamCost(model: CatalogModel, tokens: { input: number; output: number }): string {
   return new Money(model.inputUsdPer1m)
     .mul(tokens.input)

@@ -18,7 +18,7 @@ import { toErrorResponse } from './openai-error.js';
 
 export const maxBodyBytes = 1024 * 1024;
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
-/** The shape of an API key: sb_ and 49 base62 characters (SPEC §4's format, checksum included). */
+/** The shape of an API key: sb_ and 49 base62 characters (the format of docs/api/keys.md#the-full-key, checksum included). */
 const keyShape = /^sb_[A-Za-z0-9]{49}$/;
 
 export interface ServerDeps {

@@ -1,7 +1,7 @@
 import type { CatalogModel, CatalogRegion } from '@switchboard/runtime/model-catalog';
 
 /**
- * One call to an OpenAI-compatible upstream (SPEC §12): the request body with the catalog's
+ * One call to an OpenAI-compatible upstream (docs/api/front-door.md#a-request-step-by-step): the request body with the catalog's
  * model id, `Authorization: Bearer <value of the region's api_key_env>`, and for streams
  * `stream_options.include_usage` forced on, so usage can be billed. The caller's signal aborts
  * it (a client that went away); `headersTimeoutMs` bounds the wait for the first byte.

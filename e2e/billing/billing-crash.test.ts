@@ -7,7 +7,7 @@ import { bootMesh, newUser, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * A crash between a debit and its event is impossible by construction (SPEC §5: the usage row,
+ * A crash between a debit and its event is impossible by construction (docs/api/billing.md#usage-ingestion: the usage row,
  * the debit and the `billing.usage.recorded` outbox row commit in one transaction). Shown by
  * killing billing (SIGKILL: no shutdown hook runs) in the middle of a burst of RecordUsage, then
  * checking in billing's own tables that the balance is the free credit minus the sum of the usage

@@ -9,7 +9,7 @@ import { bootMesh, expectErrorBody, newUser, restClient } from '@switchboard/tes
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Billing through its real paths (SPEC §5): usage recorded by the data plane over RPC, priced per
+ * Billing through its real paths (docs/api/billing.md#tiers-and-prices): usage recorded by the data plane over RPC, priced per
  * tier with exact decimals, debited and reported through REST; top-ups through the sandbox
  * provider, idempotent under concurrency.
  */

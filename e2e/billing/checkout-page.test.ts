@@ -7,7 +7,7 @@ import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * The sandbox provider's payment page (SPEC §5): `GET /v1/billing/sandbox/checkout/{token}` is an
+ * The sandbox provider's payment page (docs/api/billing.md#sandbox): `GET /v1/billing/sandbox/checkout/{token}` is an
  * HTML page with a Pay button and a strict CSP of its own (a fresh nonce per answer, no
  * 'unsafe-inline'), while every JSON answer keeps the gateway's deny-all policy. Then the page in
  * a real headless Chromium: no CSP violation, Pay completes the top-up once.

@@ -12,7 +12,7 @@ import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Stripe Checkout through its real path (SPEC §5): the billing service creates Checkout Sessions
+ * Stripe Checkout through its real path (docs/api/billing.md#stripe-checkout): the billing service creates Checkout Sessions
  * on a local stand-in of Stripe's API (STRIPE_API_BASE; no network), and Stripe's events reach
  * REST → gateway → billing signed with the library's own test helper. A paid session credits its
  * checkout exactly once, whatever is replayed, redelivered concurrently, or forged.

@@ -7,7 +7,7 @@ import { type ApiResponse, bootMesh, expectErrorBody, restClient, type SignedUp,
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Conversations, messages and feedback through REST (SPEC §6, §10): every endpoint, the records,
+ * Conversations, messages and feedback through REST (docs/api/conversations.md#endpoints, docs/conventions.md#limits): every endpoint, the records,
  * every refusal with its error body, exact limits, ordering under concurrent appends, tenant
  * isolation, and feedback on generations recorded by the data plane (RecordUsage).
  */
@@ -50,7 +50,7 @@ async function append(token: string, conversationId: string, body: unknown, work
 
 /**
  * Every item of a list, page by page through `next_cursor` (the path carries its own query),
- * checking the list shape of SPEC §2 on every page.
+ * checking the list shape of docs/conventions.md#pagination on every page.
  */
 async function listAll(token: string, path: string, workspaceId?: string): Promise<Json[]> {
   const items: Json[] = [];
@@ -76,7 +76,7 @@ const conversationFields = ['conversation_id', 'created_at', 'metadata', 'title'
 const messageFields = ['content', 'conversation_id', 'created_at', 'message_id', 'role'];
 const feedbackFields = ['comment', 'created_at', 'feedback_id', 'generation_id', 'model', 'rating', 'tags', 'updated_at'];
 
-/** Bytes of the compact UTF-8 JSON of a value, escapes written as JSON.stringify writes them (SPEC §10). */
+/** Bytes of the compact UTF-8 JSON of a value, escapes written as JSON.stringify writes them (docs/conventions.md#limits). */
 const compactBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), 'utf8');
 
 /**
@@ -145,7 +145,7 @@ describe('conversations', () => {
     expect(titled).toMatchObject({ title: 'Only a title', metadata: {} });
     const tagged = await createConversation(token, { metadata: { topic: 'billing', ids: [1, 2] } });
     expect(tagged).toMatchObject({ title: null, metadata: { topic: 'billing', ids: [1, 2] } });
-    // The alias without /v1 (SPEC §2) is the same handler.
+    // The alias without /v1 (docs/conventions.md#versions-and-paths) is the same handler.
     const alias = await call('POST', '/conversations', { token, body: { title: 'alias' } });
     expect(alias.status, alias.text).toBe(201);
     expect((await call('GET', `/conversations/${alias.json.conversation_id}`, { token })).json).toEqual(alias.json);
@@ -848,7 +848,7 @@ describe('feedback', () => {
     // know is found only through its event): ours had not arrived when we rated.
     const probe = await call('POST', '/v1/feedback', { token: backlogWorkspace.token, body: { generation_id: backlog[backlog.length - 20], rating: 1 } });
     expectErrorBody(probe, 404, 'generation_not_found');
-    // Billing was asked for the generation, under the rating's request id (SPEC §2: logs share it).
+    // Billing was asked for the generation, under the rating's request id (docs/conventions.md#response-headers: logs share it).
     const requestId = rated.headers.get('x-request-id')!;
     await eventually(
       () =>

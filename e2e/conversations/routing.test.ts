@@ -12,7 +12,7 @@ import { bootMesh, newUser, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Self-learning routing through its real path (SPEC §6, §8, §12): generations recorded by the
+ * Self-learning routing through its real path (docs/api/conversations.md#self-learning-routing, docs/api/internal-calls.md#routemodel, docs/api/front-door.md): generations recorded by the
  * data plane through billing's RecordUsage with the model that served them, rated through REST
  * feedback, and RouteModel (seeded) shifting the tier's traffic away from the model rated down,
  * within the geographic policy, with an exploration floor that never starves it.

@@ -14,7 +14,7 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming } from
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * The data plane end to end (SPEC §12), the way a user calls it: the official `openai` client
+ * The data plane end to end (docs/api/front-door.md#routes), the way a user calls it: the official `openai` client
  * with nothing but an API key and the gateway's base URL, against two local OpenAI-compatible
  * upstreams (one per region) named by a model catalog of this run. Caps, billing, routing
  * policies, streaming, a client going away, feedback-driven routing, conversations and

@@ -4,7 +4,7 @@ import { eventually, expectErrorBody, mailsTo, tokenOf, waitForMail } from '@swi
 import { bootMesh, fromAddress, newUser, restClient } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-/** Account endpoints of SPEC §3 through the REST surface: sessions, passwords, profile. */
+/** Account endpoints of docs/api/identity.md#account-endpoints through the REST surface: sessions, passwords, profile. */
 
 let mesh: Mesh;
 let base: ReturnType<typeof restClient>;

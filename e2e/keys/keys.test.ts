@@ -4,7 +4,7 @@ import { type ApiResponse, bootMesh, expectErrorBody, restClient, signUp } from 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * API keys through REST (SPEC §4): every endpoint, the record, every refusal with its error body,
+ * API keys through REST (docs/api/keys.md#endpoints): every endpoint, the record, every refusal with its error body,
  * keys as credentials, and tenant isolation.
  */
 
@@ -265,7 +265,7 @@ describe('keys as credentials', () => {
     const listed = await call('GET', '/v1/keys', { token: fullKey });
     expect(listed.json.data.map((k: { key_id: string }) => k.key_id)).toEqual([key.key_id]);
     await eventually(async () => (await call('GET', `/v1/keys/${key.key_id}`, { token: owner.token })).json.last_used_at, 'last_used_at');
-    // Another workspace named in the header is refused (SPEC §10).
+    // Another workspace named in the header is refused (docs/conventions.md#workspaces).
     const other = await signUp(call);
     expectErrorBody(await call('GET', '/v1/keys', { token: fullKey, headers: { 'x-workspace-id': other.workspaceId } }), 403, 'workspace_mismatch');
   });

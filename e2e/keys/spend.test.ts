@@ -9,7 +9,7 @@ import { bootMesh, expectErrorBody, restClient, type SignedUp, signUp } from '@s
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Spend, caps, reservations and revocations driven by events (SPEC §4, §5): usage arrives as
+ * Spend, caps, reservations and revocations driven by events (docs/api/keys.md#reservations, docs/api/billing.md#usage-ingestion): usage arrives as
  * billing's `billing.usage.recorded` events on the real stream (billing publishes them once it
  * prices a generation), identity's events revoke keys, and the data plane asks AuthorizeKey.
  */

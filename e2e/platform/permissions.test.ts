@@ -65,7 +65,7 @@ describe('the permission table, route by route', () => {
           expect(response.json.error.code, context).toBe(routeCase.notFoundCode ?? 'organization_not_found');
           expect(response.text).not.toContain(ws.name);
         }
-        // A full key is shown once, in the answer that creates it (SPEC §4).
+        // A full key is shown once, in the answer that creates it (docs/api/keys.md#the-full-key).
         if (!routeCase.showsFullKey) expect(response.text, context).not.toMatch(/full_key|sb_[0-9A-Za-z]{49}/);
         if (response.status >= 400 && before !== undefined) {
           expect(await readSubject(routeCase, ws, as), `${as}: the refused call changed its object`).toEqual(before);

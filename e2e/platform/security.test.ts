@@ -87,7 +87,7 @@ describe('rate limits of expensive actions', () => {
   it('counts a login with an over-long email against the client address', async () => {
     const call = clientFromNewIp();
     const longEmail = `${'a'.repeat(400)}@example.com`;
-    // 50 failures from one address (SPEC §10) lock the address, whatever the email (in waves
+    // 50 failures from one address (docs/api/identity.md#sign-in-throttling) lock the address, whatever the email (in waves
     // the argon2 queue admits).
     for (let wave = 0; wave < 5; wave++) {
       const guesses = await Promise.all(

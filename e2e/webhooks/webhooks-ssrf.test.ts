@@ -10,7 +10,7 @@ import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, si
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * SSRF protection of deliveries (SPEC §7, §10) with the default policy
+ * SSRF protection of deliveries (docs/webhooks.md#where-deliveries-may-go) with the default policy
  * (WEBHOOKS_ALLOW_PRIVATE_TARGETS unset): receiver URLs on loopback, private, shared and
  * link-local addresses, as IP literals, IPv4-mapped IPv6 and a DNS name resolving to loopback,
  * are accepted at registration (only the syntax and https:// are checked then) but every attempt

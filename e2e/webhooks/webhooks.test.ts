@@ -12,7 +12,7 @@ import { verifyDelivery, WebhookReceiver } from '@switchboard/testkit/webhook-re
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Webhooks through REST (SPEC §7, §10): endpoints, signed deliveries verified with the
+ * Webhooks through REST (docs/webhooks.md#endpoints, docs/conventions.md): endpoints, signed deliveries verified with the
  * `standardwebhooks` package, retries, redelivery, recovery, rotation, disabling, the event
  * sources, and the refusals with their error bodies. Retries run on a millisecond schedule.
  */
@@ -176,7 +176,7 @@ describe('endpoints', () => {
     const ownKey = (await call('POST', '/v1/keys', { token: owner.token, body: { name: 'k' } })).json.full_key;
     const viaKey = await call('GET', `${base}/${created.webhook_id}`, { token: ownKey });
     expect(viaKey.status, viaKey.text).toBe(200);
-    // An API key naming another workspace in X-Workspace-Id is refused (SPEC §10), whatever the path.
+    // An API key naming another workspace in X-Workspace-Id is refused (docs/conventions.md#workspaces), whatever the path.
     expectErrorBody(await call('GET', base, { token: ownKey, headers: { 'x-workspace-id': stranger.workspaceId } }), 403, 'workspace_mismatch');
 
     // A developer of an organization may not read or manage its webhooks.

@@ -27,7 +27,7 @@ export interface Workspace {
 /** How long a resolved role is reused at most (changes drop it at once: forgetWorkspace). */
 export const roleCacheMs = 2_000;
 /**
- * How long the keys service's answer for an API key is reused at most: the backstop of SPEC §4's
+ * How long the keys service's answer for an API key is reused at most: the backstop of docs/api/keys.md#revocation:
  * "a revoked key gets 401 within one second" when the key.revoked and key.updated events cannot
  * reach this gateway (NATS down). With them, a change applies within milliseconds (forgetKey).
  */

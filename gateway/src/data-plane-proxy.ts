@@ -3,7 +3,7 @@ import { ApiError } from '@switchboard/runtime/api-error';
 import type { Logger } from '@switchboard/runtime/log';
 
 /**
- * The data plane's routes (SPEC §12) at the REST surface's base URL: the gateway forwards
+ * The data plane's routes (docs/api/front-door.md#routes) at the REST surface's base URL: the gateway forwards
  * `/v1/chat/completions` and `/v1/models` to the data plane as streams, both ways, so a
  * completion's events reach the client as the upstream sends them. The data plane authorizes
  * the API key itself (AuthorizeKey with the request's estimate).

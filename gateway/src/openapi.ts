@@ -7,7 +7,7 @@ import { type Route, unversionedAlias } from './routes.js';
 
 /**
  * The OpenAPI 3.1 document of the REST surface, generated from the same routes the gateway
- * serves (SPEC §1, §2). Schemas describe the gateway's JSON mapping exactly:
+ * serves (docs/api/overview.md#the-contract-is-the-protos, docs/conventions.md). Schemas describe the gateway's JSON mapping exactly:
  *
  * - requests: proto field names; path variables from the template; for body "*" the other
  *   fields are the JSON body, for GET/DELETE they are query parameters;

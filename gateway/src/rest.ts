@@ -152,7 +152,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   const { route, pathValues } = match;
   onRoute(route.template);
 
-  // Order of checks (SPEC §10): credentials, then the workspace, then the input.
+  // Order of checks (docs/conventions.md#order-of-checks): credentials, then the workspace, then the input.
   let principal: Principal | undefined;
   let workspace: Workspace | undefined;
   if (route.credentials !== 'none') {
@@ -173,7 +173,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   try {
     input = await readInput(route, req, url.searchParams, pathValues);
   } catch (err) {
-    // Order of checks (SPEC §10): an organization in the path the caller cannot see is a 404
+    // Order of checks (docs/conventions.md#order-of-checks): an organization in the path the caller cannot see is a 404
     // before anything about the input.
     if (principal) await assertPathWorkspaceVisible(options.authenticator, principal, workspace!, pathValues, requestId);
     throw err;
@@ -253,7 +253,7 @@ async function resolvePathWorkspace(
   requested: string | undefined,
   requestId: string,
 ): Promise<Workspace> {
-  // SPEC §10: an API key naming another workspace in X-Workspace-Id is a 403, whatever the path.
+  // docs/conventions.md#workspaces: an API key naming another workspace in X-Workspace-Id is a 403, whatever the path.
   if (principal.type === 'key' && requested) await authenticator.resolveWorkspace(principal, requested, { requestId });
   if (principal.type === 'key' && workspaceId !== principal.keyWorkspaceId) throw organizationNotFound();
   return authenticator.resolveWorkspace(principal, workspaceId, { requestId }).catch((err: unknown) => {
@@ -373,7 +373,7 @@ function sendError(res: http.ServerResponse, err: unknown, requestId: string, lo
 
 /**
  * Requests Node refuses before any handler runs (malformed, headers too large, too slow) still
- * get the error body of SPEC §2 and a request id.
+ * get the error body of docs/conventions.md#errors and a request id.
  */
 export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (socket.writable && !socket.destroyed) {

@@ -8,7 +8,7 @@ import type { Logger } from '@switchboard/runtime/log';
 import { connectNats, type NatsConnection } from '@switchboard/runtime/nats';
 
 /**
- * The sessions whose access tokens the gateway refuses before they expire (SPEC §3: logout,
+ * The sessions whose access tokens the gateway refuses before they expire (docs/api/identity.md#revocation: logout,
  * password change or reset, deactivation take effect on the next request). No database call
  * per request: the set lives in memory and is kept fresh by
  *  - the `sb-revoked-sessions` header of identity's answers, for the replica that proxied the

@@ -24,7 +24,7 @@ export interface Route {
   successStatus: number;
   /** Other success statuses the handler may pick (RestRule.other_successes), with when. */
   otherSuccesses: Array<{ status: number; when: string }>;
-  /** Who may call it: the method's access option (SPEC §3). */
+  /** Who may call it: the method's access option (docs/conventions.md#roles). */
   rule: RpcRule;
   /** The credentials the gateway accepts, from the rule. */
   credentials: Credentials;
@@ -35,7 +35,7 @@ export interface Route {
   method: DescMethodUnary;
 }
 
-/** Groups that also answer without /v1 (SPEC §10); webhook paths exist only under /v1. */
+/** Groups that also answer without /v1 (docs/conventions.md#versions-and-paths); webhook paths exist only under /v1. */
 const unversionedGroups = new Set(['auth', 'account', 'organizations', 'invitations', 'keys', 'billing', 'conversations', 'feedback']);
 
 /** Builds every route of the REST surface from the protos' annotations. */

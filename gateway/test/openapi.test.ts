@@ -9,9 +9,9 @@ import { buildRoutes } from '../src/routes.js';
 // biome-ignore lint/suspicious/noExplicitAny: the document is walked as plain JSON.
 type Json = Record<string, any>;
 
-/** Every REST route of SPEC §3–§7 (paths as the SPEC writes them; variable names may differ). */
+/** Every REST route of docs/api/ and docs/webhooks.md (paths as the docs write them; variable names may differ). */
 const specRoutes: Array<[string, string]> = [
-  // §3 account
+  // account (docs/api/identity.md#account-endpoints)
   ['POST', '/v1/auth/register'],
   ['POST', '/v1/auth/login'],
   ['POST', '/v1/auth/login/2fa'],
@@ -30,7 +30,7 @@ const specRoutes: Array<[string, string]> = [
   ['POST', '/v1/account/2fa/disable'],
   ['POST', '/v1/account/2fa/recovery-codes'],
   ['POST', '/v1/account/deactivate'],
-  // §3 organizations
+  // organizations (docs/api/identity.md#organization-endpoints)
   ['POST', '/v1/organizations'],
   ['GET', '/v1/organizations'],
   ['GET', '/v1/organizations/{org_id}'],
@@ -43,7 +43,7 @@ const specRoutes: Array<[string, string]> = [
   ['DELETE', '/v1/organizations/{org_id}'],
   ['GET', '/v1/organizations/{org_id}/invitations'],
   ['DELETE', '/v1/organizations/{org_id}/invitations/{invitation_id}'],
-  // §4 keys
+  // keys (docs/api/keys.md#endpoints)
   ['POST', '/v1/keys'],
   ['GET', '/v1/keys'],
   ['GET', '/v1/keys/{key_id}'],
@@ -53,7 +53,7 @@ const specRoutes: Array<[string, string]> = [
   ['DELETE', '/v1/keys/{key_id}/alert-webhook'],
   ['PUT', '/v1/keys/{key_id}/routing-policy'],
   ['DELETE', '/v1/keys/{key_id}'],
-  // §5 billing
+  // billing (docs/api/billing.md#endpoints)
   ['GET', '/v1/billing/balance'],
   ['GET', '/v1/billing/usage'],
   ['GET', '/v1/billing/usage/by-tier'],
@@ -65,7 +65,7 @@ const specRoutes: Array<[string, string]> = [
   ['POST', '/v1/billing/providers/stripe/webhook'],
   ['GET', '/v1/billing/sandbox/checkout/{token}'],
   ['POST', '/v1/billing/sandbox/checkout/{token}/complete'],
-  // §6 conversations and feedback
+  // conversations and feedback (docs/api/conversations.md#endpoints)
   ['POST', '/v1/conversations'],
   ['GET', '/v1/conversations'],
   ['GET', '/v1/conversations/{id}'],
@@ -75,7 +75,7 @@ const specRoutes: Array<[string, string]> = [
   ['GET', '/v1/conversations/{id}/messages'],
   ['POST', '/v1/feedback'],
   ['GET', '/v1/feedback/summary'],
-  // §7 webhooks (the seed's six, plus the SPEC's additions)
+  // webhooks (docs/webhooks.md#endpoints)
   ['POST', '/v1/workspaces/{workspace_id}/webhooks'],
   ['GET', '/v1/workspaces/{workspace_id}/webhooks'],
   ['GET', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}'],
@@ -149,7 +149,7 @@ describe('OpenAPI document', () => {
     expect(JSON.stringify(buildOpenApiDocument(buildRoutes(), { version: '1.2.3' }))).toBe(JSON.stringify(doc));
   });
 
-  it('lists every route of SPEC §3–§7 with its method', () => {
+  it('lists every route of docs/api/ and docs/webhooks.md with its method', () => {
     const missing = specRoutes.filter(([method, path]) => !find(doc, method, path)).map(([m, p]) => `${m} ${p}`);
     expect(missing).toEqual([]);
   });

@@ -84,7 +84,7 @@ describe('parseTemplate', () => {
 });
 
 describe('unversionedAlias', () => {
-  it('drops /v1 for every group but webhooks (SPEC §10)', () => {
+  it('drops /v1 for every group but webhooks (docs/conventions.md#versions-and-paths)', () => {
     for (const [method, template] of [
       ['POST', '/v1/auth/login'],
       ['GET', '/v1/account'],

@@ -67,7 +67,7 @@ export interface CommonConfig {
   eventsStream: string;
 }
 
-/** SWITCHBOARD_MESH_SECRET, at least 32 bytes (SPEC §8). */
+/** SWITCHBOARD_MESH_SECRET, at least 32 bytes (docs/api/internal-calls.md#mesh-tokens). */
 export function readMeshSecret(env: Env = process.env): string {
   const meshSecret = readString('SWITCHBOARD_MESH_SECRET', undefined, env);
   if (Buffer.byteLength(meshSecret) < 32) throw new ConfigError('SWITCHBOARD_MESH_SECRET must be at least 32 bytes');

@@ -2,7 +2,7 @@ import type { JsonObject } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 
-/** The public error body of SPEC §2. */
+/** The public error body of docs/conventions.md#errors. */
 export interface ErrorBody {
   error: {
     code: string;

@@ -36,7 +36,7 @@ export function newToken(): string {
   return randomBytes(32).toString('base64url');
 }
 
-/** A Standard Webhooks signing secret: `whsec_` + base64 of 32 random bytes (SPEC §7). */
+/** A Standard Webhooks signing secret: `whsec_` + base64 of 32 random bytes (docs/webhooks.md#signatures). */
 export function newSigningSecret(): string {
   return `whsec_${randomBytes(32).toString('base64')}`;
 }

@@ -106,7 +106,7 @@ export async function dropDatabase(url: string): Promise<void> {
 const dockerAvailable = () => existsSync('/var/run/docker.sock') || Boolean(process.env.DOCKER_HOST);
 
 /**
- * Postgres for the mesh (SPEC §11): DATABASE_URL if set; else a server on 127.0.0.1:5432;
+ * Postgres for the mesh (docs/operations.md#running-on-one-machine): DATABASE_URL if set; else a server on 127.0.0.1:5432;
  * else (tests only) a testcontainer when a Docker engine runs; else an embedded Postgres
  * with its data under `dataDir`.
  */

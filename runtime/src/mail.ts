@@ -7,7 +7,7 @@ import { ConfigError, readString } from './config.js';
 import type { Logger } from './log.js';
 
 /**
- * The mail adapter of SPEC §3: verification, reset, invitation and credential-change mails go
+ * The mail adapter of docs/api/identity.md#mail: verification, reset, invitation and credential-change mails go
  * through a `Mailer`. Without SMTP, each message becomes one RFC 822 `.eml` file in MAILBOX_DIR
  * (development and tests read them there). SMTP delivery is another `Mailer` behind the same
  * interface, chosen by `createMailer` from the environment.

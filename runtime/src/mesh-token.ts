@@ -1,6 +1,6 @@
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 
-/** What a service knows about the caller of an internal RPC (SPEC §8). */
+/** What a service knows about the caller of an internal RPC (docs/api/internal-calls.md#mesh-tokens). */
 export interface MeshClaims {
   /** The calling component: gateway, data-plane or a service name. */
   caller: string;
@@ -27,7 +27,7 @@ const cacheLimit = 10_000;
 const clockSkewSeconds = 60;
 
 /**
- * Mints and verifies the mesh tokens of SPEC §8: HS256 over SWITCHBOARD_MESH_SECRET. Both sides
+ * Mints and verifies the mesh tokens of docs/api/internal-calls.md#mesh-tokens: HS256 over SWITCHBOARD_MESH_SECRET. Both sides
  * cache, because every REST request mints one and every RPC verifies one.
  */
 export class MeshTokens {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /**
- * The model catalog of SPEC §12: regions (upstream base URL and the variable holding its API
+ * The model catalog of docs/api/front-door.md#routes: regions (upstream base URL and the variable holding its API
  * key) and models (region, the service tiers they are candidates for, prices per 1M tokens). One
  * JSON file, read by the conversations service (RouteModel's candidates) and the data plane
  * (upstreams, prices): `SWITCHBOARD_MODELS_FILE`, else the default shipped beside the runtime
@@ -30,7 +30,7 @@ export interface CatalogModel {
 
 export class CatalogError extends Error {}
 
-/** The geographic routing policies of API keys (SPEC §4). */
+/** The geographic routing policies of API keys (docs/api/keys.md#routing-policy). */
 export const routingPolicies = ['cn-only', 'overseas-only', 'any'] as const;
 export type RoutingPolicy = (typeof routingPolicies)[number];
 

@@ -2,14 +2,14 @@ import { Decimal } from 'decimal.js';
 import { invalidArgument } from './errors.js';
 
 /**
- * Money (SPEC §2): decimal strings in and out, `numeric` in Postgres, decimal.js in between;
+ * Money (docs/conventions.md#money): decimal strings in and out, `numeric` in Postgres, decimal.js in between;
  * never a float. `Money` has enough significant digits that sums and products of our amounts
  * (at most 18 + 18 digits) never round, and prints in plain notation, never with an exponent.
  */
 export const Money = Decimal.clone({ precision: 80, rounding: Decimal.ROUND_HALF_EVEN, toExpNeg: -80, toExpPos: 80 });
 export type Money = InstanceType<typeof Money>;
 
-/** Plain decimal notation (SPEC §10): digits, optionally a point and more digits. */
+/** Plain decimal notation (docs/conventions.md#money): digits, optionally a point and more digits. */
 const plainDecimal = /^(\d+)(?:\.(\d+))?$/;
 
 export interface DecimalLimits {

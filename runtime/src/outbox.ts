@@ -13,7 +13,7 @@ import { sleepUnless, withTimeout } from './timing.js';
 import { traceContextHeaders } from './trace-context.js';
 
 /**
- * Transactional outbox (SPEC §1, events): a service writes its state change and the event row
+ * Transactional outbox (docs/events.md#the-outbox-events-are-never-lost): a service writes its state change and the event row
  * in one transaction; a relay publishes committed rows to JetStream with `Nats-Msg-Id` =
  * event id, so the stream drops duplicates within its window, and consumers dedupe the rest.
  */

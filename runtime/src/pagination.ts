@@ -1,7 +1,7 @@
 import { invalidArgument } from './errors.js';
 
 /**
- * Lists of SPEC §2: `?limit=` (default 20, 1..100, else 400) and `?after=<cursor>`, newest first,
+ * Lists of docs/conventions.md#pagination: `?limit=` (default 20, 1..100, else 400) and `?after=<cursor>`, newest first,
  * answered as `{data, has_more, next_cursor}`. A cursor is the (time, id) of the last row of a
  * page, opaque to clients: base64url of `<microseconds since the epoch>.<id>`, exact to
  * Postgres' microsecond precision.
@@ -47,7 +47,7 @@ export function pageOf<Row>(rows: Row[], limit: number, cursorOf: (row: Row) => 
   return { rows: page, hasMore, nextCursor: hasMore ? encodeCursor(cursorOf(page[page.length - 1])) : undefined };
 }
 
-/** A report window of SPEC §5 and §6: `?days=` 1..365, default 30; else 400 on `field`. */
+/** A report window of docs/conventions.md#pagination: `?days=` 1..365, default 30; else 400 on `field`. */
 export function parseDays(days: number | undefined, field = 'days'): number {
   if (days === undefined) return 30;
   if (!Number.isInteger(days) || days < 1 || days > 365) throw invalidArgument(field, `${field} must be a whole number from 1 to 365.`);

@@ -20,7 +20,7 @@ import type { Logger } from './log.js';
  * - `mayGrant` / `mayManageMember`: the finer member rules (roles at or below one's own).
  * Nothing else in the code base compares roles.
  *
- * Order of checks (SPEC §10): credentials (401, the gateway) → visibility of the workspace or
+ * Order of checks (docs/conventions.md#order-of-checks): credentials (401, the gateway) → visibility of the workspace or
  * object (404, the service: another tenant's objects are never named) → role (403, here) →
  * input (400/422, the service).
  */
@@ -37,7 +37,7 @@ export function allows(role: string | undefined, action: Action, own = false): b
   return rule.roles.includes(role) || (own && (rule.ownRoles?.includes(role) ?? false));
 }
 
-/** Whether a granter with role `granter` may give `granted` (SPEC §3: at or below their own; owner only by transfer). */
+/** Whether a granter with role `granter` may give `granted` (docs/conventions.md#roles: at or below their own; owner only by transfer). */
 export function mayGrant(granter: Role, granted: Role): boolean {
   return granted !== 'owner' && rank[granted] <= rank[granter];
 }
@@ -225,7 +225,7 @@ export function credentialsOf(rule: RpcRule): Credentials {
   return rule.userSession ? 'user_session' : 'user_session_or_api_key';
 }
 
-/** The 403 of a rule that needs a user's session, called with an API key (SPEC §3). */
+/** The 403 of a rule that needs a user's session, called with an API key (docs/api/identity.md#principals). */
 export const userSessionRequired = {
   code: 'user_session_required',
   message: 'This operation needs a signed-in user session; an API key cannot perform it.',

@@ -1,7 +1,7 @@
 import type { Knex } from './db.js';
 
 // SQL pieces every service store shares: the connection type each store function takes, the
-// unique-violation test, and the keyset pagination of lists (SPEC §2). Tables are unqualified:
+// unique-violation test, and the keyset pagination of lists (docs/conventions.md#pagination). Tables are unqualified:
 // the search_path is the service's schema.
 
 export type Db = Knex | Knex.Transaction;

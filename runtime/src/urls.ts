@@ -4,7 +4,7 @@ import { invalidArgument } from './errors.js';
 export const maxUrlLength = 2048;
 
 /**
- * A receiver URL checked for syntax at registration (SPEC §7, §10): absolute, `https:`, a host,
+ * A receiver URL checked for syntax at registration (docs/webhooks.md#endpoints): absolute, `https:`, a host,
  * no credentials, at most 2048 characters. Returns its normalized form (WHATWG URL). Where it
  * resolves to is checked at every delivery attempt, not here (DNS can change).
  */

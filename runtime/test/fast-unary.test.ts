@@ -189,7 +189,7 @@ const viaUnaryClient: Call = async (method, input, options) => {
   return { message, header: headers };
 };
 
-/** A plain @grpc/grpc-js client (SPEC §1), with its error turned into a ConnectError for comparison. */
+/** A plain @grpc/grpc-js client (docs/api/overview.md#protocols), with its error turned into a ConnectError for comparison. */
 const viaGrpcJs: Call = async (method, input, options) => {
   const metadata = new grpc.Metadata();
   for (const [name, value] of Object.entries(await requestHeaders(options))) metadata.set(name, value);

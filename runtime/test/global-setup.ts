@@ -10,7 +10,7 @@ import { DataKeyRing } from '../src/secrets.js';
 
 /**
  * One fresh database and one private event stream per test run, on the Postgres and NATS the
- * mesh would use (SPEC §11), so runs never see each other's data.
+ * mesh would use (docs/operations.md#running-on-one-machine), so runs never see each other's data.
  */
 export default async function setup() {
   const log = createLogger('test-setup', 'warn');

@@ -21,7 +21,7 @@ afterAll(async () => {
   await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
 });
 
-describe('the fallbacks of npm start when nothing runs locally (SPEC §11)', () => {
+describe('the fallbacks of npm start when nothing runs locally (docs/operations.md#running-on-one-machine)', () => {
   it('runs an embedded Postgres, keeping its data across restarts', async () => {
     const dataDir = path.join(await tempDir(), 'postgres');
     const first = await startEmbeddedPostgres(dataDir, 'switchboard', log);

@@ -54,7 +54,7 @@ const normalized = (claims: MeshClaims): MeshClaims => ({
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
 describe('MeshTokens.mint', () => {
-  it('mints an HS256 JWT with iss, sub, aud, iat and exp ≤ 5 minutes ahead (SPEC §8)', async () => {
+  it('mints an HS256 JWT with iss, sub, aud, iat and exp ≤ 5 minutes ahead (docs/api/internal-calls.md#mesh-tokens)', async () => {
     const c = clock();
     const token = await new MeshTokens(secret, c.now).mint('identity', fullClaims);
     expect(decodeProtectedHeader(token)).toMatchObject({ alg: 'HS256' });

@@ -19,7 +19,7 @@ import {
   roles,
 } from '../src/policy.js';
 
-/** The SPEC §3 permission table, row by row, as the policy module encodes it. */
+/** The permission table of docs/conventions.md#roles, row by row, as the policy module encodes it. */
 const table: Array<[string, Action[], Record<(typeof roles)[number], boolean>]> = [
   [
     'conversations, messages, feedback',

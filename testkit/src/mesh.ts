@@ -99,7 +99,7 @@ export async function signUp(call: RestCall): Promise<SignedUp> {
   };
 }
 
-/** Asserts the error body of SPEC §2: status, code, field, and the request id of the response. */
+/** Asserts the error body of docs/conventions.md#errors: status, code, field, and the request id of the response. */
 export function expectErrorBody(response: ApiResponse, status: number, code?: string, field?: string | null) {
   expect(response.status, response.text).toBe(status);
   expect(response.headers.get('x-request-id')).toBeTruthy();

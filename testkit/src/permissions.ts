@@ -7,7 +7,7 @@ import type { ApiResponse, restClient } from './mesh.js';
 import { newUser } from './mesh.js';
 
 /**
- * THE table of who may call which REST route (SPEC §3's permission table, route by route), walked
+ * THE table of who may call which REST route (the permission table of docs/conventions.md#roles, route by route), walked
  * by permissions.test.ts with a principal of each role in a workspace and a principal of another
  * workspace. Later issues add their routes here (keys, billing, conversations, webhooks): a route
  * of the contract that answers something other than 501 must have a row, the walk checks it.
@@ -19,7 +19,7 @@ export const principals: Principal[] = ['owner', 'admin', 'developer', 'outsider
 /**
  * Who makes a call of the walk: a principal, acting on the object its row names (for a key: one
  * that another member created), or `developerOnOwn`, the developer acting on an object it created
- * itself (SPEC §3: "change or revoke own keys"), walked for the rows that expect it.
+ * itself (docs/conventions.md#roles: "change or revoke own keys"), walked for the rows that expect it.
  */
 export type Caller = Principal | 'developerOnOwn';
 
@@ -85,7 +85,7 @@ export interface RouteCase {
   mutates?: boolean;
   /** The path of a GET (as the owner) reading the object the call changes: a refused call must leave it as it was. */
   subject?(ws: Workspace, as: Caller): string;
-  /** The answer shows a full key (SPEC §4: only the answer that creates it); no other answer may. */
+  /** The answer shows a full key (docs/api/keys.md#the-full-key: only the answer that creates it); no other answer may. */
   showsFullKey?: boolean;
   /** Further checks of a response; `world` makes further calls. */
   check?(response: ApiResponse, ws: Workspace, as: Caller, world: World): void | Promise<void>;
@@ -93,7 +93,7 @@ export interface RouteCase {
 
 const managersOnly = { owner: 200, admin: 200, developer: 403, outsider: 404 };
 const everyMember = { owner: 200, admin: 200, developer: 200, outsider: 404 };
-/** SPEC §3: every member changes or revokes its own keys, owners and admins any key of the workspace. */
+/** docs/conventions.md#roles: every member changes or revokes its own keys, owners and admins any key of the workspace. */
 const creatorOrManagers = { ...managersOnly, developerOnOwn: 200 };
 
 /** Whose key a caller acts on: `target`'s (another member's), or for `developerOnOwn` the developer's own. */
@@ -105,7 +105,7 @@ const initialAlertUrl = 'https://alerts.example.com/initial';
 const alertUrl = 'https://alerts.example.com/hook';
 
 /**
- * The row of a call that changes one key and answers it (SPEC §4): on the key of `keyCreatorOf`,
+ * The row of a call that changes one key and answers it (docs/api/keys.md): on the key of `keyCreatorOf`,
  * in a fresh workspace for every caller; `changed` checks the answer of a success.
  */
 function keyChange(row: Pick<RouteCase, 'rpc' | 'method' | 'template' | 'body'> & { changed(key: ApiResponse['json'], as: Caller): void }): RouteCase {
@@ -126,7 +126,7 @@ function keyChange(row: Pick<RouteCase, 'rpc' | 'method' | 'template' | 'body'> 
   };
 }
 
-/** SPEC §3: billing reads for every member; the outsider reads (and tops up) its own workspace. */
+/** docs/conventions.md#roles: billing reads for every member; the outsider reads (and tops up) its own workspace. */
 const everyWorkspace = { owner: 200, admin: 200, developer: 200, outsider: 200 };
 const decimal = /^-?\d+(\.\d+)?$/;
 
@@ -152,7 +152,7 @@ async function topupIds(world: World, ws: Workspace, as: Caller): Promise<string
 }
 
 /**
- * The row of a route that starts a top-up (SPEC §3: owners and admins; SPEC §5: checkout and
+ * The row of a route that starts a top-up (docs/conventions.md#roles: owners and admins; docs/api/billing.md#top-ups: checkout and
  * topup answer the same): a pending checkout in the caller's workspace, and only there.
  */
 function topupStart(rpc: string, template: string): RouteCase {
@@ -500,7 +500,7 @@ export const routeCases: RouteCase[] = [
     },
   },
   // --- conversations, messages, feedback ----------------------------------------------------
-  // SPEC §3: every member reads and writes the workspace's conversations, messages and feedback.
+  // docs/conventions.md#roles: every member reads and writes the workspace's conversations, messages and feedback.
   // The outsider acts in its own personal workspace: it creates and lists conversations there
   // (201, 200, never this workspace's), and this workspace's conversation or generation is one it
   // cannot see (404, never 403).
@@ -659,7 +659,7 @@ export const routeCases: RouteCase[] = [
       expect(response.json).toEqual((await world.callAs(ws, 'owner', 'GET', '/v1/feedback/summary')).json);
     },
   },
-  // --- webhooks: owners and admins only (SPEC §3), in the workspace of the path ---------------
+  // --- webhooks: owners and admins only (docs/conventions.md#roles), in the workspace of the path ---------------
   {
     rpc: 'CreateWebhook',
     method: 'POST',

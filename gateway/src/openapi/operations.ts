@@ -9,7 +9,7 @@ import { accessExtension, accessLine, credentialsLabel, securityOf } from './sec
 
 /** An operation per route: parameters, request body, responses, description and extensions. */
 
-/** Hints for well-known request fields (SPEC §2, §5, §6). */
+/** Hints for well-known request fields (docs/conventions.md, docs/api/billing.md, docs/api/conversations.md). */
 const queryHints: Record<string, Json> = {
   limit: { minimum: 1, maximum: 100, default: 20, description: 'Page size, 1..100 (outside that range is a 400).' },
   after: { description: 'Cursor: the `next_cursor` of the previous page.' },

@@ -170,7 +170,7 @@ function described(schema: Json, description: string): Json {
 
 /**
  * Money is a decimal string on this surface; amounts typed google.protobuf.Value on input
- * accept a JSON number or a decimal string (SPEC §2).
+ * accept a JSON number or a decimal string (docs/conventions.md#money).
  */
 function withHints(field: DescField, schema: Json): Json {
   if (!/_usd$/.test(field.name)) return schema;

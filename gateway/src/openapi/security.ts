@@ -73,7 +73,7 @@ export function accessExtension(route: Route): Json {
   };
 }
 
-/** The role × action table of SPEC §3, for the document's introduction. */
+/** The role × action table of docs/conventions.md#roles, for the document's introduction. */
 export function permissionTable(): string[] {
   const rows = (Object.keys(permissions) as Action[]).map((action) => {
     const row: Permission = permissions[action];

@@ -38,7 +38,7 @@ export const componentNodeFlags = ['--min-semi-space-size=4', '--max-semi-space-
 export interface MeshOptions {
   /** Where embedded Postgres, NATS data, the dev mesh secret and the mailbox live. */
   dataDir: string;
-  /** Free ports for everything (tests, benchmarks) instead of the defaults of SPEC §8. */
+  /** Free ports for everything (tests, benchmarks) instead of the defaults of docs/api/internal-calls.md#ports-and-packages. */
   randomPorts?: boolean;
   /** Database name when Postgres is discovered (not DATABASE_URL). */
   database?: string;
@@ -109,7 +109,7 @@ async function rotateDataKeys(env: Record<string, string>, log: ReturnType<typeo
 }
 
 /**
- * Runs the whole mesh on this machine: Postgres and NATS as SPEC §11 says, each service and
+ * Runs the whole mesh on this machine: Postgres and NATS as docs/operations.md#running-on-one-machine says, each service and
  * the gateway as its own process, and waits until the gateway reports every service ready.
  */
 export async function startMesh(options: MeshOptions): Promise<Mesh> {

@@ -3,7 +3,7 @@ import type { Pricing } from './pricing.js';
 import { ensureAccount, findAccount } from './store/accounts.js';
 
 /**
- * Billing accounts: one per workspace, created on first touch with the free credit (SPEC §5:
+ * Billing accounts: one per workspace, created on first touch with the free credit (docs/api/billing.md#balance-and-free-credit:
  * `FREE_CREDIT_USD`, default "1.00"), personal workspaces and organizations alike. The insert is
  * idempotent, so the credit is granted once whichever call comes first.
  */

@@ -8,7 +8,7 @@ import type { CheckoutRow } from './store/checkouts.js';
 import type { Topups } from './topups.js';
 
 /**
- * The sandbox provider's payment page (SPEC §5), `GET /v1/billing/sandbox/checkout/{token}`: the
+ * The sandbox provider's payment page (docs/api/billing.md#sandbox), `GET /v1/billing/sandbox/checkout/{token}`: the
  * amount, the status (pending, completed, expired, failed), while pending a Pay button, and a
  * link back to the dashboard's billing page. The button's form posts to `…/{token}/complete`;
  * its inline script does the same with fetch() and shows the outcome in place. The page carries its own strict CSP (contentSecurityPolicyHeader):

@@ -4,7 +4,7 @@ import type { PriceListSchema } from '@switchboard/contracts/switchboard/billing
 import { Money } from '@switchboard/runtime/money';
 
 /**
- * Prices (SPEC §5) from one versioned pricing file (`pricing.json` beside the service, or
+ * Prices (docs/api/billing.md#tiers-and-prices) from one versioned pricing file (`pricing.json` beside the service, or
  * BILLING_PRICING_FILE): flat per-token prices of the service tiers, and plans that discount them
  * and set the passthrough markup and the byok fee. Every amount is a decimal string and every
  * computation decimal.js; costs stay unrounded.

@@ -16,7 +16,7 @@ import type { PlanPricing, Pricing, Tier } from './pricing.js';
 import { type TierRow, usageByDay, usageByTier } from './store/usage.js';
 
 /**
- * The billing reads of a workspace (SPEC §5): balance, usage per UTC day and per tier over the
+ * The billing reads of a workspace (docs/api/billing.md#reports): balance, usage per UTC day and per tier over the
  * last `days` (1..365, default 30; today included, days without usage as zeros), the plan, and
  * the upgrade hint: the last 30 days priced under every plan of the pricing file, its monthly fee
  * included; the cheapest other plan is recommended when it costs less than the current one.

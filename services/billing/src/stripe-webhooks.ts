@@ -6,7 +6,7 @@ import type { StripeProvider } from './providers/stripe.js';
 import type { Topups } from './topups.js';
 
 /**
- * Stripe's event receiver (`POST /v1/billing/providers/stripe/webhook`, SPEC §5). Every answer but
+ * Stripe's event receiver (`POST /v1/billing/providers/stripe/webhook`, docs/api/billing.md#stripe-checkout). Every answer but
  * a refused signature is 204, so Stripe stops delivering:
  *  - Stripe not configured here: 404 `provider_not_configured` (no secret to check anything with).
  *  - A missing, wrong, or stale (older than STRIPE_WEBHOOK_TOLERANCE) signature, or a body changed

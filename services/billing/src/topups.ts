@@ -29,7 +29,7 @@ import {
 } from './store/checkouts.js';
 
 /**
- * Top-ups (SPEC §5): a checkout per (workspace, idempotency key), started with the configured
+ * Top-ups (docs/api/billing.md#top-ups): a checkout per (workspace, idempotency key), started with the configured
  * payment provider, credited exactly once when the provider says it was paid.
  *  - Idempotency is the unique constraint `checkouts_idempotency_key`: the insert of a retry
  *    waits for the first transaction (which also starts the payment) and then returns its

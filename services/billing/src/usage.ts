@@ -15,7 +15,7 @@ import { Pricing, type Tier } from './pricing.js';
 import { findUsageByGeneration, insertUsageAndDebit, type UsageRow } from './store/usage.js';
 
 /**
- * Usage from the data plane (SPEC §5, §8 RecordUsage): each generation is priced once, under the
+ * Usage from the data plane (docs/api/billing.md#usage-ingestion, docs/api/internal-calls.md#recordusage): each generation is priced once, under the
  * workspace's plan, and recorded with its debit and its `billing.usage.recorded` event in one
  * transaction (the outbox: a crash cannot leave a debit without its event, or the reverse).
  * Idempotent by generation_id: the unique index decides, so concurrent repeats charge once and

@@ -16,7 +16,7 @@ describe('billing service', () => {
 
   it('refuses calls without a mesh token or principal, applies the access rules, and answers past them', async () => {
     expect(await outcomeOf(service.client(BillingService, null).getBalance({}))).toBe('Unauthenticated');
-    // Top-ups are for owners and admins (SPEC §3), decided before the handler.
+    // Top-ups are for owners and admins (docs/conventions.md#roles), decided before the handler.
     expect(await outcomeOf(service.client(BillingService, memberClaims('developer')).createTopup({}))).toBe('PermissionDenied');
     expect(await outcomeOf(service.client(BillingService, memberClaims('admin')).createTopup({}))).toBe('InvalidArgument');
     expect(

@@ -26,7 +26,7 @@ import {
 } from './store/conversations.js';
 
 /**
- * Stored conversations and their messages (SPEC §6), inside the caller's workspace: another
+ * Stored conversations and their messages (docs/api/conversations.md#endpoints), inside the caller's workspace: another
  * workspace's conversation is a 404 like one that does not exist. Appending stores the message
  * and nothing else (no model call, no usage). The data plane appends a chat completion's
  * exchange (its user message and the answer) the same way, all of it or nothing.
@@ -189,7 +189,7 @@ export class Conversations {
     return { messageIds: rows.map((row) => row.id) };
   }
 
-  /** Throws `problem` if any, after visibility (SPEC §10): a bad message for a conversation the caller cannot see is a 404. */
+  /** Throws `problem` if any, after visibility (docs/conventions.md#order-of-checks): a bad message for a conversation the caller cannot see is a 404. */
   private async refuse(workspaceId: string, conversationId: string, problem: ReturnType<typeof invalidArgument> | undefined): Promise<void> {
     if (!problem) return;
     if (!(await findConversation(this.deps.db, conversationId, workspaceId))) throw conversationNotFound();

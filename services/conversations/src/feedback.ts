@@ -15,7 +15,7 @@ import { lockGeneration } from './store/generations.js';
 import { adjustScore } from './store/routing-scores.js';
 
 /**
- * Feedback on generations (SPEC §6): one rating per workspace and generation, replaced by a new
+ * Feedback on generations (docs/api/conversations.md#feedback): one rating per workspace and generation, replaced by a new
  * one (200 instead of 201). The rating, its `feedback.recorded` event and the routing evidence
  * (thumbs per tier and the model that served the generation; a replaced rating takes its old
  * vote back) change in one transaction, which locks the generation so concurrent ratings of it

@@ -6,7 +6,7 @@ import type { Knex } from '@switchboard/runtime/db';
 import { findGeneration, type GenerationRow, rememberGeneration } from './store/generations.js';
 
 /**
- * The generations feedback may rate (SPEC §6: a usage record of the caller's workspace): kept
+ * The generations feedback may rate (docs/api/conversations.md#feedback: a usage record of the caller's workspace): kept
  * from `billing.usage.recorded` events, and asked of billing's registry (GetGeneration) when an
  * event has not arrived yet. The model is the one that served the generation (routed_model for a
  * service tier), which is what its feedback counts for.
@@ -16,7 +16,7 @@ export class GenerationDirectory {
 
   /**
    * The generation if it belongs to `workspaceId`, else undefined (never another workspace's).
-   * The call to billing carries `requestId`, so its log lines share the request's id (SPEC §2).
+   * The call to billing carries `requestId`, so its log lines share the request's id (docs/conventions.md#response-headers).
    */
   async find(generationId: string, workspaceId: string, requestId?: string): Promise<GenerationRow | undefined> {
     const known = await findGeneration(this.deps.db, generationId);

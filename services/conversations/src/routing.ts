@@ -8,7 +8,7 @@ import type { Sampler } from './sampler.js';
 import { listScores, type ScoreRow } from './store/routing-scores.js';
 
 /**
- * Routing that learns from feedback (SPEC §6, §8 RouteModel). Each candidate of a tier (from the
+ * Routing that learns from feedback (docs/api/conversations.md#self-learning-routing, docs/api/internal-calls.md#routemodel). Each candidate of a tier (from the
  * model catalog) has a Beta posterior: alpha = 1 + thumbs up, beta = 1 + thumbs down, counted on
  * the model that served each rated generation. A call draws from every allowed candidate's
  * posterior and takes the highest draw (Thompson sampling), except that a share `exploration`

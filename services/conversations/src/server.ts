@@ -43,7 +43,7 @@ export function registerRoutes(router: ConnectRouter, handlers: ConversationsHan
         { generationId: req.generationId, rating: req.rating, comment: req.comment, tags: req.tags },
         requestId,
       );
-      // A replaced rating is no new resource (SPEC §6: 200, not 201).
+      // A replaced rating is no new resource (docs/api/conversations.md#feedback: 200, not 201).
       if (!result.created) ctx.responseHeader.set(statusOverrideHeader, '200');
       return result.feedback;
     },

@@ -41,7 +41,7 @@ export async function up(knex: Knex): Promise<void> {
       created_at timestamptz NOT NULL DEFAULT now(),
       PRIMARY KEY (org_id, user_id)
     )`);
-  // One owner per organization (SPEC §3).
+  // One owner per organization (docs/api/identity.md#members).
   await knex.raw(`CREATE UNIQUE INDEX memberships_one_owner ON memberships (org_id) WHERE role = 'owner'`);
   await knex.raw('CREATE INDEX memberships_user_idx ON memberships (user_id, org_id)');
 

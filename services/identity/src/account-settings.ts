@@ -48,7 +48,7 @@ export class AccountSettings {
     const passwordHash = await passwords.hash(input.newPassword, scope.signal);
     const revoked = await db.transaction(async (trx) => {
       await setPasswordHash(trx, user.id, passwordHash);
-      // A reset mailed before the change must not undo it (SPEC §3): outstanding tokens die.
+      // A reset mailed before the change must not undo it (docs/api/identity.md#password-reset-and-email-verification): outstanding tokens die.
       await usePasswordResets(trx, user.id, new Date());
       return sessions.revoke(trx, { userId: user.id, reason: 'password_change', except: input.currentSessionId, requestId });
     });
@@ -77,7 +77,7 @@ export class AccountSettings {
     return codes;
   }
 
-  /** Needs a current code or the password (SPEC §3). */
+  /** Needs a current code or the password (docs/api/identity.md#two-factor-authentication). */
   async disableTwoFactor(user: UserRow, input: { code?: string; password?: string }, scope: CallScope): Promise<void> {
     const { db, twoFactor, reauth, mail, log } = this.deps;
     const code = input.code?.trim();

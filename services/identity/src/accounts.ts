@@ -18,7 +18,7 @@ import { invalidCredentials, type Sessions, type SessionTokens } from './session
 import { DuplicateEmailError, emailRegistered, findUserByEmail, findUserById, insertUser, replacePasswordHash, type UserRow } from './store/users.js';
 import { addOwner, type EventWriter, insertPersonalWorkspace, personalWorkspaceName } from './workspaces.js';
 
-/** Accounts: registration, password sign-in and the account record (SPEC §3). */
+/** Accounts: registration, password sign-in and the account record (docs/api/identity.md#account-endpoints). */
 
 export const maxEmailLength = 254;
 const maxFullNameLength = 200;

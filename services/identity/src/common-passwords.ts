@@ -1,4 +1,4 @@
-// The most common passwords, refused at registration and on every password change (SPEC §3).
+// The most common passwords, refused at registration and on every password change (docs/api/identity.md#passwords).
 //
 // Source: the 1,000 most frequent entries of the "10 million passwords" list (SecLists,
 // Passwords/Common-Credentials/10-million-password-list-top-1000.txt, MIT licence), in order,

@@ -17,7 +17,7 @@ import { lockUser, markDeactivated, type UserRow } from './store/users.js';
 import type { EventWriter } from './workspaces.js';
 
 /**
- * Self-service deactivation (GDPR, SPEC §3): the password (and a current code when 2FA is on)
+ * Self-service deactivation (GDPR, docs/api/identity.md#deactivation-and-erasure): the password (and a current code when 2FA is on)
  * again; then, in one transaction, organizations where the user is the only member are deleted
  * and memberships in other organizations end. The personal workspace goes with the account
  * whoever else it holds (it cannot be transferred, so it never asks for a transfer): its other

@@ -33,7 +33,7 @@ import { findUserById } from './store/users.js';
 import type { EventWriter } from './workspaces.js';
 
 /**
- * Invitations (SPEC §3): a single-use token (256 bits, stored as its SHA-256) bound to an email
+ * Invitations (docs/api/identity.md#invitations): a single-use token (256 bits, stored as its SHA-256) bound to an email
  * address and a role below owner, mailed to the address, valid for INVITATION_TTL (7 days).
  * Owners and admins list and revoke them; the invited person accepts with the token while
  * signed in with an account of the same email.

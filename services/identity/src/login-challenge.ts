@@ -13,7 +13,7 @@ import { findUserById, passwordChangedSince } from './store/users.js';
 import type { TwoFactor } from './two-factor.js';
 
 /**
- * The second step of a sign-in with 2FA on (SPEC §3): the password step hands out an opaque
+ * The second step of a sign-in with 2FA on (docs/api/identity.md#two-factor-authentication): the password step hands out an opaque
  * `mfa_token` (`mfa_…`, 256 bits, stored hashed; not a JWT, so it never passes as an access
  * token), valid 5 minutes (MFA_TOKEN_TTL) for at most 5 codes; POST /v1/auth/login/2fa trades
  * it and a TOTP or recovery code for an aal2 session.

@@ -17,7 +17,7 @@ import {
 } from './store/auth-failures.js';
 
 /**
- * Brute-force throttling (SPEC §3, §10), shared by every replica through Postgres: failures
+ * Brute-force throttling (docs/api/identity.md#sign-in-throttling), shared by every replica through Postgres: failures
  * are rows of `auth_failures`, per account (the normalized email for passwords, whether or not
  * it is registered, so a 429 never reveals an account; the user id for second factors) and per
  * client IP, with separate counters for passwords and second factors. Once `limit` failures

@@ -3,7 +3,7 @@ import type { Mailer } from '@switchboard/runtime/mail';
 
 /**
  * Mails about the account itself: the password reset link and a notice on every credential
- * change (SPEC §3), so an owner learns at once of a change they did not make. The bodies never
+ * change (docs/api/identity.md#mail), so an owner learns at once of a change they did not make. The bodies never
  * carry a secret except the reset token of the reset mail; the log line never does.
  */
 

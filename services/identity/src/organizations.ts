@@ -15,7 +15,7 @@ import type { ResolvedMembership } from './store/members.js';
 import { deleteOrganization, findOrganizationOfMember, insertOrganization, listOrganizationsOfUser } from './store/organizations.js';
 import { addOwner, type EventWriter, resolveWorkspace } from './workspaces.js';
 
-/** Organizations (SPEC §3): create, list the caller's, read one, delete. */
+/** Organizations (docs/api/identity.md#organization-endpoints): create, list the caller's, read one, delete. */
 
 const maxNameLength = 200;
 

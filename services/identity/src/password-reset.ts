@@ -15,7 +15,7 @@ import { countRecentPasswordResets, findPasswordReset, insertPasswordReset, useP
 import { findUserByEmail, findUserById, lockUser, setPasswordHash } from './store/users.js';
 
 /**
- * Password reset (SPEC §3): the request always answers 202 at once and does its work after
+ * Password reset (docs/api/identity.md#password-reset-and-email-verification): the request always answers 202 at once and does its work after
  * answering (so neither the status nor the timing tells whether the address has an account);
  * a registered, active address gets a single-use token (256 bits, stored as SHA-256) valid for
  * 1 hour (PASSWORD_RESET_TTL). Confirming sets the password, uses every outstanding reset token

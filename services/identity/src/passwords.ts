@@ -5,7 +5,7 @@ import argon2 from 'argon2';
 import { commonPasswords } from './common-passwords.js';
 
 /**
- * Password policy and hashing (SPEC §3): argon2id with OWASP's m=19456 KiB, t=2, p=1; the
+ * Password policy and hashing (docs/api/identity.md#passwords): argon2id with OWASP's m=19456 KiB, t=2, p=1; the
  * parameters live in the PHC string, so a parameter change rehashes on the next login.
  */
 

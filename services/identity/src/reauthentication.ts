@@ -11,7 +11,7 @@ import type { TwoFactor } from './two-factor.js';
 
 /**
  * Re-authentication inside an authenticated call (password change, 2FA changes, deactivation):
- * a wrong password or code is 403 reauthentication_failed (SPEC §10) and counts towards the same
+ * a wrong password or code is 403 reauthentication_failed (docs/api/identity.md#re-authentication) and counts towards the same
  * brute-force counters as sign-in, so a stolen access token cannot guess the password freely.
  */
 

@@ -98,7 +98,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       return {};
     },
 
-    // 202 whatever the address (SPEC §3): one that is not an address at all just gets no mail.
+    // 202 whatever the address (docs/api/identity.md#password-reset-and-email-verification): one that is not an address at all just gets no mail.
     async requestPasswordReset(req, ctx) {
       if (req.email.trim() === '') throw invalidArgument('email', 'An email address is required.');
       let email: string | undefined;

@@ -26,7 +26,7 @@ import {
 import type { EventWriter } from './workspaces.js';
 
 /**
- * Sessions (SPEC §3): a session row (`ses_…`, the `sid` of its access tokens) and an opaque
+ * Sessions (docs/api/identity.md#sessions-and-refresh-tokens): a session row (`ses_…`, the `sid` of its access tokens) and an opaque
  * refresh token (256 bits) stored only as its SHA-256. Sessions end 30 days after sign-in and
  * after 7 days without a refresh. Every refresh rotates the token; reusing a rotated token
  * revokes the session, except the immediate parent reused within 10 s, which gets the same
@@ -116,7 +116,7 @@ export class Sessions {
     return { accessToken: access.token, refreshToken, tokenType: 'Bearer', expiresIn: access.expiresIn };
   }
 
-  /** Rotates a refresh token (SPEC §3); 401 invalid_token for anything but a live token. */
+  /** Rotates a refresh token (docs/api/identity.md#sessions-and-refresh-tokens); 401 invalid_token for anything but a live token. */
   async refresh(refreshToken: string, requestId?: string): Promise<SessionTokens> {
     const tokenHash = sha256Hex(refreshToken);
     const outcome = await this.deps.db.transaction(async (trx) => {

@@ -6,7 +6,7 @@ import { type CryptoKey, calculateJwkThumbprint, exportJWK, generateKeyPair, imp
 import { findActiveSigningKey, findPublishedSigningKeys, insertActiveSigningKeyIfNone, type SigningKeyRow } from './store/signing-keys.js';
 
 /**
- * The ES256 key pair that signs access tokens (SPEC §3). The first start generates it; the
+ * The ES256 key pair that signs access tokens (docs/api/identity.md#access-tokens). The first start generates it; the
  * private JWK is stored encrypted (AES-256-GCM, key from SWITCHBOARD_MESH_SECRET via HKDF);
  * a unique index lets only one active key exist, so replicas starting together converge on the
  * first one written. The gateway verifies tokens against GET /v1/.well-known/jwks.json.

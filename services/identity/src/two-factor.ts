@@ -19,7 +19,7 @@ import {
 import { setTwoFactorEnabled, type UserRow } from './store/users.js';
 
 /**
- * TOTP two-factor authentication (SPEC §3): RFC 6238 with SHA1, 30 s steps, 6 digits, ±1 step,
+ * TOTP two-factor authentication (docs/api/identity.md#two-factor-authentication): RFC 6238 with SHA1, 30 s steps, 6 digits, ±1 step,
  * a 160-bit secret encrypted at rest. The last accepted time step is stored and moved forward
  * in one conditional UPDATE, so no code (the activation code included) is accepted twice, not
  * even by two concurrent requests. Ten recovery codes of 125 bits each (≥ 112, ASVS 6.5), stored as SHA-256,

@@ -6,7 +6,7 @@ import { findMembership, insertMembership, type ResolvedMembership } from './sto
 import { insertOrganization } from './store/organizations.js';
 
 /**
- * Workspaces are organizations (SPEC §3). Registration creates the personal one; the gateway
+ * Workspaces are organizations (docs/conventions.md#workspaces). Registration creates the personal one; the gateway
  * resolves the workspace and role of every user request here.
  */
 

@@ -388,7 +388,7 @@ describe('identity: registration, login, tokens', () => {
     ]) {
       expect(await httpFailure(call())).toMatchObject({ status: 403, code: 'user_session_required' });
     }
-    // What SPEC §3 lets a key do on the account still works.
+    // What docs/api/identity.md#principals lets a key do on the account still works.
     expect((await asKey.getAccount({})).userId).toBe(user.userId);
     expect((await asKey.getTwoFactorStatus({})).enabled).toBe(false);
     // Nothing was started by the refused calls: 2FA was never enrolled, the account is active.

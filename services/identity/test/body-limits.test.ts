@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintMeshToken, type RunningIdentity, startIdentity } from './helpers.js';
 
 /**
- * Service ports (SPEC §8, ASVS 5.x, 13.x): at most 4 MiB of body after decompression, on every
+ * Service ports (docs/api/internal-calls.md#ports-and-packages, ASVS 5.x, 13.x): at most 4 MiB of body after decompression, on every
  * protocol, and a call without a valid mesh token is refused without its body being read.
  */
 

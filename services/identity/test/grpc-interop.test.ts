@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintMeshToken, type RunningIdentity, repoRoot, startIdentity, uniqueEmail } from './helpers.js';
 
 /**
- * SPEC §1/§8: internal calls work from a plain @grpc/grpc-js client that loads the .proto files
+ * docs/api/overview.md#protocols, docs/api/internal-calls.md#protocols-and-json: internal calls work from a plain @grpc/grpc-js client that loads the .proto files
  * (no generated code), with a mesh token; health needs none.
  */
 

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identityMain, type RunningIdentity, requireEnv, startIdentity, uniqueEmail } from './helpers.js';
 
 /**
- * SPEC §8 and the data-key ring: the mesh secret only authenticates calls, so changing it (with
+ * docs/api/internal-calls.md#mesh-tokens and the data-key ring: the mesh secret only authenticates calls, so changing it (with
  * the data keys kept) leaves every account, session, 2FA secret and signing key working; the
  * data keys rotate by putting a new key in front, re-encrypting, and dropping the old one.
  * Runs in a database of its own: it re-encrypts the signing key under keys no other file has.

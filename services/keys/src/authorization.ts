@@ -21,7 +21,7 @@ import { touchKey } from './store/keys.js';
 import { releaseReservation, reserveWithinCap } from './store/reservations.js';
 
 /**
- * May this key be used now? The two internal checks of SPEC §4 and §8, answered from the key
+ * May this key be used now? The two internal checks of docs/api/keys.md#authorization-for-the-data-plane and docs/api/internal-calls.md#authorizekey, answered from the key
  * states in memory (key-states.ts):
  *  - `authorize` (AuthorizeKey, the data plane): unknown, revoked, spend_cap_exceeded,
  *    insufficient_balance, else allowed; with an estimate, the amount is reserved atomically
@@ -32,7 +32,7 @@ import { releaseReservation, reserveWithinCap } from './store/reservations.js';
  * A use marks `last_used_at`, at most once a minute per key.
  */
 
-/** How long an unsettled reservation holds its amount (SPEC §4: released after 10 minutes unused). */
+/** How long an unsettled reservation holds its amount (docs/api/keys.md#reservations: released after 10 minutes unused). */
 export const defaultReservationTtlMs = 10 * 60_000;
 const touchIntervalMs = 60_000;
 

@@ -2,7 +2,7 @@ import { randomBase62 } from '@switchboard/runtime/ids';
 import { sha256Hex } from '@switchboard/runtime/secrets';
 
 /**
- * The full key (SPEC §4): `sb_` + 43 base62 characters from the CSPRNG (≈256 bits) + a
+ * The full key (docs/api/keys.md#the-full-key): `sb_` + 43 base62 characters from the CSPRNG (≈256 bits) + a
  * 6-character base62 CRC-32 of everything before it. The checksum lets secret scanners (and
  * AuthorizeKey, without a lookup) tell a real key from a typo or noise; it is no secret and adds
  * no strength. Only the SHA-256 and a display hint are stored.

@@ -6,7 +6,7 @@ import { parsePlainDecimal } from '@switchboard/runtime/money';
 
 export const maxNameCodePoints = 100;
 
-/** 1..100 Unicode code points after trimming (SPEC §10); the trimmed name is what is stored. */
+/** 1..100 Unicode code points after trimming (docs/conventions.md#limits); the trimmed name is what is stored. */
 export function parseKeyName(raw: string, field = 'name'): string {
   const name = raw.trim();
   if (name === '') throw invalidArgument(field, 'A key name is required (1 to 100 characters, not only spaces).');

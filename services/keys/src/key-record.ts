@@ -4,7 +4,7 @@ import type { KeySchema } from '@switchboard/contracts/switchboard/keys/v1/keys_
 import { formatMoney } from '@switchboard/runtime/money';
 import type { KeyWithSpendRow } from './store/keys.js';
 
-/** The key record of SPEC §4 (never the full key, never the alert's signing secret). */
+/** The key record of docs/api/keys.md#the-key-record (never the full key, never the alert's signing secret). */
 export function toKey(row: KeyWithSpendRow): MessageInitShape<typeof KeySchema> {
   return {
     keyId: row.id,

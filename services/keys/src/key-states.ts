@@ -9,7 +9,7 @@ import { findKeyStateByHash, findKeyStateById, type KeyStateRow, keyStateChannel
 
 /**
  * The standing of keys and workspace balances in memory, so AuthorizeKey and AuthenticateKey
- * answer without a database round trip (SPEC §4: well under a millisecond when warm).
+ * answer without a database round trip (docs/api/keys.md#authorization-for-the-data-plane: well under a millisecond when warm).
  *
  * Freshness: every change of a key's standing (revocation, cap, spend, balance) is followed, once
  * committed, by a NOTIFY on `keys_state_changed` (PgNotifier), and every replica LISTENs to it: an
@@ -17,7 +17,7 @@ import { findKeyStateByHash, findKeyStateById, type KeyStateRow, keyStateChannel
  * whichever replica made the change; the replica that made it applies it synchronously on commit
  * (`invalidate`), before its answer leaves. A notification can still be lost (a crash between
  * commit and NOTIFY, a half-open listen connection), so no entry is trusted for more than
- * `maxAgeMs` (1 s: the bound of SPEC §4 on a revocation), and a reconnect drops the whole cache.
+ * `maxAgeMs` (1 s: the bound of docs/api/keys.md#revocation on a revocation), and a reconnect drops the whole cache.
  * A reload costs one indexed query per key and second at most, paid by the request that finds
  * its entry expired.
  * A load that overlaps a notification of the same key is not cached (it may have read the row

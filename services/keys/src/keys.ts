@@ -23,7 +23,7 @@ import { monthOf } from './months.js';
 import { findKey, findKeyOwner, insertKey, type KeyChanges, type KeyRow, listKeys, lockKey, revokeKeys, updateKey } from './store/keys.js';
 
 /**
- * API keys as their workspace manages them (SPEC §4): create, list, read, and the changes a
+ * API keys as their workspace manages them (docs/api/keys.md): create, list, read, and the changes a
  * creator (any role) or an owner or admin (any key) may make. Every change locks the key row,
  * decides in this order: the key in the caller's workspace (404) → the permission table (403,
  * `keys.manage` with the key's creator as owner) → the input (400) → the key still active (409);

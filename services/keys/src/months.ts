@@ -1,5 +1,5 @@
 /**
- * Spend is counted per calendar month in UTC (SPEC §4), keyed by the month itself: the first day
+ * Spend is counted per calendar month in UTC (docs/api/keys.md#monthly-spend), keyed by the month itself: the first day
  * of the month, `YYYY-MM-01`, as Postgres `date`. A new month starts at zero because its row does
  * not exist yet; nothing is reset.
  */

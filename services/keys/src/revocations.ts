@@ -12,7 +12,7 @@ import type { EventWriter } from '@switchboard/runtime/service';
 import { type RevocationScope, revokeKeys } from './store/keys.js';
 
 /**
- * Keys revoked because of identity's events (SPEC §3): a deactivated user's keys everywhere, a
+ * Keys revoked because of identity's events (docs/api/keys.md#revocation): a deactivated user's keys everywhere, a
  * removed member's keys in that organization only, a deleted organization's keys. Each handler
  * runs in the consumer's transaction (the event id is recorded there: a redelivery changes
  * nothing) and revokes only keys still active, so replays and overlaps (a deactivation also

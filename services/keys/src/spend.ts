@@ -17,7 +17,7 @@ import { settleReservation } from './store/reservations.js';
 import { addSpend, findAlertSettings, insertSpendAlert } from './store/spend.js';
 
 /**
- * Month-to-date spend and what follows from it (SPEC §4, §5), from billing's events. Each
+ * Month-to-date spend and what follows from it (docs/api/keys.md#monthly-spend, docs/api/billing.md#usage-ingestion), from billing's events. Each
  * handler runs inside the consumer's transaction, which also records the event id, so a
  * redelivered event changes nothing (runtime/consumer.ts). Per usage:
  *  - its cost is added to the key's spend of the UTC month the usage occurred in;
@@ -67,7 +67,7 @@ export class Spend {
     if (data.reservationId) await settleReservation(trx, data.reservationId, keyId);
     const cap = settings.monthly_spend_cap_usd;
     if (cap !== null && new Money(cap).gt(0)) {
-      // Alerts go to the key's alert webhook (SPEC §4): without one, none is spent for the month.
+      // Alerts go to the key's alert webhook (docs/api/keys.md#spend-alerts): without one, none is spent for the month.
       const thresholds = settings.alert_threshold_pct === null ? [] : [...new Set([settings.alert_threshold_pct, 100])].sort((a, b) => a - b);
       for (const pct of thresholds) {
         if (after.lt(new Money(cap).times(pct).div(100))) continue;

@@ -78,7 +78,7 @@ describe('the key format', () => {
 });
 
 describe('input rules', () => {
-  /** The field a refusal names (a 400 of SPEC §2), or 'accepted'. */
+  /** The field a refusal names (a 400 of docs/conventions.md#errors), or 'accepted'. */
   const fieldOf = (fn: () => unknown) => {
     try {
       fn();

@@ -17,7 +17,7 @@ export const webhookNotFound = () => apiError(Code.NotFound, 'webhook_not_found'
 export const callerIn = (ctx: HandlerContext, workspaceId: string): WorkspaceCaller => workspaceCaller(ctx, { workspaceId, notFound: workspaceNotFound });
 
 /**
- * The permission table's decision (owners and admins, SPEC §3): after the object was found
+ * The permission table's decision (owners and admins, docs/conventions.md#roles): after the object was found
  * (404 before 403), before the input is read (403 before 400).
  */
 export function allow(caller: WorkspaceCaller, action: Extract<Action, 'webhooks.read' | 'webhooks.manage'>): void {

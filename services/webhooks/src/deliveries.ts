@@ -27,7 +27,7 @@ import {
 import { type EndpointRow, lockEndpoint } from './store/endpoints.js';
 
 /**
- * The deliveries of an endpoint as its workspace debugs them (SPEC §7): the log with every
+ * The deliveries of an endpoint as its workspace debugs them (docs/webhooks.md#deliveries-retries-and-their-schedule): the log with every
  * attempt, a test delivery, a manual redelivery (same webhook-id), and recovery of the failures
  * since a time. A manual attempt does not count against the retry schedule: if it fails, the
  * delivery goes on with the automatic retries it had left, or stays exhausted.

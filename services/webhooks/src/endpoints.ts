@@ -26,7 +26,7 @@ import {
 } from './store/endpoints.js';
 
 /**
- * A workspace's webhook endpoints (SPEC §7): registration with a signing secret shown once,
+ * A workspace's webhook endpoints (docs/webhooks.md#endpoints): registration with a signing secret shown once,
  * reads, changes, rotation with a grace period, and deletion. Each change locks the endpoint and
  * decides in the contract's order: the endpoint in the workspace (404) → the role (403) → the
  * input (400).
@@ -39,7 +39,7 @@ export type WebhookRecord = MessageInitShape<typeof WebhookSchema>;
 
 /** Descriptions are free text for people; a bound keeps rows and lists small. */
 const maxDescriptionLength = 1000;
-/** SPEC §7: 0..7 days, default 24 h. */
+/** docs/webhooks.md#disabling-and-recovery: 0..7 days, default 24 h. */
 const maxGraceSeconds = 7 * 24 * 3600;
 const defaultGraceSeconds = 24 * 3600;
 

@@ -14,7 +14,7 @@ export function startEventConsumers(runtime: ServiceRuntime, intake: Intake): Ba
     ...fannedOutSchemas.map((schema) =>
       onEvent(schema, (event, trx) => intake.fanOut(trx, event), {
         concurrency: 8,
-        // An agent runtime may publish agent.completed to the subject itself (SPEC §8).
+        // An agent runtime may publish agent.completed to the subject itself (docs/api/internal-calls.md#publishevent).
         parse: schema === AgentCompletedSchema ? parseAgentCompleted : undefined,
         // PublishEvent fans its events out in the transaction of their outbox row.
         skip: schema === AgentCompletedSchema ? (event) => event.producer === 'webhooks' : undefined,

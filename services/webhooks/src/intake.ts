@@ -36,7 +36,7 @@ const agentCompleted = eventTypeOf(AgentCompletedSchema);
 /** What a fan-out reads of an event: its data as it arrived is delivered unchanged. */
 type FannedOutEvent = Pick<ReceivedEvent<DescMessage>, 'event_id' | 'type' | 'workspace_id' | 'occurred_at' | 'json'>;
 
-/** The body every endpoint receives (SPEC §7), the same bytes on every attempt. */
+/** The body every endpoint receives (docs/webhooks.md#event-types), the same bytes on every attempt. */
 export function deliveryBody(type: string, occurredAt: string, data: JsonObject): string {
   return JSON.stringify({ type, timestamp: occurredAt, data });
 }
@@ -143,7 +143,7 @@ class AlreadyPublished extends Error {
 
 /**
  * agent.completed from the stream: an event envelope (what PublishEvent writes), or the bare
- * `{workspace_id, type?, data}` an agent runtime may publish to the subject itself (SPEC §8). A
+ * `{workspace_id, type?, data}` an agent runtime may publish to the subject itself (docs/api/internal-calls.md#publishevent). A
  * bare message is identified by its `Nats-Msg-Id` when that is an event id, else by its stream
  * sequence, so a redelivery is the same event.
  */

@@ -6,7 +6,7 @@ import type { EndpointRow } from './store/endpoints.js';
 
 const timestamp = (date: Date | null) => (date ? timestampFromDate(date) : undefined);
 
-/** The webhook record of SPEC §7 (the secret only where the caller adds it, once). */
+/** The webhook record of docs/webhooks.md#endpoints (the secret only where the caller adds it, once). */
 export function toWebhook(row: EndpointRow, secret?: string): MessageInitShape<typeof WebhookSchema> {
   return {
     webhookId: row.id,
@@ -39,7 +39,7 @@ function toAttempt(row: AttemptRow): MessageInitShape<typeof DeliveryAttemptSche
   };
 }
 
-/** The delivery record of SPEC §10 with its attempts, oldest first. */
+/** The delivery record of docs/webhooks.md#deliveries-retries-and-their-schedule with its attempts, oldest first. */
 export function toDelivery(row: DeliveryRow, attempts: AttemptRow[]): MessageInitShape<typeof DeliverySchema> {
   return {
     deliveryId: row.id,

@@ -1,6 +1,6 @@
 import { ConfigError, parseDuration } from '@switchboard/runtime/config';
 
-/** SPEC §7: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
+/** docs/webhooks.md#deliveries-retries-and-their-schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
 export const defaultRetrySchedule = '5s,5m,30m,2h,5h,10h,10h';
 
 /**

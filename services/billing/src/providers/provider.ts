@@ -7,7 +7,7 @@ export interface ProviderDetails {
 }
 
 /**
- * A payment provider behind one interface (SPEC §5): Stripe Checkout when configured, else the
+ * A payment provider behind one interface (docs/api/billing.md#payment-providers): Stripe Checkout when configured, else the
  * built-in sandbox. `start` runs inside the transaction that inserted the checkout, so a retry
  * with the same idempotency key waits for it and finds the payment already started.
  */

@@ -4,7 +4,7 @@ import type { CheckoutRow } from '../store/checkouts.js';
 import type { PaymentProvider, ProviderDetails } from './provider.js';
 
 /**
- * The built-in sandbox provider (SPEC §5): the checkout URL is a page of the gateway
+ * The built-in sandbox provider (docs/api/billing.md#sandbox): the checkout URL is a page of the gateway
  * (`GET /v1/billing/sandbox/checkout/{token}`) with a Pay button that completes the payment. The
  * token is the capability: 256 bits derived from the checkout id under the data keys (HMAC), so
  * the same URL can be answered again to a retry without storing the token; only its SHA-256 is

@@ -6,7 +6,7 @@ import Stripe from 'stripe';
 import type { PaymentProvider, ProviderDetails } from './provider.js';
 
 /**
- * Stripe Checkout (SPEC §5), on when STRIPE_SECRET_KEY is set: `start` creates a Checkout Session
+ * Stripe Checkout (docs/api/billing.md#stripe-checkout), on when STRIPE_SECRET_KEY is set: `start` creates a Checkout Session
  * (one USD line item for the top-up) and the user pays on Stripe's page; Stripe then calls
  * `POST /v1/billing/providers/stripe/webhook`, whose events `verify` authenticates with the
  * endpoint's signing secret (STRIPE_WEBHOOK_SECRET).

@@ -145,7 +145,7 @@ export async function findAlertWebhook(
 }
 
 /**
- * Marks the key used now, unless it was marked within the last minute (SPEC: at most one write a
+ * Marks the key used now, unless it was marked within the last minute (docs/api/keys.md#the-key-record: at most one write a
  * minute per key, whatever the number of replicas).
  */
 export async function touchKey(db: Db, keyId: string): Promise<void> {

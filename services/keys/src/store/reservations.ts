@@ -1,7 +1,7 @@
 import type { Knex } from '@switchboard/runtime/db';
 import type { Db } from '@switchboard/runtime/sql';
 
-// Reservations of the data plane against a key's cap (SPEC §4): open until settled by the usage
+// Reservations of the data plane against a key's cap (docs/api/keys.md#reservations): open until settled by the usage
 // they were for, or until they expire.
 
 /**
