@@ -6,6 +6,7 @@ import { decodeEvent, parseEventEnvelope } from '@switchboard/runtime/consumer';
 import { eventTypeOf } from '@switchboard/runtime/event-data';
 import type { Logger } from '@switchboard/runtime/log';
 import { connectNats, type NatsConnection } from '@switchboard/runtime/nats';
+import { startPeriodic } from '@switchboard/runtime/periodic';
 
 /**
  * The sessions whose access tokens the gateway refuses before they expire (docs/api/identity.md#revocation: logout,
@@ -136,13 +137,20 @@ export async function startRevocationFeed(options: RevocationFeedOptions): Promi
   });
   natsReady.catch((err) => log.warn({ err: (err as Error).message }, 'NATS unavailable: revocations come from polling identity'));
 
-  const timer = setInterval(() => void load(), options.pollIntervalMs);
-  timer.unref();
+  // The safety net while NATS is unreachable; load() logs its own failures, so a run never fails.
+  const poll = startPeriodic({
+    name: 'revoked sessions reload',
+    everyMs: options.pollIntervalMs,
+    log,
+    run: async () => {
+      await load();
+    },
+  });
   await load();
   return {
     async stop() {
       stopped = true;
-      clearInterval(timer);
+      await poll.stop();
       await nc?.close().catch(() => undefined);
     },
   };
