@@ -1,3 +1,5 @@
+import { clientIpOf } from './call-context.js';
+import type { Caller } from './caller.js';
 import type { Logger } from './log.js';
 
 /**
@@ -31,4 +33,9 @@ export function audit(log: Logger, event: AuditEvent): void {
   };
   if (event.outcome === 'success') log.info(line, `audit: ${event.event}`);
   else log.warn(line, `audit: ${event.event} ${event.outcome}`);
+}
+
+/** The audit line of a change a caller made: who, from which address, in which request, about what (`details`). */
+export function auditCallerSuccess(log: Logger, caller: Caller, event: string, details: AuditEvent['details']): void {
+  audit(log, { event, outcome: 'success', userId: caller.userId, ip: clientIpOf(caller.ctx), requestId: caller.requestId, details });
 }

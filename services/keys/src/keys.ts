@@ -2,7 +2,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
 import { KeyCreatedSchema, KeyRevokedSchema, KeyUpdatedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { KeySchema, ListKeysResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
-import { audit } from '@switchboard/runtime/audit';
+import { auditCallerSuccess } from '@switchboard/runtime/audit';
 import type { WorkspaceCaller as Caller } from '@switchboard/runtime/caller';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
@@ -13,7 +13,6 @@ import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/paginatio
 import type { PgNotifier } from '@switchboard/runtime/pg-notifications';
 import { authorize } from '@switchboard/runtime/policy';
 import type { DataKeyRing } from '@switchboard/runtime/secrets';
-import { clientIpOf } from '@switchboard/runtime/server';
 import type { EventWriter } from '@switchboard/runtime/service';
 import { parseHttpsUrl } from '@switchboard/runtime/urls';
 import { generateFullKey, hashKey, hintOf } from './key-format.js';
@@ -209,13 +208,6 @@ export class Keys {
   }
 
   private audit(caller: Caller, event: string, keyId: string): void {
-    audit(this.deps.log, {
-      event,
-      outcome: 'success',
-      userId: caller.userId,
-      ip: clientIpOf(caller.ctx),
-      requestId: caller.requestId,
-      details: { key_id: keyId, workspace_id: caller.workspaceId },
-    });
+    auditCallerSuccess(this.deps.log, caller, event, { key_id: keyId, workspace_id: caller.workspaceId });
   }
 }

@@ -1,6 +1,6 @@
 import type { JsonValue, MessageInitShape } from '@bufbuild/protobuf';
 import type { ListWebhooksResponseSchema, WebhookSchema } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
-import { audit } from '@switchboard/runtime/audit';
+import { auditCallerSuccess } from '@switchboard/runtime/audit';
 import type { WorkspaceCaller as Caller } from '@switchboard/runtime/caller';
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
@@ -8,7 +8,6 @@ import { newId, newSigningSecret } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import type { DataKeyRing } from '@switchboard/runtime/secrets';
-import { clientIpOf } from '@switchboard/runtime/server';
 import { parseHttpsUrl } from '@switchboard/runtime/urls';
 import { allow, webhookNotFound } from './access.js';
 import { isWebhookEventType, webhookEventTypes } from './event-types.js';
@@ -159,14 +158,7 @@ export class Endpoints {
   }
 
   private audit(caller: Caller, event: string, webhookId: string, details: Record<string, string> = {}): void {
-    audit(this.deps.log, {
-      event,
-      outcome: 'success',
-      userId: caller.userId,
-      ip: clientIpOf(caller.ctx),
-      requestId: caller.requestId,
-      details: { webhook_id: webhookId, workspace_id: caller.workspaceId, ...details },
-    });
+    auditCallerSuccess(this.deps.log, caller, event, { webhook_id: webhookId, workspace_id: caller.workspaceId, ...details });
   }
 }
 
