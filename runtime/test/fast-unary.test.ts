@@ -115,17 +115,21 @@ const fastCalls = () => handleSpy.mock.results.filter((result) => result.type ==
 
 const metrics = new Metrics(audience);
 
-beforeAll(async () => {
-  server = await startRpcServer({
+/** A server of the AccountService above on `port` (any free one by default), as every test here starts it. */
+const startAccountServer = (port = 0, serverMetrics = new Metrics(audience)) =>
+  startRpcServer({
     name: audience,
-    port: 0,
+    port,
     host: '127.0.0.1',
     routes: (router) => router.service(AccountService, implementation as never),
     meshTokens: new MeshTokens(secret),
     log: createLogger('fast-unary-test', 'silent'),
-    metrics,
+    metrics: serverMetrics,
     isHealthy: async () => true,
   });
+
+beforeAll(async () => {
+  server = await startAccountServer(0, metrics);
   baseUrl = `http://127.0.0.1:${server.port}`;
   mintTokens = new MeshTokens(secret);
   unary = new UnaryClient(baseUrl);
@@ -433,16 +437,7 @@ describe('peer clients', () => {
       expect(err.code).toBe(Code.Unavailable);
       expect(performance.now() - started).toBeLessThan(2_000);
       // Once the peer is up, the same client reaches it (it kept no dead session).
-      const peer = await startRpcServer({
-        name: audience,
-        port,
-        host: '127.0.0.1',
-        routes: (router) => router.service(AccountService, implementation as never),
-        meshTokens: new MeshTokens(secret),
-        log: createLogger('fast-unary-test', 'silent'),
-        metrics: new Metrics(audience),
-        isHealthy: async () => true,
-      });
+      const peer = await startAccountServer(port);
       try {
         const { message } = await client.call(methods.getAccount, create(methods.getAccount.input), await requestHeaders({}), 5_000);
         expect(message).toEqual(account);
@@ -551,18 +546,6 @@ describe('the fast path on the wire', () => {
 });
 
 describe('RpcServer.close', () => {
-  const startOne = () =>
-    startRpcServer({
-      name: audience,
-      port: 0,
-      host: '127.0.0.1',
-      routes: (router) => router.service(AccountService, implementation as never),
-      meshTokens: new MeshTokens(secret),
-      log: createLogger('fast-unary-test', 'silent'),
-      metrics: new Metrics(audience),
-      isHealthy: async () => true,
-    });
-
   /** Whether `promise` settles within `ms` (a bound on how long close() may take, not a wait for it). */
   const settlesWithin = (promise: Promise<unknown>, ms: number) =>
     Promise.race([promise.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms))]);
@@ -583,7 +566,7 @@ describe('RpcServer.close', () => {
     });
 
   it('lets an in-flight call finish, then closes', async () => {
-    const one = await startOne();
+    const one = await startAccountServer();
     const client = new UnaryClient(`http://127.0.0.1:${one.port}`);
     try {
       const started = new Promise<void>((resolve) => (onBusyStart = resolve));
@@ -599,7 +582,7 @@ describe('RpcServer.close', () => {
   });
 
   it('ends idle HTTP/1.1 keep-alive connections within the grace period', async () => {
-    const one = await startOne();
+    const one = await startAccountServer();
     const agent = new http.Agent({ keepAlive: true });
     let closed: Promise<void> | undefined;
     try {
@@ -613,7 +596,7 @@ describe('RpcServer.close', () => {
   });
 
   it('ends a connection that never sends a byte within the grace period', async () => {
-    const one = await startOne();
+    const one = await startAccountServer();
     const silent = net.connect(one.port, '127.0.0.1');
     let closed: Promise<void> | undefined;
     try {
