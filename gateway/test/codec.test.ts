@@ -12,17 +12,7 @@ import { KeySchema, ListKeysResponseSchema } from '@switchboard/contracts/switch
 import { WebhookSchema } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 import { describe, expect, it } from 'vitest';
 import { decodeRequest, encodeResponse, InputError } from '../src/codec.js';
-import { Router } from '../src/router.js';
-import { buildRoutes, type Route } from '../src/routes.js';
-
-const routes = buildRoutes();
-const router = new Router(routes);
-
-function routeFor(httpMethod: string, template: string): Route {
-  const route = routes.find((r) => r.httpMethod === httpMethod && r.template === template);
-  if (!route) throw new Error(`no route ${httpMethod} ${template}`);
-  return route;
-}
+import { routeFor, router } from './routes-fixture.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: decoded messages of many schemas are inspected field by field.
 type DecodedRequest = Message & Record<string, any>;

@@ -4,17 +4,9 @@ import { ListKeysRequestSchema } from '@switchboard/contracts/switchboard/keys/v
 import { readRpcRules, rpcName } from '@switchboard/runtime/policy';
 import { describe, expect, it } from 'vitest';
 import { type Match, Router } from '../src/router.js';
-import { buildRoutes, parseTemplate, type Route, unversionedAlias } from '../src/routes.js';
+import { parseTemplate, type Route, unversionedAlias } from '../src/routes.js';
 import { meshServices } from '../src/services.js';
-
-const routes = buildRoutes();
-const router = new Router(routes);
-
-function routeFor(httpMethod: string, template: string): Route {
-  const route = routes.find((r) => r.httpMethod === httpMethod && r.template === template);
-  if (!route) throw new Error(`no route ${httpMethod} ${template}`);
-  return route;
-}
+import { routeFor, router, routes } from './routes-fixture.js';
 
 /** A match as plain data: the RPC, the canonical template and the path values by field name. */
 function summary(match: Match) {
