@@ -2,9 +2,9 @@ import { chmod, cp, lstat, mkdir, mkdtemp, readdir, realpath, rm, symlink, write
 import { arch, platform, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../src/log.js';
+import { queryOnce } from './query-once.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const log = createLogger('embedded-postgres-root-test', 'silent');
@@ -53,11 +53,8 @@ describe('the embedded Postgres run as root', () => {
 
     const first = await infra.startEmbeddedPostgres(dataDir, 'switchboard', log);
     const real = await forgetData(dataDir);
-    let client = new pg.Client(first.url);
-    await client.connect();
-    const { rows: one } = await client.query('SELECT 1 AS one');
-    await client.query('CREATE TABLE kept (value text); INSERT INTO kept VALUES ($$still here$$)');
-    await client.end();
+    const one = await queryOnce(first.url, 'SELECT 1 AS one');
+    await queryOnce(first.url, 'CREATE TABLE kept (value text); INSERT INTO kept VALUES ($$still here$$)');
     await first.stop!();
     expect(one).toEqual([{ one: 1 }]);
     // The postgres user cannot enter `outer`: the data lives outside it, linked from the data dir.
@@ -65,10 +62,7 @@ describe('the embedded Postgres run as root', () => {
     expect((await lstat(dataDir)).isSymbolicLink()).toBe(true);
 
     const second = await infra.startEmbeddedPostgres(dataDir, 'switchboard', log);
-    client = new pg.Client(second.url);
-    await client.connect();
-    const { rows } = await client.query('SELECT value FROM kept');
-    await client.end();
+    const rows = await queryOnce(second.url, 'SELECT value FROM kept');
     await second.stop!();
     expect(rows).toEqual([{ value: 'still here' }]);
   });

@@ -1,10 +1,10 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isPortOpen, startEmbeddedPostgres, startNatsServer } from '../src/infra.js';
 import { createLogger } from '../src/log.js';
+import { queryOnce } from './query-once.js';
 
 const log = createLogger('infra-test', 'silent');
 const dirs: string[] = [];
@@ -25,17 +25,11 @@ describe('the fallbacks of npm start when nothing runs locally (docs/operations.
   it('runs an embedded Postgres, keeping its data across restarts', async () => {
     const dataDir = path.join(await tempDir(), 'postgres');
     const first = await startEmbeddedPostgres(dataDir, 'switchboard', log);
-    let client = new pg.Client(first.url);
-    await client.connect();
-    await client.query('CREATE TABLE kept (value text); INSERT INTO kept VALUES ($$still here$$)');
-    await client.end();
+    await queryOnce(first.url, 'CREATE TABLE kept (value text); INSERT INTO kept VALUES ($$still here$$)');
     await first.stop!();
 
     const second = await startEmbeddedPostgres(dataDir, 'switchboard', log);
-    client = new pg.Client(second.url);
-    await client.connect();
-    const { rows } = await client.query('SELECT value FROM kept');
-    await client.end();
+    const rows = await queryOnce(second.url, 'SELECT value FROM kept');
     await second.stop!();
     expect(rows).toEqual([{ value: 'still here' }]);
   });
