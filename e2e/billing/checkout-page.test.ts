@@ -1,8 +1,7 @@
 import { renderCheckoutPage } from '@switchboard/billing/checkout-page';
 import type { CheckoutRow } from '@switchboard/billing/store/checkouts';
-import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { launchChromium, openPage } from '@switchboard/testkit/browser';
-import { bootMesh, expectErrorBody, newUser, type RestCall, restClient } from '@switchboard/testkit/mesh';
+import { expectErrorBody, meshSuiteOfFile, newUser } from '@switchboard/testkit/mesh';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -15,20 +14,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const denyAllPolicy = "default-src 'none'; frame-ancestors 'none'";
 
-let mesh: Mesh;
-let call: RestCall;
-
-beforeAll(async () => {
-  mesh = await bootMesh();
-  call = restClient(mesh.gatewayUrl);
-});
-
-afterAll(async () => {
-  await mesh?.stop();
-});
+const suite = meshSuiteOfFile();
 
 async function signUp(): Promise<string> {
-  const registered = await call('POST', '/v1/auth/register', { body: newUser() });
+  const registered = await suite.call('POST', '/v1/auth/register', { body: newUser() });
   expect(registered.status, registered.text).toBe(201);
   return registered.json.session.access_token;
 }
@@ -36,7 +25,10 @@ async function signUp(): Promise<string> {
 let keyCounter = 0;
 async function topup(token: string, amountUsd: string) {
   keyCounter += 1;
-  const created = await call('POST', '/v1/billing/topup', { token, body: { amount_usd: amountUsd, idempotency_key: `page-${Date.now()}-${keyCounter}` } });
+  const created = await suite.call('POST', '/v1/billing/topup', {
+    token,
+    body: { amount_usd: amountUsd, idempotency_key: `page-${Date.now()}-${keyCounter}` },
+  });
   expect(created.status, created.text).toBe(201);
   expect(created.json).toMatchObject({ status: 'pending', checkout_url: expect.stringContaining('/v1/billing/sandbox/checkout/') });
   return created.json as { checkout_id: string; checkout_url: string; amount_usd: string; status: string };
@@ -49,7 +41,7 @@ describe('the sandbox checkout page over REST', () => {
   it('is HTML with a Pay button and a strict CSP of its own, with a fresh nonce each time', async () => {
     const token = await signUp();
     const checkout = await topup(token, '7.25');
-    const page = await call('GET', pathOf(checkout.checkout_url));
+    const page = await suite.call('GET', pathOf(checkout.checkout_url));
     expect(page.status, page.text).toBe(200);
     expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
     expect(page.headers.get('cache-control')).toBe('no-store');
@@ -76,7 +68,7 @@ describe('the sandbox checkout page over REST', () => {
       /<form id="pay" method="post" action="\.\/[\w-]+\/complete"><button id="pay-button" type="submit">Pay 7\.25 USD<\/button><\/form>/,
     );
     // A link back to the dashboard's billing page, in the checkout's workspace.
-    const workspaceId = (await call('GET', '/v1/account', { token })).json.personal_workspace_id;
+    const workspaceId = (await suite.call('GET', '/v1/account', { token })).json.personal_workspace_id;
     const back = /<a id="back" href="([^"]+)">Back to billing<\/a>/.exec(page.text)?.[1].replaceAll('&amp;', '&');
     expect(back).toBe(`/app/billing?workspace_id=${workspaceId}&checkout_id=${checkout.checkout_id}`);
     // Every script and style of the page carries this answer's nonce; no inline handlers or style attributes.
@@ -84,11 +76,11 @@ describe('the sandbox checkout page over REST', () => {
     expect(page.text.match(/<style\b[^>]*>/g)).toEqual([`<style nonce="${nonce}">`]);
     expect(page.text).not.toMatch(/\s(on\w+|style)=/i);
 
-    const again = await call('GET', pathOf(checkout.checkout_url));
+    const again = await suite.call('GET', pathOf(checkout.checkout_url));
     expect(again.status).toBe(200);
     expect(nonceOf(again.headers.get('content-security-policy')!)).not.toBe(nonce);
     // The alias without /v1 answers the same page; its form's relative action follows it.
-    const alias = await call('GET', pathOf(checkout.checkout_url).replace(/^\/v1/, ''));
+    const alias = await suite.call('GET', pathOf(checkout.checkout_url).replace(/^\/v1/, ''));
     expect(alias.status).toBe(200);
     expect(alias.text).toContain('Pay 7.25 USD');
   });
@@ -96,14 +88,14 @@ describe('the sandbox checkout page over REST', () => {
   it('keeps the deny-all CSP on every JSON answer, completion included', async () => {
     const token = await signUp();
     const checkout = await topup(token, '2');
-    const completed = await call('POST', `${pathOf(checkout.checkout_url)}/complete`);
+    const completed = await suite.call('POST', `${pathOf(checkout.checkout_url)}/complete`);
     expect(completed.status, completed.text).toBe(200);
     expect(completed.json).toMatchObject({ status: 'completed', amount_usd: '2' });
     expect(completed.headers.get('content-security-policy')).toBe(denyAllPolicy);
-    expect((await call('GET', '/v1/billing/balance', { token })).headers.get('content-security-policy')).toBe(denyAllPolicy);
+    expect((await suite.call('GET', '/v1/billing/balance', { token })).headers.get('content-security-policy')).toBe(denyAllPolicy);
 
     // A completed checkout's page shows the outcome and no button (nor script).
-    const page = await call('GET', pathOf(checkout.checkout_url));
+    const page = await suite.call('GET', pathOf(checkout.checkout_url));
     expect(page.status).toBe(200);
     expect(page.text).toContain('<dd id="status" class="status status-completed">completed</dd>');
     expect(page.text).toContain('Paid.');
@@ -113,13 +105,13 @@ describe('the sandbox checkout page over REST', () => {
 
   it('answers an unknown token with the JSON error body, reflecting nothing', async () => {
     for (const token of ['unknown-token', '%3Cscript%3Ealert(1)%3C%2Fscript%3E', '%22%3E%3Cimg%20src%3Dx%3E']) {
-      const response = await call('GET', `/v1/billing/sandbox/checkout/${token}`);
+      const response = await suite.call('GET', `/v1/billing/sandbox/checkout/${token}`);
       expectErrorBody(response, 404, 'checkout_not_found', null);
       expect(response.headers.get('content-type')).toBe('application/json; charset=utf-8');
       expect(response.headers.get('content-security-policy')).toBe(denyAllPolicy);
       expect(response.text).not.toMatch(/[<>]/);
     }
-    expectErrorBody(await call('POST', '/v1/billing/sandbox/checkout/unknown-token/complete'), 404, 'checkout_not_found');
+    expectErrorBody(await suite.call('POST', '/v1/billing/sandbox/checkout/unknown-token/complete'), 404, 'checkout_not_found');
   });
 
   it('escapes everything it puts into the HTML', () => {
@@ -173,7 +165,7 @@ describe('the sandbox checkout page in headless Chromium', () => {
   });
 
   async function balanceOf(token: string): Promise<string> {
-    const balance = await call('GET', '/v1/billing/balance', { token });
+    const balance = await suite.call('GET', '/v1/billing/balance', { token });
     expect(balance.status, balance.text).toBe(200);
     return balance.json.balance_usd;
   }
@@ -210,7 +202,7 @@ describe('the sandbox checkout page in headless Chromium', () => {
     expect(problems).toEqual([]);
 
     expect(await balanceOf(token)).toBe('8.25');
-    const listed = await call('GET', '/v1/billing/topups', { token });
+    const listed = await suite.call('GET', '/v1/billing/topups', { token });
     expect(listed.json.data).toEqual([expect.objectContaining({ checkout_id: checkout.checkout_id, status: 'completed', completed_at: expect.any(String) })]);
 
     // Paying again, from the stale tab or by a direct POST, credits nothing.
@@ -218,7 +210,7 @@ describe('the sandbox checkout page in headless Chromium', () => {
     await stale.page.locator('#status', { hasText: 'completed' }).waitFor({ timeout: 10_000 });
     expect(await stale.page.locator('#message').textContent()).toContain('Paid.');
     expect(stale.problems).toEqual([]);
-    const repeated = await call('POST', `${pathOf(checkout.checkout_url)}/complete`);
+    const repeated = await suite.call('POST', `${pathOf(checkout.checkout_url)}/complete`);
     expect(repeated.status, repeated.text).toBe(200);
     expect(repeated.json.status).toBe('completed');
     expect(await balanceOf(token)).toBe('8.25');

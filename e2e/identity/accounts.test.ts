@@ -1,33 +1,17 @@
-import { createDb, type Knex } from '@switchboard/runtime/db';
-import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, expectErrorBody, mailsTo, tokenOf, waitForMail } from '@switchboard/testkit/account-helpers';
-import { bootMesh, fromAddress, newUser, restClient } from '@switchboard/testkit/mesh';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fromAddress, newUser, type RestCall } from '@switchboard/testkit/mesh';
+import { describe, expect, it } from 'vitest';
+import { identitySuiteOfFile } from './identity-suite.js';
 
 /** Account endpoints of docs/api/identity.md#account-endpoints through the REST surface: sessions, passwords, profile. */
 
-let mesh: Mesh;
-let base: ReturnType<typeof restClient>;
-let db: Knex;
-let mailbox: string;
+const suite = identitySuiteOfFile();
 let ipCounter = 0;
-
-beforeAll(async () => {
-  mesh = await bootMesh({ GATEWAY_TRUSTED_PROXIES: '127.0.0.1,::1' });
-  base = restClient(mesh.gatewayUrl);
-  db = createDb(mesh.env.DATABASE_URL, 'identity', 2);
-  mailbox = mesh.env.MAILBOX_DIR;
-});
-
-afterAll(async () => {
-  await db?.destroy();
-  await mesh?.stop();
-});
 
 /** A client acting from its own address (the gateway trusts one proxy hop in these tests). */
 function clientFromNewIp() {
   ipCounter += 1;
-  return fromAddress(base, `198.51.100.${ipCounter}`);
+  return fromAddress(suite.call, `198.51.100.${ipCounter}`);
 }
 
 async function registered(call = clientFromNewIp()) {
@@ -37,7 +21,7 @@ async function registered(call = clientFromNewIp()) {
   return { ...user, userId: response.json.user.user_id as string, session: response.json.session as { access_token: string; refresh_token: string } };
 }
 
-async function login(call: typeof base, email: string, password: string) {
+async function login(call: RestCall, email: string, password: string) {
   const response = await call('POST', '/v1/auth/login', { body: { email, password } });
   expect(response.status, response.text).toBe(200);
   return response.json.session as { access_token: string; refresh_token: string };
@@ -47,7 +31,7 @@ describe('email verification', () => {
   it('verifies the address with the mailed token once, and refuses other tokens with 400 invalid_token', async () => {
     const call = clientFromNewIp();
     const user = await registered(call);
-    const token = tokenOf(await waitForMail(mailbox, user.email, 'email_verification'));
+    const token = tokenOf(await waitForMail(suite.mailbox, user.email, 'email_verification'));
     expectErrorBody(await call('POST', '/v1/auth/verify-email', { body: { token: 'not-a-token' } }), 400, 'invalid_token', 'token');
     const verified = await call('POST', '/v1/auth/verify-email', { body: { token } });
     expect(verified.status).toBe(204);
@@ -114,24 +98,27 @@ describe('refresh tokens', () => {
     const user = await registered(call);
     const first = user.session.refresh_token;
     const second = (await call('POST', '/v1/auth/refresh', { body: { refresh_token: first } })).json.session.refresh_token;
-    const sessionId = (await db('sessions').where({ user_id: user.userId }).first()).id;
-    await db('refresh_tokens')
+    const sessionId = (await suite.db('sessions').where({ user_id: user.userId }).first()).id;
+    await suite
+      .db('refresh_tokens')
       .where({ session_id: sessionId })
       .whereNotNull('used_at')
       .update({ used_at: new Date(Date.now() - 11_000) });
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: first } }), 401, 'invalid_token');
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: second } }), 401, 'invalid_token');
-    expect((await db('sessions').where({ id: sessionId }).first()).revoked_reason).toBe('refresh_token_reuse');
+    expect((await suite.db('sessions').where({ id: sessionId }).first()).revoked_reason).toBe('refresh_token_reuse');
 
     const idle = await login(call, user.email, user.password);
-    await db('sessions')
+    await suite
+      .db('sessions')
       .where({ user_id: user.userId })
       .whereNull('revoked_at')
       .update({ last_used_at: new Date(Date.now() - 7 * 86_400_000 - 1000) });
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: idle.refresh_token } }), 401, 'invalid_token');
 
     const old = await login(call, user.email, user.password);
-    await db('sessions')
+    await suite
+      .db('sessions')
       .where({ user_id: user.userId })
       .whereNull('revoked_at')
       .update({ expires_at: new Date(Date.now() - 1000) });
@@ -178,8 +165,8 @@ describe('logout', () => {
     const call = clientFromNewIp();
     const user = await registered(call);
     expect((await call('POST', '/v1/auth/logout', { token: user.session.access_token })).status).toBe(204);
-    await mesh.stopComponent('gateway');
-    await mesh.startComponent('gateway');
+    await suite.mesh.stopComponent('gateway');
+    await suite.mesh.startComponent('gateway');
     expectErrorBody(await call('GET', '/v1/account', { token: user.session.access_token }), 401, 'session_revoked');
   });
 
@@ -243,7 +230,7 @@ describe('profile and password', () => {
     expect((await call('POST', '/v1/auth/refresh', { body: { refresh_token: user.session.refresh_token } })).status).toBe(200);
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } }), 401, 'invalid_credentials');
     await login(call, user.email, 'a brand new passphrase');
-    await waitForMail(mailbox, user.email, 'password_changed');
+    await waitForMail(suite.mailbox, user.email, 'password_changed');
   });
 });
 
@@ -257,8 +244,8 @@ describe('password reset', () => {
     const known = await call('POST', '/v1/auth/password-reset', { body: { email: user.email.toUpperCase() } });
     expect(known.status).toBe(202);
     expect(known.json).toEqual({});
-    const token = tokenOf(await waitForMail(mailbox, user.email, 'password_reset_request'));
-    expect(await mailsTo(mailbox, `nobody.${user.email}`)).toEqual([]);
+    const token = tokenOf(await waitForMail(suite.mailbox, user.email, 'password_reset_request'));
+    expect(await mailsTo(suite.mailbox, `nobody.${user.email}`)).toEqual([]);
 
     const confirm = '/v1/auth/password-reset/confirm';
     // A refused password leaves the token usable.
@@ -271,18 +258,19 @@ describe('password reset', () => {
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: user.session.refresh_token } }), 401, 'invalid_token');
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } }), 401, 'invalid_credentials');
     await login(call, user.email, 'reset to something long');
-    await waitForMail(mailbox, user.email, 'password_reset');
+    await waitForMail(suite.mailbox, user.email, 'password_reset');
   });
 
   it('refuses a reset token after its hour (the clock is moved by aging the row)', async () => {
     const call = clientFromNewIp();
     const user = await registered(call);
     await call('POST', '/v1/auth/password-reset', { body: { email: user.email } });
-    const token = tokenOf(await waitForMail(mailbox, user.email, 'password_reset_request'));
-    const row = await db('password_resets').where({ user_id: user.userId }).first();
+    const token = tokenOf(await waitForMail(suite.mailbox, user.email, 'password_reset_request'));
+    const row = await suite.db('password_resets').where({ user_id: user.userId }).first();
     expect(Math.abs(row.expires_at.getTime() - row.created_at.getTime() - 3600_000)).toBeLessThan(5_000);
     expect(row.token_hash).not.toContain(token);
-    await db('password_resets')
+    await suite
+      .db('password_resets')
       .where({ user_id: user.userId })
       .update({ expires_at: new Date(Date.now() - 1000) });
     expectErrorBody(await call('POST', '/v1/auth/password-reset/confirm', { body: { token, new_password: 'reset to something long' } }), 400, 'invalid_token');
@@ -295,7 +283,7 @@ describe('logs', () => {
     const call = clientFromNewIp();
     const user = await registered(call);
     const secrets = [user.password, user.session.access_token, user.session.refresh_token];
-    secrets.push(tokenOf(await waitForMail(mailbox, user.email, 'email_verification')));
+    secrets.push(tokenOf(await waitForMail(suite.mailbox, user.email, 'email_verification')));
     const rotated = (await call('POST', '/v1/auth/refresh', { body: { refresh_token: user.session.refresh_token } })).json.session;
     secrets.push(rotated.access_token, rotated.refresh_token);
     await call('POST', '/v1/account/password', {
@@ -303,15 +291,15 @@ describe('logs', () => {
       body: { current_password: user.password, new_password: 'log check passphrase 1' },
     });
     await call('POST', '/v1/auth/password-reset', { body: { email: user.email } });
-    const reset = tokenOf(await waitForMail(mailbox, user.email, 'password_reset_request'));
+    const reset = tokenOf(await waitForMail(suite.mailbox, user.email, 'password_reset_request'));
     await call('POST', '/v1/auth/password-reset/confirm', { body: { token: reset, new_password: 'log check passphrase 2' } });
     const session = await login(call, user.email, 'log check passphrase 2');
     secrets.push(reset, 'log check passphrase 1', 'log check passphrase 2', session.access_token, session.refresh_token);
     await eventually(
-      async () => (mesh.output('identity').includes('audit: credentials.password_reset') ? true : undefined),
+      async () => (suite.mesh.output('identity').includes('audit: credentials.password_reset') ? true : undefined),
       'the identity log line of the reset',
     );
-    const logs = (['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'] as const).map((c) => mesh.output(c)).join('\n');
+    const logs = (['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'] as const).map((c) => suite.mesh.output(c)).join('\n');
     for (const secret of secrets) expect(logs.includes(secret), `a log contains a secret (${secret.slice(0, 6)}…)`).toBe(false);
   });
 });
@@ -338,9 +326,9 @@ describe('login', () => {
   it("clears the account's failures, its own attempt included, when the session opens", async () => {
     ipCounter += 1;
     const address = `198.51.100.${ipCounter}`;
-    const call = fromAddress(base, address);
+    const call = fromAddress(suite.call, address);
     const user = await registered(call);
-    const rows = () => db('auth_failures').where({ kind: 'password', scope: 'account', subject: user.email }).count<{ count: string }[]>('* as count');
+    const rows = () => suite.db('auth_failures').where({ kind: 'password', scope: 'account', subject: user.email }).count<{ count: string }[]>('* as count');
     for (let attempt = 0; attempt < 4; attempt++) {
       expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: user.email, password: 'wrong password again' } }), 401, 'invalid_credentials');
     }
@@ -350,7 +338,7 @@ describe('login', () => {
     for (let attempt = 0; attempt < 4; attempt++) await call('POST', '/v1/auth/login', { body: { email: user.email, password: 'wrong password again' } });
     expect((await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } })).status).toBe(200);
     // The address's counter is not cleared by one good account (a spray would clear itself).
-    const ipRows = await db('auth_failures').where({ kind: 'password', scope: 'ip', subject: address }).count<{ count: string }[]>('* as count');
+    const ipRows = await suite.db('auth_failures').where({ kind: 'password', scope: 'ip', subject: address }).count<{ count: string }[]>('* as count');
     expect(Number(ipRows[0].count)).toBe(8);
   });
 
@@ -370,7 +358,7 @@ describe('login', () => {
     const user = await registered(call);
     // Five failures 20 minutes ago (the clock is moved by writing them in the past): no lock now.
     const past = new Date(Date.now() - 20 * 60_000);
-    await db('auth_failures').insert(Array.from({ length: 5 }, () => ({ kind: 'password', scope: 'account', subject: user.email, created_at: past })));
+    await suite.db('auth_failures').insert(Array.from({ length: 5 }, () => ({ kind: 'password', scope: 'account', subject: user.email, created_at: past })));
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: user.email, password: 'wrong password again' } }), 401, 'invalid_credentials');
     for (let attempt = 0; attempt < 4; attempt++) await call('POST', '/v1/auth/login', { body: { email: user.email, password: 'wrong password again' } });
     // Ten failures in 24 hours: the window is 30 minutes instead of 15.
@@ -420,7 +408,7 @@ describe('races and odd input (found in review)', () => {
     const call = clientFromNewIp();
     const user = await registered(call);
     await call('POST', '/v1/auth/password-reset', { body: { email: user.email } });
-    const token = tokenOf(await waitForMail(mailbox, user.email, 'password_reset_request'));
+    const token = tokenOf(await waitForMail(suite.mailbox, user.email, 'password_reset_request'));
     // Sign-ins with the old password run while the reset commits.
     const racing = Array.from({ length: 4 }, () => call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } }));
     const reset = await call('POST', '/v1/auth/password-reset/confirm', { body: { token, new_password: 'a brand new passphrase 42' } });
@@ -452,13 +440,13 @@ describe('races and odd input (found in review)', () => {
     expect((await call('POST', '/v1/auth/password-reset', { body: { email: 'not an address' } })).status).toBe(202);
     const user = await registered(call);
     for (let i = 0; i < 6; i++) expect((await call('POST', '/v1/auth/password-reset', { body: { email: user.email } })).status).toBe(202);
-    await waitForMail(mailbox, user.email, 'password_reset_request', 3);
+    await waitForMail(suite.mailbox, user.email, 'password_reset_request', 3);
     // Past three mails in a quarter of an hour the requests are dropped: only three tokens exist.
     await eventually(
-      async () => Number((await db('password_resets').where({ user_id: user.userId }).count<{ count: string }[]>('* as count'))[0].count) === 3,
+      async () => Number((await suite.db('password_resets').where({ user_id: user.userId }).count<{ count: string }[]>('* as count'))[0].count) === 3,
       'three reset tokens',
     );
-    expect((await mailsTo(mailbox, user.email)).filter((mail) => mail.kind === 'password_reset_request')).toHaveLength(3);
+    expect((await mailsTo(suite.mailbox, user.email)).filter((mail) => mail.kind === 'password_reset_request')).toHaveLength(3);
   });
 
   it('answers a NUL character or a huge address with a 4xx, never a 500', async () => {

@@ -1,40 +1,24 @@
 import { eraseDueAccounts } from '@switchboard/identity/erasure';
-import { createDb, type Knex } from '@switchboard/runtime/db';
-import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, expectErrorBody, TestAuthenticator, tokenOf, waitForMail } from '@switchboard/testkit/account-helpers';
-import { bootMesh, fromAddress, newUser, restClient } from '@switchboard/testkit/mesh';
+import { fromAddress, newUser, type RestCall } from '@switchboard/testkit/mesh';
 import { decodeJwt } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { identitySuiteOfFile } from './identity-suite.js';
 
 /**
  * Two-factor authentication, the sign-in challenge, deactivation and erasure through REST, and
  * a look at every service's log for the secrets this file handled.
  */
 
-let mesh: Mesh;
-let base: ReturnType<typeof restClient>;
-let db: Knex;
-let mailbox: string;
+const suite = identitySuiteOfFile();
 let ipCounter = 0;
 /** Every password, token, TOTP secret and recovery code this file saw. */
 const secrets: string[] = [];
 
-beforeAll(async () => {
-  mesh = await bootMesh({ GATEWAY_TRUSTED_PROXIES: '127.0.0.1,::1' });
-  base = restClient(mesh.gatewayUrl);
-  db = createDb(mesh.env.DATABASE_URL, 'identity', 2);
-  mailbox = mesh.env.MAILBOX_DIR;
-});
-
-afterAll(async () => {
-  await db?.destroy();
-  await mesh?.stop();
-});
-
 function clientFromNewIp() {
   ipCounter += 1;
-  const fromIp = fromAddress(base, `192.0.2.${ipCounter}`);
-  const call: typeof base = async (method, pathname, options) => {
+  const fromIp = fromAddress(suite.call, `192.0.2.${ipCounter}`);
+  const call: RestCall = async (method, pathname, options) => {
     const response = await fromIp(method, pathname, options);
     collectSecrets(response.json);
     return response;
@@ -94,13 +78,13 @@ describe('two-factor authentication', () => {
       'reauthentication_failed',
       'password',
     );
-    expect(await db('two_factor').where({ user_id: user.userId }).first()).toBeUndefined();
+    expect(await suite.db('two_factor').where({ user_id: user.userId }).first()).toBeUndefined();
     const enrolled = await call('POST', '/v1/account/2fa/enroll', { token: user.token, body: { password: user.password } });
     expect(enrolled.json.secret).toMatch(/^[A-Z2-7]{32}$/); // 160 bits
     expect(enrolled.json.otpauth_uri).toMatch(/^otpauth:\/\/totp\/Switchboard:/);
     expect(enrolled.json.otpauth_uri).toContain(`secret=${enrolled.json.secret}`);
     expect(enrolled.json.otpauth_uri).toContain('algorithm=SHA1&digits=6&period=30');
-    const stored = await db('two_factor').where({ user_id: user.userId }).first();
+    const stored = await suite.db('two_factor').where({ user_id: user.userId }).first();
     expect(stored.pending_secret_encrypted).not.toContain(enrolled.json.secret);
     const app = new TestAuthenticator(enrolled.json.secret);
     expectErrorBody(await call('POST', '/v1/account/2fa/activate', { token: user.token, body: { code: app.wrongCode() } }), 400, 'invalid_code', 'code');
@@ -115,7 +99,7 @@ describe('two-factor authentication', () => {
     expect(Date.parse(status.enabled_at)).toBeGreaterThan(Date.now() - 60_000);
     expect((await call('GET', '/v1/account', { token: user.token })).json.two_factor_enabled).toBe(true);
     expectErrorBody(await call('POST', '/v1/account/2fa/enroll', { token: user.token, body: { password: user.password } }), 409, 'two_factor_already_enabled');
-    await waitForMail(mailbox, user.email, 'two_factor_enabled');
+    await waitForMail(suite.mailbox, user.email, 'two_factor_enabled');
   });
 
   it('signs in with a challenge: the mfa_token is no access token, a code works once, a recovery code once', async () => {
@@ -169,9 +153,10 @@ describe('two-factor authentication', () => {
 
     // Expiry: the clock is moved by aging the challenge (its lifetime is 5 minutes).
     const expiring = await challenge(call, user.email, user.password);
-    const row = await db('mfa_challenges').where({ user_id: user.userId }).orderBy('created_at', 'desc').first();
+    const row = await suite.db('mfa_challenges').where({ user_id: user.userId }).orderBy('created_at', 'desc').first();
     expect(Math.abs(row.expires_at.getTime() - row.created_at.getTime() - 300_000)).toBeLessThan(5_000);
-    await db('mfa_challenges')
+    await suite
+      .db('mfa_challenges')
       .where({ token_hash: row.token_hash })
       .update({ expires_at: new Date(Date.now() - 1000) });
     expectErrorBody(await call('POST', '/v1/auth/login/2fa', { body: { mfa_token: expiring, code: user.app.wrongCode() } }), 400, 'invalid_token');
@@ -197,7 +182,7 @@ describe('two-factor authentication', () => {
     const regenerated = await call('POST', '/v1/account/2fa/recovery-codes', { token: user.token, body: { code: await user.app.code() } });
     expect(regenerated.status).toBe(200);
     expect(regenerated.json.recovery_codes).toHaveLength(10);
-    await waitForMail(mailbox, user.email, 'recovery_codes_regenerated');
+    await waitForMail(suite.mailbox, user.email, 'recovery_codes_regenerated');
     const mfaToken = await challenge(call, user.email, user.password);
     expectErrorBody(await call('POST', '/v1/auth/login/2fa', { body: { mfa_token: mfaToken, recovery_code: user.recoveryCodes[0] } }), 401, 'invalid_code');
     expect((await call('POST', '/v1/auth/login/2fa', { body: { mfa_token: mfaToken, recovery_code: regenerated.json.recovery_codes[0] } })).status).toBe(200);
@@ -217,7 +202,7 @@ describe('two-factor authentication', () => {
     );
     expect((await call('POST', '/v1/account/2fa/disable', { token: user.token, body: { password: user.password } })).status).toBe(204);
     expect((await call('GET', '/v1/account/2fa', { token: user.token })).json).toEqual({ enabled: false, enabled_at: null, recovery_codes_remaining: 0 });
-    await waitForMail(mailbox, user.email, 'two_factor_disabled');
+    await waitForMail(suite.mailbox, user.email, 'two_factor_disabled');
     const login = await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
     expect(Object.keys(login.json)).toEqual(['session']);
   });
@@ -235,7 +220,7 @@ describe('two-factor authentication', () => {
     const call = clientFromNewIp();
     const user = await withTwoFactor(call);
     await call('POST', '/v1/auth/password-reset', { body: { email: user.email } });
-    const token = tokenOf(await waitForMail(mailbox, user.email, 'password_reset_request'));
+    const token = tokenOf(await waitForMail(suite.mailbox, user.email, 'password_reset_request'));
     secrets.push(token, 'a reset passphrase 42');
     expect((await call('POST', '/v1/auth/password-reset/confirm', { body: { token, new_password: 'a reset passphrase 42' } })).status).toBe(204);
     const mfaToken = await challenge(call, user.email, 'a reset passphrase 42');
@@ -261,9 +246,9 @@ describe('deactivation', () => {
     expectErrorBody(await call('GET', '/v1/account', { token: user.token }), 401, 'session_revoked');
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: refresh } }), 401, 'invalid_token');
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } }), 401, 'invalid_credentials');
-    const events = await db('outbox').whereRaw("payload->>'type' = 'user.deactivated'").whereRaw("payload->'data'->>'user_id' = ?", [user.userId]);
+    const events = await suite.db('outbox').whereRaw("payload->>'type' = 'user.deactivated'").whereRaw("payload->'data'->>'user_id' = ?", [user.userId]);
     expect(events).toHaveLength(1);
-    await waitForMail(mailbox, user.email, 'account_deactivated');
+    await waitForMail(suite.mailbox, user.email, 'account_deactivated');
   });
 
   it('needs a current code when 2FA is on', async () => {
@@ -288,11 +273,11 @@ describe('deactivation', () => {
     // Organizations are another issue's endpoints: set them up in the database.
     const shared = `org_shared${Date.now()}`;
     const alone = `org_alone${Date.now()}`;
-    await db('organizations').insert([
+    await suite.db('organizations').insert([
       { id: shared, name: 'Shared' },
       { id: alone, name: 'Alone' },
     ]);
-    await db('memberships').insert([
+    await suite.db('memberships').insert([
       { org_id: shared, user_id: owner.userId, role: 'owner' },
       { org_id: shared, user_id: member.userId, role: 'developer' },
       { org_id: alone, user_id: owner.userId, role: 'owner' },
@@ -303,11 +288,11 @@ describe('deactivation', () => {
     expect((await call('GET', '/v1/account', { token: owner.token })).status).toBe(200);
 
     // Once the other member owns it, the former owner (now admin) leaves it at deactivation.
-    await db('memberships').where({ org_id: shared, user_id: owner.userId }).update({ role: 'admin' });
-    await db('memberships').where({ org_id: shared, user_id: member.userId }).update({ role: 'owner' });
+    await suite.db('memberships').where({ org_id: shared, user_id: owner.userId }).update({ role: 'admin' });
+    await suite.db('memberships').where({ org_id: shared, user_id: member.userId }).update({ role: 'owner' });
     expect((await call('POST', '/v1/account/deactivate', { token: owner.token, body: { password: owner.password } })).status).toBe(202);
-    expect(await db('organizations').where({ id: alone }).first()).toBeUndefined();
-    expect(await db('memberships').where({ org_id: shared }).select('user_id')).toEqual([{ user_id: member.userId }]);
+    expect(await suite.db('organizations').where({ id: alone }).first()).toBeUndefined();
+    expect(await suite.db('memberships').where({ org_id: shared }).select('user_id')).toEqual([{ user_id: member.userId }]);
   });
 
   it('erases email and name when the grace period ends (a controlled clock)', async () => {
@@ -315,13 +300,13 @@ describe('deactivation', () => {
     const user = await registered(call);
     const deactivated = await call('POST', '/v1/account/deactivate', { token: user.token, body: { password: user.password } });
     const eraseAfter = Date.parse(deactivated.json.erase_after);
-    expect(await eraseDueAccounts(db, new Date(eraseAfter - 1000))).not.toContain(user.userId);
-    expect((await db('users').where({ id: user.userId }).first()).email).toBe(user.email);
-    expect(await eraseDueAccounts(db, new Date(eraseAfter + 1000))).toContain(user.userId);
-    const erased = await db('users').where({ id: user.userId }).first();
+    expect(await eraseDueAccounts(suite.db, new Date(eraseAfter - 1000))).not.toContain(user.userId);
+    expect((await suite.db('users').where({ id: user.userId }).first()).email).toBe(user.email);
+    expect(await eraseDueAccounts(suite.db, new Date(eraseAfter + 1000))).toContain(user.userId);
+    const erased = await suite.db('users').where({ id: user.userId }).first();
     expect(erased).toMatchObject({ email: `erased+${user.userId}@erased.invalid`, full_name: null });
     expect(erased.erased_at).not.toBeNull();
-    expect(await eraseDueAccounts(db, new Date(eraseAfter + 2000))).not.toContain(user.userId);
+    expect(await eraseDueAccounts(suite.db, new Date(eraseAfter + 2000))).not.toContain(user.userId);
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } }), 401, 'invalid_credentials');
   });
 });
@@ -330,8 +315,8 @@ describe('logs', () => {
   it('hold no password, token, TOTP secret or recovery code of this file', async () => {
     const components = ['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'] as const;
     // Give the last lines a moment to arrive (poll until the identity log mentions the last request).
-    await eventually(async () => (mesh.output('identity').includes('account deactivated') ? true : undefined), 'identity log');
-    const logs = components.map((component) => mesh.output(component)).join('\n');
+    await eventually(async () => (suite.mesh.output('identity').includes('account deactivated') ? true : undefined), 'identity log');
+    const logs = components.map((component) => suite.mesh.output(component)).join('\n');
     expect(secrets.length).toBeGreaterThan(50);
     for (const secret of new Set(secrets)) {
       expect(logs.includes(secret), `a log contains a secret (${secret.slice(0, 6)}…)`).toBe(false);

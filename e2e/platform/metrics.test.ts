@@ -1,6 +1,6 @@
-import type { Component, Mesh } from '@switchboard/runtime/dev/mesh';
-import { bootMesh, newUser, type RestCall, restClient } from '@switchboard/testkit/mesh';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Component } from '@switchboard/runtime/dev/mesh';
+import { meshSuiteOfFile, newUser } from '@switchboard/testkit/mesh';
+import { describe, expect, it } from 'vitest';
 
 /**
  * Every component serves Prometheus metrics on a port of its own (METRICS_PORT), as a scraper
@@ -8,20 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * consumer lag, the argon2 queue and the webhook queue. The public port never serves them.
  */
 
-let mesh: Mesh;
-let call: RestCall;
-
-beforeAll(async () => {
-  mesh = await bootMesh();
-  call = restClient(mesh.gatewayUrl);
-});
-
-afterAll(async () => {
-  await mesh?.stop();
-});
+const suite = meshSuiteOfFile();
 
 async function scrape(component: Component): Promise<string> {
-  const res = await fetch(mesh.metricsUrls[component]);
+  const res = await fetch(suite.mesh.metricsUrls[component]);
   expect(res.status, component).toBe(200);
   expect(res.headers.get('content-type'), component).toContain('text/plain');
   return res.text();
@@ -41,12 +31,12 @@ function sampleOf(text: string, name: string, labels: Record<string, string> = {
 describe('metrics', () => {
   it("shows each component's series after traffic", async () => {
     const user = newUser();
-    const registered = await call('POST', '/v1/auth/register', { body: user });
+    const registered = await suite.call('POST', '/v1/auth/register', { body: user });
     expect(registered.status, registered.text).toBe(201);
     const token = registered.json.session.access_token as string;
-    const key = await call('POST', '/v1/keys', { token, body: { name: 'metrics' } });
+    const key = await suite.call('POST', '/v1/keys', { token, body: { name: 'metrics' } });
     expect(key.status, key.text).toBe(201);
-    expect((await call('GET', '/v1/models', { headers: { authorization: `Bearer ${key.json.full_key}` } })).status).toBe(200);
+    expect((await suite.call('GET', '/v1/models', { headers: { authorization: `Bearer ${key.json.full_key}` } })).status).toBe(200);
 
     const gateway = await scrape('gateway');
     expect(sampleOf(gateway, 'http_server_duration_seconds_count', { component: 'gateway', method: 'POST', route: '/v1/auth/register', status: '201' })).toBe(
@@ -81,8 +71,8 @@ describe('metrics', () => {
   });
 
   it('keeps metrics off the public port, and serves nothing else on the metrics port', async () => {
-    expect((await call('GET', '/metrics')).status).toBe(404);
-    const other = await fetch(mesh.metricsUrls.gateway.replace('/metrics', '/v1/account'));
+    expect((await suite.call('GET', '/metrics')).status).toBe(404);
+    const other = await fetch(suite.mesh.metricsUrls.gateway.replace('/metrics', '/v1/account'));
     expect(other.status).toBe(404);
     await other.text();
   });

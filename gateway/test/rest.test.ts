@@ -1,25 +1,14 @@
 import net from 'node:net';
-import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
-import { bootMesh, expectErrorBody, newUser, restClient } from '@switchboard/testkit/mesh';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectErrorBody, meshSuiteOfFile, newUser } from '@switchboard/testkit/mesh';
+import { describe, expect, it } from 'vitest';
 
-let mesh: Mesh;
-let call: ReturnType<typeof restClient>;
-
-beforeAll(async () => {
-  mesh = await bootMesh();
-  call = restClient(mesh.gatewayUrl);
-});
-
-afterAll(async () => {
-  await mesh?.stop();
-});
+const suite = meshSuiteOfFile();
 
 describe('the account walk-through through REST', () => {
   it('registers, logs in and reads the account', async () => {
     const user = newUser();
-    const registered = await call('POST', '/v1/auth/register', { body: user });
+    const registered = await suite.call('POST', '/v1/auth/register', { body: user });
     expect(registered.status).toBe(201);
     expect(registered.json.user).toMatchObject({
       user_id: expect.stringMatching(/^usr_/),
@@ -31,24 +20,24 @@ describe('the account walk-through through REST', () => {
     });
     expect(registered.json.session).toMatchObject({ token_type: 'Bearer', expires_in: 900 });
 
-    const login = await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
+    const login = await suite.call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
     expect(login.status).toBe(200);
     expect(Object.keys(login.json)).toEqual(['session']);
 
-    const account = await call('GET', '/v1/account', { token: login.json.session.access_token });
+    const account = await suite.call('GET', '/v1/account', { token: login.json.session.access_token });
     expect(account.status).toBe(200);
     expect(account.json).toEqual(registered.json.user);
 
     // The unversioned alias answers the same.
-    const alias = await call('GET', '/account', { token: login.json.session.access_token });
+    const alias = await suite.call('GET', '/account', { token: login.json.session.access_token });
     expect(alias.json).toEqual(registered.json.user);
   });
 
   it('refuses a wrong password with the same body as an unknown email', async () => {
     const user = newUser();
-    await call('POST', '/v1/auth/register', { body: user });
-    const wrong = await call('POST', '/v1/auth/login', { body: { email: user.email, password: 'not the password at all' } });
-    const unknown = await call('POST', '/v1/auth/login', { body: { email: `nobody-${user.email}`, password: 'not the password at all' } });
+    await suite.call('POST', '/v1/auth/register', { body: user });
+    const wrong = await suite.call('POST', '/v1/auth/login', { body: { email: user.email, password: 'not the password at all' } });
+    const unknown = await suite.call('POST', '/v1/auth/login', { body: { email: `nobody-${user.email}`, password: 'not the password at all' } });
     expectErrorBody(wrong, 401, 'invalid_credentials');
     expectErrorBody(unknown, 401, 'invalid_credentials');
     expect({ ...wrong.json.error, request_id: '' }).toEqual({ ...unknown.json.error, request_id: '' });
@@ -56,12 +45,12 @@ describe('the account walk-through through REST', () => {
 
   it('keeps passwords and tokens out of every log', async () => {
     const user = newUser();
-    const registered = await call('POST', '/v1/auth/register', { body: user });
-    const login = await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
-    const account = await call('GET', '/v1/account', { token: login.json.session.access_token });
+    const registered = await suite.call('POST', '/v1/auth/register', { body: user });
+    const login = await suite.call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
+    const account = await suite.call('GET', '/v1/account', { token: login.json.session.access_token });
     // Log lines come through pipes: wait until the gateway's line of the last request is in.
-    await eventually(() => mesh.output('gateway').includes(account.headers.get('x-request-id')!), 'the gateway log of the last request');
-    const logs = ['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'].map((c) => mesh.output(c as never)).join('\n');
+    await eventually(() => suite.mesh.output('gateway').includes(account.headers.get('x-request-id')!), 'the gateway log of the last request');
+    const logs = ['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'].map((c) => suite.mesh.output(c as never)).join('\n');
     expect(logs).toContain(registered.headers.get('x-request-id'));
     for (const secret of [
       user.password,
@@ -77,16 +66,16 @@ describe('the account walk-through through REST', () => {
 
 describe('authentication', () => {
   it('needs credentials on protected routes', async () => {
-    expectErrorBody(await call('GET', '/v1/account'), 401, 'unauthenticated');
-    expectErrorBody(await call('GET', '/v1/account', { token: 'not-a-jwt' }), 401, 'invalid_token');
-    expectErrorBody(await call('GET', '/v1/account', { headers: { authorization: 'Basic abc' } }), 401);
+    expectErrorBody(await suite.call('GET', '/v1/account'), 401, 'unauthenticated');
+    expectErrorBody(await suite.call('GET', '/v1/account', { token: 'not-a-jwt' }), 401, 'invalid_token');
+    expectErrorBody(await suite.call('GET', '/v1/account', { headers: { authorization: 'Basic abc' } }), 401);
   });
 
   it('answers 404 for a workspace the user is not a member of', async () => {
     const user = newUser();
-    const registered = await call('POST', '/v1/auth/register', { body: user });
-    const other = await call('POST', '/v1/auth/register', { body: newUser() });
-    const response = await call('GET', '/v1/account', {
+    const registered = await suite.call('POST', '/v1/auth/register', { body: user });
+    const other = await suite.call('POST', '/v1/auth/register', { body: newUser() });
+    const response = await suite.call('GET', '/v1/account', {
       token: registered.json.session.access_token,
       headers: { 'x-workspace-id': other.json.user.personal_workspace_id },
     });
@@ -96,18 +85,22 @@ describe('authentication', () => {
 
 describe('the error model', () => {
   it('answers malformed JSON with 400', async () => {
-    expectErrorBody(await call('POST', '/v1/auth/login', { rawBody: '{"email": ', headers: { 'content-type': 'application/json' } }), 400, 'invalid_json');
+    expectErrorBody(
+      await suite.call('POST', '/v1/auth/login', { rawBody: '{"email": ', headers: { 'content-type': 'application/json' } }),
+      400,
+      'invalid_json',
+    );
   });
 
   it('names the field of a wrong type', async () => {
-    const response = await call('POST', '/v1/auth/register', { body: { email: 42, password: 'x' } });
+    const response = await suite.call('POST', '/v1/auth/register', { body: { email: 42, password: 'x' } });
     expectErrorBody(response, 400);
     expect(response.json.error.field).toBe('email');
   });
 
   it('refuses a body that is not JSON with 415', async () => {
     expectErrorBody(
-      await call('POST', '/v1/auth/login', { rawBody: 'email=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
+      await suite.call('POST', '/v1/auth/login', { rawBody: 'email=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
       415,
       'unsupported_media_type',
     );
@@ -115,18 +108,18 @@ describe('the error model', () => {
 
   it('refuses a body over 1 MiB with 413', async () => {
     const big = JSON.stringify({ email: 'a@example.com', password: 'x'.repeat(1024 * 1024) });
-    expectErrorBody(await call('POST', '/v1/auth/login', { rawBody: big, headers: { 'content-type': 'application/json' } }), 413, 'payload_too_large');
+    expectErrorBody(await suite.call('POST', '/v1/auth/login', { rawBody: big, headers: { 'content-type': 'application/json' } }), 413, 'payload_too_large');
   });
 
   it('answers an unknown route with 404 and a wrong method with 405', async () => {
-    expectErrorBody(await call('GET', '/v1/nothing-here'), 404, 'route_not_found');
-    const wrongMethod = await call('DELETE', '/v1/auth/login');
+    expectErrorBody(await suite.call('GET', '/v1/nothing-here'), 404, 'route_not_found');
+    const wrongMethod = await suite.call('DELETE', '/v1/auth/login');
     expectErrorBody(wrongMethod, 405, 'method_not_allowed');
     expect(wrongMethod.headers.get('allow')).toBe('POST');
   });
 
   it('keeps a request id the client sends', async () => {
-    const response = await call('GET', '/v1/nothing-here', { headers: { 'x-request-id': 'client-chosen-id-1' } });
+    const response = await suite.call('GET', '/v1/nothing-here', { headers: { 'x-request-id': 'client-chosen-id-1' } });
     expect(response.headers.get('x-request-id')).toBe('client-chosen-id-1');
     expect(response.json.error.request_id).toBe('client-chosen-id-1');
   });
@@ -135,7 +128,7 @@ describe('the error model', () => {
 describe('HTTP edge cases', () => {
   /** Sends raw bytes to the gateway and returns the raw answer. */
   function raw(request: string): Promise<string> {
-    const { port } = new URL(mesh.gatewayUrl);
+    const { port } = new URL(suite.mesh.gatewayUrl);
     return new Promise((resolve, reject) => {
       const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(request));
       let answer = '';
@@ -147,13 +140,13 @@ describe('HTTP edge cases', () => {
   }
 
   it('answers HEAD like GET, without a body', async () => {
-    const response = await call('HEAD', '/healthz');
+    const response = await suite.call('HEAD', '/healthz');
     expect(response.status).toBe(200);
     expect(response.text).toBe('');
   });
 
   it('never reads a host out of the path', async () => {
-    expectErrorBody(await call('GET', '//evil.example/keys'), 404, 'route_not_found');
+    expectErrorBody(await suite.call('GET', '//evil.example/keys'), 404, 'route_not_found');
   });
 
   it('answers malformed HTTP and oversized headers with the error body', async () => {
@@ -169,8 +162,8 @@ describe('HTTP edge cases', () => {
 
 describe('health and documents', () => {
   it('serves health, readiness, the OpenAPI document and the docs page', async () => {
-    expect((await call('GET', '/healthz')).status).toBe(200);
-    const ready = await call('GET', '/readyz');
+    expect((await suite.call('GET', '/healthz')).status).toBe(200);
+    const ready = await suite.call('GET', '/readyz');
     expect(ready.status).toBe(200);
     expect(ready.json.services).toEqual({
       identity: 'serving',
@@ -180,11 +173,11 @@ describe('health and documents', () => {
       webhooks: 'serving',
       'data-plane': 'serving',
     });
-    const openapi = await call('GET', '/v1/openapi.json');
+    const openapi = await suite.call('GET', '/v1/openapi.json');
     expect(openapi.status).toBe(200);
     expect(openapi.json.openapi).toMatch(/^3\.1\./);
     expect(openapi.json.paths['/v1/auth/register'].post).toBeTruthy();
-    const docs = await call('GET', '/docs');
+    const docs = await suite.call('GET', '/docs');
     expect(docs.status).toBe(200);
     expect(docs.headers.get('content-type')).toMatch(/text\/html/);
   });
@@ -192,18 +185,18 @@ describe('health and documents', () => {
 
 describe('a service outage', () => {
   it('answers 503 quickly while a service is down, and recovers when it is back', async () => {
-    const registered = await call('POST', '/v1/auth/register', { body: newUser() });
-    const conversations = async () => call('GET', '/v1/conversations', { token: registered.json.session.access_token });
+    const registered = await suite.call('POST', '/v1/auth/register', { body: newUser() });
+    const conversations = async () => suite.call('GET', '/v1/conversations', { token: registered.json.session.access_token });
     expect((await conversations()).status).toBe(200);
-    await mesh.stopComponent('conversations');
+    await suite.mesh.stopComponent('conversations');
     const started = Date.now();
     const response = await conversations();
     expect(Date.now() - started).toBeLessThan(5000);
     expectErrorBody(response, 503, 'service_unavailable');
-    const ready = await call('GET', '/readyz');
+    const ready = await suite.call('GET', '/readyz');
     expect(ready.status).toBe(503);
     expect(ready.json.services.conversations).toBe('unreachable');
-    await mesh.startComponent('conversations');
+    await suite.mesh.startComponent('conversations');
     expect((await conversations()).status).toBe(200);
   });
 });

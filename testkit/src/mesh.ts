@@ -2,7 +2,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { type Mesh, startMesh } from '@switchboard/runtime/dev/mesh';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { expectSuccessKeepsContract } from './contract-check.js';
 
 /**
@@ -21,6 +21,29 @@ export const relaxedActionLimits: Record<string, string> = {
 export async function bootMesh(env: Record<string, string> = {}): Promise<Mesh> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'switchboard-mesh-'));
   return startMesh({ dataDir, randomPorts: true, allowContainers: true, env: { LOG_LEVEL: 'info', ...relaxedActionLimits, ...env } });
+}
+
+/** The mesh of one test file and a REST client of its gateway, filled in once the mesh has booted. */
+export interface MeshSuite {
+  mesh: Mesh;
+  call: RestCall;
+}
+
+/**
+ * Boots the mesh for the calling test file (its beforeAll) and stops it after the file's tests
+ * (its afterAll). The fields are read in tests and later hooks, not at module load: they are set
+ * by the boot. `env` is read then too, so it may name what an earlier beforeAll started.
+ */
+export function meshSuiteOfFile(env: () => Record<string, string> | Promise<Record<string, string>> = () => ({})): MeshSuite {
+  const suite = {} as MeshSuite;
+  beforeAll(async () => {
+    suite.mesh = await bootMesh(await env());
+    suite.call = restClient(suite.mesh.gatewayUrl);
+  });
+  afterAll(async () => {
+    await suite.mesh?.stop();
+  });
+  return suite;
 }
 
 export interface ApiResponse {
