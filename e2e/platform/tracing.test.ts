@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
-import { bootMesh, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import { meshSuiteOfFile, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { OtlpReceiver, type ReceivedSpan, spanKind } from '@switchboard/testkit/otlp-receiver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -12,27 +11,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * of the event it wrote, whose context travelled through the outbox and NATS.
  */
 
-let mesh: Mesh;
-let call: RestCall;
-let user: SignedUp;
 const receiver = new OtlpReceiver();
+// Registered before the mesh's hooks, so it runs once the mesh has stopped (after-hooks run in reverse).
+afterAll(async () => {
+  await receiver.stop();
+});
+const suite = meshSuiteOfFile(async () => ({
+  OTEL_EXPORTER_OTLP_ENDPOINT: await receiver.start(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+  OTEL_BSP_SCHEDULE_DELAY: '100',
+  // Loopback's first address is the proxy in front of the gateway; 127.0.0.2 is a client.
+  GATEWAY_TRUSTED_PROXIES: '127.0.0.1',
+}));
+let user: SignedUp;
 
 beforeAll(async () => {
-  const endpoint = await receiver.start();
-  mesh = await bootMesh({
-    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
-    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-    OTEL_BSP_SCHEDULE_DELAY: '100',
-    // Loopback's first address is the proxy in front of the gateway; 127.0.0.2 is a client.
-    GATEWAY_TRUSTED_PROXIES: '127.0.0.1',
-  });
-  call = restClient(mesh.gatewayUrl);
-  user = await signUp(call);
-});
-
-afterAll(async () => {
-  await mesh?.stop();
-  await receiver.stop();
+  user = await signUp(suite.call);
 });
 
 const gatewaySpanOf = (requestId: string) =>
@@ -44,7 +38,7 @@ const gatewaySpanOf = (requestId: string) =>
 /** A request straight from `localAddress`, not through the proxy the gateway trusts. */
 function requestFrom(localAddress: string, pathname: string, headers: Record<string, string>): Promise<http.IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${mesh.gatewayUrl}${pathname}`, { localAddress, headers }, (res) => {
+    const req = http.request(`${suite.mesh.gatewayUrl}${pathname}`, { localAddress, headers }, (res) => {
       res.resume();
       res.on('end', () => resolve(res));
     });
@@ -58,7 +52,7 @@ const traceparentOf = (traceId: string) => `00-${traceId}-${randomBytes(8).toStr
 
 describe('traces', () => {
   it('follow one request through the gateway, the keys service, Postgres and the consumer of its event', async () => {
-    const created = await call('POST', '/v1/keys', { token: user.token, body: { name: 'traced' } });
+    const created = await suite.call('POST', '/v1/keys', { token: user.token, body: { name: 'traced' } });
     expect(created.status, created.text).toBe(201);
     const requestId = created.headers.get('x-request-id')!;
 
@@ -67,7 +61,7 @@ describe('traces', () => {
     // The request id stays the key of the log lines, which name the trace too.
     const logLine = await eventually(
       () =>
-        mesh
+        suite.mesh
           .output('gateway')
           .split('\n')
           .filter((line) => line.startsWith('{'))
@@ -101,7 +95,7 @@ describe('traces', () => {
 
   it('keeps the values of a path, a capability here, out of every span', async () => {
     const token = `chk_${randomBytes(16).toString('hex')}`;
-    const page = await call('GET', `/v1/billing/sandbox/checkout/${token}`);
+    const page = await suite.call('GET', `/v1/billing/sandbox/checkout/${token}`);
     expect(page.status, page.text).toBe(404);
 
     const gateway = await gatewaySpanOf(page.headers.get('x-request-id')!);

@@ -4,9 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLocalCertificate, type LocalCertificate } from '@switchboard/runtime/dev/local-certificate';
-import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
-import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import { expectErrorBody, meshSuiteOfFile, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -82,14 +81,13 @@ interface Attempt {
   url: string;
 }
 
-let mesh: Mesh;
-let call: RestCall;
 let certificate: LocalCertificate;
 let ipv4: CountingServer;
 /** Undefined when this machine cannot listen on ::1. */
 let ipv6: CountingServer | undefined;
 let owner: SignedUp;
 
+// The receivers' hooks come before the mesh's: they start before it boots and close once it has stopped.
 beforeAll(async () => {
   certificate = await createLocalCertificate(await mkdtemp(path.join(tmpdir(), 'switchboard-cert-')));
   ipv4 = await countingServer(certificate, '127.0.0.1');
@@ -97,22 +95,22 @@ beforeAll(async () => {
   ipv6 = (await countingServer(certificate, '::1', ipv4.port).catch(() => undefined)) ?? (await countingServer(certificate, '::1').catch(() => undefined));
   // The default policy, whatever the shell running the tests has set (components inherit this environment).
   delete process.env.WEBHOOKS_ALLOW_PRIVATE_TARGETS;
-  mesh = await bootMesh({
-    // Trusted, so that a delivery the policy let through would reach the receivers and be seen.
-    NODE_EXTRA_CA_CERTS: certificate.certFile,
-    WEBHOOK_RETRY_SCHEDULE: '20ms',
-    WEBHOOK_TIMEOUT: '2s',
-    WEBHOOK_LEASE: '5s',
-    WEBHOOK_POLL_INTERVAL: '200ms',
-  });
-  call = restClient(mesh.gatewayUrl);
-  owner = await signUp(call);
 });
-
 afterAll(async () => {
-  await mesh?.stop();
   await ipv4?.close();
   await ipv6?.close();
+});
+const suite = meshSuiteOfFile(() => ({
+  // Trusted, so that a delivery the policy let through would reach the receivers and be seen.
+  NODE_EXTRA_CA_CERTS: certificate.certFile,
+  WEBHOOK_RETRY_SCHEDULE: '20ms',
+  WEBHOOK_TIMEOUT: '2s',
+  WEBHOOK_LEASE: '5s',
+  WEBHOOK_POLL_INTERVAL: '200ms',
+}));
+
+beforeAll(async () => {
+  owner = await signUp(suite.call);
 });
 
 describe('delivery address policy (default: no private targets)', () => {
@@ -140,9 +138,9 @@ describe('delivery address policy (default: no private targets)', () => {
     const base = `/v1/workspaces/${owner.workspaceId}/webhooks`;
     const sent: Array<{ url: string; webhookId: string; deliveryId: string }> = [];
     for (const url of urls) {
-      const created = await call('POST', base, { token: owner.token, body: { url } });
+      const created = await suite.call('POST', base, { token: owner.token, body: { url } });
       expect(created.status, `${url}: ${created.text}`).toBe(201);
-      const tested = await call('POST', `${base}/${created.json.webhook_id}/test`, { token: owner.token });
+      const tested = await suite.call('POST', `${base}/${created.json.webhook_id}/test`, { token: owner.token });
       expect(tested.status, `${url}: ${tested.text}`).toBe(202);
       sent.push({ url, webhookId: created.json.webhook_id, deliveryId: tested.json.delivery_id });
     }
@@ -151,7 +149,7 @@ describe('delivery address policy (default: no private targets)', () => {
       // The test attempt and the one retry of the schedule ('20ms'), both refused.
       const done = await eventually(
         async () => {
-          const response = await call('GET', `${base}/${webhookId}/deliveries/${deliveryId}`, { token: owner.token });
+          const response = await suite.call('GET', `${base}/${webhookId}/deliveries/${deliveryId}`, { token: owner.token });
           expect(response.status, response.text).toBe(200);
           const delivery = response.json as { status: string; attempt_count: number; attempts: Attempt[] };
           return ['exhausted', 'succeeded'].includes(delivery.status) ? delivery : undefined;
@@ -179,7 +177,7 @@ describe('delivery address policy (default: no private targets)', () => {
 
   it('refuses a plain http:// receiver at registration', async () => {
     const base = `/v1/workspaces/${owner.workspaceId}/webhooks`;
-    expectErrorBody(await call('POST', base, { token: owner.token, body: { url: `http://127.0.0.1:${ipv4.port}/hook` } }), 400, undefined, 'url');
-    expectErrorBody(await call('POST', base, { token: owner.token, body: { url: 'http://example.com/hook' } }), 400, undefined, 'url');
+    expectErrorBody(await suite.call('POST', base, { token: owner.token, body: { url: `http://127.0.0.1:${ipv4.port}/hook` } }), 400, undefined, 'url');
+    expectErrorBody(await suite.call('POST', base, { token: owner.token, body: { url: 'http://example.com/hook' } }), 400, undefined, 'url');
   });
 });
