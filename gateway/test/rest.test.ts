@@ -85,11 +85,8 @@ describe('authentication', () => {
 
 describe('the error model', () => {
   it('answers malformed JSON with 400', async () => {
-    expectErrorBody(
-      await suite.call('POST', '/v1/auth/login', { rawBody: '{"email": ', headers: { 'content-type': 'application/json' } }),
-      400,
-      'invalid_json',
-    );
+    const response = await suite.call('POST', '/v1/auth/login', { rawBody: '{"email": ', headers: { 'content-type': 'application/json' } });
+    expectErrorBody(response, 400, 'invalid_json');
   });
 
   it('names the field of a wrong type', async () => {
@@ -99,11 +96,8 @@ describe('the error model', () => {
   });
 
   it('refuses a body that is not JSON with 415', async () => {
-    expectErrorBody(
-      await suite.call('POST', '/v1/auth/login', { rawBody: 'email=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
-      415,
-      'unsupported_media_type',
-    );
+    const response = await suite.call('POST', '/v1/auth/login', { rawBody: 'email=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expectErrorBody(response, 415, 'unsupported_media_type');
   });
 
   it('refuses a body over 1 MiB with 413', async () => {
