@@ -25,9 +25,12 @@ interface Run {
 
 async function run(command: string, args: string[], env: Record<string, string>): Promise<Run> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'switchboard-start-'));
+  // As a user's shell runs it: without vitest's NODE_ENV=test, which would make `npm start`'s
+  // build of the dashboard a development bundle in the checkout other files test.
+  const { NODE_ENV: _vitest, ...userEnv } = process.env;
   const child = spawn(command, args, {
     cwd: repoRoot,
-    env: { ...process.env, SWITCHBOARD_DATA_DIR: dataDir, LOG_LEVEL: 'info', ...env },
+    env: { ...userEnv, SWITCHBOARD_DATA_DIR: dataDir, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
