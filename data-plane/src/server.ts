@@ -82,42 +82,48 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
     return;
   }
   if (path === '/v1/models') {
-    if (req.method !== 'GET') throw new ApiError(405, 'method_not_allowed', 'GET /v1/models lists the models.');
+    if (req.method !== 'GET') throw wrongMethod('GET /v1/models lists the models.');
     await deps.completions.authorize(bearerKey(req));
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(modelList(deps.catalog)));
     return;
   }
   if (path === '/v1/chat/completions') {
-    if (req.method !== 'POST') throw new ApiError(405, 'method_not_allowed', 'POST /v1/chat/completions creates a completion.');
+    if (req.method !== 'POST') throw wrongMethod('POST /v1/chat/completions creates a completion.');
     const key = bearerKey(req);
     // Nothing that cannot be a key gets its body read (a key is checked for real by AuthorizeKey).
     if (!keyShape.test(key)) throw catalogued(errorCatalogue.invalidApiKey, {}, 'front-door');
     const raw = await readBody(req, maxBodyBytes, tooLarge);
     if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) {
-      throw new ApiError(415, 'unsupported_media_type', 'Send the request body as JSON (Content-Type: application/json).');
+      throw catalogued(errorCatalogue.unsupportedMediaType, {}, 'front-door');
     }
     let json: unknown;
     try {
       json = JSON.parse(raw.toString('utf8'));
     } catch {
-      throw new ApiError(400, 'invalid_json', 'The request body is not valid JSON.');
+      throw catalogued(errorCatalogue.invalidJson, {}, 'front-door');
     }
     const conversation = req.headers['x-service-conversation-id'];
     const conversationId = typeof conversation === 'string' && conversation !== '' ? conversation : undefined;
     await deps.completions.complete(key, parseChatRequest(json, raw.length), conversationId, replyTo(res));
     return;
   }
-  throw new ApiError(404, 'route_not_found', `No route for ${req.method} ${path}.`);
+  throw catalogued(errorCatalogue.routeNotFound, { method: req.method, path }, {}, 'front-door');
 }
 
 /** The API key of the request (the data plane takes API keys only). */
 function bearerKey(req: http.IncomingMessage): string {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-  if (!match) throw new ApiError(401, 'unauthenticated', 'Send an API key: Authorization: Bearer sb_….');
+  if (!match) throw catalogued(errorCatalogue.unauthenticated, { headerSent: req.headers.authorization !== undefined }, {}, 'front-door');
   return match[1];
 }
 
-const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is larger than ${maxBodyBytes} bytes.`);
+/**
+ * The catalogue's method_not_allowed with a sentence of the path's own: each path here has one
+ * method, and the sentence says what it does (the catalogue's sentence lists an `Allow`).
+ */
+const wrongMethod = (sentence: string) => new ApiError(errorCatalogue.methodNotAllowed.status, errorCatalogue.methodNotAllowed.code, sentence);
+
+const tooLarge = () => catalogued(errorCatalogue.payloadTooLarge, { limitBytes: maxBodyBytes }, {}, 'front-door');
 
 /** OpenAI's model list: the service tiers, then every model of the catalog (once, whatever its regions). */
 export function modelList(catalog: ModelCatalog) {

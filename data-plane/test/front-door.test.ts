@@ -1,9 +1,14 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { lastUserMessage, parseChatRequest, promptTokenBound, textOf } from '@switchboard/data-plane/chat-request';
 import { toErrorResponse } from '@switchboard/data-plane/openai-error';
-import { modelList } from '@switchboard/data-plane/server';
+import { createHandler, maxBodyBytes, modelList } from '@switchboard/data-plane/server';
 import { readEvents } from '@switchboard/data-plane/upstream';
 import { ApiError } from '@switchboard/runtime/api-error';
+import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
+import { createLogger } from '@switchboard/runtime/log';
+import { Metrics } from '@switchboard/runtime/metrics';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { describe, expect, it } from 'vitest';
 
@@ -130,5 +135,59 @@ describe('errors and models', () => {
       }),
     );
     expect(modelList(catalog).data.map((model) => model.id)).toEqual(['service/fast', 'service/balanced', 'm1']);
+  });
+});
+
+describe('the errors the front door answers before a key is checked', () => {
+  /** Status, code and message of each answer: those of the error catalogue's entry, in the front door's words. */
+  it('reads them from the error catalogue (docs/conventions.md#errors)', async () => {
+    const unreachable = undefined as never;
+    const handler = createHandler({
+      log: createLogger('data-plane', 'silent'),
+      metrics: new Metrics('data-plane'),
+      catalog: unreachable,
+      completions: unreachable,
+      lifecycle: { ready: true, draining: false },
+    });
+    const server = http.createServer(handler);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const answer = async (method: string, path: string, init: { body?: string; headers?: Record<string, string> } = {}) => {
+      const response = await fetch(`${base}${path}`, { method, ...init });
+      const { error } = (await response.json()) as { error: { code: string; message: string } };
+      return [response.status, error.code, error.message];
+    };
+    const as = (err: ApiError) => [err.status, err.code, err.message];
+    const key = `sb_${'a'.repeat(49)}`;
+    const withKey = (headers: Record<string, string> = {}) => ({ authorization: `Bearer ${key}`, ...headers });
+    try {
+      expect(await answer('GET', '/v1/nothing')).toEqual(
+        as(catalogued(errorCatalogue.routeNotFound, { method: 'GET', path: '/v1/nothing' }, {}, 'front-door')),
+      );
+      for (const headers of [{}, { authorization: 'Basic abc' }] as Record<string, string>[]) {
+        expect(await answer('POST', '/v1/chat/completions', { body: '{}', headers })).toEqual([
+          401,
+          'unauthenticated',
+          'Send an API key: Authorization: Bearer sb_….',
+        ]);
+      }
+      expect(await answer('POST', '/v1/chat/completions', { body: '{}' })).toEqual(
+        as(catalogued(errorCatalogue.unauthenticated, { headerSent: false }, {}, 'front-door')),
+      );
+      expect(await answer('POST', '/v1/chat/completions', { body: 'x=1', headers: withKey({ 'content-type': 'text/plain' }) })).toEqual(
+        as(catalogued(errorCatalogue.unsupportedMediaType, {}, 'front-door')),
+      );
+      expect(await answer('POST', '/v1/chat/completions', { body: '{"model": ', headers: withKey({ 'content-type': 'application/json' }) })).toEqual(
+        as(catalogued(errorCatalogue.invalidJson, {}, 'front-door')),
+      );
+      const big = JSON.stringify({ messages: 'x'.repeat(maxBodyBytes) });
+      expect(await answer('POST', '/v1/chat/completions', { body: big, headers: withKey({ 'content-type': 'application/json' }) })).toEqual([
+        413,
+        'payload_too_large',
+        `The request body is larger than ${maxBodyBytes} bytes.`,
+      ]);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });

@@ -38,7 +38,7 @@ const jwksMaxAgeMs = 5 * 60_000;
 const cacheLimit = 50_000;
 
 // Every 401 gets `WWW-Authenticate: Bearer` where it is answered (rest.ts).
-const unauthenticated = (message: string) => new ApiError(401, 'unauthenticated', message);
+const unauthenticated = (headerSent: boolean) => catalogued(errorCatalogue.unauthenticated, { headerSent });
 
 /**
  * Turns credentials into a principal and a workspace: access tokens are verified locally
@@ -66,9 +66,9 @@ export class Authenticator {
 
   /** The principal of an `Authorization: Bearer …` header; 401 when absent or not valid. */
   async authenticate(authorization: string | undefined, scope: { ip?: string; requestId?: string } = {}): Promise<Principal> {
-    if (!authorization) throw unauthenticated('Authentication required: send Authorization: Bearer <access token or API key>.');
+    if (!authorization) throw unauthenticated(false);
     const match = /^Bearer\s+(\S+)$/i.exec(authorization);
-    if (!match) throw unauthenticated('The Authorization header must be "Bearer <token>".');
+    if (!match) throw unauthenticated(true);
     const credential = match[1];
     return credential.startsWith('sb_') ? this.authenticateKey(credential, scope) : this.authenticateAccessToken(credential);
   }

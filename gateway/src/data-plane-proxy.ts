@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { ApiError } from '@switchboard/runtime/api-error';
+import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import type { Logger } from '@switchboard/runtime/log';
 
 /**
@@ -68,7 +68,7 @@ export function createDataPlaneProxy(baseUrl: string, log: Logger, headersTimeou
           return;
         }
         log.warn({ err: err.message, request_id: requestId }, 'the data plane is unreachable');
-        reject(new ApiError(503, 'service_unavailable', 'The data plane is unavailable; try again shortly.'));
+        reject(catalogued(errorCatalogue.serviceUnavailable, { dependency: 'data plane' }));
       });
       req.pipe(outgoing);
     });

@@ -8,6 +8,7 @@ import { type HttpBody, HttpBodySchema } from '@switchboard/contracts/google/api
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { ApiError } from '@switchboard/runtime/api-error';
 import type { UnaryClient } from '@switchboard/runtime/clients';
+import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { type ErrorBody, errorBody, toHttpError } from '@switchboard/runtime/errors';
 import { readBody } from '@switchboard/runtime/http-body';
 import { newId } from '@switchboard/runtime/ids';
@@ -15,7 +16,6 @@ import { type AddressRanges, forwardedClientIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
 import type { MeshTokens } from '@switchboard/runtime/mesh-token';
 import type { Metrics } from '@switchboard/runtime/metrics';
-import { userSessionRequired } from '@switchboard/runtime/policy';
 import {
   changedKeyHeader,
   changedWorkspaceHeader,
@@ -143,11 +143,9 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   }
   // HEAD is a GET without the body (Node leaves the body out).
   const match = options.router.match(req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET'), url.pathname);
-  if (!match) throw new ApiError(404, 'route_not_found', `No route for ${req.method} ${url.pathname}.`);
+  if (!match) throw catalogued(errorCatalogue.routeNotFound, { method: req.method, path: url.pathname });
   if ('allowed' in match) {
-    throw new ApiError(405, 'method_not_allowed', `${req.method} is not allowed here; use ${match.allowed.join(', ')}.`, {
-      headers: { Allow: match.allowed.join(', ') },
-    });
+    throw catalogued(errorCatalogue.methodNotAllowed, { method: req.method, allowed: match.allowed }, { headers: { Allow: match.allowed.join(', ') } });
   }
   const { route, pathValues } = match;
   onRoute(route.template);
@@ -159,7 +157,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     principal = await options.authenticator.authenticate(req.headers.authorization, { ip: facts.clientIp, requestId });
     facts.principal = principal;
     if (route.credentials === 'user_session' && principal.type === 'key') {
-      throw new ApiError(403, userSessionRequired.code, userSessionRequired.message);
+      throw catalogued(errorCatalogue.userSessionRequired);
     }
     const requested = req.headers['x-workspace-id'];
     const pathWorkspace = workspaceOfPath(pathValues);
@@ -233,7 +231,7 @@ export function clientIpOf(req: http.IncomingMessage, trustedProxies?: AddressRa
 const workspacePathFields = new Set(['org_id', 'workspace_id']);
 
 /** The same 404 identity gives for an organization the caller cannot see. */
-const organizationNotFound = () => new ApiError(404, 'organization_not_found', 'No such organization, or you are not a member of it.');
+const organizationNotFound = () => catalogued(errorCatalogue.organizationNotFound);
 
 /** The `workspace_id` of a route that acts in the workspace of its path (webhooks), if any. */
 function workspaceOfPath(pathValues: Map<DescField, string>): string | undefined {
@@ -286,12 +284,12 @@ async function readInput(route: Route, req: http.IncomingMessage, query: URLSear
   if (raw && raw.length > 0 && !wantsRawBody) {
     const contentType = req.headers['content-type'] ?? '';
     if (!/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
-      throw new ApiError(415, 'unsupported_media_type', 'Send the request body as JSON (Content-Type: application/json).');
+      throw catalogued(errorCatalogue.unsupportedMediaType);
     }
     try {
       body = JSON.parse(raw.toString('utf8')) as JsonValue;
     } catch {
-      throw new ApiError(400, 'invalid_json', 'The request body is not valid JSON.');
+      throw catalogued(errorCatalogue.invalidJson);
     }
   }
   const message = decodeRequest(route, pathValues, query, body) as Message & Record<string, unknown>;
@@ -307,7 +305,7 @@ async function readInput(route: Route, req: http.IncomingMessage, query: URLSear
   return message;
 }
 
-const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is larger than ${maxBodyBytes} bytes.`);
+const tooLarge = () => catalogued(errorCatalogue.payloadTooLarge, { limitBytes: maxBodyBytes });
 
 function sendResult(res: http.ServerResponse, route: Route, status: number, message: Message, pagePolicy?: string): void {
   res.setHeader('Cache-Control', 'no-store');

@@ -1,5 +1,5 @@
 import type { JsonObject } from '@bufbuild/protobuf';
-import { type ErrorBody, errorBody } from './errors.js';
+import type { ErrorBody } from './errors.js';
 
 export interface ApiErrorExtras {
   /** The input path the error is about (`field` of the body). */
@@ -28,4 +28,11 @@ export class ApiError extends Error {
   body(requestId: string): ErrorBody {
     return errorBody(this.code, this.message, requestId, this.options.field ?? null, this.options.metadata);
   }
+}
+
+/** An error body a surface writes itself (no service involved). */
+export function errorBody(code: string, message: string, requestId: string, field: string | null = null, metadata?: JsonObject): ErrorBody {
+  const body: ErrorBody = { error: { code, message, field, request_id: requestId } };
+  if (metadata) body.error.metadata = metadata;
+  return body;
 }

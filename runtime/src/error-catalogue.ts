@@ -5,22 +5,41 @@ import { ApiError, type ApiErrorExtras } from './api-error.js';
 import { enumFromWire } from './wire-enum.js';
 
 /**
- * The errors the HTTP surfaces answer by themselves when they check credentials (the gateway's
- * REST surface, docs/conventions.md; the data plane's front door, docs/api/front-door.md): one
- * entry per public `error.code`, read by the code that answers it and by the OpenAPI document
- * that describes it, so the two cannot drift.
+ * The errors the HTTP surfaces answer by themselves (docs/conventions.md#errors): the gateway's
+ * REST surface when it reads a request, checks its credentials and resolves its workspace; the
+ * data plane's front door (docs/api/front-door.md) for the same checks; the runtime's policy for
+ * the refusals every service shares. One entry per public `error.code`, read by the code that
+ * answers it and by the OpenAPI document that describes it, so the two cannot drift.
  */
-export interface CataloguedError {
+interface CatalogueEntry {
   status: number;
   code: string;
-  /** The body's `message`. */
-  message: string;
-  /** The front door's `message`, where it differs. */
-  frontDoorMessage?: string;
   /** When it happens, in the OpenAPI document's words. */
   when: string;
   /** The `metadata` of the OpenAPI document's example body. */
   exampleMetadata?: JsonObject;
+}
+
+/** An error whose `message` is one sentence. */
+export interface CataloguedError extends CatalogueEntry {
+  /** The body's `message`. */
+  message: string;
+  /** The front door's `message`, where it differs. */
+  frontDoorMessage?: string;
+}
+
+/**
+ * An error whose `message` names facts of the request (its method and path, a limit, the
+ * dependency that is away): the sentence is built here, the facts come from where it is answered.
+ */
+export interface CataloguedErrorOf<Facts> extends CatalogueEntry {
+  message: (facts: Facts) => string;
+  frontDoorMessage?: (facts: Facts) => string;
+}
+
+/** The body's `message` of a 401 unauthenticated: whether an Authorization header was sent at all. */
+export interface AuthorizationFacts {
+  headerSent: boolean;
 }
 
 export const errorCatalogue = {
@@ -67,15 +86,101 @@ export const errorCatalogue = {
     message: 'No such workspace, or you are not a member of it.',
     when: 'The `X-Workspace-Id` names no workspace the caller is a member of.',
   },
-} as const satisfies Record<string, CataloguedError>;
+
+  // Credentials missing or not of the kind the route takes.
+  unauthenticated: {
+    status: 401,
+    code: 'unauthenticated',
+    message: ({ headerSent }: AuthorizationFacts) =>
+      headerSent ? 'The Authorization header must be "Bearer <token>".' : 'Authentication required: send Authorization: Bearer <access token or API key>.',
+    // The front door takes API keys only, and says so whatever was sent.
+    frontDoorMessage: () => 'Send an API key: Authorization: Bearer sb_….',
+    when: 'No `Authorization: Bearer` header, or a malformed one.',
+  },
+  userSessionRequired: {
+    status: 403,
+    code: 'user_session_required',
+    message: 'This operation needs a signed-in user session; an API key cannot perform it.',
+    when: 'Called with an API key; this needs a signed-in user.',
+  },
+  // The runtime's policy refuses a role (runtime/src/policy.ts): the sentence names the role and the action.
+  forbidden: {
+    status: 403,
+    code: 'forbidden',
+    message: ({ who, does, roles }: { who: string; does: string; roles: string }) => `${who} cannot ${does}; this needs the ${roles} role.`,
+    when: "The caller's role in the workspace does not allow this.",
+  },
+  // A workspace in the path (/v1/organizations/{org_id}/…) the caller cannot see: never a 403.
+  organizationNotFound: {
+    status: 404,
+    code: 'organization_not_found',
+    message: 'No such organization, or you are not a member of it.',
+    when: 'No such workspace, or the caller is not a member of it.',
+  },
+
+  // The request itself: its route, its method and its body.
+  routeNotFound: {
+    status: 404,
+    code: 'route_not_found',
+    message: ({ method, path }: { method: string | undefined; path: string }) => `No route for ${method} ${path}.`,
+    when: 'No route has this path.',
+  },
+  methodNotAllowed: {
+    status: 405,
+    code: 'method_not_allowed',
+    // The answer also carries `Allow` with the same methods (RFC 9110 §15.5.6).
+    message: ({ method, allowed }: { method: string | undefined; allowed: readonly string[] }) => `${method} is not allowed here; use ${allowed.join(', ')}.`,
+    when: 'The path has routes, none for this method; `Allow` lists them.',
+  },
+  invalidJson: { status: 400, code: 'invalid_json', message: 'The request body is not valid JSON.', when: 'The body is not valid JSON.' },
+  unsupportedMediaType: {
+    status: 415,
+    code: 'unsupported_media_type',
+    message: 'Send the request body as JSON (Content-Type: application/json).',
+    when: 'The body is not sent as `application/json`.',
+  },
+  payloadTooLarge: {
+    status: 413,
+    code: 'payload_too_large',
+    message: ({ limitBytes }: { limitBytes: number }) => `The request body is larger than ${limitBytes} bytes.`,
+    // Both surfaces read at most 1 MiB (maxBodyBytes of gateway/src/rest.ts and data-plane/src/server.ts).
+    when: 'The body is larger than 1 MiB.',
+  },
+
+  // The server's side: a dependency away, or a bug.
+  serviceUnavailable: {
+    status: 503,
+    code: 'service_unavailable',
+    message: ({ dependency }: { dependency?: string }) =>
+      dependency ? `The ${dependency} is unavailable; try again shortly.` : 'A service this request needs is unavailable; try again shortly.',
+    when: 'A service this request needs is unavailable; retry shortly.',
+  },
+  // A 5xx never shows internals: the message a service wrote for an unexpected failure stays in its log.
+  internalError: {
+    status: 500,
+    code: 'internal_error',
+    message: 'An unexpected error occurred; it has been logged.',
+    when: 'An unexpected error; it has been logged with the request id.',
+  },
+} as const satisfies Record<string, CataloguedError | CataloguedErrorOf<never>>;
 
 /** Where an error is answered: the management REST surface, or the model requests' front door. */
 export type Surface = 'rest' | 'front-door';
 
 /** The answer of an error of the catalogue on `surface`. */
-export function catalogued(entry: CataloguedError, options: ApiErrorExtras = {}, surface: Surface = 'rest'): ApiError {
-  const message = surface === 'front-door' ? (entry.frontDoorMessage ?? entry.message) : entry.message;
-  return new ApiError(entry.status, entry.code, message, options);
+export function catalogued(entry: CataloguedError, options?: ApiErrorExtras, surface?: Surface): ApiError;
+/** The answer of an error of the catalogue on `surface`, its message naming `facts`. */
+export function catalogued<Facts>(entry: CataloguedErrorOf<Facts>, facts: Facts, options?: ApiErrorExtras, surface?: Surface): ApiError;
+export function catalogued(entry: CataloguedError | CataloguedErrorOf<unknown>, ...args: unknown[]): ApiError {
+  const dynamic = typeof entry.message === 'function';
+  const [facts, options = {}, surface = 'rest'] = (dynamic ? args : [undefined, ...args]) as [unknown, ApiErrorExtras?, Surface?];
+  return new ApiError(entry.status, entry.code, messageOf(entry, surface, facts), options);
+}
+
+/** The body's `message` of an entry on `surface` (the front door's own sentence where it has one). */
+function messageOf(entry: CataloguedError | CataloguedErrorOf<unknown>, surface: Surface = 'rest', facts?: unknown): string {
+  const message = (surface === 'front-door' ? entry.frontDoorMessage : undefined) ?? entry.message;
+  return typeof message === 'function' ? message(facts) : message;
 }
 
 /** What AuthorizeKey and AuthenticateKey answer about a key: its refusal, with the cap's facts. */

@@ -1,6 +1,7 @@
 import type { JsonObject } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { errorCatalogue } from './error-catalogue.js';
 
 /** The public error body of docs/conventions.md#errors. */
 export interface ErrorBody {
@@ -93,7 +94,7 @@ export function toHttpError(err: ConnectError, requestId: string): { status: num
   const detail = err.findDetails(ErrorDetailSchema)[0];
   const status = detail?.httpStatus || statusByCode[err.code] || 500;
   // A 5xx never shows internals: the message a service wrote for an unexpected failure stays in its log.
-  const message = status === 500 ? 'An unexpected error occurred; it has been logged.' : err.rawMessage || 'Request failed';
+  const message = status === 500 ? errorCatalogue.internalError.message : err.rawMessage || 'Request failed';
   const body: ErrorBody = {
     error: {
       code: detail?.code || defaultErrorCode[status] || 'error',
@@ -103,13 +104,10 @@ export function toHttpError(err: ConnectError, requestId: string): { status: num
     },
   };
   if (detail?.metadata && Object.keys(detail.metadata).length > 0) body.error.metadata = detail.metadata;
-  if (status === 503 && !detail) body.error.message = 'A service this request needs is unavailable; try again shortly.';
+  if (status === 503 && !detail) body.error.message = errorCatalogue.serviceUnavailable.message({});
   return { status, body };
 }
 
-/** An error body the gateway writes itself (no service involved). */
-export function errorBody(code: string, message: string, requestId: string, field: string | null = null, metadata?: JsonObject): ErrorBody {
-  const body: ErrorBody = { error: { code, message, field, request_id: requestId } };
-  if (metadata) body.error.metadata = metadata;
-  return body;
-}
+// errorBody lives beside ApiError, which writes it: this file reads the error catalogue, and the catalogue's
+// ApiError must not import this file back (no import cycle).
+export { errorBody } from './api-error.js';

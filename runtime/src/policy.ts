@@ -4,6 +4,7 @@ import { type Action, isRole, type Permission, permissions, type Role } from '@s
 import { AccessKind, type AccessRule, access } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { audit } from './audit.js';
 import { callerOf, clientIpOf, requestIdOf } from './call-context.js';
+import { errorCatalogue } from './error-catalogue.js';
 import { apiError } from './errors.js';
 import type { Logger } from './log.js';
 
@@ -99,7 +100,8 @@ export function authorize(ctx: { values: ContextValues }, action: Action, option
     const rule: Permission = permissions[action];
     const who = role ? `The ${role} role` : 'A caller without a role in this workspace';
     const allowedRoles = rule.ownRoles ? `${rule.roles.join(' or ')} (or the ${rule.ownRoles.join(', ')} who owns it)` : rule.roles.join(' or ');
-    throw apiError(Code.PermissionDenied, 'forbidden', `${who} cannot ${rule.describes}; this needs the ${allowedRoles} role.`);
+    const refusal = errorCatalogue.forbidden;
+    throw apiError(Code.PermissionDenied, refusal.code, refusal.message({ who, does: rule.describes, roles: allowedRoles }));
   }
   return role as Role;
 }
@@ -121,7 +123,7 @@ function refused(ctx: { values: ContextValues }, reason: string, details: Record
 
 /** A 403 for rules finer than a table row (e.g. an admin acting on the owner), same shape as authorize's. */
 export function forbidden(message: string): ReturnType<typeof apiError> {
-  return apiError(Code.PermissionDenied, 'forbidden', message);
+  return apiError(Code.PermissionDenied, errorCatalogue.forbidden.code, message);
 }
 
 /** How an RPC is authorized: its `switchboard.api.v1.access` method option, checked. */
@@ -226,10 +228,7 @@ export function credentialsOf(rule: RpcRule): Credentials {
 }
 
 /** The 403 of a rule that needs a user's session, called with an API key (docs/api/identity.md#principals). */
-export const userSessionRequired = {
-  code: 'user_session_required',
-  message: 'This operation needs a signed-in user session; an API key cannot perform it.',
-} as const;
+const { userSessionRequired } = errorCatalogue;
 
 /** Whether the handler of a `handler` rule called `authorize` during this call. */
 const decisionKey = createContextKey<{ decided: boolean } | undefined>(undefined, { description: 'authorization decision' });
@@ -263,7 +262,7 @@ export async function guardRpc<T>(rule: RpcRule | undefined, method: DescMethod,
     case 'internal':
       if (!rule.callers.includes(claims.caller)) {
         refused(ctx, 'caller_not_allowed', { rpc: name, caller: claims.caller });
-        throw apiError(Code.PermissionDenied, 'forbidden', `${method.name} is not available to ${claims.caller}.`);
+        throw apiError(Code.PermissionDenied, errorCatalogue.forbidden.code, `${method.name} is not available to ${claims.caller}.`);
       }
       return next();
     case 'handler': {

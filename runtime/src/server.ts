@@ -8,6 +8,7 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { callerKey, requestIdKey } from './call-context.js';
 import { isDatabaseInputError, isDatabaseUnavailable } from './db.js';
+import { errorCatalogue } from './error-catalogue.js';
 import { apiError } from './errors.js';
 import { FastUnaryHandler, maxRequestBytes } from './fast-unary.js';
 import { newId } from './ids.js';
@@ -289,7 +290,8 @@ function translateError(err: unknown, log: Logger, requestId: string, rpc: strin
   }
   if (isDatabaseUnavailable(err)) {
     log.warn({ request_id: requestId, rpc, err: (err as Error).message }, 'database unavailable');
-    return apiError(Code.Unavailable, 'service_unavailable', 'The database is unavailable; try again shortly.');
+    const { serviceUnavailable } = errorCatalogue;
+    return apiError(Code.Unavailable, serviceUnavailable.code, serviceUnavailable.message({ dependency: 'database' }));
   }
   log.error({ request_id: requestId, rpc, err }, 'unhandled error');
   return new ConnectError('internal error', Code.Internal);

@@ -1,8 +1,10 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { KeyRefusal, KeyRefusalSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../src/api-error.js';
 import { catalogued, errorCatalogue, keyRefusalError, keyRefusalOf } from '../src/error-catalogue.js';
+import { toHttpError } from '../src/errors.js';
 import { enumFromWire, enumToWire } from '../src/wire-enum.js';
 
 describe('KeyRefusal on the wire', () => {
@@ -63,13 +65,13 @@ describe('keyRefusalError', () => {
 });
 
 describe('the catalogue', () => {
-  it('holds one entry per snake_case code, each with a client status and a description', () => {
+  it('holds one entry per snake_case code, each with an error status, a sentence and a description', () => {
     const entries = Object.values(errorCatalogue);
     expect(new Set(entries.map((e) => e.code)).size).toBe(entries.length);
     for (const e of entries) {
       expect(e.code).toMatch(/^[a-z][a-z0-9_]*$/);
       expect(e.status).toBeGreaterThanOrEqual(400);
-      expect(e.status).toBeLessThan(500);
+      expect(e.status).toBeLessThan(600);
       expect(e.message).not.toBe('');
       expect(e.when).not.toBe('');
     }
@@ -82,5 +84,53 @@ describe('the catalogue', () => {
       error: { code: 'workspace_mismatch', message: 'An API key can only act in its own workspace.', field: null, request_id: 'req_2' },
     });
     expect(catalogued(errorCatalogue.spendCapExceeded, {}, 'front-door').message).toBe(errorCatalogue.spendCapExceeded.frontDoorMessage);
+    // The front door's sentence is only for the front door.
+    expect(catalogued(errorCatalogue.invalidJson, {}, 'front-door').message).toBe('The request body is not valid JSON.');
+  });
+
+  it('builds a message from the facts of the request, as the surfaces answered it before the catalogue', () => {
+    const answer = (err: ApiError) => [err.status, err.code, err.message, err.options.headers];
+    expect(answer(catalogued(errorCatalogue.routeNotFound, { method: 'GET', path: '/x' }))).toEqual([
+      404,
+      'route_not_found',
+      'No route for GET /x.',
+      undefined,
+    ]);
+    expect(answer(catalogued(errorCatalogue.methodNotAllowed, { method: 'PUT', allowed: ['GET', 'POST'] }, { headers: { Allow: 'GET, POST' } }))).toEqual([
+      405,
+      'method_not_allowed',
+      'PUT is not allowed here; use GET, POST.',
+      { Allow: 'GET, POST' },
+    ]);
+    expect(answer(catalogued(errorCatalogue.payloadTooLarge, { limitBytes: 1024 * 1024 }))).toEqual([
+      413,
+      'payload_too_large',
+      'The request body is larger than 1048576 bytes.',
+      undefined,
+    ]);
+    expect(catalogued(errorCatalogue.unauthenticated, { headerSent: false }).message).toBe(
+      'Authentication required: send Authorization: Bearer <access token or API key>.',
+    );
+    expect(catalogued(errorCatalogue.unauthenticated, { headerSent: true }).message).toBe('The Authorization header must be "Bearer <token>".');
+    for (const headerSent of [false, true]) {
+      expect(catalogued(errorCatalogue.unauthenticated, { headerSent }, {}, 'front-door').message).toBe('Send an API key: Authorization: Bearer sb_….');
+    }
+    expect(errorCatalogue.serviceUnavailable.message({})).toBe('A service this request needs is unavailable; try again shortly.');
+    expect(errorCatalogue.serviceUnavailable.message({ dependency: 'data plane' })).toBe('The data plane is unavailable; try again shortly.');
+  });
+
+  it('is what toHttpError answers for a service that is away or failed without saying why', () => {
+    const away = toHttpError(new ConnectError('connect ECONNREFUSED', Code.Unavailable), 'req_3');
+    expect([away.status, away.body.error.code, away.body.error.message]).toEqual([
+      errorCatalogue.serviceUnavailable.status,
+      errorCatalogue.serviceUnavailable.code,
+      errorCatalogue.serviceUnavailable.message({}),
+    ]);
+    const bug = toHttpError(new ConnectError('TypeError: x is undefined', Code.Internal), 'req_4');
+    expect([bug.status, bug.body.error.code, bug.body.error.message]).toEqual([
+      errorCatalogue.internalError.status,
+      errorCatalogue.internalError.code,
+      errorCatalogue.internalError.message,
+    ]);
   });
 });

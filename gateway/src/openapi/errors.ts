@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import { getOption, hasOption } from '@bufbuild/protobuf';
 import { rest } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { type CataloguedError, errorCatalogue } from '@switchboard/runtime/error-catalogue';
+import { type CataloguedError, type CataloguedErrorOf, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import type { Route } from '../routes.js';
 import { HTTP_BODY, type Json } from './json-schema.js';
 
@@ -43,7 +43,7 @@ const statusMeanings: Record<number, string> = {
 };
 
 /** Errors of the catalogue, as the document describes them. */
-const fromCatalogue = (...entries: CataloguedError[]): ErrorCase[] =>
+const fromCatalogue = (...entries: (CataloguedError | CataloguedErrorOf<never>)[]): ErrorCase[] =>
   entries.map((e) => ({ status: e.status, code: e.code, when: e.when, ...(e.exampleMetadata ? { metadata: e.exampleMetadata } : {}) }));
 
 /**
@@ -55,25 +55,27 @@ function derivedErrors(route: Route): ErrorCase[] {
     { status: 400, code: 'invalid_request', when: 'A parameter or body field is malformed or of the wrong type (`field` names it).' },
   ];
   if (route.body !== '' && !rawBody(route)) {
-    errors.push(
-      { status: 400, code: 'invalid_json', when: 'The body is not valid JSON.' },
-      { status: 415, code: 'unsupported_media_type', when: 'The body is not sent as `application/json`.' },
-    );
+    errors.push(...fromCatalogue(errorCatalogue.invalidJson, errorCatalogue.unsupportedMediaType));
   }
-  if (route.body !== '') errors.push({ status: 413, code: 'payload_too_large', when: 'The body is larger than 1 MiB.' });
+  if (route.body !== '') errors.push(...fromCatalogue(errorCatalogue.payloadTooLarge));
   if (route.credentials !== 'none') {
     errors.push(
-      { status: 401, code: 'unauthenticated', when: 'No `Authorization: Bearer` header, or a malformed one.' },
-      ...fromCatalogue(errorCatalogue.invalidToken, errorCatalogue.tokenExpired, errorCatalogue.sessionRevoked, errorCatalogue.accountDeactivated),
+      ...fromCatalogue(
+        errorCatalogue.unauthenticated,
+        errorCatalogue.invalidToken,
+        errorCatalogue.tokenExpired,
+        errorCatalogue.sessionRevoked,
+        errorCatalogue.accountDeactivated,
+      ),
       // An API key is checked before the route's kind of credential: also where it is then refused (user_session_required).
       ...fromCatalogue(errorCatalogue.invalidApiKey, errorCatalogue.apiKeyRevoked, errorCatalogue.spendCapExceeded),
     );
   }
   if (route.credentials === 'user_session') {
-    errors.push({ status: 403, code: 'user_session_required', when: 'Called with an API key; this needs a signed-in user.' });
+    errors.push(...fromCatalogue(errorCatalogue.userSessionRequired));
   }
   if (route.rule.kind === 'workspace' || route.rule.kind === 'handler') {
-    errors.push({ status: 403, code: 'forbidden', when: "The caller's role in the workspace does not allow this." });
+    errors.push(...fromCatalogue(errorCatalogue.forbidden));
   }
   const pathFields = route.segments.flatMap((s) => ('field' in s ? [s.field.name] : []));
   if (route.credentials !== 'none' && !pathFields.includes('workspace_id')) {
@@ -84,12 +86,9 @@ function derivedErrors(route: Route): ErrorCase[] {
     errors.push(...fromCatalogue(errorCatalogue.workspaceMismatch));
   }
   if (pathFields.includes('workspace_id')) {
-    errors.push({ status: 404, code: 'organization_not_found', when: 'No such workspace, or the caller is not a member of it.' });
+    errors.push(...fromCatalogue(errorCatalogue.organizationNotFound));
   }
-  errors.push(
-    { status: 503, code: 'service_unavailable', when: 'A service this request needs is unavailable; retry shortly.' },
-    { status: 500, code: 'internal_error', when: 'An unexpected error; it has been logged with the request id.' },
-  );
+  errors.push(...fromCatalogue(errorCatalogue.serviceUnavailable, errorCatalogue.internalError));
   if (route.unbuilt) errors.push({ status: 501, code: 'not_implemented', when: 'The operation is declared but not built yet.' });
   return errors;
 }
@@ -100,7 +99,7 @@ export function errorsOf(route: Route): ErrorCase[] {
     status: e.status,
     code: e.code,
     when: e.when,
-    ...(e.status === 429 || (e.status === 503 && e.code !== 'service_unavailable') ? { metadata: { retry_after_seconds: 30 } } : {}),
+    ...(e.status === 429 || (e.status === 503 && e.code !== errorCatalogue.serviceUnavailable.code) ? { metadata: { retry_after_seconds: 30 } } : {}),
   }));
   const key = (e: ErrorCase) => `${e.status} ${e.code}`;
   const declaredKeys = new Set(declared.map(key));

@@ -3,6 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import type { MemberSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { type Caller, keyWorkspaceOf } from '@switchboard/runtime/caller';
+import { errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { apiError } from '@switchboard/runtime/errors';
 import type { Db } from '@switchboard/runtime/sql';
 import type { MemberRow } from './store/members.js';
@@ -15,7 +16,8 @@ import { findOrganizationOfMember, lockOrganization, type MemberOrganizationRow 
  * role change or a removal applies to these routes at once.
  */
 
-export const organizationNotFound = () => apiError(Code.NotFound, 'organization_not_found', 'No such organization, or you are not a member of it.');
+// The gateway's answer for the same organization (runtime/src/error-catalogue.ts), so the two never tell it apart.
+export const organizationNotFound = () => apiError(Code.NotFound, errorCatalogue.organizationNotFound.code, errorCatalogue.organizationNotFound.message);
 
 /**
  * The organization `orgId` with the caller's role in it; 404 (never 403) when it does not exist,

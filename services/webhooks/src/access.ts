@@ -1,5 +1,6 @@
 import { Code, type HandlerContext } from '@connectrpc/connect';
 import { type WorkspaceCaller, workspaceCaller } from '@switchboard/runtime/caller';
+import { errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { apiError } from '@switchboard/runtime/errors';
 import { type Action, authorize } from '@switchboard/runtime/policy';
 
@@ -10,7 +11,8 @@ import { type Action, authorize } from '@switchboard/runtime/policy';
  * the same way, so a webhook is never visible outside its workspace.
  */
 
-export const workspaceNotFound = () => apiError(Code.NotFound, 'organization_not_found', 'No such organization, or you are not a member of it.');
+// The gateway's answer for the same organization (runtime/src/error-catalogue.ts), so the two never tell it apart.
+export const workspaceNotFound = () => apiError(Code.NotFound, errorCatalogue.organizationNotFound.code, errorCatalogue.organizationNotFound.message);
 export const webhookNotFound = () => apiError(Code.NotFound, 'webhook_not_found', 'No such webhook in this workspace.');
 
 /** The caller acting in `workspaceId` of the path. */
