@@ -18,7 +18,7 @@ import { eventDataFromJson, eventTypeOf } from './event-data.js';
 
 export type { JsMsg } from '@nats-io/jetstream';
 
-import type { Logger } from './log.js';
+import { errorMessage, type Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import type { NatsConnection } from './nats.js';
 import { sleepUnless, withTimeout } from './timing.js';
@@ -70,9 +70,14 @@ export interface ReceivedEvent<Desc extends DescMessage> extends Omit<EventEnvel
 
 /** Decodes an envelope's data into the payload message `schema`; throws when it is of another type or does not fit. */
 export function decodeEvent<Desc extends DescMessage>(schema: Desc, envelope: EventEnvelopeJson): ReceivedEvent<Desc> {
+  expectType(schema, envelope);
+  return { ...envelope, data: eventDataFromJson(schema, envelope.data), json: envelope.data };
+}
+
+/** Throws (malformed) when an envelope on the subject of `schema`'s type says it is of another type. */
+function expectType(schema: DescMessage, envelope: EventEnvelopeJson): void {
   const type = eventTypeOf(schema);
   if (envelope.type !== type) throw new Error(`a ${envelope.type} event where ${type} was expected`);
-  return { ...envelope, data: eventDataFromJson(schema, envelope.data), json: envelope.data };
 }
 
 /** How a durable consumer runs, whatever it hands its handler. */
@@ -139,20 +144,21 @@ export interface EventSubscription {
   start(host: EventConsumerHost): EventConsumer;
 }
 
-/**
- * Consumes the events of the type `schema` names, decoded into that message; one whose data
- * does not fit is malformed (terminated and logged, like a message that is no event).
- */
-export function onEvent<Desc extends DescMessage>(
-  schema: Desc,
-  handle: (event: ReceivedEvent<Desc>, trx: Knex.Transaction) => Promise<void>,
-  options: {
-    concurrency?: number;
-    /** Turns a message into an envelope (default: `parseEventEnvelope` of its body), for subjects outside producers publish to. */
-    parse?: (msg: JsMsg) => EventEnvelopeJson;
-    /** Events acknowledged without a transaction: their effect was made where they were written. */
-    skip?: (event: ReceivedEvent<Desc>) => boolean;
-  } = {},
+/** What onEvent and onEventPassedThrough take beside the handler. */
+interface SubscriptionOptions<E> {
+  concurrency?: number;
+  /** Turns a message into an envelope (default: `parseEventEnvelope` of its body), for subjects outside producers publish to. */
+  parse?: (msg: JsMsg) => EventEnvelopeJson;
+  /** Events acknowledged without a transaction: their effect was made where they were written. */
+  skip?: (event: E) => boolean;
+}
+
+/** One durable consumer of the type `schema` names, each envelope turned into `E` by `read` (throwing = malformed). */
+function subscription<E extends EnvelopeIds>(
+  schema: DescMessage,
+  read: (envelope: EventEnvelopeJson) => E,
+  handle: (event: E, trx: Knex.Transaction) => Promise<void>,
+  options: SubscriptionOptions<E>,
 ): EventSubscription {
   const type = eventTypeOf(schema);
   const parse = options.parse ?? ((msg: JsMsg) => parseEventEnvelope(msg.data));
@@ -167,11 +173,48 @@ export function onEvent<Desc extends DescMessage>(
         concurrency: options.concurrency,
         durable: `${host.name}-${type.replaceAll('.', '-')}`,
         filterSubjects: [`${host.config.eventsSubjectPrefix}.${type}`],
-        parse: (msg) => decodeEvent(schema, parse(msg)),
+        parse: (msg) => read(parse(msg)),
         skip: options.skip,
         handle,
       }),
   };
+}
+
+/**
+ * Consumes the events of the type `schema` names, decoded into that message; one whose data
+ * does not fit is malformed (terminated and logged, like a message that is no event).
+ */
+export function onEvent<Desc extends DescMessage>(
+  schema: Desc,
+  handle: (event: ReceivedEvent<Desc>, trx: Knex.Transaction) => Promise<void>,
+  options: SubscriptionOptions<ReceivedEvent<Desc>> = {},
+): EventSubscription {
+  return subscription(schema, (envelope) => decodeEvent(schema, envelope), handle, options);
+}
+
+/** An event whose data a consumer passes on as it arrived, without reading it. */
+export type PassedThroughEvent = Omit<EventEnvelopeJson, 'data'> & { json: JsonObject };
+
+/**
+ * Consumes the events of the type `schema` names without decoding their data, for a consumer
+ * that only passes it on (webhook fan-out): data a newer or older producer shaped differently is
+ * still delivered, never terminated as malformed.
+ */
+export function onEventPassedThrough(
+  schema: DescMessage,
+  handle: (event: PassedThroughEvent, trx: Knex.Transaction) => Promise<void>,
+  options: SubscriptionOptions<PassedThroughEvent> = {},
+): EventSubscription {
+  return subscription(
+    schema,
+    (envelope) => {
+      expectType(schema, envelope);
+      const { data, ...rest } = envelope;
+      return { ...rest, json: data };
+    },
+    handle,
+    options,
+  );
 }
 
 /**
@@ -207,10 +250,6 @@ function eventSpan(msg: JsMsg, event: EnvelopeIds, durable: string): SpanStart {
       'switchboard.request_id': event.request_id,
     },
   };
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
 }
 
 /** The lag of each durable consumer of a process, by registry: one gauge, a series per durable. */

@@ -1,18 +1,18 @@
 import { AgentCompletedSchema, OrganizationDeletedSchema, SpendAlertSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { consumeEvents, onEvent } from '@switchboard/runtime/consumer';
+import { consumeEvents, onEvent, onEventPassedThrough } from '@switchboard/runtime/consumer';
 import type { BackgroundTask, ServiceRuntime } from '@switchboard/runtime/service';
 import { fannedOutSchemas } from './event-types.js';
 import { type Intake, parseAgentCompleted } from './intake.js';
 
 /**
- * The events the webhooks service consumes, one durable consumer each, each handler given the
- * decoded payload (docs/events.md). Fan-out commutes (delivery rows are unique per endpoint and
+ * The events the webhooks service consumes, one durable consumer each (docs/events.md). Fan-out commutes (delivery rows are unique per endpoint and
  * event), so several events are taken at once.
  */
 export function startEventConsumers(runtime: ServiceRuntime, intake: Intake): BackgroundTask[] {
   return consumeEvents(runtime, [
     ...fannedOutSchemas.map((schema) =>
-      onEvent(schema, (event, trx) => intake.fanOut(trx, event), {
+      // Fan-out delivers the data as it arrived: it is not decoded, so no shape can drop a delivery.
+      onEventPassedThrough(schema, (event, trx) => intake.fanOut(trx, event), {
         concurrency: 8,
         // An agent runtime may publish agent.completed to the subject itself (docs/api/internal-calls.md#publishevent).
         parse: schema === AgentCompletedSchema ? parseAgentCompleted : undefined,

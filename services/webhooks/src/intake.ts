@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { DescMessage, JsonObject } from '@bufbuild/protobuf';
+import type { JsonObject } from '@bufbuild/protobuf';
 import { AgentCompletedSchema, type OrganizationDeletedSchema, type SpendAlertSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { type EventEnvelopeJson, type JsMsg, parseEventEnvelope, type ReceivedEvent } from '@switchboard/runtime/consumer';
+import { type EventEnvelopeJson, type JsMsg, type PassedThroughEvent, parseEventEnvelope, type ReceivedEvent } from '@switchboard/runtime/consumer';
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { eventTypeOf } from '@switchboard/runtime/event-data';
@@ -34,7 +34,7 @@ const idempotencyKeyTtlMs = 24 * 3600 * 1000;
 const agentCompleted = eventTypeOf(AgentCompletedSchema);
 
 /** What a fan-out reads of an event: its data as it arrived is delivered unchanged. */
-type FannedOutEvent = Pick<ReceivedEvent<DescMessage>, 'event_id' | 'type' | 'workspace_id' | 'occurred_at' | 'json'>;
+type FannedOutEvent = Pick<PassedThroughEvent, 'event_id' | 'type' | 'workspace_id' | 'occurred_at' | 'json'>;
 
 /** The body every endpoint receives (docs/webhooks.md#event-types), the same bytes on every attempt. */
 export function deliveryBody(type: string, occurredAt: string, data: JsonObject): string {
