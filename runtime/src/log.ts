@@ -3,6 +3,11 @@ import { activeTraceFields, tracingOn } from './trace-context.js';
 
 export type { Logger };
 
+/** What a log line (or a row's last_error) says of a failure: its class and message, at most 1000 characters. */
+export function errorMessage(err: unknown): string {
+  return (err instanceof Error ? `${err.name}: ${err.message}` : String(err)).slice(0, 1000);
+}
+
 /**
  * Field names whose values never reach a log line, at any of the first four levels. (`code` is
  * not among them: it is how errors name themselves; no request body is ever logged.)

@@ -6,7 +6,7 @@ import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events
 import { afterCommit, type Knex } from './db.js';
 import { type EventData, eventDataToJson, eventTypeOf } from './event-data.js';
 import { newId } from './ids.js';
-import type { Logger } from './log.js';
+import { errorMessage, type Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import type { NatsConnection } from './nats.js';
 import { sleepUnless, withTimeout } from './timing.js';
@@ -222,10 +222,6 @@ class Signal {
       this.release = done;
     });
   }
-}
-
-function errorMessage(err: unknown): string {
-  return (err instanceof Error ? `${err.name}: ${err.message}` : String(err)).slice(0, 1000);
 }
 
 /**

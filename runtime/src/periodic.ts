@@ -1,8 +1,11 @@
-import type { Logger } from './log.js';
+import { errorMessage, type Logger } from './log.js';
 import type { BackgroundTask } from './service.js';
+import { withTimeout } from './timing.js';
 
 /** Each wait is `everyMs` ± this share, so replicas started together do not run in step. */
 const jitterShare = 0.1;
+/** How long stop waits for a run in flight. */
+const stopTimeoutMs = 15_000;
 
 export interface PeriodicOptions {
   /** Names the task in the log line of a failed run. */
@@ -23,6 +26,8 @@ export interface PeriodicOptions {
  * and waits for the run in flight.
  */
 export function startPeriodic(options: PeriodicOptions): BackgroundTask {
+  // A period of 0 would be a loop of back-to-back runs, not housekeeping.
+  if (!(options.everyMs >= 1)) throw new Error(`${options.name}: the period must be at least 1 ms, got ${options.everyMs}`);
   const random = options.random ?? Math.random;
   let running: Promise<void> | undefined;
   let stopped = false;
@@ -34,9 +39,10 @@ export function startPeriodic(options: PeriodicOptions): BackgroundTask {
     timer.unref();
   };
   const tick = () => {
-    running ??= options
-      .run()
-      .catch((err: Error) => options.log.warn({ err: err.message, task: options.name }, `${options.name} failed; retrying at the next run`))
+    // Promise.resolve().then: a run that throws before returning its promise fails like one that rejects.
+    running ??= Promise.resolve()
+      .then(options.run)
+      .catch((err: unknown) => options.log.warn({ err: errorMessage(err), task: options.name }, `${options.name} failed; retrying at the next run`))
       .finally(() => {
         running = undefined;
       });
@@ -48,7 +54,11 @@ export function startPeriodic(options: PeriodicOptions): BackgroundTask {
     async stop() {
       stopped = true;
       clearTimeout(timer);
-      await running;
+      // A hung run (a dependency that never answers) must not hold the service's shutdown.
+      if (running)
+        await withTimeout(running, stopTimeoutMs, `${options.name} stopping`).catch((err: unknown) =>
+          options.log.warn({ err: errorMessage(err) }, `${options.name} still running at stop`),
+        );
     },
   };
 }
