@@ -23,12 +23,8 @@ import { components } from '@switchboard/runtime/dev/mesh';
 import { killComponent, restartNats, restartPostgres } from '@switchboard/testkit/chaos/faults';
 import { runChaos } from '@switchboard/testkit/chaos/run';
 import { startChaosWorld } from '@switchboard/testkit/chaos/world';
+import { envWholeNumber as seconds } from './measure/settings.js';
 import { runBench } from './report.js';
-
-const seconds = (name: string, fallback: number) => {
-  const raw = process.env[name];
-  return raw && /^\d+$/.test(raw) ? Number(raw) : fallback;
-};
 
 runBench(async () => {
   const started = performance.now();

@@ -1,7 +1,7 @@
 import { renderCheckoutPage } from '@switchboard/billing/checkout-page';
 import type { CheckoutRow } from '@switchboard/billing/store/checkouts';
 import { launchChromium, openPage } from '@switchboard/testkit/browser';
-import { expectErrorBody, meshSuiteOfFile, newUser } from '@switchboard/testkit/mesh';
+import { expectErrorBody, meshSuiteOfFile, signUp } from '@switchboard/testkit/mesh';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -16,11 +16,7 @@ const denyAllPolicy = "default-src 'none'; frame-ancestors 'none'";
 
 const suite = meshSuiteOfFile();
 
-async function signUp(): Promise<string> {
-  const registered = await suite.call('POST', '/v1/auth/register', { body: newUser() });
-  expect(registered.status, registered.text).toBe(201);
-  return registered.json.session.access_token;
-}
+const signedUpToken = async () => (await signUp(suite.call)).token;
 
 let keyCounter = 0;
 async function topup(token: string, amountUsd: string) {
@@ -39,7 +35,7 @@ const nonceOf = (policy: string) => /script-src 'nonce-([^']+)'/.exec(policy)?.[
 
 describe('the sandbox checkout page over REST', () => {
   it('is HTML with a Pay button and a strict CSP of its own, with a fresh nonce each time', async () => {
-    const token = await signUp();
+    const token = await signedUpToken();
     const checkout = await topup(token, '7.25');
     const page = await suite.call('GET', pathOf(checkout.checkout_url));
     expect(page.status, page.text).toBe(200);
@@ -86,7 +82,7 @@ describe('the sandbox checkout page over REST', () => {
   });
 
   it('keeps the deny-all CSP on every JSON answer, completion included', async () => {
-    const token = await signUp();
+    const token = await signedUpToken();
     const checkout = await topup(token, '2');
     const completed = await suite.call('POST', `${pathOf(checkout.checkout_url)}/complete`);
     expect(completed.status, completed.text).toBe(200);
@@ -171,7 +167,7 @@ describe('the sandbox checkout page in headless Chromium', () => {
   }
 
   it('pays a top-up with the Pay button, without a CSP violation, and credits it once', async () => {
-    const token = await signUp();
+    const token = await signedUpToken();
     expect(await balanceOf(token)).toBe('1.00');
     const checkout = await topup(token, '7.25');
 
@@ -226,7 +222,7 @@ describe('the sandbox checkout page in headless Chromium', () => {
   });
 
   it('still pays without JavaScript: the form posts to the completion route', async () => {
-    const token = await signUp();
+    const token = await signedUpToken();
     const checkout = await topup(token, '3');
     const noScript = await browser.newContext({ javaScriptEnabled: false });
     try {

@@ -5,6 +5,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ComponentName, type MeshComponent, meshComponents, type ServiceName } from '@switchboard/contracts/components';
+import { readInt } from '../config.js';
 import { canListen, type Dependency, freePort, portHolder, resolveNats, resolvePostgres } from '../infra.js';
 import { createLogger } from '../log.js';
 import { DataKeyRing } from '../secrets.js';
@@ -119,7 +120,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const metricsPorts = {} as Record<Component, number>;
   for (const component of meshComponents) {
     // PORT moves the front door (the public port) off its default.
-    const port = component.frontDoor ? Number(process.env.PORT ?? component.port) : component.port;
+    const port = component.frontDoor ? readInt('PORT', component.port) : component.port;
     ports[component.name] = options.randomPorts ? await freePort() : port;
     metricsPorts[component.name] = options.randomPorts ? await freePort() : component.metricsPort;
   }
