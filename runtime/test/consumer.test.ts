@@ -2,7 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { KeyUpdatedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consumeEvents, type EventEnvelopeJson, onEvent, type ReceivedEvent, startConsumer } from '../src/consumer.js';
+import {
+  consumeEvents,
+  type EventEnvelopeJson,
+  onEvent,
+  onEventPassedThrough,
+  type PassedThroughEvent,
+  type ReceivedEvent,
+  startConsumer,
+} from '../src/consumer.js';
 import { createDb, type Knex } from '../src/db.js';
 import { eventDataToJson } from '../src/event-data.js';
 import { newId } from '../src/ids.js';
@@ -199,6 +207,30 @@ describe('event consumer', () => {
       const info = await jsm.consumers.info(stream, durable);
       expect(info.num_redelivered).toBe(0);
       expect(info.num_pending).toBe(0);
+    } finally {
+      await consumer.stop();
+    }
+  });
+
+  it('hands a passing-through consumer the data as it arrived, even data the typed message would refuse', async () => {
+    const seen: PassedThroughEvent[] = [];
+    const host = { name: `ptest_${runId}`, db, nats: nc, log, config: { eventsStream: stream, eventsSubjectPrefix: `${prefix}.passed` } };
+    const durable = `ptest_${runId}-key-updated`;
+    durables.push(durable);
+    const [consumer] = consumeEvents(host, [
+      onEventPassedThrough(KeyUpdatedSchema, async (event) => {
+        seen.push(event);
+      }),
+    ]);
+    try {
+      const eventId = newId('evt');
+      const data = { key_id: 5, change: 'name', added_later: true }; // a number where the message has a string
+      const body = JSON.stringify(buildEventPayload(eventId, { type: 'key.updated', data }, 'consumer-test'));
+      await js.publish(`${prefix}.passed.key.updated`, body, { msgID: eventId });
+
+      await waitFor(() => seen.length === 1, 'the event');
+      expect(seen[0].event_id).toBe(eventId);
+      expect(seen[0].json).toEqual(data);
     } finally {
       await consumer.stop();
     }
