@@ -30,6 +30,8 @@
  * request failed (non-2xx, error, timeout), a check failed or something crashed. Results:
  * printed, and written to bench/results/conversations-<time>.json.
  */
+
+import { registerUser } from '@switchboard/testkit/gateway-accounts';
 import { checkConversations } from './conversations/checks.js';
 import { prepareConversations } from './conversations/gateway-calls.js';
 import { runLoads } from './conversations/loads.js';
@@ -39,7 +41,6 @@ import { measureInserts } from './measure/inserts.js';
 import { connectDatabase } from './measure/postgres.js';
 import { exitedComponents, inSession, startBenchMesh, startOwnNats } from './measure/session.js';
 import { runBench } from './report.js';
-import { registerUser } from './scenarios.js';
 
 runBench(() =>
   inSession('conversations', async (session) => {

@@ -23,8 +23,9 @@ import { type Json, operationsOf } from '@switchboard/testkit/fuzz/arbitraries';
 import { ContractOracle } from '@switchboard/testkit/fuzz/oracle';
 import { fuzzProperty } from '@switchboard/testkit/fuzz/property';
 import { FuzzWorld, fuzzMeshEnv } from '@switchboard/testkit/fuzz/world';
+import { table } from '@switchboard/testkit/text-table';
 import fc from 'fast-check';
-import { finishBench, machineFacts, runBench, table } from './report.js';
+import { finishBench, machineFacts, runBench } from './report.js';
 
 const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
 

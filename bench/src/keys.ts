@@ -22,6 +22,7 @@
  * when it is the local server). Results: printed, and written to bench/results/keys-<time>.json.
  */
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { createKey, registerUser } from '@switchboard/testkit/gateway-accounts';
 import { type CredentialComparison, compareCredentials } from './keys/gateway-account.js';
 import { keysPrintout } from './keys/printout.js';
 import { compareRpcs, type RpcComparison } from './keys/rpc-comparison.js';
@@ -29,7 +30,7 @@ import { callTimeoutMs, concurrency, halfSeconds, maxP99Ms, minRatio, unloadedSe
 import { transports } from './keys/transports.js';
 import { inSession, startBenchMesh } from './measure/session.js';
 import { benchHeader, check, machineFacts, runBench, type TargetCheck } from './report.js';
-import { createKey, registerUser, warmupSeconds } from './scenarios.js';
+import { warmupSeconds } from './scenarios.js';
 
 /** Every call that did not answer as it should, and every gateway request that was not a 2xx. */
 function errorsOf(comparisons: RpcComparison[], gateway: CredentialComparison): string[] {

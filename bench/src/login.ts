@@ -13,6 +13,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { registerUserWithPassword } from '@switchboard/testkit/gateway-accounts';
 import { argon2Parameters, rawVerifyRate } from './login/argon2-rate.js';
 import { probeHealth } from './login/health-probe.js';
 import { percentileOf, round } from './measure/latency.js';
@@ -21,7 +22,6 @@ import { sleep } from './measure/loop.js';
 import { inSession, startBenchMesh } from './measure/session.js';
 import { envWholeNumber } from './measure/settings.js';
 import { runBench, writeResultFile } from './report.js';
-import { registerUserWithPassword } from './scenarios.js';
 
 const durationSeconds = envWholeNumber('BENCH_DURATION_SECONDS', 10);
 const connections = envWholeNumber('BENCH_LOGIN_CONNECTIONS', 8);

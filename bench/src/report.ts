@@ -10,9 +10,6 @@ import type { LoadResult } from './measure/load.js';
 /** bench/results/, where every bench writes its JSON. */
 export const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
 
-// The benches' tables are the shared test library's (the chaos report prints them too).
-export { table };
-
 export interface MemoryRow {
   name: string;
   pid?: number;

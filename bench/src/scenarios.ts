@@ -3,9 +3,6 @@ import { registerUser } from '@switchboard/testkit/gateway-accounts';
 import type { Target } from './measure/load.js';
 import { envWholeNumber } from './measure/settings.js';
 
-// The benches make their users and keys with the shared test library's helpers.
-export { createKey, registerUser, registerUserWithPassword } from '@switchboard/testkit/gateway-accounts';
-
 /** What a scenario's setup can use. */
 export interface BenchContext {
   mesh: Mesh;

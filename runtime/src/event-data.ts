@@ -31,7 +31,7 @@ export function eventTypeOf(schema: DescMessage): string {
 }
 
 /** A payload message without fields: its data is any JSON object, passed through as is. */
-export function isFreeForm(schema: DescMessage): boolean {
+function isFreeForm(schema: DescMessage): boolean {
   return schema.fields.length === 0;
 }
 

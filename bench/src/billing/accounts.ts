@@ -1,7 +1,7 @@
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { Money } from '@switchboard/runtime/money';
+import { createKey, registerUser } from '@switchboard/testkit/gateway-accounts';
 import { sleep } from '../measure/loop.js';
-import { createKey, registerUser } from '../scenarios.js';
 import { pollIntervalMs } from './settings.js';
 
 export interface Account {

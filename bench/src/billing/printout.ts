@@ -1,6 +1,7 @@
+import { table } from '@switchboard/testkit/text-table';
 import { insertsLabel, postgresServerLine } from '../measure/inserts.js';
 import type { CpuUse } from '../measure/proc.js';
-import { benchHeader, fmt, table } from '../report.js';
+import { benchHeader, fmt } from '../report.js';
 import { durationSeconds, warmupSeconds } from '../scenarios.js';
 import type { EndToEnd } from './end-to-end.js';
 import type { BillingReport } from './results.js';

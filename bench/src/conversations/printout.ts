@@ -1,5 +1,6 @@
+import { table } from '@switchboard/testkit/text-table';
 import { insertsLabel, postgresServerLine } from '../measure/inserts.js';
-import { benchHeader, fmt, table } from '../report.js';
+import { benchHeader, fmt } from '../report.js';
 import { durationSeconds, warmupSeconds } from '../scenarios.js';
 import type { LoadSummary, Loads } from './loads.js';
 import type { ConversationsReport } from './results.js';

@@ -1,5 +1,6 @@
+import { table } from '@switchboard/testkit/text-table';
 import { round } from '../measure/latency.js';
-import { benchHeader, fmt, table } from '../report.js';
+import { benchHeader, fmt } from '../report.js';
 import { durationSeconds } from '../scenarios.js';
 import type { Summary } from './drive.js';
 import type { DataPlaneMeasured, DataPlaneReport } from './results.js';

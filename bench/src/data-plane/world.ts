@@ -1,10 +1,10 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { createKey, registerUser } from '@switchboard/testkit/gateway-accounts';
 import { connectDatabase, postgresBackends } from '../measure/postgres.js';
 import { type BenchSession, startBenchMesh, startOwnNats } from '../measure/session.js';
 import { benchNodeFlags } from '../measure/settings.js';
-import { createKey, registerUser } from '../scenarios.js';
 import { balanceOf, catalogJson, spendOf, topUp } from './account.js';
 import type { Watch } from './drive.js';
 import { topUpUsd } from './settings.js';

@@ -1,5 +1,6 @@
+import { table } from '@switchboard/testkit/text-table';
 import type { CpuUse } from '../measure/proc.js';
-import { fmt, table } from '../report.js';
+import { fmt } from '../report.js';
 import type { CredentialComparison, GatewaySummary } from './gateway-account.js';
 import type { RpcComparison, RpcSummary } from './rpc-comparison.js';
 import { concurrency, halfSeconds, maxP99Ms, unloadedSeconds } from './settings.js';

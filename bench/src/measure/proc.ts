@@ -44,7 +44,7 @@ export function readMemory(pid: number | undefined): ProcessMemory | undefined {
 const ticksPerSecond = 100;
 
 /** CPU seconds (user + system) a process has used so far, or undefined when it is gone. */
-export function readCpuSeconds(pid: number | undefined): number | undefined {
+function readCpuSeconds(pid: number | undefined): number | undefined {
   if (!pid) return undefined;
   const stat = readProcFile(pid, 'stat');
   if (stat === undefined) return undefined;
@@ -55,7 +55,7 @@ export function readCpuSeconds(pid: number | undefined): number | undefined {
 }
 
 /** Busy and total CPU seconds of the whole host so far (all cores, from /proc/stat). */
-export function readHostCpu(): { busy: number; total: number } {
+function readHostCpu(): { busy: number; total: number } {
   const line = readFileSync('/proc/stat', 'utf8').split('\n')[0];
   const values = line.trim().split(/\s+/).slice(1).map(Number);
   // user nice system idle iowait irq softirq steal (guest time is already in user).

@@ -1,6 +1,7 @@
 import { components } from '@switchboard/runtime/dev/mesh';
 import type { InvariantResult } from '@switchboard/testkit/chaos/invariants';
-import { fmt, table } from '../report.js';
+import { table } from '@switchboard/testkit/text-table';
+import { fmt } from '../report.js';
 import type { GrowthRow } from './growth.js';
 import type { Sample } from './samples.js';
 import { growthLimitPct, warmupMinutes } from './settings.js';

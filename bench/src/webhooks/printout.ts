@@ -1,8 +1,9 @@
+import { table } from '@switchboard/testkit/text-table';
 import { postgresServerLine } from '../measure/inserts.js';
 import { type Latency, round } from '../measure/latency.js';
 import { statsFlushMs } from '../measure/postgres.js';
 import type { CpuUse } from '../measure/proc.js';
-import { benchHeader, fmt, table } from '../report.js';
+import { benchHeader, fmt } from '../report.js';
 import { microsPerEvent, type WebhooksMeasured, type WebhooksReport } from './results.js';
 import { concurrency, endpointConcurrency, events, jetstreamSeconds, latencySeconds, warmupEvents } from './settings.js';
 

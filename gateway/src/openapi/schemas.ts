@@ -23,7 +23,7 @@ function alwaysSet(field: DescField): boolean {
   return hasOption(field, fieldRule) && getOption(field, fieldRule).alwaysSet;
 }
 
-export type Mode = 'output' | 'input';
+type Mode = 'output' | 'input';
 
 /** Builds components.schemas: one schema per proto message (and mode) used. */
 export class Schemas {

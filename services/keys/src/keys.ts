@@ -36,7 +36,7 @@ export const alertSecretPurpose = 'keys.alert-signing-secret';
 export type KeyRecord = MessageInitShape<typeof KeySchema>;
 
 /** Another workspace's key is a 404 like a key that does not exist. */
-export const keyNotFound = () => apiError(Code.NotFound, 'key_not_found', 'No such key in this workspace.');
+const keyNotFound = () => apiError(Code.NotFound, 'key_not_found', 'No such key in this workspace.');
 
 export interface KeysDeps {
   db: Knex;
