@@ -1,17 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { DescService } from '@bufbuild/protobuf';
-import { type Client, Code, ConnectError, type ConnectRouter, createClient, createRouterTransport, type Interceptor } from '@connectrpc/connect';
+import { type Client, type Code, ConnectError, type ConnectRouter, createClient, createRouterTransport, type Interceptor } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { callerKey, requestIdKey } from './call-context.js';
+import { requestIdKey } from './call-context.js';
 import { readDataKeys } from './config.js';
 import { createDb, migrate } from './db.js';
 import { newId } from './ids.js';
 import { createLogger } from './log.js';
-import { type MeshClaims, MeshTokenError, MeshTokens } from './mesh-token.js';
+import { type MeshClaims, MeshTokens } from './mesh-token.js';
 import { Metrics } from './metrics.js';
 import { recordEvent } from './outbox.js';
 import { guardRpc, ruleOf } from './policy.js';
+import { translateError, verifyMeshCaller } from './server.js';
 import type { ServiceRuntime } from './service.js';
 import { requireEnv } from './testing.js';
 
@@ -53,15 +54,17 @@ export async function inProcessService(name: string, migrationsDir: URL): Promis
     config: { dataKeys: readDataKeys() },
     recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: name, subjectPrefix: 'in-process' }),
   };
+  // What startRpcServer puts around every call: the caller from the mesh token, the request id,
+  // the RPC's access rule, and errors translated as the real server translates them.
   const guard: Interceptor = (next) => async (req) => {
+    const requestId = req.header.get('x-request-id') || newId('req');
+    req.contextValues.set(requestIdKey, requestId);
+    await verifyMeshCaller(meshTokens, name, req.header, req.contextValues);
     try {
-      req.contextValues.set(callerKey, await meshTokens.verify((req.header.get('authorization') ?? '').replace(/^Bearer /, ''), name));
+      return await guardRpc(ruleOf(req.method), req.method, req.contextValues, () => next(req));
     } catch (err) {
-      if (err instanceof MeshTokenError) throw new ConnectError(err.message, Code.Unauthenticated);
-      throw err;
+      throw translateError(err, runtime.log, requestId, req.method.name);
     }
-    req.contextValues.set(requestIdKey, req.header.get('x-request-id') || newId('req'));
-    return guardRpc(ruleOf(req.method), req.method, req.contextValues, () => next(req));
   };
   return {
     runtime,

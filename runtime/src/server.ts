@@ -113,17 +113,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
   };
   const guardCall = async <T>(header: Headers, values: ContextValues, method: DescMethod, requestId: string, run: () => Promise<T>): Promise<T> => {
     const rpc = method.name;
-    const authorization = header.get('authorization') ?? '';
-    if (!authorization.startsWith('Bearer ')) {
-      throw new ConnectError('a mesh token is required (Authorization: Bearer <JWT>)', Code.Unauthenticated);
-    }
-    try {
-      const token = authorization.slice(7);
-      values.set(callerKey, meshTokens.verifiedBefore(token, name) ?? (await meshTokens.verify(token, name)));
-    } catch (err) {
-      if (err instanceof MeshTokenError) throw new ConnectError(err.message, Code.Unauthenticated);
-      throw err;
-    }
+    await verifyMeshCaller(meshTokens, name, header, values);
     const started = performance.now();
     let code = 'ok';
     try {
@@ -281,8 +271,27 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
   };
 }
 
+/**
+ * The caller of an RPC to service `audience`, from its mesh token (docs/api/internal-calls.md#mesh-tokens),
+ * put in the call's context; Unauthenticated without a valid one. The RPC server and the
+ * in-process handler tests (in-process.ts) both check callers here.
+ */
+export async function verifyMeshCaller(meshTokens: MeshTokens, audience: string, header: Headers, values: ContextValues): Promise<void> {
+  const authorization = header.get('authorization') ?? '';
+  if (!authorization.startsWith('Bearer ')) {
+    throw new ConnectError('a mesh token is required (Authorization: Bearer <JWT>)', Code.Unauthenticated);
+  }
+  try {
+    const token = authorization.slice(7);
+    values.set(callerKey, meshTokens.verifiedBefore(token, audience) ?? (await meshTokens.verify(token, audience)));
+  } catch (err) {
+    if (err instanceof MeshTokenError) throw new ConnectError(err.message, Code.Unauthenticated);
+    throw err;
+  }
+}
+
 /** Expected errors pass through; outages become Unavailable; anything else is logged as a bug. */
-function translateError(err: unknown, log: Logger, requestId: string, rpc: string): ConnectError {
+export function translateError(err: unknown, log: Logger, requestId: string, rpc: string): ConnectError {
   if (err instanceof ConnectError) return err;
   if (isDatabaseInputError(err)) {
     log.warn({ request_id: requestId, rpc, err: (err as Error).message }, 'input the database refused');
