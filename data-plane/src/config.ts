@@ -42,7 +42,7 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     },
     headersTimeoutMs: readDuration('UPSTREAM_TIMEOUT', '60s', env),
     idleTimeoutMs: readDuration('UPSTREAM_IDLE_TIMEOUT', '60s', env),
-    defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096, env),
+    defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096, env, 1),
     upstreamApiKeys: Object.fromEntries(apiKeyVariables.map((name) => [name, env[name]])),
   };
 }

@@ -38,7 +38,7 @@ export function readGatewayConfig(env: Env = process.env): GatewayConfig {
     events: readEventsConfig(env),
     serviceUrls: Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name, servicePorts[name], env)])) as Record<ServiceName, string>,
     keyCacheTtlMs: readDuration('GATEWAY_KEY_CACHE_TTL', '1s', env),
-    revocationPollIntervalMs: readDuration('REVOCATION_POLL_INTERVAL', '10s', env),
+    revocationPollIntervalMs: readDuration('REVOCATION_POLL_INTERVAL', '10s', env, 1),
     dataPlaneUrl: readString('DATA_PLANE_URL', 'http://127.0.0.1:8081', env).replace(/\/+$/, ''),
     dataPlaneTimeoutMs: readDuration('DATA_PLANE_TIMEOUT', '150s', env),
     trustedProxies: AddressRanges.parse(readString('GATEWAY_TRUSTED_PROXIES', '', env), 'GATEWAY_TRUSTED_PROXIES'),

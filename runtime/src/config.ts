@@ -12,11 +12,14 @@ export function readString(name: string, fallback?: string, env: Env = process.e
   throw new ConfigError(`${name} is required but not set`);
 }
 
-export function readInt(name: string, fallback: number, env: Env = process.env): number {
+/** An integer setting; below `min` (e.g. 1 for a concurrency, where 0 would stall) stops the start. */
+export function readInt(name: string, fallback: number, env: Env = process.env, min = 0): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a non-negative integer, got "${raw}"`);
-  return Number(raw);
+  const value = Number(raw);
+  if (value < min) throw new ConfigError(`${name} must be at least ${min}, got ${value}`);
+  return value;
 }
 
 export function readBool(name: string, fallback: boolean, env: Env = process.env): boolean {
@@ -36,13 +39,17 @@ export function parseDuration(raw: string): number {
   return Number(match[1]) * durationUnits[match[2]];
 }
 
-export function readDuration(name: string, fallback: string, env: Env = process.env): number {
+/** A duration setting in milliseconds; below `minMs` (e.g. a period of 0, a loop) stops the start. */
+export function readDuration(name: string, fallback: string, env: Env = process.env, minMs = 0): number {
   const raw = env[name] || fallback;
+  let ms: number;
   try {
-    return parseDuration(raw);
+    ms = parseDuration(raw);
   } catch (err) {
     throw new ConfigError(`${name}: ${(err as Error).message}`);
   }
+  if (ms < minMs) throw new ConfigError(`${name} must be at least ${minMs} ms, got "${raw}"`);
+  return ms;
 }
 
 /**

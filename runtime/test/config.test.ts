@@ -39,6 +39,13 @@ describe('readInt', () => {
     expect(err.message).toContain(`"${raw}"`);
   });
 
+  it('refuses a value below its minimum, naming the variable (a concurrency of 0 would stall)', () => {
+    expect(readInt('WEBHOOK_MAX_IN_FLIGHT', 256, { WEBHOOK_MAX_IN_FLIGHT: '1' }, 1)).toBe(1);
+    expect(configError(() => readInt('WEBHOOK_MAX_IN_FLIGHT', 256, { WEBHOOK_MAX_IN_FLIGHT: '0' }, 1)).message).toBe(
+      'WEBHOOK_MAX_IN_FLIGHT must be at least 1, got 0',
+    );
+  });
+
   it('reads process.env by default', () => {
     const name = `SB_CONFIG_TEST_${process.pid}`;
     process.env[name] = '42';
@@ -98,6 +105,13 @@ describe('parseDuration / readDuration', () => {
     const err = configError(() => readDuration('WEBHOOK_TIMEOUT', '5s', { WEBHOOK_TIMEOUT: 'soon' }));
     expect(err.message).toContain('WEBHOOK_TIMEOUT');
     expect(err.message).toContain('"soon"');
+  });
+
+  it('readDuration refuses a duration below its minimum (a period of 0 would be a loop)', () => {
+    expect(readDuration('HOUSEKEEPING_INTERVAL', '1h', { HOUSEKEEPING_INTERVAL: '1ms' }, 1)).toBe(1);
+    expect(configError(() => readDuration('HOUSEKEEPING_INTERVAL', '1h', { HOUSEKEEPING_INTERVAL: '0s' }, 1)).message).toBe(
+      'HOUSEKEEPING_INTERVAL must be at least 1 ms, got "0s"',
+    );
   });
 });
 

@@ -1,5 +1,5 @@
 import os from 'node:os';
-import { ConfigError, readDuration, readInt } from '@switchboard/runtime/config';
+import { readDuration, readInt } from '@switchboard/runtime/config';
 import { type ActionLimitsConfig, readActionLimits } from './action-limits.js';
 import { defaultInvitationTtl } from './invitations.js';
 
@@ -35,14 +35,13 @@ export interface IdentityConfig {
 }
 
 export function readIdentityConfig(env: Record<string, string | undefined> = process.env): IdentityConfig {
-  const argon2Concurrency = readInt('ARGON2_CONCURRENCY', Math.max(1, os.availableParallelism()), env);
-  if (argon2Concurrency < 1) throw new ConfigError('ARGON2_CONCURRENCY must be at least 1');
+  const argon2Concurrency = readInt('ARGON2_CONCURRENCY', Math.max(1, os.availableParallelism()), env, 1);
   return {
     mfaTokenTtlMs: readDuration('MFA_TOKEN_TTL', '5m', env),
     passwordResetTtlMs: readDuration('PASSWORD_RESET_TTL', '1h', env),
     accountEraseAfterMs: readDuration('ACCOUNT_ERASE_AFTER', '30d', env),
     invitationTtlMs: readDuration('INVITATION_TTL', defaultInvitationTtl, env),
-    housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env),
+    housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env, 1),
     actionLimits: readActionLimits(env),
     argon2Concurrency,
     argon2QueueLimit: readInt('ARGON2_QUEUE_LIMIT', argon2Concurrency * 8, env),

@@ -14,6 +14,6 @@ export interface KeysConfig {
 export function readKeysConfig(env: Record<string, string | undefined> = process.env): KeysConfig {
   return {
     reservationTtlMs: readDuration('RESERVATION_TTL', '10m', env),
-    housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env),
+    housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env, 1),
   };
 }

@@ -45,14 +45,14 @@ export function readWebhooksConfig(env: Record<string, string | undefined> = pro
     timeoutMs,
     leaseMs,
     allowPrivateTargets,
-    perEndpoint: readInt('WEBHOOK_ENDPOINT_CONCURRENCY', 8, env),
-    maxInFlight: readInt('WEBHOOK_MAX_IN_FLIGHT', 256, env),
+    perEndpoint: readInt('WEBHOOK_ENDPOINT_CONCURRENCY', 8, env, 1),
+    maxInFlight: readInt('WEBHOOK_MAX_IN_FLIGHT', 256, env, 1),
     circuitThreshold: readInt('WEBHOOK_CIRCUIT_THRESHOLD', 5, env),
     circuitCooldownMs: readDuration('WEBHOOK_CIRCUIT_COOLDOWN', '30s', env),
     retrySchedule: RetrySchedule.parse(readString('WEBHOOK_RETRY_SCHEDULE', defaultRetrySchedule, env)),
-    pollMs: readDuration('WEBHOOK_POLL_INTERVAL', '1s', env),
+    pollMs: readDuration('WEBHOOK_POLL_INTERVAL', '1s', env, 1),
     disableAfterMs: readDuration('WEBHOOK_DISABLE_AFTER', '5d', env),
-    housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env),
+    housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env, 1),
     keysUrl: serviceUrl('keys', servicePorts.keys, env),
   };
 }
