@@ -72,6 +72,9 @@ export interface CommonConfig {
   logLevel: string;
   eventsSubjectPrefix: string;
   eventsStream: string;
+  /** Where data planes put usage and exchanges (docs/money-path.md#usage): the subject prefix and the stream. */
+  workSubjectPrefix: string;
+  workStream: string;
 }
 
 /** SWITCHBOARD_MESH_SECRET, at least 32 bytes (docs/api/internal-calls.md#mesh-tokens). */
@@ -110,11 +113,15 @@ export function readDataKeys(env: Env = process.env): DataKeyRing {
 }
 
 /** Where events are: NATS, the stream and the subject prefix. */
-export function readEventsConfig(env: Env = process.env): Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream'> {
+export function readEventsConfig(
+  env: Env = process.env,
+): Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream'> {
   return {
     natsUrl: readString('NATS_URL', 'nats://127.0.0.1:4222', env),
     eventsSubjectPrefix: readString('EVENTS_SUBJECT_PREFIX', 'switchboard.events', env),
     eventsStream: readString('EVENTS_STREAM', 'SWITCHBOARD_EVENTS', env),
+    workSubjectPrefix: readString('WORK_SUBJECT_PREFIX', 'switchboard', env),
+    workStream: readString('WORK_STREAM', 'SWITCHBOARD_WORK', env),
   };
 }
 

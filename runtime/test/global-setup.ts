@@ -32,6 +32,8 @@ export default async function setup() {
   process.env.NATS_URL = nats.url;
   process.env.EVENTS_SUBJECT_PREFIX = `sbtest.${runId}`;
   process.env.EVENTS_STREAM = `SBTEST_${runId}`;
+  process.env.WORK_SUBJECT_PREFIX = `sbwork.${runId}`;
+  process.env.WORK_STREAM = `SBWORK_${runId}`;
   process.env.SWITCHBOARD_MESH_SECRET = randomBytes(32).toString('base64url');
   process.env.SWITCHBOARD_DATA_KEYS = DataKeyRing.generateEntry('test1');
   process.env.TEST_DATA_DIR = dataDir;
@@ -41,6 +43,7 @@ export default async function setup() {
       const nc = await connect({ servers: nats.url, timeout: 2000 });
       const jsm = await jetstreamManager(nc);
       await jsm.streams.delete(`SBTEST_${runId}`).catch(() => false);
+      await jsm.streams.delete(`SBWORK_${runId}`).catch(() => false);
       await nc.close();
     } catch {
       // NATS gone at teardown: nothing to clean.
