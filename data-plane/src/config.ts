@@ -1,5 +1,5 @@
 import { servicePorts } from '@switchboard/contracts/components';
-import { readDuration, readInt, readMeshSecret, readPreviousMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
+import { type CommonConfig, readDuration, readEventsConfig, readInt, readMeshSecret, readPreviousMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
 
 type Env = Record<string, string | undefined>;
@@ -25,6 +25,20 @@ export interface DataPlaneConfig {
   defaultMaxTokens: number;
   /** The variables the catalog's regions name (`api_key_env`), with their values. */
   upstreamApiKeys: Record<string, string | undefined>;
+  /** NATS, the event subjects (key changes) and the work stream usage goes to. */
+  events: Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream'>;
+  /** KEY_STATES_REFRESH: how often the key replica asks for changes (the revocation bound's backstop). */
+  keyStatesRefreshMs: number;
+  /** KEY_STATES_MAX_STALE: after this long without reaching the keys service, requests are refused with 503. */
+  keyStatesMaxStaleMs: number;
+  /** ROUTING_REFRESH: how often the routing scores are refreshed. */
+  routingRefreshMs: number;
+  /** STREAM_MAX_DURATION: a stream is cut after this long. */
+  streamMaxDurationMs: number;
+  /** WORK_QUEUE_MAX: usage records (and exchanges) that may wait here while JetStream refuses them. */
+  workQueueMax: number;
+  /** INTERNAL_TIMEOUT: the deadline of each call to a peer (leases, key states, routing). */
+  internalTimeoutMs: number;
 }
 
 export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.env): DataPlaneConfig {
@@ -44,5 +58,12 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     idleTimeoutMs: readDuration('UPSTREAM_IDLE_TIMEOUT', '60s', env),
     defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096, env, 1),
     upstreamApiKeys: Object.fromEntries(apiKeyVariables.map((name) => [name, env[name]])),
+    events: readEventsConfig(env),
+    keyStatesRefreshMs: readDuration('KEY_STATES_REFRESH', '250ms', env, 10),
+    keyStatesMaxStaleMs: readDuration('KEY_STATES_MAX_STALE', '30s', env, 1000),
+    routingRefreshMs: readDuration('ROUTING_REFRESH', '1s', env, 10),
+    streamMaxDurationMs: readDuration('STREAM_MAX_DURATION', '10m', env, 1000),
+    workQueueMax: readInt('WORK_QUEUE_MAX', 10_000, env, 1),
+    internalTimeoutMs: readDuration('INTERNAL_TIMEOUT', '5s', env, 100),
   };
 }

@@ -13,7 +13,7 @@ import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { formatMoney } from '@switchboard/runtime/money';
 import { enumToWire } from '@switchboard/runtime/wire-enum';
-import { hashKey, isWellFormedKey } from './key-format.js';
+import { hashKey, isWellFormedKey } from '@switchboard/runtime/api-key-format';
 import { parseEstimate } from './key-input.js';
 import type { KeyState, KeyStates } from './key-states.js';
 import { monthEnd } from './months.js';

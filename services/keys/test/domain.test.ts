@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { TopupCompletedSchema, UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { generateFullKey, hashKey, hintOf, isWellFormedKey } from '@switchboard/keys/key-format';
+import { generateFullKey, hashKey, hintOf, isWellFormedKey } from '@switchboard/runtime/api-key-format';
 import { parseKeyName, parseSpendCap } from '@switchboard/keys/key-input';
 import { KeyStates } from '@switchboard/keys/key-states';
 import { monthEnd, monthOf } from '@switchboard/keys/months';
