@@ -1,6 +1,7 @@
 import { servicePorts } from '@switchboard/contracts/components';
 import { readDuration, readInt, readMeshSecret, readPreviousMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { defaultPricingPath } from '@switchboard/runtime/pricing';
 
 type Env = Record<string, string | undefined>;
 
@@ -25,6 +26,8 @@ export interface DataPlaneConfig {
   defaultMaxTokens: number;
   /** The variables the catalog's regions name (`api_key_env`), with their values. */
   upstreamApiKeys: Record<string, string | undefined>;
+  /** SWITCHBOARD_PRICING_FILE: the prices billing debits with (default: runtime/pricing.json). */
+  pricingFile: string;
 }
 
 export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.env): DataPlaneConfig {
@@ -44,5 +47,6 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     idleTimeoutMs: readDuration('UPSTREAM_IDLE_TIMEOUT', '60s', env),
     defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096, env, 1),
     upstreamApiKeys: Object.fromEntries(apiKeyVariables.map((name) => [name, env[name]])),
+    pricingFile: readString('SWITCHBOARD_PRICING_FILE', defaultPricingPath, env),
   };
 }

@@ -7,6 +7,7 @@ import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { Pricing } from '@switchboard/runtime/pricing';
 import { closeHttpServer, stopGracefully } from '@switchboard/runtime/shutdown';
 import { Completions } from './completions.js';
 import { readDataPlaneConfig } from './config.js';
@@ -15,7 +16,7 @@ import { createHandler } from './server.js';
 
 /**
  * The reference data plane (docs/api/front-door.md): stateless, everything it knows comes over the mesh and
- * from the model catalog. `PORT` (default 8081); the gateway forwards `/v1/chat/completions` and
+ * from the model catalog and the pricing file. `PORT` (default 8081); the gateway forwards `/v1/chat/completions` and
  * `/v1/models` to it (`DATA_PLANE_URL`).
  */
 const log = createLogger('data-plane');
@@ -31,7 +32,7 @@ try {
   const completions = new Completions({
     log,
     catalog,
-    prices: new Prices(usage),
+    prices: new Prices(Pricing.load(config.pricingFile)),
     keys: peer(KeyService, 'keys'),
     routing: peer(RoutingService, 'conversations'),
     usage,
