@@ -1,6 +1,7 @@
 import { servicePorts } from '@switchboard/contracts/components';
 import { type CommonConfig, readDuration, readEventsConfig, readInt, readMeshSecret, readPreviousMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { defaultPricingPath } from '@switchboard/runtime/pricing';
 
 type Env = Record<string, string | undefined>;
 
@@ -39,6 +40,8 @@ export interface DataPlaneConfig {
   workQueueMax: number;
   /** INTERNAL_TIMEOUT: the deadline of each call to a peer (leases, key states, routing). */
   internalTimeoutMs: number;
+  /** SWITCHBOARD_PRICING_FILE: the prices billing debits with (default: runtime/pricing.json). */
+  pricingFile: string;
 }
 
 export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.env): DataPlaneConfig {
@@ -65,5 +68,6 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     streamMaxDurationMs: readDuration('STREAM_MAX_DURATION', '10m', env, 1000),
     workQueueMax: readInt('WORK_QUEUE_MAX', 10_000, env, 1),
     internalTimeoutMs: readDuration('INTERNAL_TIMEOUT', '5s', env, 100),
+    pricingFile: readString('SWITCHBOARD_PRICING_FILE', defaultPricingPath, env),
   };
 }

@@ -66,7 +66,7 @@ try {
   caps.start();
   balances.start();
   const publisher = new WorkPublisher({ log, js: jetstream(nc), maxQueued: config.workQueueMax, metrics });
-  const pricing = Pricing.load();
+  const pricing = Pricing.load(config.pricingFile);
   const completions = new Completions({
     log,
     catalog,

@@ -1,5 +1,5 @@
 import type { Knex } from '@switchboard/runtime/db';
-import type { Pricing } from './pricing.js';
+import type { Pricing } from '@switchboard/runtime/pricing';
 import { ensureAccount, findAccount } from './store/accounts.js';
 
 /**

@@ -1,7 +1,7 @@
-import { fileURLToPath } from 'node:url';
 import { servicePorts } from '@switchboard/contracts/components';
 import { readDuration, readString, serviceUrl } from '@switchboard/runtime/config';
 import { parsePlainDecimal } from '@switchboard/runtime/money';
+import { defaultPricingPath } from '@switchboard/runtime/pricing';
 import { readStripeSettings, type StripeSettings } from './providers/stripe.js';
 
 /**
@@ -9,7 +9,7 @@ import { readStripeSettings, type StripeSettings } from './providers/stripe.js';
  * passed down; a malformed value stops the start, naming its variable.
  */
 export interface BillingConfig {
-  /** BILLING_PRICING_FILE: the versioned prices and plans (default: pricing.json of the service). */
+  /** SWITCHBOARD_PRICING_FILE: the versioned prices and plans, the data plane's too (default: runtime/pricing.json). */
   pricingFile: string;
   /** FREE_CREDIT_USD: the credit of a new workspace. */
   freeCreditUsd: string;
@@ -28,7 +28,7 @@ export interface BillingConfig {
 export function readBillingConfig(env: Record<string, string | undefined> = process.env): BillingConfig {
   const publicUrl = readString('PUBLIC_BASE_URL', 'http://localhost:8080', env).replace(/\/+$/, '');
   return {
-    pricingFile: readString('BILLING_PRICING_FILE', fileURLToPath(new URL('../../pricing.json', import.meta.url)), env),
+    pricingFile: readString('SWITCHBOARD_PRICING_FILE', defaultPricingPath, env),
     freeCreditUsd: parsePlainDecimal(readString('FREE_CREDIT_USD', '1.00', env), 'FREE_CREDIT_USD'),
     keysUrl: serviceUrl('keys', servicePorts.keys, env),
     publicUrl,

@@ -1,10 +1,10 @@
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
+import { Pricing } from '@switchboard/runtime/pricing';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { Accounts } from './accounts.js';
 import type { BillingConfig } from './config.js';
 import { KeyDirectory } from './key-directory.js';
-import { Pricing } from './pricing.js';
 import { SandboxProvider } from './providers/sandbox.js';
 import { StripeProvider } from './providers/stripe.js';
 import { Reports } from './reports.js';

@@ -11,8 +11,8 @@ import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { Money } from '@switchboard/runtime/money';
 import { parseDays } from '@switchboard/runtime/pagination';
+import type { PlanPricing, Pricing, Tier } from '@switchboard/runtime/pricing';
 import type { Accounts } from './accounts.js';
-import type { PlanPricing, Pricing, Tier } from './pricing.js';
 import { type TierRow, usageByDay, usageByTier } from './store/usage.js';
 
 /**

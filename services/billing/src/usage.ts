@@ -8,10 +8,10 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import { formatMoney, parsePlainDecimal } from '@switchboard/runtime/money';
+import { Pricing, type Tier } from '@switchboard/runtime/pricing';
 import type { EventWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
 import type { KeyDirectory } from './key-directory.js';
-import { Pricing, type Tier } from './pricing.js';
 import { findUsageByGeneration, insertUsageAndDebit, type UsageRow } from './store/usage.js';
 
 /**
