@@ -38,7 +38,7 @@ export interface LeaseOwner<Facts> {
   release(leaseId: string, usedUsd: string): Promise<void>;
 }
 
-export type Reservation = {
+export type Reservation<Facts = unknown> = {
   readonly ok: true;
   /** The lease the usage record names, so the owner settles it; empty for an unlimited budget. */
   readonly leaseId: string;
@@ -122,7 +122,7 @@ export class BudgetLeases<Facts> {
   }
 
   /** Reserves `amount` against the lease of `subject`, asking the owner when the lease cannot cover it. */
-  async reserve(subject: string, amount: Money): Promise<Reservation | Refusal<Facts>> {
+  async reserve(subject: string, amount: Money): Promise<Reservation<Facts> | Refusal<Facts>> {
     let refusal: Refusal<Facts> | undefined;
     // Two rounds: another request may take the room a grant made before this one gets to it.
     for (let round = 0; round < 2; round++) {
@@ -143,7 +143,7 @@ export class BudgetLeases<Facts> {
     return lease.expiresAt - this.expiryMarginMs > now && lease.granted.minus(lease.used).gte(amount);
   }
 
-  private take(subject: string, lease: Lease<Facts>, amount: Money): Reservation {
+  private take(subject: string, lease: Lease<Facts>, amount: Money): Reservation<Facts> {
     const held = lease.unlimited ? zero : amount;
     lease.used = lease.used.plus(held);
     lease.inFlight += 1;
@@ -160,7 +160,8 @@ export class BudgetLeases<Facts> {
         settled = true;
         lease.inFlight -= 1;
         if (lease.unlimited) return;
-        if (actual.gt(held)) this.deps.log.warn({ lease_id: lease.id, reserved: formatMoney(held), actual: formatMoney(actual) }, 'a request cost more than its estimate');
+        if (actual.gt(held))
+          this.deps.log.warn({ lease_id: lease.id, reserved: formatMoney(held), actual: formatMoney(actual) }, 'a request cost more than its estimate');
         lease.used = lease.used.minus(held).plus(actual);
       },
     };
@@ -238,7 +239,11 @@ export class BudgetLeases<Facts> {
       }
       if (now - lease.grantedAt > lease.ttlMs / 2) {
         const typical = lease.granted.minus(lease.usedAtGrant).div(this.requestsPerGrant);
-        work.push(this.grant(subject, Money.max(typical, keepAliveMin)).catch((err) => this.deps.log.warn({ err: errorMessage(err), subject }, `could not renew a ${this.deps.name} lease`)));
+        work.push(
+          this.grant(subject, Money.max(typical, keepAliveMin)).catch((err) =>
+            this.deps.log.warn({ err: errorMessage(err), subject }, `could not renew a ${this.deps.name} lease`),
+          ),
+        );
       }
     }
     await Promise.allSettled(work);
@@ -249,6 +254,8 @@ export class BudgetLeases<Facts> {
     if (lease.unlimited || !lease.id) return;
     await this.deps.owner
       .release(lease.id, formatMoney(lease.used))
-      .catch((err) => this.deps.log.warn({ err: errorMessage(err), lease_id: lease.id }, `could not give a ${this.deps.name} lease back; it expires on its own`));
+      .catch((err) =>
+        this.deps.log.warn({ err: errorMessage(err), lease_id: lease.id }, `could not give a ${this.deps.name} lease back; it expires on its own`),
+      );
   }
 }

@@ -141,9 +141,9 @@ export class Completions {
     if (request.maxTokens === undefined) request.body.max_tokens = this.deps.settings.defaultMaxTokens;
 
     const places = this.deps.publisher.hold(conversationId === undefined ? 1 : 2);
-    if (!places) throw catalogued(errorCatalogue.serviceUnavailable, {}, 'front-door');
-    let cap: Reservation | undefined;
-    let balance: Reservation | undefined;
+    if (!places) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'usage queue' }, {}, 'front-door');
+    let cap: Reservation<CapFacts> | undefined;
+    let balance: Reservation<BalanceFacts> | undefined;
     let produced = false;
     try {
       cap = await this.reserveCap(key, estimate);
@@ -160,10 +160,7 @@ export class Completions {
       const bill = async (tokens: Tokens, answer: string | undefined) => {
         const upstreamCostUsd = upstreamCost(target.model, tokens);
         const billedTier = pricing.tierOf(request.model, false);
-        const cost = pricing.cost(
-          { tier: billedTier, inputTokens: BigInt(tokens.input), outputTokens: BigInt(tokens.output), upstreamCostUsd },
-          planId,
-        );
+        const cost = pricing.cost({ tier: billedTier, inputTokens: BigInt(tokens.input), outputTokens: BigInt(tokens.output), upstreamCostUsd }, planId);
         const costUsd = formatMoney(cost);
         const occurredAt = timestampFromDate(new Date());
         const record = create(UsageRecordSchema, {
@@ -305,7 +302,7 @@ export class Completions {
 
   /** The key as the replica holds it; a refused key is its error of the catalogue (docs/api/keys.md). */
   async authorize(fullKey: string): Promise<Authorized> {
-    if (!this.deps.keys.fresh) throw catalogued(errorCatalogue.serviceUnavailable, {}, 'front-door');
+    if (!this.deps.keys.fresh) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'keys service' }, {}, 'front-door');
     const key = await this.deps.keys.lookup(fullKey);
     if (!key) throw keyRefusalError({ reason: 'unknown' }, 'front-door')!;
     if (key.status === 'revoked') throw keyRefusalError({ reason: 'revoked' }, 'front-door')!;
@@ -313,7 +310,7 @@ export class Completions {
   }
 
   /** The estimate held against the key's cap lease; a key without a cap needs none. */
-  private async reserveCap(key: Authorized, estimate: Money): Promise<Reservation | undefined> {
+  private async reserveCap(key: Authorized, estimate: Money): Promise<Reservation<CapFacts> | undefined> {
     if (key.capUsd === null) return undefined;
     const reserved = await this.deps.caps.reserve(key.keyId, estimate).catch(ownerUnavailable);
     if (reserved.ok) return reserved;
@@ -322,12 +319,16 @@ export class Completions {
   }
 
   /** The estimate held against the workspace's balance lease: a request must be affordable at its estimate. */
-  private async reserveBalance(key: Authorized, estimate: Money): Promise<Reservation> {
+  private async reserveBalance(key: Authorized, estimate: Money): Promise<Reservation<BalanceFacts>> {
     const reserved = await this.deps.balances.reserve(key.workspaceId, estimate).catch(ownerUnavailable);
     if (reserved.ok) return reserved;
-    throw catalogued(errorCatalogue.insufficientBalance, {
-      metadata: { balance_usd: formatMoney(reserved.facts.balanceUsd || '0'), required_usd: formatMoney(estimate) },
-    }, 'front-door');
+    throw catalogued(
+      errorCatalogue.insufficientBalance,
+      {
+        metadata: { balance_usd: formatMoney(reserved.facts.balanceUsd || '0'), required_usd: formatMoney(estimate) },
+      },
+      'front-door',
+    );
   }
 
   /** The model to call first: the routing replica's pick for a service tier, else the catalog model the key's policy allows. */
@@ -403,5 +404,5 @@ function upstreamError(err: UpstreamUnavailable): ApiError {
 /** A lease owner that cannot answer while this replica has no room left: 503, the request is not made. */
 function ownerUnavailable(err: unknown): never {
   if (err instanceof ApiError) throw err;
-  throw catalogued(errorCatalogue.serviceUnavailable, {}, 'front-door');
+  throw catalogued(errorCatalogue.serviceUnavailable, {}, {}, 'front-door');
 }

@@ -1,5 +1,14 @@
 import { servicePorts } from '@switchboard/contracts/components';
-import { type CommonConfig, readDuration, readEventsConfig, readInt, readMeshSecret, readPreviousMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
+import {
+  type CommonConfig,
+  readDuration,
+  readEventsConfig,
+  readInt,
+  readMeshSecret,
+  readPreviousMeshSecret,
+  readString,
+  serviceUrl,
+} from '@switchboard/runtime/config';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { defaultPricingPath } from '@switchboard/runtime/pricing';
 

@@ -105,10 +105,12 @@ export class KeyReplica {
   /** A poll that starts after this call (a change committed before it is seen), shared by all callers meanwhile. */
   private syncSoon(): Promise<void> {
     if (!this.running) return this.sync();
-    this.next ??= this.running.catch(() => undefined).then(() => {
-      this.next = undefined;
-      return this.sync();
-    });
+    this.next ??= this.running
+      .catch(() => undefined)
+      .then(() => {
+        this.next = undefined;
+        return this.sync();
+      });
     return this.next;
   }
 

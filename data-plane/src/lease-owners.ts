@@ -1,8 +1,8 @@
+import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
 import type { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
-import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import type { LeaseOwner } from './budget-leases.js';
 
 /**

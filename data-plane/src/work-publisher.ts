@@ -36,7 +36,9 @@ export class WorkPublisher {
   private stopping = false;
 
   constructor(private readonly deps: WorkPublisherDeps) {
-    deps.metrics?.gauge('work_queue_records', 'Usage records and exchanges waiting for JetStream in this data plane.', [], (gauge) => gauge.set({}, this.queue.length));
+    deps.metrics?.gauge('work_queue_records', 'Usage records and exchanges waiting for JetStream in this data plane.', [], (gauge) =>
+      gauge.set({}, this.queue.length),
+    );
   }
 
   /** Places for `count` records, taken before the upstream call; undefined when the queue is full. */
