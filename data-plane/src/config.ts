@@ -33,6 +33,8 @@ export interface DataPlaneConfig {
   idleTimeoutMs: number;
   /** DEFAULT_MAX_TOKENS: the output assumed for the estimate when a request sets none. */
   defaultMaxTokens: number;
+  /** ROUTING_REFRESH: how often the routing scores are read from the conversations service. */
+  routingRefreshMs: number;
   /** The variables the catalog's regions name (`api_key_env`), with their values. */
   upstreamApiKeys: Record<string, string | undefined>;
   /** NATS, the event subjects (key changes) and the work stream usage goes to. */
@@ -69,6 +71,8 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     headersTimeoutMs: readDuration('UPSTREAM_TIMEOUT', '60s', env),
     idleTimeoutMs: readDuration('UPSTREAM_IDLE_TIMEOUT', '60s', env),
     defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096, env, 1),
+    // Every data plane reads each tier's scores this often: more often would only load conversations.
+    routingRefreshMs: readDuration('ROUTING_REFRESH', '1s', env, 100),
     upstreamApiKeys: Object.fromEntries(apiKeyVariables.map((name) => [name, env[name]])),
     events: readEventsConfig(env),
     keyStatesRefreshMs: readDuration('KEY_STATES_REFRESH', '250ms', env, 10),

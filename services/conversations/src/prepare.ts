@@ -1,13 +1,13 @@
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { Sampler } from '@switchboard/runtime/routing-sampler';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import type { ConversationsConfig } from './config.js';
 import { Conversations } from './conversations.js';
 import { FeedbackLedger } from './feedback.js';
 import { GenerationDirectory } from './generation-directory.js';
 import { Router } from './routing.js';
-import { Sampler } from './sampler.js';
 import type { ConversationsHandlers } from './server.js';
 
 /** What the conversations handlers are built from: the parts of the service runtime they use. */

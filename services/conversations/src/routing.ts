@@ -3,26 +3,23 @@ import { Code } from '@connectrpc/connect';
 import type { ExplainRouteResponseSchema, RouteModelResponseSchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
-import { type CatalogModel, type ModelCatalog, policyAllows, type RoutingPolicy, routingPolicies, type ServiceTier } from '@switchboard/runtime/model-catalog';
-import type { Sampler } from './sampler.js';
+import { type ModelCatalog, policyAllows, type RoutingPolicy, routingPolicies, type ServiceTier } from '@switchboard/runtime/model-catalog';
+import { defaultExploration, noAllowedCandidateMessage, pickCandidate, posterior, type Sampler } from '@switchboard/runtime/routing-sampler';
 import { listScores, type ScoreRow } from './store/routing-scores.js';
 
 /**
  * Routing that learns from feedback (docs/api/conversations.md#self-learning-routing, docs/api/internal-calls.md#routemodel). Each candidate of a tier (from the
- * model catalog) has a Beta posterior: alpha = 1 + thumbs up, beta = 1 + thumbs down, counted on
- * the model that served each rated generation. A call draws from every allowed candidate's
- * posterior and takes the highest draw (Thompson sampling), except that a share `exploration`
- * of calls picks uniformly among the allowed candidates, so no candidate is ever starved of new
- * evidence. The geographic policy filters first: cn-only never leaves cn, overseas-only never
- * enters it. Scores are read from the database at most every `scoresMaxAgeMs` (1 s): the data
- * plane's hot path makes no query.
+ * model catalog) is scored by the thumbs up and down counted on the model that served each rated
+ * generation, and picked by the shared sampler (runtime/src/routing-sampler.ts), which the data
+ * plane's replica of these scores (ExplainRoute) picks with too. Scores are read from the
+ * database at most every `scoresMaxAgeMs` (1 s), so frequent calls make no query each.
  */
 
 export interface RouterDeps {
   db: Knex;
   catalog: ModelCatalog;
   sampler: Sampler;
-  /** Share of uniform picks among the allowed candidates (default 0.05). */
+  /** Share of uniform picks among the allowed candidates (default defaultExploration, 0.05). */
   exploration?: number;
   scoresMaxAgeMs?: number;
 }
@@ -39,8 +36,6 @@ function parsePolicy(raw: string): RoutingPolicy {
   return policy as RoutingPolicy;
 }
 
-const allows = (policy: RoutingPolicy, model: CatalogModel) => policyAllows(policy, model.region);
-
 export class Router {
   private scores = new Map<string, ScoreRow>();
   private loadedAt = 0;
@@ -50,7 +45,7 @@ export class Router {
   constructor(private readonly deps: RouterDeps) {}
 
   get exploration(): number {
-    return this.deps.exploration ?? 0.05;
+    return this.deps.exploration ?? defaultExploration;
   }
 
   /** Drops the cached scores (a rating was just recorded here). */
@@ -59,46 +54,34 @@ export class Router {
   }
 
   async route(rawTier: string, rawPolicy: string): Promise<MessageInitShape<typeof RouteModelResponseSchema>> {
-    const { tier, policy, allowed } = this.candidates(rawTier, rawPolicy);
-    if (allowed.length === 0) {
-      throw apiError(Code.FailedPrecondition, 'routing_policy_violation', `No model of the ${tier} tier is allowed by the ${policy} routing policy.`, {
+    const tier = parseTier(rawTier);
+    const policy = parsePolicy(rawPolicy);
+    await this.fresh();
+    const scored = this.deps.catalog.candidates(tier).map((model) => ({ model, region: model.region, ...this.score(tier, model.id) }));
+    const chosen = pickCandidate(scored, policy, this.exploration, this.deps.sampler);
+    if (!chosen) {
+      throw apiError(Code.FailedPrecondition, 'routing_policy_violation', noAllowedCandidateMessage(tier, policy), {
         httpStatus: 403,
         field: 'routing_policy',
       });
     }
-    await this.fresh();
-    const { sampler } = this.deps;
-    let chosen: CatalogModel;
-    if (allowed.length === 1) chosen = allowed[0];
-    else if (sampler.next() < this.exploration) chosen = allowed[Math.floor(sampler.next() * allowed.length)];
-    else {
-      let best = -1;
-      chosen = allowed[0];
-      for (const model of allowed) {
-        const { alpha, beta } = this.posterior(tier, model.id);
-        const draw = sampler.beta(alpha, beta);
-        if (draw > best) {
-          best = draw;
-          chosen = model;
-        }
-      }
-    }
-    return { model: chosen.id, region: chosen.region };
+    return { model: chosen.model.id, region: chosen.region };
   }
 
   async explain(rawTier: string, rawPolicy: string): Promise<MessageInitShape<typeof ExplainRouteResponseSchema>> {
-    const { tier, policy } = this.candidates(rawTier, rawPolicy);
+    const tier = parseTier(rawTier);
+    const policy = parsePolicy(rawPolicy);
     await this.fresh();
     return {
       tier,
       routingPolicy: policy,
       exploration: this.exploration,
       candidates: this.deps.catalog.candidates(tier).map((model) => {
-        const { alpha, beta, up, down } = this.posterior(tier, model.id);
+        const { alpha, beta, up, down } = this.score(tier, model.id);
         return {
           model: model.id,
           region: model.region,
-          allowed: allows(policy, model),
+          allowed: policyAllows(policy, model.region),
           thumbsUp: BigInt(up),
           thumbsDown: BigInt(down),
           alpha,
@@ -109,17 +92,11 @@ export class Router {
     };
   }
 
-  private candidates(rawTier: string, rawPolicy: string) {
-    const tier = parseTier(rawTier);
-    const policy = parsePolicy(rawPolicy);
-    return { tier, policy, allowed: this.deps.catalog.candidates(tier).filter((model) => allows(policy, model)) };
-  }
-
-  private posterior(tier: string, model: string) {
+  private score(tier: string, model: string) {
     const row = this.scores.get(`${tier}|${model}`);
     const up = Number(row?.thumbs_up ?? 0);
     const down = Number(row?.thumbs_down ?? 0);
-    return { up, down, alpha: 1 + up, beta: 1 + down };
+    return { up, down, ...posterior(up, down) };
   }
 
   private async fresh(): Promise<void> {

@@ -5,15 +5,15 @@ import { fileURLToPath } from 'node:url';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { Router } from '@switchboard/conversations/routing';
-import { Sampler } from '@switchboard/conversations/sampler';
 import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { CatalogError, defaultCatalogPath, ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { Sampler } from '@switchboard/runtime/routing-sampler';
 import { requireEnv } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Routing's parts on their own: the seeded sampler and its Beta draws, the model catalog parser,
- * and the Router against a migrated schema of its own with scores written directly.
+ * Routing's parts on their own: the model catalog parser, and the Router against a migrated
+ * schema of its own with scores written directly.
  */
 
 const regions = {
@@ -40,46 +40,6 @@ function refusal(catalog: unknown): string {
   }
   throw new Error(`the catalog was accepted: ${json}`);
 }
-
-describe('sampler', () => {
-  it('is deterministic for a seed, and differs between seeds', () => {
-    const draws = (seed: number) => {
-      const sampler = new Sampler(seed);
-      return Array.from({ length: 50 }, (_, i) => (i % 2 === 0 ? sampler.next() : sampler.beta(2 + (i % 5), 3)));
-    };
-    expect(draws(42)).toEqual(draws(42));
-    expect(draws(42)).not.toEqual(draws(43));
-    // Unseeded samplers start from a random seed.
-    expect(new Sampler().next()).not.toBe(new Sampler().next());
-  });
-
-  it('draws uniforms in [0, 1) with mean 1/2', () => {
-    const sampler = new Sampler(7);
-    const draws = Array.from({ length: 20_000 }, () => sampler.next());
-    expect(draws.every((x) => x >= 0 && x < 1)).toBe(true);
-    expect(Math.abs(draws.reduce((a, b) => a + b, 0) / draws.length - 0.5)).toBeLessThan(0.01);
-  });
-
-  it('draws Beta(alpha, beta) with the right mean and variance', () => {
-    const sampler = new Sampler(42);
-    for (const [alpha, beta] of [
-      [3, 7],
-      [1, 1],
-      [1, 21],
-      [21, 1],
-      [30.5, 2],
-    ]) {
-      const draws = Array.from({ length: 20_000 }, () => sampler.beta(alpha, beta));
-      expect(draws.every((x) => x > 0 && x < 1)).toBe(true);
-      const mean = draws.reduce((a, b) => a + b, 0) / draws.length;
-      const variance = draws.reduce((a, b) => a + (b - mean) ** 2, 0) / draws.length;
-      const expectedMean = alpha / (alpha + beta);
-      const expectedVariance = (alpha * beta) / ((alpha + beta) ** 2 * (alpha + beta + 1));
-      expect(Math.abs(mean - expectedMean), `Beta(${alpha}, ${beta}) mean ${mean}`).toBeLessThan(0.01);
-      expect(Math.abs(variance - expectedVariance) / expectedVariance, `Beta(${alpha}, ${beta}) variance ${variance}`).toBeLessThan(0.1);
-    }
-  });
-});
 
 describe('model catalog', () => {
   it('accepts the shipped default (runtime/models.json)', () => {
