@@ -333,10 +333,7 @@ export class Completions {
 
   /** The model to call first: the routing replica's pick for a service tier, else the catalog model the key's policy allows. */
   private firstTarget(tier: ServiceTier | undefined, passthrough: CatalogModel[] | undefined, policy: RoutingPolicy, requested: string): Target {
-    if (tier) {
-      const routed = this.deps.routing.pick(tier, policy);
-      return this.target(this.deps.catalog.models.find((model) => model.id === routed.model && model.region === routed.region));
-    }
+    if (tier) return this.deps.routing.pick(tier, policy);
     const allowed = passthrough?.find((model) => policyAllows(policy, model.region));
     if (!allowed) {
       throw new ApiError(403, 'routing_policy_violation', `The model ${requested} is served only in a region this key's ${policy} routing policy excludes.`, {

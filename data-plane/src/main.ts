@@ -76,7 +76,7 @@ try {
     caps,
     balances,
     routing,
-    conversations: new ConversationDirectory({ log, exchanges: peer(ExchangeService, 'conversations'), ttlMs: 60_000 }),
+    conversations: new ConversationDirectory({ exchanges: peer(ExchangeService, 'conversations'), timeoutMs: config.internalTimeoutMs }),
     publisher,
     subjects: workSubjects(config.events.workSubjectPrefix),
     settings: {
