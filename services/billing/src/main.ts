@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { servicePorts } from '@switchboard/contracts/components';
+import { startPeriodic } from '@switchboard/runtime/periodic';
 import { runService } from '@switchboard/runtime/service';
 import { readBillingConfig } from './config.js';
 import { prepareBilling } from './prepare.js';
@@ -9,6 +10,20 @@ await runService({
   name: 'billing',
   defaultPort: servicePorts.billing,
   migrationsDir: fileURLToPath(new URL('../migrations/', import.meta.url)),
-  prepare: async (runtime) => prepareBilling(runtime, readBillingConfig()),
+  async prepare(runtime) {
+    const config = readBillingConfig();
+    return { config, ...prepareBilling(runtime, config) };
+  },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
+  background: (runtime, { config, leases }) => [
+    startPeriodic({
+      name: 'balance lease pruning',
+      everyMs: config.housekeepingIntervalMs,
+      log: runtime.log,
+      async run() {
+        const deleted = await leases.prune();
+        if (deleted > 0) runtime.log.info({ deleted }, 'pruned expired balance leases');
+      },
+    }),
+  ],
 });

@@ -3,6 +3,7 @@ import { createPeerClient } from '@switchboard/runtime/clients';
 import { Pricing } from '@switchboard/runtime/pricing';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { Accounts } from './accounts.js';
+import { BalanceLeases } from './balance-leases.js';
 import type { BillingConfig } from './config.js';
 import { KeyDirectory } from './key-directory.js';
 import { SandboxProvider } from './providers/sandbox.js';
@@ -40,6 +41,7 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   return {
     pricing,
     usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent }),
+    leases: new BalanceLeases({ db, pricing, accounts, leaseTtlMs: config.leaseTtlMs }),
     reports: new Reports({ db, pricing, accounts }),
     topups,
     stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),

@@ -23,6 +23,18 @@ export async function findAccount(db: Db, workspaceId: string): Promise<AccountR
   return db('accounts').where({ workspace_id: workspaceId }).first('workspace_id', db.raw('balance_usd::text AS balance_usd'), 'plan_id', 'updated_at');
 }
 
+/**
+ * The account, its row locked until the transaction ends: what serializes every change of the
+ * workspace's balance and of its leases.
+ */
+export async function lockAccount(trx: Knex.Transaction, workspaceId: string): Promise<AccountRow | undefined> {
+  const { rows } = await trx.raw<{ rows: AccountRow[] }>(
+    'SELECT workspace_id, balance_usd::text AS balance_usd, plan_id, updated_at FROM accounts WHERE workspace_id = ? FOR UPDATE',
+    [workspaceId],
+  );
+  return rows[0];
+}
+
 /** A balance after a change, and the version of the account that change made. */
 export interface BalanceChange {
   balanceUsd: string;
