@@ -5,6 +5,7 @@ import { invalidArgument } from '@switchboard/runtime/errors';
 import { changedKeyHeader } from '@switchboard/runtime/server';
 import type { AlertWebhooks } from './alert-webhooks.js';
 import type { KeyAuthorizer } from './authorization.js';
+import type { KeyStateFeed } from './key-state-feed.js';
 import type { Keys } from './keys.js';
 
 /**
@@ -18,6 +19,7 @@ export interface KeysHandlers {
   keys: Keys;
   authorizer: KeyAuthorizer;
   alertWebhooks: AlertWebhooks;
+  stateFeed: KeyStateFeed;
 }
 
 /** Tells the gateway to drop its cached standing of the key (see changedKeyHeader). */
@@ -67,6 +69,9 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
     async releaseReservation(req) {
       await authorizer.release(req.reservationId);
       return {};
+    },
+    async listKeyStates(req) {
+      return handlers.stateFeed.list(req.afterVersion, req.limit);
     },
     async authenticateKey(req) {
       return authorizer.authenticate(req.fullKey);

@@ -131,6 +131,27 @@ export async function findKeyStateById(db: Db, keyId: string, month: string): Pr
   return rows[0];
 }
 
+/** A key's standing as a data plane replica holds it (ListKeyStates). */
+export interface VersionedKeyStateRow {
+  id: string;
+  key_hash: string;
+  workspace_id: string;
+  status: 'active' | 'revoked';
+  monthly_spend_cap_usd: string | null;
+  routing_policy: string;
+  state_version: string;
+}
+
+/** The keys whose state version is above `afterVersion`, in version order; `limit` rows. */
+export async function listKeyStatesAfter(db: Db, afterVersion: string, limit: number): Promise<VersionedKeyStateRow[]> {
+  const { rows } = await db.raw<{ rows: VersionedKeyStateRow[] }>(
+    `SELECT k.id, k.key_hash, k.workspace_id, k.status, k.monthly_spend_cap_usd::text, k.routing_policy, k.state_version::text
+       FROM api_keys k WHERE k.state_version > ?::bigint ORDER BY k.state_version LIMIT ?`,
+    [afterVersion, limit],
+  );
+  return rows;
+}
+
 /** The workspace and status of a key, for the billing service. */
 export async function findKeyOwner(db: Db, keyId: string): Promise<{ id: string; workspace_id: string; status: string } | undefined> {
   return db('api_keys').where({ id: keyId }).first('id', 'workspace_id', 'status');
