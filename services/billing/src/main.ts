@@ -1,7 +1,11 @@
 import { fileURLToPath } from 'node:url';
+import { fromBinary } from '@bufbuild/protobuf';
 import { servicePorts } from '@switchboard/contracts/components';
+import { UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { workSubjects } from '@switchboard/runtime/nats';
 import { startPeriodic } from '@switchboard/runtime/periodic';
 import { runService } from '@switchboard/runtime/service';
+import { consumeWork } from '@switchboard/runtime/work-consumer';
 import { readBillingConfig } from './config.js';
 import { prepareBilling } from './prepare.js';
 import { registerRoutes } from './server.js';
@@ -15,7 +19,14 @@ await runService({
     return { config, ...prepareBilling(runtime, config) };
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
-  background: (runtime, { config, leases }) => [
+  background: (runtime, { config, leases, settlement }) => [
+    // The data planes' usage records (docs/money-path.md#usage), a transaction per batch.
+    consumeWork(runtime, {
+      durable: 'billing-usage',
+      subject: workSubjects(runtime.config.workSubjectPrefix).usage,
+      decode: (msg) => fromBinary(UsageRecordSchema, msg.data),
+      handle: (records, trx) => settlement.settle(records, trx),
+    }),
     startPeriodic({
       name: 'balance lease pruning',
       everyMs: config.housekeepingIntervalMs,

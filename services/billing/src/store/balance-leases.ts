@@ -63,6 +63,16 @@ export async function releaseLease(db: Db, id: string, usedUsd: string): Promise
   );
 }
 
+/** Moves settled usage into its leases (`settled_usd += amount`): one amount per lease, of its workspace only. */
+export async function settleLeases(trx: Knex.Transaction, settled: Array<{ leaseId: string; workspaceId: string; amountUsd: string }>): Promise<void> {
+  if (settled.length === 0) return;
+  await trx.raw(
+    `UPDATE balance_leases l SET settled_usd = l.settled_usd + s.amount, updated_at = now()
+       FROM unnest(?::text[], ?::text[], ?::numeric[]) AS s(id, workspace_id, amount) WHERE l.id = s.id AND l.workspace_id = s.workspace_id`,
+    [settled.map((lease) => lease.leaseId), settled.map((lease) => lease.workspaceId), settled.map((lease) => lease.amountUsd)],
+  );
+}
+
 /** Deletes leases expired more than a day ago (settlements after that find no row and change nothing). */
 export async function pruneLeases(db: Db): Promise<number> {
   return db('balance_leases').where('expires_at', '<', db.raw(`now() - interval '1 day'`)).delete();
