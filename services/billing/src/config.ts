@@ -23,6 +23,10 @@ export interface BillingConfig {
   topupMaxUsd: string;
   /** CHECKOUT_TTL: how long a checkout may be paid. */
   checkoutTtlMs: number;
+  /** LEASE_TTL: how long a balance lease holds its grant unless renewed. */
+  leaseTtlMs: number;
+  /** HOUSEKEEPING_INTERVAL: how often long-expired leases are deleted. */
+  housekeepingIntervalMs: number;
 }
 
 export function readBillingConfig(env: Record<string, string | undefined> = process.env): BillingConfig {
@@ -35,5 +39,8 @@ export function readBillingConfig(env: Record<string, string | undefined> = proc
     stripe: readStripeSettings(publicUrl, env),
     topupMaxUsd: parsePlainDecimal(readString('TOPUP_MAX_USD', '10000', env), 'TOPUP_MAX_USD'),
     checkoutTtlMs: readDuration('CHECKOUT_TTL', '24h', env),
+    // Below a second a lease would lapse between two renewals of a busy replica.
+    leaseTtlMs: readDuration('LEASE_TTL', '30s', env, 1000),
+    housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env, 1),
   };
 }

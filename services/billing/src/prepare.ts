@@ -3,6 +3,7 @@ import { createPeerClient } from '@switchboard/runtime/clients';
 import { Pricing } from '@switchboard/runtime/pricing';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { Accounts } from './accounts.js';
+import { BalanceLeases } from './balance-leases.js';
 import type { BillingConfig } from './config.js';
 import { KeyDirectory } from './key-directory.js';
 import { SandboxProvider } from './providers/sandbox.js';
@@ -12,13 +13,21 @@ import type { BillingHandlers } from './server.js';
 import { StripeWebhooks } from './stripe-webhooks.js';
 import { Topups } from './topups.js';
 import { UsageLedger } from './usage.js';
+import { UsageSettlement } from './usage-settlement.js';
 
 /** What the billing handlers are built from: the parts of the service runtime they use. */
-export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'meshTokens'> & { config: Pick<ServiceRuntime['config'], 'dataKeys'> };
+export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'recordEvents' | 'meshTokens'> & {
+  config: Pick<ServiceRuntime['config'], 'dataKeys'>;
+};
 
-/** The domain modules behind the billing handlers, as main.ts (and the in-process test) builds them. */
-export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): BillingHandlers {
-  const { db, log, recordEvent, meshTokens } = runtime;
+/** The handlers, and what settles the usage of the work stream in the background. */
+export interface PreparedBilling extends BillingHandlers {
+  settlement: UsageSettlement;
+}
+
+/** The domain modules behind the billing handlers and consumers, as main.ts (and the in-process tests) builds them. */
+export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): PreparedBilling {
+  const { db, log, recordEvent, recordEvents, meshTokens } = runtime;
   const { dataKeys } = runtime.config;
   const pricing = Pricing.load(config.pricingFile);
   const accounts = new Accounts({ db, pricing, freeCreditUsd: config.freeCreditUsd });
@@ -40,8 +49,10 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   return {
     pricing,
     usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent }),
+    leases: new BalanceLeases({ db, pricing, accounts, leaseTtlMs: config.leaseTtlMs }),
     reports: new Reports({ db, pricing, accounts }),
     topups,
     stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
+    settlement: new UsageSettlement({ pricing, accounts, log, recordEvents }),
   };
 }
