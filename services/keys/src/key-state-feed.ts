@@ -1,5 +1,5 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import type { ListKeyStatesResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import type { KeyStateSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { listKeyStatesAfter } from './store/keys.js';
@@ -13,7 +13,12 @@ import { listKeyStatesAfter } from './store/keys.js';
 export const defaultStatesLimit = 1000;
 export const maxStatesLimit = 5000;
 
-export type KeyStatesPage = MessageInitShape<typeof ListKeyStatesResponseSchema>;
+/** A ListKeyStatesResponse. */
+export interface KeyStatesPage {
+  states: Array<MessageInitShape<typeof KeyStateSchema>>;
+  version: bigint;
+  hasMore: boolean;
+}
 
 export class KeyStateFeed {
   constructor(private readonly deps: { db: Knex }) {}

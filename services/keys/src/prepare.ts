@@ -2,6 +2,7 @@ import { PgNotifier } from '@switchboard/runtime/pg-notifications';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { AlertWebhooks } from './alert-webhooks.js';
 import { KeyAuthorizer } from './authorization.js';
+import { CapLeases } from './cap-leases.js';
 import type { KeysConfig } from './config.js';
 import { KeyStateFeed } from './key-state-feed.js';
 import { KeyStates } from './key-states.js';
@@ -33,5 +34,6 @@ export function prepareKeys(runtime: KeysRuntime, config: KeysConfig): KeysHandl
     authorizer: new KeyAuthorizer({ db, log, states, reservationTtlMs: config.reservationTtlMs }),
     alertWebhooks: new AlertWebhooks({ db, dataKeys }),
     stateFeed: new KeyStateFeed({ db }),
+    capLeases: new CapLeases({ db, leaseTtlMs: config.leaseTtlMs }),
   };
 }

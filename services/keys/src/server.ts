@@ -5,6 +5,7 @@ import { invalidArgument } from '@switchboard/runtime/errors';
 import { changedKeyHeader } from '@switchboard/runtime/server';
 import type { AlertWebhooks } from './alert-webhooks.js';
 import type { KeyAuthorizer } from './authorization.js';
+import type { CapLeases } from './cap-leases.js';
 import type { KeyStateFeed } from './key-state-feed.js';
 import type { Keys } from './keys.js';
 
@@ -20,6 +21,7 @@ export interface KeysHandlers {
   authorizer: KeyAuthorizer;
   alertWebhooks: AlertWebhooks;
   stateFeed: KeyStateFeed;
+  capLeases: CapLeases;
 }
 
 /** Tells the gateway to drop its cached standing of the key (see changedKeyHeader). */
@@ -72,6 +74,20 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
     },
     async listKeyStates(req) {
       return handlers.stateFeed.list(req.afterVersion, req.limit);
+    },
+    async leaseCap(req) {
+      return handlers.capLeases.lease({
+        keyId: req.keyId,
+        leaseId: req.leaseId,
+        holder: req.holder,
+        usedUsd: req.usedUsd,
+        wantUsd: req.wantUsd,
+        minUsd: req.minUsd,
+      });
+    },
+    async releaseCapLease(req) {
+      await handlers.capLeases.release(req.leaseId, req.usedUsd);
+      return {};
     },
     async authenticateKey(req) {
       return authorizer.authenticate(req.fullKey);

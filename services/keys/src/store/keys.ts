@@ -87,6 +87,14 @@ export async function updateKey(trx: Knex.Transaction, keyId: string, changes: K
     .update({ ...changes, updated_at: trx.fn.now() });
 }
 
+/**
+ * Locks a key for a decision against its cap (a reservation, a lease): every such decision of one
+ * key waits for the previous one's commit. Undefined when there is no such key.
+ */
+export async function lockKeyCap(trx: Knex.Transaction, keyId: string): Promise<{ status: 'active' | 'revoked'; cap: string | null } | undefined> {
+  return trx('api_keys').where({ id: keyId }).forUpdate().first('status', trx.raw('monthly_spend_cap_usd::text AS cap'));
+}
+
 /** What revokeKeys selects: one key, every active key of a workspace, or a user's (in one workspace or all). */
 export type RevocationScope = { keyId: string } | { workspaceId: string; createdBy?: string } | { createdBy: string };
 
