@@ -7,7 +7,7 @@ import { startPeriodic } from '@switchboard/runtime/periodic';
 import { runService } from '@switchboard/runtime/service';
 import { consumeWork } from '@switchboard/runtime/work-consumer';
 import { readBillingConfig } from './config.js';
-import { prepareBilling } from './prepare.js';
+import { prepareBilling, usageDurable } from './prepare.js';
 import { registerRoutes } from './server.js';
 
 await runService({
@@ -22,7 +22,7 @@ await runService({
   background: (runtime, { config, leases, settlement }) => [
     // The data planes' usage records (docs/money-path.md#usage), a transaction per batch.
     consumeWork(runtime, {
-      durable: 'billing-usage',
+      durable: usageDurable,
       subject: workSubjects(runtime.config.workSubjectPrefix).usage,
       decode: (msg) => fromBinary(UsageRecordSchema, msg.data),
       handle: (records, trx) => settlement.settle(records, trx),

@@ -1,5 +1,7 @@
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
+import { ConsumerBarrier } from '@switchboard/runtime/consumer-barrier';
+import { workSubjects } from '@switchboard/runtime/nats';
 import { Pricing } from '@switchboard/runtime/pricing';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { Accounts } from './accounts.js';
@@ -17,8 +19,13 @@ import { UsageSettlement } from './usage-settlement.js';
 
 /** What the billing handlers are built from: the parts of the service runtime they use. */
 export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'recordEvents' | 'meshTokens'> & {
-  config: Pick<ServiceRuntime['config'], 'dataKeys'>;
+  config: Pick<ServiceRuntime['config'], 'dataKeys'> & Partial<Pick<ServiceRuntime['config'], 'workStream' | 'workSubjectPrefix'>>;
+  /** With NATS, reads wait for the usage published before them to be settled (ConsumerBarrier). */
+  nats?: ServiceRuntime['nats'];
 };
+
+/** The durable consumer that settles the data planes' usage (main.ts), which reads wait for. */
+export const usageDurable = 'billing-usage';
 
 /** The handlers, and what settles the usage of the work stream in the background. */
 export interface PreparedBilling extends BillingHandlers {
@@ -36,6 +43,12 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   const stripe = config.stripe && new StripeProvider(config.stripe, log);
   const provider = stripe ?? sandbox;
   log.info({ pricing_version: pricing.version, provider: provider.name }, 'billing prices loaded');
+  const { nats, config: common } = runtime;
+  const barrier =
+    nats && common.workStream && common.workSubjectPrefix
+      ? new ConsumerBarrier({ nats, stream: common.workStream, subject: workSubjects(common.workSubjectPrefix).usage, durable: usageDurable, log })
+      : undefined;
+  const usageSettled = barrier && (() => barrier.caughtUp());
   const topups = new Topups({
     db,
     log,
@@ -48,9 +61,9 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   });
   return {
     pricing,
-    usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent }),
+    usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent, usageSettled }),
     leases: new BalanceLeases({ db, pricing, accounts, leaseTtlMs: config.leaseTtlMs }),
-    reports: new Reports({ db, pricing, accounts }),
+    reports: new Reports({ db, pricing, accounts, usageSettled }),
     topups,
     stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
     settlement: new UsageSettlement({ pricing, accounts, log, recordEvents }),

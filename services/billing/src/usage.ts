@@ -48,6 +48,8 @@ export interface UsageLedgerDeps {
   keys: KeyDirectory;
   recordEvent: EventWriter;
   clock?: Clock;
+  /** Resolves once the usage published before the call is settled (a generation just answered is found). */
+  usageSettled?: () => Promise<unknown>;
 }
 
 /** Usage may be reported late (a retried call), never from the future beyond clock skew. */
@@ -138,7 +140,12 @@ export class UsageLedger {
   async generation(generationId: string, workspaceId: string): Promise<MessageInitShape<typeof GenerationSchema>> {
     requiredId(generationId, 'generation_id');
     requiredId(workspaceId, 'workspace_id');
-    const row = await findUsageByGeneration(this.deps.db, generationId);
+    let row = await findUsageByGeneration(this.deps.db, generationId);
+    // Feedback may name a generation answered a moment ago whose usage is still being settled.
+    if (!row && this.deps.usageSettled) {
+      await this.deps.usageSettled();
+      row = await findUsageByGeneration(this.deps.db, generationId);
+    }
     if (!row || row.workspace_id !== workspaceId) throw apiError(Code.NotFound, 'generation_not_found', 'No such generation in this workspace.');
     return {
       generationId: row.generation_id,
