@@ -599,8 +599,13 @@ describe('feedback', () => {
       return a?.thumbsDown === BigInt(served[FAST_A].length) && b?.thumbsUp === BigInt(served[FAST_B].length);
     }, 'the router to see the ratings');
 
-    const next: string[] = [];
-    for (let i = 0; i < 20; i++) next.push(serviceOf(await ws.client.chat.completions.create(ask())).routed_model);
+    // The data plane reads the scores again every ROUTING_REFRESH (docs/money-path.md#replicas): its picks follow.
+    let next: string[] = [];
+    await eventually(async () => {
+      next = [];
+      for (let i = 0; i < 20; i++) next.push(serviceOf(await ws.client.chat.completions.create(ask())).routed_model);
+      return next.filter((model) => model === FAST_B).length >= 15;
+    }, 'the data plane to route by the ratings');
     expect(next.filter((model) => model === FAST_B).length, next.join(', ')).toBeGreaterThanOrEqual(15);
   });
 });
