@@ -5,7 +5,7 @@ import {
   UsageRecordedSchema,
   UserDeactivatedSchema,
 } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { consumeEvents, onEvent } from '@switchboard/runtime/consumer';
+import { consumeEvents, onEvent, onEventBatch } from '@switchboard/runtime/consumer';
 import type { BackgroundTask, ServiceRuntime } from '@switchboard/runtime/service';
 import type { Revocations } from './revocations.js';
 import type { Spend } from './spend.js';
@@ -16,10 +16,10 @@ import type { Spend } from './spend.js';
  */
 export function startEventConsumers(runtime: ServiceRuntime, handlers: { spend: Spend; revocations: Revocations }): BackgroundTask[] {
   const { spend, revocations } = handlers;
-  // Usage is the busy subject: its effects commute (atomic additions, alerts and balances decided
-  // by keys and timestamps), so several events are applied at once.
+  // Usage is the busy subject: a backlog is applied a batch per transaction, one spend update per
+  // key and month, however many usages it holds.
   return consumeEvents(runtime, [
-    onEvent(UsageRecordedSchema, (event, trx) => spend.usageRecorded(trx, event), { concurrency: 4 }),
+    onEventBatch(UsageRecordedSchema, (events, trx) => spend.usageRecorded(trx, events)),
     onEvent(TopupCompletedSchema, (event, trx) => spend.topupCompleted(trx, event)),
     onEvent(UserDeactivatedSchema, (event, trx) => revocations.userDeactivated(trx, event)),
     onEvent(OrganizationMemberRemovedSchema, (event, trx) => revocations.memberRemoved(trx, event)),
