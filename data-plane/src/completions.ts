@@ -1,10 +1,9 @@
-import type { MessageInitShape } from '@bufbuild/protobuf';
-import { type Client, Code, ConnectError } from '@connectrpc/connect';
-import type { RecordUsageRequestSchema, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
-import type { ExchangeService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
-import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { create, toBinary } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { ExchangeRecordSchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { ApiError } from '@switchboard/runtime/api-error';
-import { keyRefusalError } from '@switchboard/runtime/error-catalogue';
+import { catalogued, errorCatalogue, keyRefusalError } from '@switchboard/runtime/error-catalogue';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import {
@@ -15,16 +14,27 @@ import {
   type RoutingPolicy,
   type ServiceTier,
 } from '@switchboard/runtime/model-catalog';
+import { formatMoney, Money } from '@switchboard/runtime/money';
+import type { Pricing } from '@switchboard/runtime/pricing';
+import type { BudgetLeases, Reservation } from './budget-leases.js';
 import { type ChatRequest, lastUserMessage, promptTokenBound } from './chat-request.js';
+import type { ConversationDirectory } from './conversation-directory.js';
+import type { KeyReplica } from './key-replica.js';
+import type { BalanceFacts, CapFacts } from './lease-owners.js';
 import { type Prices, upstreamCost } from './prices.js';
+import type { RoutingReplica } from './routing-replica.js';
 import { callUpstream, readEvents, UpstreamRejected, UpstreamUnavailable } from './upstream.js';
+import type { WorkPublisher } from './work-publisher.js';
 
 /**
- * One chat completion through the platform (docs/api/front-door.md#a-request-step-by-step): the key is authorized with an estimate
- * reserved against its cap, a service tier is routed by feedback within the key's policy, the
- * upstream is called (once more on another candidate of the tier if it fails before its first
- * byte), the usage is recorded with the reservation, and the exchange is stored in a
- * conversation on request. Nothing goes upstream for a refused key, a conversation the key's
+ * One chat completion through the platform (docs/api/front-door.md#a-request-step-by-step,
+ * docs/money-path.md): the key is looked up in the key replica, the request's upper-bound
+ * estimate is reserved against the key's cap lease and the workspace's balance lease, a service
+ * tier is routed on the replicated feedback scores within the key's policy, the upstream is
+ * called (once more on another candidate of the tier if it fails before its first byte), the
+ * usage is priced here and published to JetStream before the answer's last byte, and the
+ * exchange follows it when a conversation was named. Steady state: no call and no SQL.
+ * Nothing goes upstream for a refused key, an unaffordable request, a conversation the key's
  * workspace cannot see, or a model it may not use.
  */
 
@@ -32,13 +42,19 @@ export interface CompletionsDeps {
   log: Logger;
   catalog: ModelCatalog;
   prices: Prices;
-  keys: Client<typeof KeyService>;
-  routing: Client<typeof RoutingService>;
-  usage: Client<typeof UsageService>;
-  exchanges: Client<typeof ExchangeService>;
+  pricing: Pricing;
+  keys: KeyReplica;
+  caps: BudgetLeases<CapFacts>;
+  balances: BudgetLeases<BalanceFacts>;
+  routing: RoutingReplica;
+  conversations: ConversationDirectory;
+  publisher: WorkPublisher;
+  subjects: { usage: string; exchanges: string };
   settings: {
     headersTimeoutMs: number;
     idleTimeoutMs: number;
+    /** STREAM_MAX_DURATION: a stream is cut (and billed for what it produced) after this long. */
+    streamMaxDurationMs: number;
     /** The output assumed for the estimate when the request sets no max_tokens. */
     defaultMaxTokens: number;
     /** The upstreams' API keys by variable name (the catalog's `api_key_env`). */
@@ -66,24 +82,25 @@ interface Authorized {
   keyId: string;
   workspaceId: string;
   policy: RoutingPolicy;
-  reservationId?: string;
+  capUsd: string | null;
+}
+
+interface Tokens {
+  input: number;
+  output: number;
 }
 
 const serviceTierOf = (model: string): ServiceTier | undefined => (model === 'service/fast' ? 'fast' : model === 'service/balanced' ? 'balanced' : undefined);
-const internalTimeoutMs = 5000;
-
-/** When billing cannot take a usage record, it is tried again after these delays (idempotent by generation id). */
-const recordRetryDelaysMs = [1000, 2000, 5000, 10_000, 30_000];
 
 export class Completions {
-  /** Requests and usage records in progress, for a shutdown that loses no usage. */
+  /** Requests in progress, for a shutdown that loses no usage. */
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Aborted at shutdown: streams stop and are billed for what was produced. */
   private readonly stopping = new AbortController();
 
   constructor(private readonly deps: CompletionsDeps) {}
 
-  /** SIGTERM: ends the streams (billing what they produced) and waits for every usage record. */
+  /** SIGTERM: ends the streams (billing what they produced) and waits for every request. */
   async drain(): Promise<void> {
     this.stopping.abort();
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
@@ -103,7 +120,7 @@ export class Completions {
   }
 
   private async run(fullKey: string, request: ChatRequest, conversationId: string | undefined, reply: Reply): Promise<void> {
-    const { catalog } = this.deps;
+    const { catalog, pricing } = this.deps;
     const tier = serviceTierOf(request.model);
     const passthrough = tier ? undefined : catalog.models.filter((model) => model.id === request.model);
     if (passthrough && passthrough.length === 0) {
@@ -117,72 +134,118 @@ export class Completions {
         },
       );
     }
-    const tokens = { input: promptTokenBound(request), output: (request.maxTokens ?? this.deps.settings.defaultMaxTokens) * request.choices };
-    const estimate = await this.deps.prices.estimate(tier ? { tier } : { models: passthrough! }, tokens);
+    const key = await this.authorize(fullKey);
+    const bound: Tokens = { input: promptTokenBound(request), output: (request.maxTokens ?? this.deps.settings.defaultMaxTokens) * request.choices };
+    const estimate = new Money(await this.deps.prices.estimate(tier ? { tier } : { models: passthrough! }, bound));
     // The estimate's output bound holds upstream too: without a limit an answer could outgrow it.
     if (request.maxTokens === undefined) request.body.max_tokens = this.deps.settings.defaultMaxTokens;
-    const key = await this.authorize(fullKey, estimate);
-    const generationId = newId('gen');
-    let response: Response;
-    let target: Target;
-    try {
-      if (conversationId !== undefined) await this.append(key.workspaceId, conversationId, []);
-      const first = await this.firstTarget(tier, passthrough, key.policy, request.model);
-      // A non-streamed answer is produced (and billed) even if the client leaves; a stream stops with the client.
-      const signal = request.stream ? AbortSignal.any([reply.signal, this.stopping.signal]) : this.stopping.signal;
-      ({ response, target } = await this.callWithFailover(first, tier, key.policy, request, signal));
-    } catch (err) {
-      // Nothing was produced: the reservation stops holding cap room now, not after its TTL.
-      await this.release(key.reservationId);
-      throw err;
-    }
-    const headers = { 'x-service-generation-id': generationId };
-    const record = (usage: { input: number; output: number }) =>
-      this.recordUsage({
-        generationId,
-        keyId: key.keyId,
-        workspaceId: key.workspaceId,
-        model: request.model,
-        routedModel: tier ? target.model.id : undefined,
-        inputTokens: BigInt(usage.input),
-        outputTokens: BigInt(usage.output),
-        upstreamCostUsd: upstreamCost(target.model, usage),
-        reservationId: key.reservationId,
-      });
-    // cost_usd is null when billing could not take the record yet (it is retried in the background).
-    const service = (recorded: { costUsd: string; tier: string } | undefined) => ({
-      generation_id: generationId,
-      tier: recorded?.tier ?? tier ?? 'passthrough',
-      routed_model: target.model.id,
-      region: target.model.region,
-      cost_usd: recorded?.costUsd ?? null,
-    });
 
+    const places = this.deps.publisher.hold(conversationId === undefined ? 1 : 2);
+    if (!places) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'usage queue' }, {}, 'front-door');
+    let cap: Reservation<CapFacts> | undefined;
+    let balance: Reservation<BalanceFacts> | undefined;
+    let produced = false;
+    try {
+      cap = await this.reserveCap(key, estimate);
+      balance = await this.reserveBalance(key, estimate);
+      if (conversationId !== undefined) await this.deps.conversations.check(key.workspaceId, conversationId);
+      const first = this.firstTarget(tier, passthrough, key.policy, request.model);
+      const generationId = newId('gen');
+      // A non-streamed answer is produced (and billed) even if the client leaves; a stream stops with the client.
+      const limit = AbortSignal.timeout(this.deps.settings.streamMaxDurationMs);
+      const signal = request.stream ? AbortSignal.any([reply.signal, this.stopping.signal, limit]) : this.stopping.signal;
+      const { response, target } = await this.callWithFailover(first, tier, key.policy, request, signal);
+      produced = true;
+      const planId = balance.facts.planId;
+      const bill = async (tokens: Tokens, answer: string | undefined) => {
+        const upstreamCostUsd = upstreamCost(target.model, tokens);
+        const billedTier = pricing.tierOf(request.model, false);
+        const cost = pricing.cost({ tier: billedTier, inputTokens: BigInt(tokens.input), outputTokens: BigInt(tokens.output), upstreamCostUsd }, planId);
+        const costUsd = formatMoney(cost);
+        const occurredAt = timestampFromDate(new Date());
+        const record = create(UsageRecordSchema, {
+          generationId,
+          keyId: key.keyId,
+          workspaceId: key.workspaceId,
+          model: request.model,
+          routedModel: tier ? target.model.id : undefined,
+          inputTokens: BigInt(tokens.input),
+          outputTokens: BigInt(tokens.output),
+          upstreamCostUsd,
+          occurredAt,
+          costUsd,
+          tier: billedTier,
+          planId,
+          pricingVersion: pricing.version,
+          capLeaseId: cap?.leaseId || undefined,
+          balanceLeaseId: balance?.leaseId || undefined,
+        });
+        await this.deps.publisher.publish(this.deps.subjects.usage, toBinary(UsageRecordSchema, record), generationId);
+        cap?.settle(cost);
+        balance?.settle(cost);
+        if (conversationId !== undefined && answer !== undefined) await this.storeExchange(generationId, key.workspaceId, conversationId, request, answer);
+        return {
+          generation_id: generationId,
+          tier: billedTier,
+          routed_model: target.model.id,
+          region: target.model.region,
+          cost_usd: costUsd,
+        };
+      };
+      await this.answer(request, reply, response, target, generationId, bound, bill);
+    } finally {
+      // Nothing was produced (refused, or the upstream failed): the reservations end at no cost.
+      if (!produced) {
+        cap?.settle(new Money(0));
+        balance?.settle(new Money(0));
+      }
+      places.release();
+    }
+  }
+
+  /** The upstream's answer to the client, billed before its last byte leaves. */
+  private async answer(
+    request: ChatRequest,
+    reply: Reply,
+    response: Response,
+    target: Target,
+    generationId: string,
+    bound: Tokens,
+    bill: (tokens: Tokens, answer: string | undefined) => Promise<Record<string, unknown>>,
+  ): Promise<void> {
+    const headers = { 'x-service-generation-id': generationId };
     if (!request.stream) {
-      const body = (await response.json().catch(async (err: unknown) => {
-        await this.release(key.reservationId);
-        throw upstreamError(new UpstreamUnavailable(`the upstream's answer could not be read (${(err as Error).message})`));
-      })) as {
+      let body: {
         usage?: { prompt_tokens?: number; completion_tokens?: number };
         choices?: Array<{ message?: { content?: unknown } }>;
       };
-      const usage = { input: count(body.usage?.prompt_tokens), output: count(body.usage?.completion_tokens) };
-      const recorded = await record(usage);
+      try {
+        body = (await response.json()) as typeof body;
+      } catch (err) {
+        // Unreadable: nothing the client can use was produced, and nothing is billed.
+        throw upstreamError(new UpstreamUnavailable(`the upstream's answer could not be read (${(err as Error).message})`));
+      }
+      // Without the upstream's count the answer is billed at the estimate's bounds.
+      const usage = body.usage ? { input: count(body.usage.prompt_tokens), output: count(body.usage.completion_tokens) } : bound;
       const answer = typeof body.choices?.[0]?.message?.content === 'string' ? body.choices[0].message.content : '';
-      if (conversationId !== undefined) await this.storeExchange(key.workspaceId, conversationId, request, answer);
-      reply.json(200, headers, { ...body, service: service(recorded) });
+      const service = await bill(usage, answer);
+      reply.json(200, headers, { ...body, service });
       return;
     }
 
     reply.startStream(headers);
-    let usage: { input: number; output: number } | undefined;
+    let usage: Tokens | undefined;
     let answer = '';
     let deltas = 0;
+    let completed = false;
     let last: { id?: string; created?: number; model?: string } = {};
     let failure: unknown;
     try {
-      for await (const event of readEvents(response.body!, this.deps.settings.idleTimeoutMs, AbortSignal.any([reply.signal, this.stopping.signal]))) {
-        if (event.data === '[DONE]') break;
+      for await (const event of readEvents(response.body!, this.deps.settings.idleTimeoutMs, reply.signal)) {
+        if (event.data === '[DONE]') {
+          completed = true;
+          break;
+        }
         await reply.write(event.raw);
         try {
           const chunk = JSON.parse(event.data) as {
@@ -206,12 +269,13 @@ export class Completions {
     } catch (err) {
       failure = err;
     }
-    // A client that went away, or a stream cut short, is billed for what was produced: the
-    // upstream's usage when it came, else the prompt and one token per delta.
-    // Without the upstream's count the prompt is billed at the usual 4 bytes a token (the
-    // reservation's bound of a token a byte would overcharge it).
-    const billed = usage ?? { input: Math.ceil(request.bodyBytes / 4), output: deltas };
-    const recorded = await record(billed);
+    // What is billed: the upstream's usage when it came; a stream that ended without it, at the
+    // estimate's bounds (docs/money-path.md#what-is-billed); a stream cut short (the client left,
+    // it ran too long, the upstream failed), the prompt at the usual 4 bytes a token and a token
+    // per delta.
+    const billed = usage ?? (completed ? bound : { input: Math.ceil(request.bodyBytes / 4), output: deltas });
+    const cut = reply.signal.aborted || failure !== undefined;
+    const service = await bill(billed, cut ? undefined : answer);
     if (reply.signal.aborted) {
       this.deps.log.info({ generation_id: generationId, output_tokens: billed.output }, 'the client went away mid-stream; billed what was produced');
       return;
@@ -224,71 +288,52 @@ export class Completions {
       reply.end();
       return;
     }
-    if (conversationId !== undefined) await this.storeExchange(key.workspaceId, conversationId, request, answer);
     const final = {
       id: last.id ?? generationId,
       object: 'chat.completion.chunk',
       created: last.created ?? Math.floor(Date.now() / 1000),
       model: last.model ?? target.model.id,
       choices: [],
-      service: service(recorded),
+      service,
     };
     await reply.write(`data: ${JSON.stringify(final)}\n\ndata: [DONE]\n\n`);
     reply.end();
   }
 
-  /**
-   * RecordUsage. When billing cannot take it now, the answer goes out without its cost and the
-   * record is tried again in the background (idempotent by generation id), so a generation that
-   * was produced is never left unbilled by a short billing outage.
-   */
-  private async recordUsage(input: MessageInitShape<typeof RecordUsageRequestSchema>): Promise<{ costUsd: string; tier: string } | undefined> {
-    try {
-      return await this.deps.usage.recordUsage(input, { timeoutMs: internalTimeoutMs });
-    } catch (err) {
-      this.deps.log.warn({ err: (err as Error).message, generation_id: input.generationId }, 'could not record usage; retrying in the background');
-      void this.track(this.retryRecord(input));
-      return undefined;
-    }
+  /** The key as the replica holds it; a refused key is its error of the catalogue (docs/api/keys.md). */
+  async authorize(fullKey: string): Promise<Authorized> {
+    if (!this.deps.keys.fresh) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'keys service' }, {}, 'front-door');
+    const key = await this.deps.keys.lookup(fullKey);
+    if (!key) throw keyRefusalError({ reason: 'unknown' }, 'front-door')!;
+    if (key.status === 'revoked') throw keyRefusalError({ reason: 'revoked' }, 'front-door')!;
+    return { keyId: key.keyId, workspaceId: key.workspaceId, policy: key.routingPolicy, capUsd: key.capUsd };
   }
 
-  private async retryRecord(input: MessageInitShape<typeof RecordUsageRequestSchema>): Promise<void> {
-    for (const delayMs of recordRetryDelaysMs) {
-      await new Promise((resolve) => setTimeout(resolve, this.stopping.signal.aborted ? Math.min(delayMs, 1000) : delayMs));
-      try {
-        await this.deps.usage.recordUsage(input, { timeoutMs: internalTimeoutMs });
-        return;
-      } catch (err) {
-        this.deps.log.warn({ err: (err as Error).message, generation_id: input.generationId }, 'usage record retry failed');
-      }
-    }
-    this.deps.log.error(
-      { generation_id: input.generationId, key_id: input.keyId, workspace_id: input.workspaceId },
-      'usage could not be recorded: billing kept refusing it',
+  /** The estimate held against the key's cap lease; a key without a cap needs none. */
+  private async reserveCap(key: Authorized, estimate: Money): Promise<Reservation<CapFacts> | undefined> {
+    if (key.capUsd === null) return undefined;
+    const reserved = await this.deps.caps.reserve(key.keyId, estimate).catch(ownerUnavailable);
+    if (reserved.ok) return reserved;
+    if (reserved.refusal) throw keyRefusalError({ reason: reserved.refusal }, 'front-door')!;
+    throw keyRefusalError({ reason: 'spend_cap_exceeded', ...reserved.facts }, 'front-door')!;
+  }
+
+  /** The estimate held against the workspace's balance lease: a request must be affordable at its estimate. */
+  private async reserveBalance(key: Authorized, estimate: Money): Promise<Reservation<BalanceFacts>> {
+    const reserved = await this.deps.balances.reserve(key.workspaceId, estimate).catch(ownerUnavailable);
+    if (reserved.ok) return reserved;
+    throw catalogued(
+      errorCatalogue.insufficientBalance,
+      {
+        metadata: { balance_usd: formatMoney(reserved.facts.balanceUsd || '0'), required_usd: formatMoney(estimate) },
+      },
+      'front-door',
     );
   }
 
-  /** AuthorizeKey; a refused key is its error of the catalogue (docs/api/keys.md, docs/api/billing.md). */
-  async authorize(fullKey: string, estimatedCostUsd?: string): Promise<Authorized> {
-    const answer = await this.deps.keys.authorizeKey({ fullKey, estimatedCostUsd }, { timeoutMs: internalTimeoutMs });
-    const refusal = keyRefusalError(answer, 'front-door');
-    if (refusal) throw refusal;
-    return {
-      keyId: answer.keyId,
-      workspaceId: answer.workspaceId,
-      policy: (answer.routingPolicy || 'any') as RoutingPolicy,
-      reservationId: answer.reservationId,
-    };
-  }
-
-  /** The model to call first: RouteModel's pick for a service tier, else the catalog model the key's policy allows. */
-  private async firstTarget(tier: ServiceTier | undefined, passthrough: CatalogModel[] | undefined, policy: RoutingPolicy, requested: string): Promise<Target> {
-    if (tier) {
-      const routed = await this.deps.routing.routeModel({ tier, routingPolicy: policy }, { timeoutMs: internalTimeoutMs }).catch((err: unknown) => {
-        throw policyError(err) ?? err;
-      });
-      return this.target(this.deps.catalog.models.find((model) => model.id === routed.model && model.region === routed.region));
-    }
+  /** The model to call first: the routing replica's pick for a service tier, else the catalog model the key's policy allows. */
+  private firstTarget(tier: ServiceTier | undefined, passthrough: CatalogModel[] | undefined, policy: RoutingPolicy, requested: string): Target {
+    if (tier) return this.deps.routing.pick(tier, policy);
     const allowed = passthrough?.find((model) => policyAllows(policy, model.region));
     if (!allowed) {
       throw new ApiError(403, 'routing_policy_violation', `The model ${requested} is served only in a region this key's ${policy} routing policy excludes.`, {
@@ -296,19 +341,6 @@ export class Completions {
       });
     }
     return this.target(allowed);
-  }
-
-  /**
-   * Before the refusal is answered, so the client's next request finds the room free. Best
-   * effort: a reservation that is not released expires after RESERVATION_TTL anyway.
-   */
-  private async release(reservationId: string | undefined): Promise<void> {
-    if (!reservationId) return;
-    await this.deps.keys
-      .releaseReservation({ reservationId }, { timeoutMs: internalTimeoutMs })
-      .catch((err: unknown) =>
-        this.deps.log.warn({ err: (err as Error).message, reservation_id: reservationId }, 'could not release a reservation; it expires on its own'),
-      );
   }
 
   private target(model: CatalogModel | undefined): Target {
@@ -343,21 +375,18 @@ export class Completions {
     }
   }
 
-  private async append(workspaceId: string, conversationId: string, messages: Array<{ role: string; content: string }>): Promise<void> {
-    await this.deps.exchanges.appendExchange({ workspaceId, conversationId, messages }, { timeoutMs: internalTimeoutMs });
-  }
-
-  /** The request's last user message and the answer, in the conversation asked for. */
-  private async storeExchange(workspaceId: string, conversationId: string, request: ChatRequest, answer: string): Promise<void> {
+  /** The request's last user message and the answer, published for the conversation asked for (appended once, after the answer). */
+  private async storeExchange(generationId: string, workspaceId: string, conversationId: string, request: ChatRequest, answer: string): Promise<void> {
     // Postgres text cannot hold NUL: it is stored as U+FFFD rather than losing the exchange.
     const storable = (text: string) => text.replaceAll('\u0000', '\ufffd');
     const messages = [];
     const question = lastUserMessage(request);
     if (question) messages.push({ role: 'user', content: storable(question) });
     if (answer) messages.push({ role: 'assistant', content: storable(answer) });
-    await this.append(workspaceId, conversationId, messages).catch((err: unknown) =>
-      this.deps.log.error({ err: (err as Error).message, conversation_id: conversationId }, 'could not store the exchange in its conversation'),
-    );
+    if (messages.length === 0) return;
+    const record = create(ExchangeRecordSchema, { generationId, workspaceId, conversationId, messages, occurredAt: timestampFromDate(new Date()) });
+    // Its own message id: the usage record of the generation is in the same stream under the generation id.
+    await this.deps.publisher.publish(this.deps.subjects.exchanges, toBinary(ExchangeRecordSchema, record), `${generationId}.exchange`);
   }
 }
 
@@ -369,9 +398,8 @@ function upstreamError(err: UpstreamUnavailable): ApiError {
   return new ApiError(502, 'upstream_error', `The model provider failed: ${err.message}.`);
 }
 
-/** RouteModel's refusal when no candidate of the tier is allowed by the policy. */
-function policyError(err: unknown): ApiError | undefined {
-  const connect = ConnectError.from(err);
-  if (connect.code !== Code.FailedPrecondition) return undefined;
-  return new ApiError(403, 'routing_policy_violation', connect.rawMessage, { field: 'model' });
+/** A lease owner that cannot answer while this replica has no room left: 503, the request is not made. */
+function ownerUnavailable(err: unknown): never {
+  if (err instanceof ApiError) throw err;
+  throw catalogued(errorCatalogue.serviceUnavailable, {}, {}, 'front-door');
 }

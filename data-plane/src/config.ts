@@ -1,6 +1,16 @@
 import { servicePorts } from '@switchboard/contracts/components';
-import { readDuration, readInt, readMeshSecret, readPreviousMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
+import {
+  type CommonConfig,
+  readDuration,
+  readEventsConfig,
+  readInt,
+  readMeshSecret,
+  readPreviousMeshSecret,
+  readString,
+  serviceUrl,
+} from '@switchboard/runtime/config';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { defaultPricingPath } from '@switchboard/runtime/pricing';
 
 type Env = Record<string, string | undefined>;
 
@@ -27,6 +37,20 @@ export interface DataPlaneConfig {
   routingRefreshMs: number;
   /** The variables the catalog's regions name (`api_key_env`), with their values. */
   upstreamApiKeys: Record<string, string | undefined>;
+  /** NATS, the event subjects (key changes) and the work stream usage goes to. */
+  events: Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream'>;
+  /** KEY_STATES_REFRESH: how often the key replica asks for changes (the revocation bound's backstop). */
+  keyStatesRefreshMs: number;
+  /** KEY_STATES_MAX_STALE: after this long without reaching the keys service, requests are refused with 503. */
+  keyStatesMaxStaleMs: number;
+  /** STREAM_MAX_DURATION: a stream is cut after this long. */
+  streamMaxDurationMs: number;
+  /** WORK_QUEUE_MAX: usage records (and exchanges) that may wait here while JetStream refuses them. */
+  workQueueMax: number;
+  /** INTERNAL_TIMEOUT: the deadline of each call to a peer (leases, key states, routing). */
+  internalTimeoutMs: number;
+  /** SWITCHBOARD_PRICING_FILE: the prices billing debits with (default: runtime/pricing.json). */
+  pricingFile: string;
 }
 
 export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.env): DataPlaneConfig {
@@ -48,5 +72,12 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     // Every data plane reads each tier's scores this often: more often would only load conversations.
     routingRefreshMs: readDuration('ROUTING_REFRESH', '1s', env, 100),
     upstreamApiKeys: Object.fromEntries(apiKeyVariables.map((name) => [name, env[name]])),
+    events: readEventsConfig(env),
+    keyStatesRefreshMs: readDuration('KEY_STATES_REFRESH', '250ms', env, 10),
+    keyStatesMaxStaleMs: readDuration('KEY_STATES_MAX_STALE', '30s', env, 1000),
+    streamMaxDurationMs: readDuration('STREAM_MAX_DURATION', '10m', env, 1000),
+    workQueueMax: readInt('WORK_QUEUE_MAX', 10_000, env, 1),
+    internalTimeoutMs: readDuration('INTERNAL_TIMEOUT', '5s', env, 100),
+    pricingFile: readString('SWITCHBOARD_PRICING_FILE', defaultPricingPath, env),
   };
 }

@@ -1,22 +1,35 @@
 import http from 'node:http';
+import { hostname } from 'node:os';
+import { jetstream } from '@nats-io/jetstream';
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { ExchangeService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
+import { newId } from '@switchboard/runtime/ids';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { connectNats, ensureWorkStream, workSubjects } from '@switchboard/runtime/nats';
+import { Pricing } from '@switchboard/runtime/pricing';
 import { closeHttpServer, stopGracefully } from '@switchboard/runtime/shutdown';
+import { BudgetLeases } from './budget-leases.js';
 import { Completions } from './completions.js';
 import { readDataPlaneConfig } from './config.js';
+import { ConversationDirectory } from './conversation-directory.js';
+import { KeyReplica } from './key-replica.js';
+import { balanceOwner, capOwner } from './lease-owners.js';
 import { Prices } from './prices.js';
+import { RoutingReplica } from './routing-replica.js';
 import { createHandler } from './server.js';
+import { WorkPublisher } from './work-publisher.js';
 
 /**
- * The reference data plane (docs/api/front-door.md): stateless, everything it knows comes over the mesh and
- * from the model catalog. `PORT` (default 8081); the gateway forwards `/v1/chat/completions` and
- * `/v1/models` to it (`DATA_PLANE_URL`).
+ * The reference data plane (docs/api/front-door.md, docs/money-path.md): it answers from
+ * replicas in memory (key states, routing scores, prices) and leases on caps and balances, and
+ * puts usage on JetStream; its peers are called in the background, never per request. `PORT`
+ * (default 8081); the gateway forwards `/v1/chat/completions` and `/v1/models` to it
+ * (`DATA_PLANE_URL`).
  */
 const log = createLogger('data-plane');
 
@@ -27,24 +40,54 @@ try {
   const claims = { caller: 'data-plane' };
   const peer = <T extends Parameters<typeof createPeerClient>[0]>(service: T, name: 'keys' | 'billing' | 'conversations') =>
     createPeerClient(service, { name, url: config.urls[name] }, meshTokens, claims);
-  const usage = peer(UsageService, 'billing');
+  const keysClient = peer(KeyService, 'keys');
+  const billingClient = peer(UsageService, 'billing');
+  const holder = `${hostname()}/${process.pid}/${newId('dp')}`;
+  const metrics = new Metrics('data-plane');
+
+  const nc = await connectNats(config.events.natsUrl, 'data-plane', log);
+  await ensureWorkStream(nc, config.events.workStream, config.events.workSubjectPrefix);
+  const caps = new BudgetLeases({ name: 'cap', log, owner: capOwner(keysClient, holder, config.internalTimeoutMs) });
+  const balances = new BudgetLeases({ name: 'balance', log, owner: balanceOwner(billingClient, holder, config.internalTimeoutMs) });
+  const keys = new KeyReplica({
+    log,
+    keys: keysClient,
+    refreshMs: config.keyStatesRefreshMs,
+    maxStaleMs: config.keyStatesMaxStaleMs,
+    onChange: (before, after) => {
+      if (before.capUsd !== after.capUsd) caps.forget(after.keyId);
+    },
+  });
+  await keys.start();
+  // A change of a key's standing is seen at once rather than at the next poll (the poll is the backstop).
+  const keyEvents = nc.subscribe(`${config.events.eventsSubjectPrefix}.key.>`, { callback: () => keys.nudge() });
+  const routing = new RoutingReplica({ log, catalog, routing: peer(RoutingService, 'conversations'), refreshMs: config.routingRefreshMs });
+  routing.start();
+  caps.start();
+  balances.start();
+  const publisher = new WorkPublisher({ log, js: jetstream(nc), maxQueued: config.workQueueMax, metrics });
+  const pricing = Pricing.load(config.pricingFile);
   const completions = new Completions({
     log,
     catalog,
-    prices: new Prices(usage),
-    keys: peer(KeyService, 'keys'),
-    routing: peer(RoutingService, 'conversations'),
-    usage,
-    exchanges: peer(ExchangeService, 'conversations'),
+    prices: new Prices(pricing),
+    pricing,
+    keys,
+    caps,
+    balances,
+    routing,
+    conversations: new ConversationDirectory({ exchanges: peer(ExchangeService, 'conversations'), timeoutMs: config.internalTimeoutMs }),
+    publisher,
+    subjects: workSubjects(config.events.workSubjectPrefix),
     settings: {
       headersTimeoutMs: config.headersTimeoutMs,
       idleTimeoutMs: config.idleTimeoutMs,
+      streamMaxDurationMs: config.streamMaxDurationMs,
       defaultMaxTokens: config.defaultMaxTokens,
       upstreamApiKeys: config.upstreamApiKeys,
     },
   });
   const { port, host, metricsPort } = config;
-  const metrics = new Metrics('data-plane');
   const lifecycle = { ready: true, draining: false };
   const server = http.createServer(
     { keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 30_000 },
@@ -54,7 +97,7 @@ try {
     server.once('error', reject);
     server.listen(port, host, resolve);
   });
-  log.info({ port, models: catalog.models.length }, 'data plane listening');
+  log.info({ port, models: catalog.models.length, keys: keys.size }, 'data plane listening');
   const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host, log }) : undefined;
   stopGracefully(log, {
     unready: () => {
@@ -64,11 +107,14 @@ try {
       lifecycle.draining = true;
       await closeHttpServer(server, drainTimeoutMs);
       // Streams still running past the drain timeout were cut: they are billed for what they
-      // produced, and every usage record still being retried is waited for (bounded by the
-      // shutdown's overall budget).
+      // produced before their requests end; then what JetStream has not taken yet is retried.
       await completions.drain();
+      await publisher.drain(drainTimeoutMs);
     },
     async release() {
+      keyEvents.unsubscribe();
+      await Promise.allSettled([caps.stop(), balances.stop(), keys.stop(), routing.stop()]);
+      await nc.drain().catch(() => undefined);
       await metricsServer?.close();
     },
   });

@@ -1,28 +1,17 @@
 import { type DescMessage, fromJson, type JsonObject, type JsonValue, type MessageShape, toJson } from '@bufbuild/protobuf';
 import { TimestampSchema } from '@bufbuild/protobuf/wkt';
-import {
-  AckPolicy,
-  type ConsumerConfig,
-  type ConsumerMessages,
-  DeliverPolicy,
-  JetStreamApiCodes,
-  JetStreamApiError,
-  type JetStreamManager,
-  type JsMsg,
-  jetstream,
-  jetstreamManager,
-} from '@nats-io/jetstream';
+import type { JsMsg } from '@nats-io/jetstream';
 import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from './db.js';
+import { type DurableConsumer, type DurableSettings, runDurableConsumer } from './durable-consumer.js';
 import { eventDataFromJson, eventTypeOf } from './event-data.js';
 
 export type { JsMsg } from '@nats-io/jetstream';
 
-import { errorMessage, type Logger } from './log.js';
+import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import type { NatsConnection } from './nats.js';
-import { sleepUnless, withTimeout } from './timing.js';
-import { inSpan, type SpanStart } from './trace-context.js';
+import type { SpanStart } from './trace-context.js';
 
 /**
  * The event envelope as consumers see it: the proto3 JSON form with proto field names, every
@@ -80,31 +69,12 @@ function expectType(schema: DescMessage, envelope: EventEnvelopeJson): void {
   if (envelope.type !== type) throw new Error(`a ${envelope.type} event where ${type} was expected`);
 }
 
-/** How a durable consumer runs, whatever it hands its handler. */
-interface ConsumerSettings {
-  db: Knex;
-  nats: Promise<NatsConnection> | NatsConnection;
-  stream: string;
-  log: Logger;
-  /** How long NATS waits for an ack before redelivering (default 30 s; kept alive while handling). */
-  ackWaitMs?: number;
-  /** Cap of the redelivery delay after a failed handler (default 30 s). */
-  maxRetryDelayMs?: number;
-  /**
-   * Events handled at once (default 1: in stream order). More only for handlers whose effects
-   * commute (atomic increments, inserts decided by a unique key): each event still has its own
-   * transaction, and concurrent commits share the disk flush.
-   */
-  concurrency?: number;
-  /** Where the consumer's lag is reported (`event_consumer_lag_messages`). */
-  metrics?: Metrics;
-}
-
 /** What the consumer itself reads of an event (for deduplication, logs and traces). */
 type EnvelopeIds = Pick<EventEnvelopeJson, 'event_id' | 'type' | 'request_id'>;
 
 /** What a consumer does with the events of its subjects, once parsed into `E`. */
-interface ConsumerRun<E extends EnvelopeIds> extends ConsumerSettings {
+interface ConsumerRun<E extends EnvelopeIds> extends DurableSettings {
+  db: Knex;
   /** Durable consumer name; also the `consumer` column of `processed_events`. */
   durable: string;
   filterSubjects: string[];
@@ -115,17 +85,30 @@ interface ConsumerRun<E extends EnvelopeIds> extends ConsumerSettings {
    * (e.g. a service's own events, handled in the transaction of their outbox row).
    */
   skip?: (event: E) => boolean;
-  /** Runs once per event id, inside the transaction that records the event as processed. */
-  handle: (event: E, trx: Knex.Transaction) => Promise<void>;
+  /** Events handled in one transaction (default 1); see onEventBatch. */
+  maxBatch?: number;
+  /**
+   * Transactions at once (default 1: in stream order). More only for handlers whose effects
+   * commute (atomic increments, inserts decided by a unique key): concurrent commits share the
+   * disk flush.
+   */
+  concurrency?: number;
+  /**
+   * Runs once per event id, inside the transaction that records the events as processed: given
+   * only the events of the batch not processed before, each once.
+   */
+  handle: (events: E[], trx: Knex.Transaction) => Promise<void>;
 }
 
 /** An envelope-level consumer, of any subjects (the typed one is consumeEvents). */
-export interface ConsumerOptions extends Omit<ConsumerRun<EventEnvelopeJson>, 'parse'> {
+export interface ConsumerOptions extends Omit<ConsumerRun<EventEnvelopeJson>, 'parse' | 'handle' | 'maxBatch'> {
   /**
    * Turns a message into an envelope (default: `parseEventEnvelope` of its body); throwing
    * terminates the message as malformed. For subjects that outside producers also publish to.
    */
   parse?: (msg: JsMsg) => EventEnvelopeJson;
+  /** Runs once per event id, inside the transaction that records the event as processed. */
+  handle: (event: EventEnvelopeJson, trx: Knex.Transaction) => Promise<void>;
 }
 
 /** The part of a service runtime its event consumers need. */
@@ -153,12 +136,18 @@ interface SubscriptionOptions<E> {
   skip?: (event: E) => boolean;
 }
 
+/** What onEventBatch takes beside the handler. */
+interface BatchSubscriptionOptions {
+  /** The most events of one transaction (default 256). */
+  maxBatch?: number;
+}
+
 /** One durable consumer of the type `schema` names, each envelope turned into `E` by `read` (throwing = malformed). */
 function subscription<E extends EnvelopeIds>(
   schema: DescMessage,
   read: (envelope: EventEnvelopeJson) => E,
-  handle: (event: E, trx: Knex.Transaction) => Promise<void>,
-  options: SubscriptionOptions<E>,
+  handle: (events: E[], trx: Knex.Transaction) => Promise<void>,
+  options: SubscriptionOptions<E> & BatchSubscriptionOptions,
 ): EventSubscription {
   const type = eventTypeOf(schema);
   const parse = options.parse ?? ((msg: JsMsg) => parseEventEnvelope(msg.data));
@@ -171,6 +160,7 @@ function subscription<E extends EnvelopeIds>(
         log: host.log,
         metrics: host.metrics,
         concurrency: options.concurrency,
+        maxBatch: options.maxBatch,
         durable: `${host.name}-${type.replaceAll('.', '-')}`,
         filterSubjects: [`${host.config.eventsSubjectPrefix}.${type}`],
         parse: (msg) => read(parse(msg)),
@@ -179,6 +169,12 @@ function subscription<E extends EnvelopeIds>(
       }),
   };
 }
+
+/** A per-event handler as the batch handler of batches of one. */
+const one =
+  <E>(handle: (event: E, trx: Knex.Transaction) => Promise<void>) =>
+  (events: E[], trx: Knex.Transaction) =>
+    handle(events[0], trx);
 
 /**
  * Consumes the events of the type `schema` names, decoded into that message; one whose data
@@ -189,7 +185,23 @@ export function onEvent<Desc extends DescMessage>(
   handle: (event: ReceivedEvent<Desc>, trx: Knex.Transaction) => Promise<void>,
   options: SubscriptionOptions<ReceivedEvent<Desc>> = {},
 ): EventSubscription {
-  return subscription(schema, (envelope) => decodeEvent(schema, envelope), handle, options);
+  return subscription(schema, (envelope) => decodeEvent(schema, envelope), one(handle), options);
+}
+
+/**
+ * Like onEvent, for a busy type whose handler gains from doing its work once per batch (one
+ * aggregated update per row instead of one per event): the events received so far, at most
+ * `maxBatch`, are handled in one transaction, which first records them in processed_events and
+ * hands the handler only those not processed before (each once). Every message is acked after
+ * the commit, and all are redelivered after a delay when the transaction fails. A batch never
+ * waits to fill: it is what the backlog holds, one event when there is none.
+ */
+export function onEventBatch<Desc extends DescMessage>(
+  schema: Desc,
+  handle: (events: ReceivedEvent<Desc>[], trx: Knex.Transaction) => Promise<void>,
+  options: BatchSubscriptionOptions = {},
+): EventSubscription {
+  return subscription(schema, (envelope) => decodeEvent(schema, envelope), handle, { maxBatch: options.maxBatch ?? 256 });
 }
 
 /** An event whose data a consumer passes on as it arrived, without reading it. */
@@ -212,7 +224,7 @@ export function onEventPassedThrough(
       const { data, ...rest } = envelope;
       return { ...rest, json: data };
     },
-    handle,
+    one(handle),
     options,
   );
 }
@@ -225,59 +237,25 @@ export function consumeEvents(host: EventConsumerHost, subscriptions: EventSubsc
   return subscriptions.map((subscription) => subscription.start(host));
 }
 
-export interface EventConsumer {
-  stop(): Promise<void>;
-}
+export type EventConsumer = DurableConsumer;
 
-const ms = (millis: number) => millis * 1_000_000; // JetStream durations are nanoseconds
-
-/** Delay before redelivering a message whose handler failed `deliveryCount` times. */
-function retryDelay(deliveryCount: number, cap: number): number {
-  return Math.min(200 * 2 ** Math.max(0, Math.min(deliveryCount - 1, 20)), cap);
-}
-
-function eventSpan(msg: JsMsg, event: EnvelopeIds, durable: string): SpanStart {
-  return {
-    name: `process ${event.type}`,
-    kind: 'consumer',
-    carrier: msg.headers,
-    attributes: {
-      'messaging.system': 'nats',
-      'messaging.operation.type': 'process',
-      'messaging.destination.name': msg.subject,
-      'messaging.consumer.group.name': durable,
-      'messaging.message.id': event.event_id,
-      'switchboard.request_id': event.request_id,
-    },
+/** The span of a batch: a child of the request that wrote its first event (its context travels in the headers). */
+function eventSpan(msgs: JsMsg[], events: EnvelopeIds[], durable: string): SpanStart {
+  const [msg] = msgs;
+  const [event] = events;
+  const attributes: Record<string, string | number> = {
+    'messaging.system': 'nats',
+    'messaging.operation.type': 'process',
+    'messaging.destination.name': msg.subject,
+    'messaging.consumer.group.name': durable,
   };
-}
-
-/** The lag of each durable consumer of a process, by registry: one gauge, a series per durable. */
-const lagSources = new WeakMap<Metrics, Map<string, () => Promise<number | undefined>>>();
-
-function reportLag(metrics: Metrics, durable: string, read: () => Promise<number | undefined>): () => void {
-  let sources = lagSources.get(metrics);
-  if (!sources) {
-    const known = new Map<string, () => Promise<number | undefined>>();
-    sources = known;
-    lagSources.set(metrics, known);
-    metrics.gauge(
-      'event_consumer_lag_messages',
-      'Events of the stream a durable consumer has not acknowledged yet (pending + in flight).',
-      ['durable'],
-      async (gauge) => {
-        gauge.reset();
-        await Promise.all(
-          [...known].map(async ([name, lag]) => {
-            const value = await lag().catch(() => undefined);
-            if (value !== undefined) gauge.set({ durable: name }, value);
-          }),
-        );
-      },
-    );
+  if (events.length === 1) {
+    attributes['messaging.message.id'] = event.event_id;
+    attributes['switchboard.request_id'] = event.request_id;
+  } else {
+    attributes['messaging.batch.message_count'] = events.length;
   }
-  sources.set(durable, read);
-  return () => sources.delete(durable);
+  return { name: `process ${event.type}`, kind: 'consumer', carrier: msg.headers, attributes };
 }
 
 /**
@@ -286,160 +264,29 @@ function reportLag(metrics: Metrics, durable: string, read: () => Promise<number
  * Survives NATS restarts; stops cleanly.
  */
 export function startConsumer(options: ConsumerOptions): EventConsumer {
-  return runConsumer({ ...options, parse: options.parse ?? ((msg: JsMsg) => parseEventEnvelope(msg.data)) });
+  return runConsumer({ ...options, handle: one(options.handle), parse: options.parse ?? ((msg: JsMsg) => parseEventEnvelope(msg.data)) });
 }
 
 function runConsumer<E extends EnvelopeIds>(options: ConsumerRun<E>): EventConsumer {
-  const { db, stream, durable, log, handle, parse } = options;
-  const ackWaitMs = options.ackWaitMs ?? 30_000;
-  const maxRetryDelayMs = options.maxRetryDelayMs ?? 30_000;
-  const concurrency = Math.max(1, options.concurrency ?? 1);
-  const consumerLog = log.child({ component: 'event-consumer', stream, durable });
-  if (options.filterSubjects.length === 0) throw new Error('startConsumer needs at least one filter subject');
-  const natsReady = Promise.resolve(options.nats);
-  natsReady.catch(() => undefined); // reported where it is awaited
-
-  let stopped = false;
-  let resolveStopped!: () => void;
-  const stoppedPromise = new Promise<void>((resolve) => (resolveStopped = resolve));
-  let messages: ConsumerMessages | undefined;
-
-  // One filter goes in `filter_subject` (every server); several need NATS ≥ 2.10.
-  const filters: Partial<ConsumerConfig> =
-    options.filterSubjects.length === 1
-      ? { filter_subject: options.filterSubjects[0], filter_subjects: undefined }
-      : { filter_subjects: options.filterSubjects, filter_subject: undefined };
-
-  const ensureConsumer = async (nc: NatsConnection) => {
-    const jsm = await jetstreamManager(nc, { timeout: 5000 });
-    const wanted: Partial<ConsumerConfig> = { ack_wait: ms(ackWaitMs), max_deliver: -1, ...filters };
-    let info: Awaited<ReturnType<typeof jsm.consumers.info>> | undefined;
-    try {
-      info = await jsm.consumers.info(stream, durable);
-    } catch (err) {
-      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
-    }
-    if (!info) {
-      await jsm.consumers.add(stream, {
-        durable_name: durable,
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        max_ack_pending: 1000,
-        ...wanted,
+  const { db, durable, handle, skip } = options;
+  return runDurableConsumer<E>({
+    ...options,
+    decode: options.parse,
+    span: (msgs, events) => eventSpan(msgs, events, durable),
+    describe: (events) => (events.length === 1 ? { event_id: events[0].event_id, type: events[0].type } : { type: events[0].type }),
+    async handle(batch) {
+      const wanted = skip ? batch.filter((event) => !skip(event)) : batch;
+      if (wanted.length === 0) return;
+      await db.transaction(async (trx) => {
+        const { rows } = await trx.raw<{ rows: Array<{ event_id: string }> }>(
+          'INSERT INTO processed_events (consumer, event_id) SELECT ?, unnest(?::text[]) ON CONFLICT DO NOTHING RETURNING event_id',
+          [durable, wanted.map((event) => event.event_id)],
+        );
+        const fresh = new Set(rows.map((row) => row.event_id));
+        // An event published twice under two message ids can be in one batch: it is handled once.
+        const events = wanted.filter((event) => fresh.delete(event.event_id));
+        if (events.length > 0) await handle(events, trx);
       });
-      return;
-    }
-    const current = info.config;
-    const sameFilters =
-      (current.filter_subject ?? '') === (filters.filter_subject ?? '') &&
-      JSON.stringify(current.filter_subjects ?? []) === JSON.stringify(filters.filter_subjects ?? []);
-    if (!sameFilters || current.ack_wait !== wanted.ack_wait || current.max_deliver !== -1) {
-      await jsm.consumers.update(stream, durable, wanted);
-      consumerLog.info('updated durable consumer');
-    }
-  };
-
-  const processMessage = async (msg: JsMsg) => {
-    let event: E;
-    try {
-      event = parse(msg);
-    } catch (err) {
-      consumerLog.error({ err: errorMessage(err), subject: msg.subject, seq: msg.seq }, 'malformed event: terminated');
-      msg.term(); // no reason text: NATS < 2.10 does not parse `+TERM <reason>` and would redeliver
-      return;
-    }
-    if (options.skip?.(event)) {
-      msg.ack();
-      return;
-    }
-    // Long handlers keep the message from being redelivered meanwhile.
-    const keepAlive = setInterval(() => msg.working(), Math.max(1000, Math.floor(ackWaitMs / 2)));
-    try {
-      const handleOnce = () =>
-        db.transaction(async (trx) => {
-          const inserted = await trx.raw('INSERT INTO processed_events (consumer, event_id) VALUES (?, ?) ON CONFLICT DO NOTHING', [durable, event.event_id]);
-          if ((inserted as { rowCount?: number }).rowCount === 1) await handle(event, trx);
-        });
-      // Traced as a child of the request that wrote the event (its context travels in the headers).
-      await inSpan(eventSpan(msg, event, durable), handleOnce);
-      msg.ack();
-    } catch (err) {
-      const delay = retryDelay(msg.info.deliveryCount, maxRetryDelayMs);
-      consumerLog.warn(
-        { err: errorMessage(err), event_id: event.event_id, type: event.type, delivery: msg.info.deliveryCount, retry_in_ms: delay },
-        'event handler failed; retrying',
-      );
-      msg.nak(delay);
-    } finally {
-      clearInterval(keepAlive);
-    }
-  };
-
-  const run = async () => {
-    let failures = 0;
-    while (!stopped) {
-      try {
-        const nc = await withTimeout(Promise.race([natsReady, stoppedPromise.then(() => undefined)]), 5000, 'waiting for NATS');
-        if (!nc || stopped) break;
-        await ensureConsumer(nc);
-        const consumer = await jetstream(nc, { timeout: 5000 }).consumers.get(stream, durable);
-        const iterator = await consumer.consume({ max_messages: 64 });
-        messages = iterator;
-        if (stopped) break;
-        failures = 0;
-        consumerLog.debug('consuming');
-        // The client recovers from reconnects itself; a vanished consumer or stream needs us.
-        void (async () => {
-          for await (const status of iterator.status()) {
-            if (status.type === 'consumer_deleted' || (status.type === 'consumer_not_found' && status.count > 1) || status.type === 'stream_not_found') {
-              consumerLog.warn({ status: status.type }, 'consumer lost; re-creating');
-              iterator.stop();
-            }
-          }
-        })().catch(() => undefined);
-        const inFlight = new Set<Promise<void>>();
-        for await (const msg of iterator) {
-          if (stopped) break; // unacked messages are redelivered after ack_wait
-          const handled: Promise<void> = processMessage(msg).finally(() => inFlight.delete(handled));
-          inFlight.add(handled);
-          if (inFlight.size >= concurrency) await Promise.race(inFlight);
-        }
-        await Promise.all(inFlight);
-        if (!stopped) consumerLog.warn('consume iterator ended; restarting');
-      } catch (err) {
-        if (!stopped) consumerLog.warn({ err: errorMessage(err) }, 'consumer failed; restarting');
-      } finally {
-        messages?.stop();
-        messages = undefined;
-      }
-      if (stopped) break;
-      failures++;
-      await sleepUnless(Math.min(100 * 2 ** failures, 2000), stoppedPromise);
-    }
-  };
-
-  const loop = run();
-  // One manager for every scrape: creating one costs an account-info request (checkAPI).
-  let lagManager: Promise<JetStreamManager> | undefined;
-  const unreport = options.metrics
-    ? reportLag(options.metrics, durable, async () => {
-        lagManager ??= withTimeout(natsReady, 1000, 'waiting for NATS').then((nc) => jetstreamManager(nc, { timeout: 2000, checkAPI: false }));
-        lagManager.catch(() => (lagManager = undefined));
-        const info = await (await lagManager).consumers.info(stream, durable);
-        return info.num_pending + info.num_ack_pending;
-      })
-    : () => undefined;
-
-  return {
-    async stop() {
-      if (!stopped) {
-        stopped = true;
-        resolveStopped();
-        messages?.stop();
-        unreport();
-      }
-      // Lets a running handler finish (its statements are bounded by statement_timeout).
-      await withTimeout(loop, 15_000, 'consumer stop').catch((err) => consumerLog.warn({ err: errorMessage(err) }, 'consumer stop'));
     },
-  };
+  });
 }

@@ -10,14 +10,14 @@ import { newId } from './ids.js';
 import { createLogger } from './log.js';
 import { type MeshClaims, MeshTokens } from './mesh-token.js';
 import { Metrics } from './metrics.js';
-import { recordEvent } from './outbox.js';
+import { recordEvent, recordEvents } from './outbox.js';
 import { guardRpc, ruleOf } from './policy.js';
 import { translateError, verifyMeshCaller } from './server.js';
 import type { ServiceRuntime } from './service.js';
 import { requireEnv } from './testing.js';
 
 /** What a service's `prepare<Service>` builds its handlers from, for a test: no RPC server, no NATS. */
-export type InProcessRuntime = Pick<ServiceRuntime, 'name' | 'db' | 'log' | 'recordEvent' | 'meshTokens' | 'metrics'> & {
+export type InProcessRuntime = Pick<ServiceRuntime, 'name' | 'db' | 'log' | 'recordEvent' | 'recordEvents' | 'meshTokens' | 'metrics'> & {
   config: Pick<ServiceRuntime['config'], 'dataKeys'>;
 };
 
@@ -53,6 +53,7 @@ export async function inProcessService(name: string, migrationsDir: URL): Promis
     metrics: new Metrics(name),
     config: { dataKeys: readDataKeys() },
     recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: name, subjectPrefix: 'in-process' }),
+    recordEvents: (trx, schema, events) => recordEvents(trx, schema, events, { producer: name, subjectPrefix: 'in-process' }),
   };
   // What startRpcServer puts around every call: the caller from the mesh token, the request id,
   // the RPC's access rule, and errors translated as the real server translates them.

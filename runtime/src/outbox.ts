@@ -126,17 +126,37 @@ export async function recordEvent<Desc extends DescMessage>(
   input: RecordEventInput<Desc>,
   options: RecordEventOptions,
 ): Promise<string> {
+  const [eventId] = await recordEvents(trx, schema, [input], options);
+  return eventId;
+}
+
+/**
+ * Writes events of one type into the outbox inside `trx`, in one statement and in their order (a
+ * batch's events cost one round trip, not one each); as recordEvent otherwise. Returns their ids.
+ */
+export async function recordEvents<Desc extends DescMessage>(
+  trx: Knex.Transaction,
+  schema: Desc,
+  inputs: RecordEventInput<Desc>[],
+  options: RecordEventOptions,
+): Promise<string[]> {
+  if (inputs.length === 0) return [];
   const type = eventTypeOf(schema);
-  const eventId = newId('evt');
-  const data = eventDataToJson(schema, input.data);
-  const payload = JSON.stringify(buildEventPayload(eventId, { type, workspaceId: input.workspaceId, data, requestId: input.requestId }, options.producer));
-  // An event NATS would refuse (max_payload) would block the outbox for ever: refuse it here,
-  // with the state change it belongs to.
-  if (Buffer.byteLength(payload) > maxEventBytes) throw new Error(`event ${type} is ${Buffer.byteLength(payload)} bytes; at most ${maxEventBytes}`);
-  await trx('outbox').insert({ event_id: eventId, subject: `${options.subjectPrefix}.${type}`, payload, trace_context: traceContextHeaders() });
+  const subject = `${options.subjectPrefix}.${type}`;
+  const traceContext = traceContextHeaders();
+  const rows = inputs.map((input) => {
+    const eventId = newId('evt');
+    const data = eventDataToJson(schema, input.data);
+    const payload = JSON.stringify(buildEventPayload(eventId, { type, workspaceId: input.workspaceId, data, requestId: input.requestId }, options.producer));
+    // An event NATS would refuse (max_payload) would block the outbox for ever: refuse it here,
+    // with the state change it belongs to.
+    if (Buffer.byteLength(payload) > maxEventBytes) throw new Error(`event ${type} is ${Buffer.byteLength(payload)} bytes; at most ${maxEventBytes}`);
+    return { event_id: eventId, subject, payload, trace_context: traceContext };
+  });
+  await trx('outbox').insert(rows);
   // On commit only: never for a rolled-back event.
   afterCommit(trx, wakeRelays);
-  return eventId;
+  return rows.map((row) => row.event_id);
 }
 
 /**

@@ -7,7 +7,7 @@ import { createLogger, type Logger } from './log.js';
 import { MeshTokens } from './mesh-token.js';
 import { Metrics, startMetricsServer } from './metrics.js';
 import { connectNats, ensureEventStream, type NatsConnection } from './nats.js';
-import { type RecordEventInput, recordEvent, startOutboxRelay, watchOutbox } from './outbox.js';
+import { type RecordEventInput, recordEvent, recordEvents, startOutboxRelay, watchOutbox } from './outbox.js';
 import { setPolicyLogger } from './policy.js';
 import { startRpcServer } from './server.js';
 import { stopGracefully } from './shutdown.js';
@@ -29,10 +29,15 @@ export interface ServiceRuntime {
    * published after commit (docs/events.md, "How events are typed").
    */
   recordEvent: EventWriter;
+  /** Writes a batch of events of the type `schema` names in the caller's transaction, in one statement. */
+  recordEvents: EventsWriter;
 }
 
 /** Writes an event in the caller's transaction (the outbox): what domain modules get as a dep. */
 export type EventWriter = <Desc extends DescMessage>(trx: Knex.Transaction, schema: Desc, event: RecordEventInput<Desc>) => Promise<string>;
+
+/** Writes events of one type in the caller's transaction, in one statement (a batch consumer's). */
+export type EventsWriter = <Desc extends DescMessage>(trx: Knex.Transaction, schema: Desc, events: RecordEventInput<Desc>[]) => Promise<string[]>;
 
 /** Something a service runs beside its RPC server (a relay, a consumer, a sweeper). */
 export interface BackgroundTask {
@@ -112,6 +117,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
       metrics,
       meshTokens: new MeshTokens(config.meshSecret, Date.now, config.meshSecretPrevious),
       recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
+      recordEvents: (trx, schema, events) => recordEvents(trx, schema, events, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
     };
     const prepared = (await definition.prepare?.(runtime)) as Prepared;
     const server = await startRpcServer({

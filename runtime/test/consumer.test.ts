@@ -6,6 +6,7 @@ import {
   consumeEvents,
   type EventEnvelopeJson,
   onEvent,
+  onEventBatch,
   onEventPassedThrough,
   type PassedThroughEvent,
   type ReceivedEvent,
@@ -234,5 +235,111 @@ describe('event consumer', () => {
     } finally {
       await consumer.stop();
     }
+  });
+
+  describe('in batches', () => {
+    /** A typed batch consumer of `key.updated` under its own prefix; `stop` it before publishing to build a backlog. */
+    function batchConsumer(
+      group: string,
+      handle: (events: ReceivedEvent<typeof KeyUpdatedSchema>[], trx: Knex.Transaction) => Promise<void>,
+      maxBatch?: number,
+    ) {
+      const host = { name: `btest_${runId}_${group}`, db, nats: nc, log, config: { eventsStream: stream, eventsSubjectPrefix: `${prefix}.${group}` } };
+      const durable = `btest_${runId}_${group}-key-updated`;
+      durables.push(durable);
+      const start = () => consumeEvents(host, [onEventBatch(KeyUpdatedSchema, handle, { maxBatch })])[0];
+      const publish = async (eventId = newId('evt'), msgId = eventId) => {
+        const data = eventDataToJson(KeyUpdatedSchema, { keyId: 'key_1', workspaceId: 'org_1', change: 'name' });
+        await js.publish(`${prefix}.${group}.key.updated`, JSON.stringify(buildEventPayload(eventId, { type: 'key.updated', data }, 'consumer-test')), {
+          msgID: msgId,
+        });
+        return eventId;
+      };
+      return { durable, start, publish };
+    }
+
+    /** Starts the durable once and stops it, so what is published next waits as a backlog. */
+    async function createDurable(consumer: { start: () => { stop(): Promise<void> }; durable: string }) {
+      const running = consumer.start();
+      await waitFor(() => jsm.consumers.info(stream, consumer.durable), 'the durable consumer');
+      await running.stop();
+    }
+
+    it('handles a backlog in batches of at most maxBatch, each batch one transaction', async () => {
+      const batches: string[][] = [];
+      const consumer = batchConsumer(
+        'backlog',
+        async (events, trx) => {
+          // The batch's processed_events rows were written by this very transaction.
+          const { rows } = await trx.raw<{ rows: Array<{ count: string }> }>(
+            `SELECT count(*) FROM processed_events WHERE consumer = ? AND event_id = ANY(?) AND xmin::text = (txid_current() % 4294967296)::text`,
+            [consumer.durable, events.map((event) => event.event_id)],
+          );
+          expect(Number(rows[0].count)).toBe(events.length);
+          batches.push(events.map((event) => event.event_id));
+        },
+        20,
+      );
+      await createDurable(consumer);
+      const published: string[] = [];
+      for (let i = 0; i < 50; i++) published.push(await consumer.publish());
+      const running = consumer.start();
+      try {
+        await waitFor(() => batches.flat().length === 50, 'every event handled');
+        expect(batches.flat().sort()).toEqual([...published].sort());
+        expect(Math.max(...batches.map((batch) => batch.length))).toBeLessThanOrEqual(20);
+        expect(batches.length).toBeLessThan(50);
+      } finally {
+        await running.stop();
+      }
+    });
+
+    it('hands a batch only the events not processed before, each once', async () => {
+      const handled: string[] = [];
+      const consumer = batchConsumer('redelivered', async (events) => {
+        handled.push(...events.map((event) => event.event_id));
+      });
+      let running = consumer.start();
+      const first = await consumer.publish();
+      await waitFor(() => handled.includes(first), 'the first event');
+      await running.stop();
+      // A backlog of the processed event again, a new one, and a new one twice (two message ids).
+      await consumer.publish(first, `${first}-again`);
+      const second = await consumer.publish();
+      const third = await consumer.publish();
+      await consumer.publish(third, `${third}-again`);
+      running = consumer.start();
+      try {
+        await waitFor(async () => (await jsm.consumers.info(stream, consumer.durable)).num_pending === 0 && handled.includes(third), 'the backlog');
+        await waitFor(async () => (await jsm.consumers.info(stream, consumer.durable)).num_ack_pending === 0, 'all messages acked');
+        expect(handled.sort()).toEqual([first, second, third].sort());
+      } finally {
+        await running.stop();
+      }
+    });
+
+    it('retries a failing batch whole, its work committed once', async () => {
+      let calls = 0;
+      const consumer = batchConsumer('failing', async (events, trx) => {
+        calls++;
+        await trx('effects').insert(events.map((event) => ({ event_id: event.event_id })));
+        if (calls === 1) throw new Error('transient failure');
+      });
+      await createDurable(consumer);
+      const published = [await consumer.publish(), await consumer.publish(), await consumer.publish()];
+      const running = consumer.start();
+      try {
+        await waitFor(
+          async () => (await db('processed_events').where({ consumer: consumer.durable }).whereIn('event_id', published)).length === 3,
+          'the events processed',
+        );
+        await waitFor(async () => (await jsm.consumers.info(stream, consumer.durable)).num_ack_pending === 0, 'all messages acked');
+        const effects = await db('effects').whereIn('event_id', published);
+        expect(effects.map((row) => row.event_id).sort()).toEqual([...published].sort()); // the failed attempt's inserts were rolled back
+        expect(calls).toBeGreaterThanOrEqual(2);
+      } finally {
+        await running.stop();
+      }
+    });
   });
 });

@@ -1,6 +1,6 @@
 import type { Knex } from '@switchboard/runtime/db';
-import type { Pricing } from './pricing.js';
-import { ensureAccount, findAccount } from './store/accounts.js';
+import type { Pricing } from '@switchboard/runtime/pricing';
+import { ensureAccounts, findAccount } from './store/accounts.js';
 
 /**
  * Billing accounts: one per workspace, created on first touch with the free credit (docs/api/billing.md#balance-and-free-credit:
@@ -22,9 +22,14 @@ export class Accounts {
 
   async ensure(workspaceId: string): Promise<void> {
     if (this.known.has(workspaceId)) return;
-    await ensureAccount(this.deps.db, workspaceId, this.deps.freeCreditUsd, this.deps.pricing.defaultPlan);
+    await ensureAccounts(this.deps.db, [workspaceId], this.deps.freeCreditUsd, this.deps.pricing.defaultPlan);
     if (this.known.size >= 100_000) this.known.clear();
     this.known.add(workspaceId);
+  }
+
+  /** Opens the accounts of `workspaceIds` that have none, inside `trx` (a batch's). */
+  async ensureIn(trx: Knex.Transaction, workspaceIds: string[]): Promise<void> {
+    await ensureAccounts(trx, workspaceIds, this.deps.freeCreditUsd, this.deps.pricing.defaultPlan);
   }
 
   /**

@@ -1,14 +1,40 @@
 import { fileURLToPath } from 'node:url';
+import { fromBinary } from '@bufbuild/protobuf';
 import { servicePorts } from '@switchboard/contracts/components';
+import { UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { workSubjects } from '@switchboard/runtime/nats';
+import { startPeriodic } from '@switchboard/runtime/periodic';
 import { runService } from '@switchboard/runtime/service';
+import { consumeWork } from '@switchboard/runtime/work-consumer';
 import { readBillingConfig } from './config.js';
-import { prepareBilling } from './prepare.js';
+import { prepareBilling, usageDurable } from './prepare.js';
 import { registerRoutes } from './server.js';
 
 await runService({
   name: 'billing',
   defaultPort: servicePorts.billing,
   migrationsDir: fileURLToPath(new URL('../migrations/', import.meta.url)),
-  prepare: async (runtime) => prepareBilling(runtime, readBillingConfig()),
+  async prepare(runtime) {
+    const config = readBillingConfig();
+    return { config, ...prepareBilling(runtime, config) };
+  },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
+  background: (runtime, { config, leases, settlement }) => [
+    // The data planes' usage records (docs/money-path.md#usage), a transaction per batch.
+    consumeWork(runtime, {
+      durable: usageDurable,
+      subject: workSubjects(runtime.config.workSubjectPrefix).usage,
+      decode: (msg) => fromBinary(UsageRecordSchema, msg.data),
+      handle: (records, trx) => settlement.settle(records, trx),
+    }),
+    startPeriodic({
+      name: 'balance lease pruning',
+      everyMs: config.housekeepingIntervalMs,
+      log: runtime.log,
+      async run() {
+        const deleted = await leases.prune();
+        if (deleted > 0) runtime.log.info({ deleted }, 'pruned expired balance leases');
+      },
+    }),
+  ],
 });

@@ -1,10 +1,13 @@
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
+import { ConsumerBarrier } from '@switchboard/runtime/consumer-barrier';
+import { workSubjects } from '@switchboard/runtime/nats';
+import { Pricing } from '@switchboard/runtime/pricing';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { Accounts } from './accounts.js';
+import { BalanceLeases } from './balance-leases.js';
 import type { BillingConfig } from './config.js';
 import { KeyDirectory } from './key-directory.js';
-import { Pricing } from './pricing.js';
 import { SandboxProvider } from './providers/sandbox.js';
 import { StripeProvider } from './providers/stripe.js';
 import { Reports } from './reports.js';
@@ -12,13 +15,26 @@ import type { BillingHandlers } from './server.js';
 import { StripeWebhooks } from './stripe-webhooks.js';
 import { Topups } from './topups.js';
 import { UsageLedger } from './usage.js';
+import { UsageSettlement } from './usage-settlement.js';
 
 /** What the billing handlers are built from: the parts of the service runtime they use. */
-export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'meshTokens'> & { config: Pick<ServiceRuntime['config'], 'dataKeys'> };
+export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'recordEvents' | 'meshTokens'> & {
+  config: Pick<ServiceRuntime['config'], 'dataKeys'> & Partial<Pick<ServiceRuntime['config'], 'workStream' | 'workSubjectPrefix'>>;
+  /** With NATS, reads wait for the usage published before them to be settled (ConsumerBarrier). */
+  nats?: ServiceRuntime['nats'];
+};
 
-/** The domain modules behind the billing handlers, as main.ts (and the in-process test) builds them. */
-export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): BillingHandlers {
-  const { db, log, recordEvent, meshTokens } = runtime;
+/** The durable consumer that settles the data planes' usage (main.ts), which reads wait for. */
+export const usageDurable = 'billing-usage';
+
+/** The handlers, and what settles the usage of the work stream in the background. */
+export interface PreparedBilling extends BillingHandlers {
+  settlement: UsageSettlement;
+}
+
+/** The domain modules behind the billing handlers and consumers, as main.ts (and the in-process tests) builds them. */
+export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): PreparedBilling {
+  const { db, log, recordEvent, recordEvents, meshTokens } = runtime;
   const { dataKeys } = runtime.config;
   const pricing = Pricing.load(config.pricingFile);
   const accounts = new Accounts({ db, pricing, freeCreditUsd: config.freeCreditUsd });
@@ -27,6 +43,12 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   const stripe = config.stripe && new StripeProvider(config.stripe, log);
   const provider = stripe ?? sandbox;
   log.info({ pricing_version: pricing.version, provider: provider.name }, 'billing prices loaded');
+  const { nats, config: common } = runtime;
+  const barrier =
+    nats && common.workStream && common.workSubjectPrefix
+      ? new ConsumerBarrier({ nats, stream: common.workStream, subject: workSubjects(common.workSubjectPrefix).usage, durable: usageDurable, log })
+      : undefined;
+  const usageSettled = barrier && (() => barrier.caughtUp());
   const topups = new Topups({
     db,
     log,
@@ -39,9 +61,11 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   });
   return {
     pricing,
-    usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent }),
-    reports: new Reports({ db, pricing, accounts }),
+    usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent, usageSettled }),
+    leases: new BalanceLeases({ db, pricing, accounts, leaseTtlMs: config.leaseTtlMs }),
+    reports: new Reports({ db, pricing, accounts, usageSettled }),
     topups,
     stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
+    settlement: new UsageSettlement({ pricing, accounts, log, recordEvents }),
   };
 }

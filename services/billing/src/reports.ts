@@ -11,8 +11,8 @@ import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { Money } from '@switchboard/runtime/money';
 import { parseDays } from '@switchboard/runtime/pagination';
+import type { PlanPricing, Pricing, Tier } from '@switchboard/runtime/pricing';
 import type { Accounts } from './accounts.js';
-import type { PlanPricing, Pricing, Tier } from './pricing.js';
 import { type TierRow, usageByDay, usageByTier } from './store/usage.js';
 
 /**
@@ -27,6 +27,11 @@ export interface ReportsDeps {
   pricing: Pricing;
   accounts: Accounts;
   clock?: Clock;
+  /**
+   * Resolves once the usage the data planes published before the call is settled
+   * (docs/money-path.md#usage): a balance or a report shows every request answered before it.
+   */
+  usageSettled?: () => Promise<unknown>;
 }
 
 const dayMs = 24 * 3600 * 1000;
@@ -65,6 +70,7 @@ export class Reports {
   }
 
   async balance(workspaceId: string): Promise<MessageInitShape<typeof BalanceSchema>> {
+    await this.deps.usageSettled?.();
     const account = await this.deps.accounts.get(workspaceId);
     return { balanceUsd: account.balanceUsd, currency: 'USD', updatedAt: timestampFromDate(account.updatedAt) };
   }
@@ -79,6 +85,7 @@ export class Reports {
   async usage(workspaceId: string, rawDays: number | undefined): Promise<MessageInitShape<typeof UsageSchema>> {
     const days = parseDays(rawDays);
     const { from, to } = this.window(days);
+    await this.deps.usageSettled?.();
     const rows = await usageByDay(this.deps.db, workspaceId, from, to);
     const total = rows.reduce((sum, row) => sum.plus(row.cost_usd), new Money(0));
     return {
@@ -97,6 +104,7 @@ export class Reports {
 
   async usageByTier(workspaceId: string, rawDays: number | undefined): Promise<MessageInitShape<typeof UsageByTierSchema>> {
     const days = parseDays(rawDays);
+    await this.deps.usageSettled?.();
     const rows = await usageByTier(this.deps.db, workspaceId, this.window(days).since);
     return { days, byTier: tierBreakdown((tier) => rows.find((row) => row.tier === tier)) };
   }

@@ -2,9 +2,10 @@ import { timestampDate } from '@bufbuild/protobuf/wkt';
 import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
+import type { Pricing } from '@switchboard/runtime/pricing';
 import { requestIdOf } from '@switchboard/runtime/server';
+import type { BalanceLeases } from './balance-leases.js';
 import { sandboxCheckoutPage } from './checkout-page.js';
-import type { Pricing } from './pricing.js';
 import type { Reports } from './reports.js';
 import type { StripeWebhooks } from './stripe-webhooks.js';
 import type { Topups } from './topups.js';
@@ -19,13 +20,14 @@ import type { UsageLedger } from './usage.js';
 export interface BillingHandlers {
   pricing: Pricing;
   usage: UsageLedger;
+  leases: BalanceLeases;
   reports: Reports;
   topups: Topups;
   stripeWebhooks: StripeWebhooks;
 }
 
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
-  const { pricing, usage, reports, topups, stripeWebhooks } = handlers;
+  const { pricing, usage, leases, reports, topups, stripeWebhooks } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
     getBalance: (_req, ctx) => reports.balance(workspaceCaller(ctx).workspaceId),
@@ -64,6 +66,19 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
         requestId: requestIdOf(ctx),
       }),
     getGeneration: (req) => usage.generation(req.generationId, req.workspaceId),
+    leaseBalance: (req) =>
+      leases.lease({
+        workspaceId: req.workspaceId,
+        leaseId: req.leaseId,
+        holder: req.holder,
+        usedUsd: req.usedUsd,
+        wantUsd: req.wantUsd,
+        minUsd: req.minUsd,
+      }),
+    releaseBalanceLease: async (req) => {
+      await leases.release(req.leaseId, req.usedUsd);
+      return {};
+    },
     getPriceList: () => pricing.priceList(),
   };
 

@@ -8,10 +8,11 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import { formatMoney, parsePlainDecimal } from '@switchboard/runtime/money';
+import { Pricing, type Tier } from '@switchboard/runtime/pricing';
 import type { EventWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
+import { optionalId, requiredId, tokenCount } from './fields.js';
 import type { KeyDirectory } from './key-directory.js';
-import { Pricing, type Tier } from './pricing.js';
 import { findUsageByGeneration, insertUsageAndDebit, type UsageRow } from './store/usage.js';
 
 /**
@@ -47,22 +48,12 @@ export interface UsageLedgerDeps {
   keys: KeyDirectory;
   recordEvent: EventWriter;
   clock?: Clock;
+  /** Resolves once the usage published before the call is settled (a generation just answered is found). */
+  usageSettled?: () => Promise<unknown>;
 }
 
-const maxIdLength = 200;
 /** Usage may be reported late (a retried call), never from the future beyond clock skew. */
 const maxFutureSkewMs = 5 * 60_000;
-
-function requiredId(value: string, field: string): string {
-  if (value.trim() === '') throw invalidArgument(field, `${field} is required.`);
-  if (value.length > maxIdLength) throw invalidArgument(field, `${field} may be at most ${maxIdLength} characters.`);
-  return value;
-}
-
-function tokens(value: bigint, field: string): bigint {
-  if (value < 0n) throw invalidArgument(field, `${field} must be a whole number of tokens, 0 or more.`);
-  return value;
-}
 
 const answerOf = (row: UsageRow, duplicate: boolean): UsageAnswer => ({ usageId: row.id, costUsd: row.cost_usd, tier: row.tier, duplicate });
 
@@ -75,9 +66,9 @@ export class UsageLedger {
     const keyId = requiredId(input.keyId, 'key_id');
     const workspaceId = requiredId(input.workspaceId, 'workspace_id');
     const model = requiredId(input.model, 'model');
-    const routedModel = input.routedModel === undefined || input.routedModel === '' ? null : requiredId(input.routedModel, 'routed_model');
-    const inputTokens = tokens(input.inputTokens, 'input_tokens');
-    const outputTokens = tokens(input.outputTokens, 'output_tokens');
+    const routedModel = optionalId(input.routedModel, 'routed_model') ?? null;
+    const inputTokens = tokenCount(input.inputTokens, 'input_tokens');
+    const outputTokens = tokenCount(input.outputTokens, 'output_tokens');
     const upstreamCostUsd = input.upstreamCostUsd === undefined ? undefined : parsePlainDecimal(input.upstreamCostUsd, 'upstream_cost_usd');
     const tier: Tier = pricing.tierOf(model, input.byok ?? false);
     if (Pricing.needsUpstreamCost(tier) && upstreamCostUsd === undefined) {
@@ -149,7 +140,12 @@ export class UsageLedger {
   async generation(generationId: string, workspaceId: string): Promise<MessageInitShape<typeof GenerationSchema>> {
     requiredId(generationId, 'generation_id');
     requiredId(workspaceId, 'workspace_id');
-    const row = await findUsageByGeneration(this.deps.db, generationId);
+    let row = await findUsageByGeneration(this.deps.db, generationId);
+    // Feedback may name a generation answered a moment ago whose usage is still being settled.
+    if (!row && this.deps.usageSettled) {
+      await this.deps.usageSettled();
+      row = await findUsageByGeneration(this.deps.db, generationId);
+    }
     if (!row || row.workspace_id !== workspaceId) throw apiError(Code.NotFound, 'generation_not_found', 'No such generation in this workspace.');
     return {
       generationId: row.generation_id,

@@ -1,8 +1,13 @@
+import { create, toBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
+import { jetstream } from '@nats-io/jetstream';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { BillingService, CheckoutService, UsageRecordSchema, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { newId } from '@switchboard/runtime/ids';
+import { createLogger } from '@switchboard/runtime/log';
+import { connectNats, ensureWorkStream, workSubjects } from '@switchboard/runtime/nats';
 import { contentSecurityPolicyHeader } from '@switchboard/runtime/server';
-import { memberClaims, outcomeOf, ServiceUnderTest } from '@switchboard/runtime/testing';
+import { eventually, memberClaims, outcomeOf, requireEnv, ServiceUnderTest } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const service = new ServiceUnderTest(new URL('../dist/src/main.js', import.meta.url), 'billing');
@@ -53,6 +58,44 @@ describe('billing service', () => {
     ]);
     // payg's 5 beats pro's 3.
     expect(list.maxPassthroughMarkupPct).toBe('5');
+  });
+
+  it('settles the usage records data planes put on the work stream, each generation once', async () => {
+    const prefix = requireEnv('WORK_SUBJECT_PREFIX');
+    const nc = await connectNats(requireEnv('NATS_URL'), 'billing-test', createLogger('billing-test', 'silent'));
+    try {
+      await ensureWorkStream(nc, requireEnv('WORK_STREAM'), prefix);
+      const owner = { ...memberClaims('owner'), workspaceId: newId('org') };
+      const publish = (generationId: string, costUsd: string, msgID = generationId) =>
+        jetstream(nc).publish(
+          workSubjects(prefix).usage,
+          toBinary(
+            UsageRecordSchema,
+            create(UsageRecordSchema, {
+              generationId,
+              keyId: 'key_work',
+              workspaceId: owner.workspaceId,
+              model: 'service/fast',
+              inputTokens: 1000n,
+              outputTokens: 500n,
+              costUsd,
+              tier: 'fast',
+              planId: 'payg',
+              pricingVersion: '2026-11-01',
+            }),
+          ),
+          { msgID },
+        );
+      // Settled in stream order: the balance reaches 0.625 only if the repeat, past JetStream's
+      // deduplication (another message id), was not billed again.
+      const repeated = newId('gen');
+      await publish(repeated, '0.25');
+      await publish(repeated, '0.5', newId('msg'));
+      await publish(newId('gen'), '0.125');
+      await eventually(async () => (await service.client(BillingService, owner).getBalance({})).balanceUsd === '0.625', 'the usage to be debited');
+    } finally {
+      await nc.close();
+    }
   });
 
   it('renders the sandbox checkout page with its own CSP for the gateway', async () => {

@@ -2,22 +2,21 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Accounts } from '@switchboard/billing/accounts';
-import { Pricing } from '@switchboard/billing/pricing';
 import { Reports } from '@switchboard/billing/reports';
 import { insertUsageAndDebit } from '@switchboard/billing/store/usage';
 import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
+import { defaultPricingPath, Pricing } from '@switchboard/runtime/pricing';
 import { requireEnv } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * Billing's pricing and reports on their own, against a migrated schema of their own, with time
- * set by an injected clock: exact decimals per tier and plan, days across a month boundary, and
- * the upgrade hint.
+ * Billing's reports on their own, against a migrated schema of their own, with time set by an
+ * injected clock: exact decimals per day across a month boundary, and the upgrade hint.
  */
 
 const schema = `billing_domain_${randomBytes(3).toString('hex')}`;
-const pricing = Pricing.load(fileURLToPath(new URL('../pricing.json', import.meta.url)));
+const pricing = Pricing.load(defaultPricingPath);
 let db: Knex;
 let now = new Date('2026-03-02T10:00:00Z');
 let accounts: Accounts;
@@ -64,76 +63,6 @@ async function record(
     }),
   );
   return costUsd;
-}
-
-describe('prices', () => {
-  const cost = (tier: 'fast' | 'balanced' | 'passthrough' | 'byok', plan: string, input = 0n, output = 0n, upstream?: string) =>
-    pricing.cost({ tier, inputTokens: input, outputTokens: output, upstreamCostUsd: upstream }, plan).toFixed();
-
-  it('follows the pricing file exactly, per tier and plan', () => {
-    expect(pricing.version).toBe('2026-11-01');
-    expect(cost('fast', 'payg', 1_000_000n, 1_000_000n)).toBe('0.5');
-    expect(cost('fast', 'pro', 1_000_000n, 1_000_000n)).toBe('0.4');
-    expect(cost('balanced', 'payg', 1_000_000n, 1_000_000n)).toBe('2.5');
-    expect(cost('balanced', 'pro', 1_000_000n, 1_000_000n)).toBe('2');
-    expect(cost('fast', 'payg', 1n, 0n)).toBe('0.0000001');
-    expect(cost('passthrough', 'payg', 0n, 0n, '0.1')).toBe('0.105');
-    expect(cost('passthrough', 'pro', 0n, 0n, '0.1')).toBe('0.103');
-    expect(cost('passthrough', 'payg', 0n, 0n, '0.000000000001')).toBe('0.00000000000105');
-    expect(cost('byok', 'payg', 5_000_000n, 0n, '2.00')).toBe('0.1');
-    expect(cost('byok', 'pro', 0n, 0n, '0.3')).toBe('0.015');
-    // Tokens beyond 2^53 stay exact.
-    expect(cost('fast', 'payg', 90_071_992_547_409_930n, 0n)).toBe('9007199254.740993');
-  });
-
-  it('decides the tier from the model and byok', () => {
-    expect(pricing.tierOf('service/fast', false)).toBe('fast');
-    expect(pricing.tierOf('service/balanced', false)).toBe('balanced');
-    expect(pricing.tierOf('service/fast', true)).toBe('byok');
-    expect(pricing.tierOf('openai/gpt-x', false)).toBe('passthrough');
-  });
-
-  it('refuses a pricing file with a float or a missing plan', () => {
-    const file = JSON.parse(
-      JSON.stringify({
-        ...pricingJson(),
-        tiers: { ...pricingJson().tiers, fast: { model: 'service/fast', input_usd_per_1m: 0.1, output_usd_per_1m: '0.40' } },
-      }),
-    );
-    expect(() => Pricing.parse(JSON.stringify(file))).toThrow(/tiers.fast.input_usd_per_1m/);
-    expect(() => Pricing.parse(JSON.stringify({ ...pricingJson(), default_plan: 'gold' }))).toThrow(/default_plan/);
-  });
-
-  it('lists the tier prices as the file states them and the largest passthrough markup of any plan', () => {
-    expect(pricing.priceList()).toEqual({
-      version: '2026-11-01',
-      tiers: [
-        { tier: 'fast', inputUsdPer1m: '0.10', outputUsdPer1m: '0.40' },
-        { tier: 'balanced', inputUsdPer1m: '0.50', outputUsdPer1m: '2.00' },
-      ],
-      maxPassthroughMarkupPct: '5',
-    });
-    // Compared as decimals, not as text ("10" > "9.5" > "5"), and returned as written.
-    const plan = (markup: string) => ({
-      name: markup,
-      monthly_fee_usd: '0',
-      discounts: { fast_pct: '0', balanced_pct: '0', passthrough_markup_pct: markup, byok_fee_pct: '5' },
-    });
-    const plans = { payg: plan('5'), a: plan('10.50'), b: plan('9.5'), c: plan('10.5') };
-    expect(Pricing.parse(JSON.stringify({ ...pricingJson(), plans })).priceList().maxPassthroughMarkupPct).toBe('10.50');
-  });
-});
-
-function pricingJson() {
-  return {
-    version: 'v',
-    tiers: {
-      fast: { model: 'service/fast', input_usd_per_1m: '0.10', output_usd_per_1m: '0.40' },
-      balanced: { model: 'service/balanced', input_usd_per_1m: '0.50', output_usd_per_1m: '2.00' },
-    },
-    default_plan: 'payg',
-    plans: { payg: { name: 'PAYG', monthly_fee_usd: '0', discounts: { fast_pct: '0', balanced_pct: '0', passthrough_markup_pct: '5', byok_fee_pct: '5' } } },
-  };
 }
 
 describe('reports', () => {

@@ -11,14 +11,15 @@ import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
-import { formatMoney } from '@switchboard/runtime/money';
+import { formatMoney, Money } from '@switchboard/runtime/money';
 import { enumToWire } from '@switchboard/runtime/wire-enum';
-import { hashKey, isWellFormedKey } from './key-format.js';
+import { hashKey, isWellFormedKey } from '@switchboard/runtime/api-key-format';
 import { parseEstimate } from './key-input.js';
 import type { KeyState, KeyStates } from './key-states.js';
 import { monthEnd } from './months.js';
-import { touchKey } from './store/keys.js';
-import { releaseReservation, reserveWithinCap } from './store/reservations.js';
+import { lockKeyCap, touchKey } from './store/keys.js';
+import { insertReservation, releaseReservation } from './store/reservations.js';
+import { capCommitments } from './store/spend.js';
 
 /**
  * May this key be used now? The two internal checks of docs/api/keys.md#authorization-for-the-data-plane and docs/api/internal-calls.md#authorizekey, answered from the key
@@ -37,7 +38,7 @@ export const defaultReservationTtlMs = 10 * 60_000;
 const touchIntervalMs = 60_000;
 
 /** A refusal as the `reason` string callers know (docs/decisions.md "Refusal reasons"). */
-const reason = (refusal: KeyRefusal) => enumToWire(KeyRefusalSchema, refusal);
+export const refusalReason = (refusal: KeyRefusal) => enumToWire(KeyRefusalSchema, refusal);
 
 export type AuthorizeAnswer = MessageInitShape<typeof AuthorizeKeyResponseSchema>;
 export type AuthenticateAnswer = MessageInitShape<typeof AuthenticateKeyResponseSchema>;
@@ -67,54 +68,67 @@ export class KeyAuthorizer {
   async authorize(fullKey: string, rawEstimate?: string): Promise<AuthorizeAnswer> {
     const estimate = rawEstimate === undefined ? undefined : parseEstimate(rawEstimate);
     const state = await this.lookup(fullKey);
-    if (!state) return { allowed: false, reason: reason(KeyRefusal.UNKNOWN) };
+    if (!state) return { allowed: false, reason: refusalReason(KeyRefusal.UNKNOWN) };
     const base = { keyId: state.keyId, workspaceId: state.workspaceId, routingPolicy: state.routingPolicy };
-    if (state.status === 'revoked') return { ...base, allowed: false, reason: reason(KeyRefusal.REVOKED) };
+    if (state.status === 'revoked') return { ...base, allowed: false, reason: refusalReason(KeyRefusal.REVOKED) };
     if (state.capReached) return { ...base, allowed: false, ...this.capExceeded(state.capUsd!, state.spendUsd) };
     const balance = await this.deps.states.balanceOf(state.workspaceId);
-    if (balance?.lte(0)) return { ...base, allowed: false, reason: reason(KeyRefusal.INSUFFICIENT_BALANCE) };
+    if (balance?.lte(0)) return { ...base, allowed: false, reason: refusalReason(KeyRefusal.INSUFFICIENT_BALANCE) };
     let reservationId: string | undefined;
     if (estimate !== undefined) {
       reservationId = newId('rsv');
       // A key without a cap has nothing to hold back: its reservation is only an id, and settling it is a no-op.
       if (state.capUsd !== null) {
-        const reservation = await this.deps.db.transaction((trx) =>
-          reserveWithinCap(trx, {
-            id: reservationId!,
-            keyId: state.keyId,
-            month: state.month,
-            amountUsd: estimate,
-            ttlSeconds: (this.deps.reservationTtlMs ?? defaultReservationTtlMs) / 1000,
-          }),
-        );
-        if (!reservation.reserved) {
-          if (reservation.status !== undefined)
-            return { ...base, allowed: false, reason: reason(reservation.status === 'revoked' ? KeyRefusal.REVOKED : KeyRefusal.UNKNOWN) };
-          return { ...base, allowed: false, ...this.capExceeded(reservation.capUsd!, reservation.committedUsd) };
-        }
+        const refusal = await this.reserve(state, reservationId, estimate);
+        if (refusal) return { ...base, allowed: false, ...refusal };
       }
     }
     this.touch(state.keyId);
-    return { ...base, allowed: true, reason: reason(KeyRefusal.UNSPECIFIED), reservationId };
+    return { ...base, allowed: true, reason: refusalReason(KeyRefusal.UNSPECIFIED), reservationId };
   }
 
   async authenticate(fullKey: string): Promise<AuthenticateAnswer> {
     const state = await this.lookup(fullKey);
-    if (!state) return { reason: reason(KeyRefusal.UNKNOWN) };
+    if (!state) return { reason: refusalReason(KeyRefusal.UNKNOWN) };
     const base = { keyId: state.keyId, workspaceId: state.workspaceId, createdBy: state.createdBy, status: state.status };
-    if (state.status === 'revoked') return { ...base, reason: reason(KeyRefusal.REVOKED) };
+    if (state.status === 'revoked') return { ...base, reason: refusalReason(KeyRefusal.REVOKED) };
     if (state.capReached) return { ...base, ...this.capExceeded(state.capUsd!, state.spendUsd) };
     this.touch(state.keyId);
-    return { ...base, reason: reason(KeyRefusal.UNSPECIFIED) };
+    return { ...base, reason: refusalReason(KeyRefusal.UNSPECIFIED) };
+  }
+
+  /**
+   * Reserves `amountUsd` if the month's spend, the open reservations, the unsettled part of the
+   * cap leases and this amount stay at or under the cap; else the refusal. Under the key's row
+   * lock, like every cap lease decision (cap-leases.ts).
+   */
+  private reserve(state: KeyState, id: string, amountUsd: string): Promise<Pick<AuthorizeAnswer, 'reason' | 'capUsd' | 'spendUsd' | 'resetsAt'> | undefined> {
+    const ttlSeconds = (this.deps.reservationTtlMs ?? defaultReservationTtlMs) / 1000;
+    return this.deps.db.transaction(async (trx) => {
+      const key = await lockKeyCap(trx, state.keyId);
+      if (key?.status !== 'active') return { reason: refusalReason(key?.status === 'revoked' ? KeyRefusal.REVOKED : KeyRefusal.UNKNOWN) };
+      if (key.cap !== null) {
+        const { spend, reserved, leased } = await capCommitments(trx, state.keyId, state.month, '');
+        const committed = new Money(spend).plus(reserved).plus(leased);
+        if (committed.plus(amountUsd).gt(key.cap)) return this.capExceeded(key.cap, formatMoney(committed));
+      }
+      await insertReservation(trx, { id, keyId: state.keyId, amountUsd, ttlSeconds });
+      return undefined;
+    });
   }
 
   private lookup(fullKey: string): Promise<KeyState | undefined> | undefined {
     return isWellFormedKey(fullKey) ? this.deps.states.byHash(hashKey(fullKey)) : undefined;
   }
 
-  /** The facts of a 402 spend_cap_exceeded: `spendUsd` counts open reservations when a reservation was refused. */
+  /** The facts of a 402 spend_cap_exceeded: `spendUsd` counts open reservations and cap leases when a reservation was refused. */
   private capExceeded(capUsd: string, spendUsd: string) {
-    return { reason: reason(KeyRefusal.SPEND_CAP_EXCEEDED), capUsd, spendUsd: formatMoney(spendUsd), resetsAt: timestampFromDate(monthEnd(this.clock())) };
+    return {
+      reason: refusalReason(KeyRefusal.SPEND_CAP_EXCEEDED),
+      capUsd,
+      spendUsd: formatMoney(spendUsd),
+      resetsAt: timestampFromDate(monthEnd(this.clock())),
+    };
   }
 
   /** last_used_at, written at most once a minute per key by this replica (and by the statement, across replicas). */

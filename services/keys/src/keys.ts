@@ -15,7 +15,7 @@ import { authorize } from '@switchboard/runtime/policy';
 import type { DataKeyRing } from '@switchboard/runtime/secrets';
 import type { EventWriter } from '@switchboard/runtime/service';
 import { parseHttpsUrl } from '@switchboard/runtime/urls';
-import { generateFullKey, hashKey, hintOf } from './key-format.js';
+import { generateFullKey, hashKey, hintOf } from '@switchboard/runtime/api-key-format';
 import { parseKeyName, parseRoutingPolicy, parseSpendCap, parseStatusFilter, parseThresholdPct } from './key-input.js';
 import { toKey } from './key-record.js';
 import { monthOf } from './months.js';

@@ -2,7 +2,9 @@ import { PgNotifier } from '@switchboard/runtime/pg-notifications';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { AlertWebhooks } from './alert-webhooks.js';
 import { KeyAuthorizer } from './authorization.js';
+import { CapLeases } from './cap-leases.js';
 import type { KeysConfig } from './config.js';
+import { KeyStateFeed } from './key-state-feed.js';
 import { KeyStates } from './key-states.js';
 import { Keys } from './keys.js';
 import type { KeysHandlers } from './server.js';
@@ -31,5 +33,7 @@ export function prepareKeys(runtime: KeysRuntime, config: KeysConfig): KeysHandl
     keys: new Keys({ db, log, dataKeys, recordEvent, notifier }),
     authorizer: new KeyAuthorizer({ db, log, states, reservationTtlMs: config.reservationTtlMs }),
     alertWebhooks: new AlertWebhooks({ db, dataKeys }),
+    stateFeed: new KeyStateFeed({ db }),
+    capLeases: new CapLeases({ db, leaseTtlMs: config.leaseTtlMs }),
   };
 }

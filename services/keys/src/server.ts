@@ -5,6 +5,8 @@ import { invalidArgument } from '@switchboard/runtime/errors';
 import { changedKeyHeader } from '@switchboard/runtime/server';
 import type { AlertWebhooks } from './alert-webhooks.js';
 import type { KeyAuthorizer } from './authorization.js';
+import type { CapLeases } from './cap-leases.js';
+import type { KeyStateFeed } from './key-state-feed.js';
 import type { Keys } from './keys.js';
 
 /**
@@ -18,6 +20,8 @@ export interface KeysHandlers {
   keys: Keys;
   authorizer: KeyAuthorizer;
   alertWebhooks: AlertWebhooks;
+  stateFeed: KeyStateFeed;
+  capLeases: CapLeases;
 }
 
 /** Tells the gateway to drop its cached standing of the key (see changedKeyHeader). */
@@ -66,6 +70,23 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
     },
     async releaseReservation(req) {
       await authorizer.release(req.reservationId);
+      return {};
+    },
+    async listKeyStates(req) {
+      return handlers.stateFeed.list(req.afterVersion, req.limit);
+    },
+    async leaseCap(req) {
+      return handlers.capLeases.lease({
+        keyId: req.keyId,
+        leaseId: req.leaseId,
+        holder: req.holder,
+        usedUsd: req.usedUsd,
+        wantUsd: req.wantUsd,
+        minUsd: req.minUsd,
+      });
+    },
+    async releaseCapLease(req) {
+      await handlers.capLeases.release(req.leaseId, req.usedUsd);
       return {};
     },
     async authenticateKey(req) {

@@ -4,8 +4,9 @@ import { fileURLToPath } from 'node:url';
 import type { ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { TopupCompletedSchema, UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { generateFullKey, hashKey, hintOf, isWellFormedKey } from '@switchboard/keys/key-format';
+import { generateFullKey, hashKey, hintOf, isWellFormedKey } from '@switchboard/runtime/api-key-format';
 import { parseKeyName, parseSpendCap } from '@switchboard/keys/key-input';
+import { KeyStateFeed } from '@switchboard/keys/key-state-feed';
 import { KeyStates } from '@switchboard/keys/key-states';
 import { monthEnd, monthOf } from '@switchboard/keys/months';
 import { Spend } from '@switchboard/keys/spend';
@@ -154,6 +155,33 @@ describe('key states', () => {
     } finally {
       await states.stop();
     }
+  });
+});
+
+describe('key state versions', () => {
+  it('are taken at commit, so a change committed late is never below a version a replica already read', async () => {
+    const feed = new KeyStateFeed({ db });
+    const early = await newKey();
+    const late = await newKey();
+    let head = 0n;
+    for (let page = await feed.list(head, 5000); ; page = await feed.list(head, 5000)) {
+      head = page.version;
+      if (!page.hasMore) break;
+    }
+    // `early` changes first but commits last.
+    await db.transaction(async (trx) => {
+      await trx('api_keys').where({ id: early.id }).update({ routing_policy: 'cn-only' });
+      await db('api_keys').where({ id: late.id }).update({ routing_policy: 'overseas-only' });
+      const seen = await feed.list(head, 10);
+      expect(seen.states.map((state) => state.keyId)).toEqual([late.id]);
+    });
+    const after = await feed.list(head, 10);
+    expect(after.states.map((state) => [state.keyId, state.routingPolicy])).toEqual([
+      [late.id, 'overseas-only'],
+      [early.id, 'cn-only'],
+    ]);
+    await db('api_keys').where({ id: late.id }).update({ last_used_at: db.fn.now() });
+    expect((await feed.list(after.version, 10)).states).toEqual([]); // a use is no change of standing
   });
 });
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Code } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { readKeysConfig } from '@switchboard/keys/config';
@@ -65,5 +66,47 @@ describe('the keys handlers', () => {
     expect(await refusalOf(gateway.describeKey({ keyId: 'key_x' }))).toMatchObject({ code: Code.PermissionDenied, error: 'forbidden' });
     const billing = clientAs(KeyService, { caller: 'billing' });
     expect(await refusalOf(billing.describeKey({ keyId: '' }))).toMatchObject({ code: Code.InvalidArgument, field: 'key_id' });
+  });
+
+  it('list key states by version, in pages, a revocation bumping the version and a use not', async () => {
+    const dataPlane = clientAs(KeyService, { caller: 'data-plane' });
+    const keys = clientAs(KeyService, member('developer'));
+    let head = 0n;
+    for (let more = true; more; ) {
+      const page = await dataPlane.listKeyStates({ afterVersion: head, limit: 5000 });
+      head = page.version;
+      more = page.hasMore;
+    }
+    const created = [];
+    for (const name of ['a', 'b', 'c'])
+      created.push(await keys.createKey({ name, monthlySpendCapUsd: name === 'a' ? '2.50' : undefined, routingPolicy: 'cn-only' }));
+
+    const first = await dataPlane.listKeyStates({ afterVersion: head, limit: 2 });
+    expect(first.hasMore).toBe(true);
+    expect(first.states.map((state) => state.keyId)).toEqual(created.slice(0, 2).map((c) => c.key!.keyId));
+    expect(first.states[0]).toMatchObject({
+      keyHash: createHash('sha256').update(created[0].fullKey).digest('hex'),
+      workspaceId,
+      status: 'active',
+      monthlySpendCapUsd: '2.50',
+      routingPolicy: 'cn-only',
+    });
+    expect(first.states[1].monthlySpendCapUsd).toBeUndefined();
+    expect(first.version).toBe(first.states[1].version);
+    expect(first.states[1].version).toBeGreaterThan(first.states[0].version);
+    const second = await dataPlane.listKeyStates({ afterVersion: first.version, limit: 2 });
+    expect(second).toMatchObject({ hasMore: false, states: [{ keyId: created[2].key!.keyId }] });
+    const unchanged = await dataPlane.listKeyStates({ afterVersion: second.version });
+    expect(unchanged).toMatchObject({ states: [], version: second.version, hasMore: false });
+
+    expect((await dataPlane.authorizeKey({ fullKey: created[1].fullKey })).allowed).toBe(true); // marks the key used
+    await keys.revokeKey({ keyId: created[0].key!.keyId });
+    const afterRevocation = await dataPlane.listKeyStates({ afterVersion: second.version });
+    expect(afterRevocation.states.map((state) => [state.keyId, state.status])).toEqual([[created[0].key!.keyId, 'revoked']]);
+    expect(afterRevocation.version).toBeGreaterThan(second.version);
+
+    expect(await refusalOf(dataPlane.listKeyStates({ limit: 5001 }))).toMatchObject({ code: Code.InvalidArgument, field: 'limit' });
+    expect(await refusalOf(dataPlane.listKeyStates({ afterVersion: -1n }))).toMatchObject({ code: Code.InvalidArgument, field: 'after_version' });
+    expect(await refusalOf(clientAs(KeyService, { caller: 'gateway' }).listKeyStates({}))).toMatchObject({ code: Code.PermissionDenied });
   });
 });

@@ -74,6 +74,37 @@ export async function insertUsageAndDebit(trx: Knex.Transaction, usage: NewUsage
   return balanceUsd === null || version === null ? undefined : { balanceUsd, version };
 }
 
+/**
+ * Inserts a batch of usage rows in one statement, skipping generations recorded already (or
+ * twice in the batch); returns the generation ids it inserted.
+ */
+export async function insertUsages(trx: Knex.Transaction, usages: NewUsage[]): Promise<Set<string>> {
+  const inserted: Array<{ generation_id: string }> = await trx('usage_records')
+    .insert(
+      usages.map((usage) => ({
+        id: usage.id,
+        generation_id: usage.generationId,
+        workspace_id: usage.workspaceId,
+        key_id: usage.keyId,
+        model: usage.model,
+        routed_model: usage.routedModel,
+        tier: usage.tier,
+        input_tokens: usage.inputTokens,
+        output_tokens: usage.outputTokens,
+        upstream_cost_usd: usage.upstreamCostUsd,
+        cost_usd: usage.costUsd,
+        plan_id: usage.planId,
+        pricing_version: usage.pricingVersion,
+        reservation_id: usage.reservationId,
+        occurred_at: usage.occurredAt,
+      })),
+    )
+    .onConflict('generation_id')
+    .ignore()
+    .returning('generation_id');
+  return new Set(inserted.map((row) => row.generation_id));
+}
+
 export async function findUsageByGeneration(db: Db, generationId: string): Promise<UsageRow | undefined> {
   const { rows } = await db.raw<{ rows: UsageRow[] }>(`SELECT ${usageColumns} FROM usage_records WHERE generation_id = ?`, [generationId]);
   return rows[0];

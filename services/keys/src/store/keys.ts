@@ -87,6 +87,14 @@ export async function updateKey(trx: Knex.Transaction, keyId: string, changes: K
     .update({ ...changes, updated_at: trx.fn.now() });
 }
 
+/**
+ * Locks a key for a decision against its cap (a reservation, a lease): every such decision of one
+ * key waits for the previous one's commit. Undefined when there is no such key.
+ */
+export async function lockKeyCap(trx: Knex.Transaction, keyId: string): Promise<{ status: 'active' | 'revoked'; cap: string | null } | undefined> {
+  return trx('api_keys').where({ id: keyId }).forUpdate().first('status', trx.raw('monthly_spend_cap_usd::text AS cap'));
+}
+
 /** What revokeKeys selects: one key, every active key of a workspace, or a user's (in one workspace or all). */
 export type RevocationScope = { keyId: string } | { workspaceId: string; createdBy?: string } | { createdBy: string };
 
@@ -129,6 +137,27 @@ export async function findKeyStateByHash(db: Db, keyHash: string, month: string)
 export async function findKeyStateById(db: Db, keyId: string, month: string): Promise<KeyStateRow | undefined> {
   const { rows } = await db.raw<{ rows: KeyStateRow[] }>(`SELECT ${stateColumns} WHERE k.id = ?`, [month, keyId]);
   return rows[0];
+}
+
+/** A key's standing as a data plane replica holds it (ListKeyStates). */
+export interface VersionedKeyStateRow {
+  id: string;
+  key_hash: string;
+  workspace_id: string;
+  status: 'active' | 'revoked';
+  monthly_spend_cap_usd: string | null;
+  routing_policy: string;
+  state_version: string;
+}
+
+/** The keys whose state version is above `afterVersion`, in version order; `limit` rows. */
+export async function listKeyStatesAfter(db: Db, afterVersion: string, limit: number): Promise<VersionedKeyStateRow[]> {
+  const { rows } = await db.raw<{ rows: VersionedKeyStateRow[] }>(
+    `SELECT k.id, k.key_hash, k.workspace_id, k.status, k.monthly_spend_cap_usd::text, k.routing_policy, k.state_version::text
+       FROM api_keys k WHERE k.state_version > ?::bigint ORDER BY k.state_version LIMIT ?`,
+    [afterVersion, limit],
+  );
+  return rows;
 }
 
 /** The workspace and status of a key, for the billing service. */

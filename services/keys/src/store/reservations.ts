@@ -4,38 +4,14 @@ import type { Db } from '@switchboard/runtime/sql';
 // Reservations of the data plane against a key's cap (docs/api/keys.md#reservations): open until settled by the usage
 // they were for, or until they expire.
 
-/**
- * Reserves `amountUsd` for `keyId` if the month's spend, the open reservations and this amount
- * stay at or under the cap. Two statements under the key's row lock: the lock serializes
- * reservations of one key, and the second statement, started after the lock was granted, sees
- * every reservation committed before (under READ COMMITTED one statement that waited for a lock
- * would still read the older snapshot). Returns undefined when the key is gone, revoked or the
- * cap does not allow it, with the facts of the refusal.
- */
-export async function reserveWithinCap(
-  trx: Knex.Transaction,
-  input: { id: string; keyId: string; month: string; amountUsd: string; ttlSeconds: number },
-): Promise<{ reserved: true } | { reserved: false; capUsd: string | null; committedUsd: string; status?: string }> {
-  const key = (await trx('api_keys').where({ id: input.keyId }).forUpdate().first('status', trx.raw('monthly_spend_cap_usd::text AS cap'))) as
-    | { status: string; cap: string | null }
-    | undefined;
-  if (key?.status !== 'active') return { reserved: false, capUsd: null, committedUsd: '0', status: key?.status ?? 'unknown' };
-  const { rows } = await trx.raw<{ rows: Array<{ committed: string; inserted: string | null }> }>(
-    `WITH committed AS (
-       SELECT COALESCE((SELECT spend_usd FROM key_monthly_spend WHERE key_id = ? AND month = ?::date), 0)
-            + COALESCE((SELECT sum(amount_usd) FROM reservations
-                         WHERE key_id = ? AND settled_at IS NULL AND expires_at > now() AND created_at >= (?::date)::timestamp AT TIME ZONE 'UTC'), 0) AS amount
-     ), inserted AS (
-       INSERT INTO reservations (id, key_id, amount_usd, expires_at)
-       SELECT ?, ?, ?::numeric, now() + make_interval(secs => ?) FROM committed
-        WHERE ?::numeric IS NULL OR committed.amount + ?::numeric <= ?::numeric
-       RETURNING id
-     )
-     SELECT committed.amount::text AS committed, (SELECT id FROM inserted) AS inserted FROM committed`,
-    [input.keyId, input.month, input.keyId, input.month, input.id, input.keyId, input.amountUsd, input.ttlSeconds, key.cap, input.amountUsd, key.cap],
-  );
-  const row = rows[0];
-  return row.inserted ? { reserved: true } : { reserved: false, capUsd: key.cap, committedUsd: row.committed };
+/** Opens a reservation of `amountUsd` for `keyId` (decided under the key's row lock: authorization.ts). */
+export async function insertReservation(trx: Knex.Transaction, input: { id: string; keyId: string; amountUsd: string; ttlSeconds: number }): Promise<void> {
+  await trx.raw(`INSERT INTO reservations (id, key_id, amount_usd, expires_at) VALUES (?, ?, ?::numeric, now() + make_interval(secs => ?))`, [
+    input.id,
+    input.keyId,
+    input.amountUsd,
+    input.ttlSeconds,
+  ]);
 }
 
 /** Settles a reservation of `keyId` (its usage was recorded); false when there was none open. */

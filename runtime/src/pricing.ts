@@ -1,14 +1,19 @@
 import { readFileSync } from 'node:fs';
-import type { MessageInitShape } from '@bufbuild/protobuf';
-import type { PriceListSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
-import { Money } from '@switchboard/runtime/money';
+import { fileURLToPath } from 'node:url';
+import type { CatalogModel, ServiceTier } from './model-catalog.js';
+import { Money } from './money.js';
 
 /**
- * Prices (docs/api/billing.md#tiers-and-prices) from one versioned pricing file (`pricing.json` beside the service, or
- * BILLING_PRICING_FILE): flat per-token prices of the service tiers, and plans that discount them
- * and set the passthrough markup and the byok fee. Every amount is a decimal string and every
- * computation decimal.js; costs stay unrounded.
+ * Prices (docs/api/billing.md#tiers-and-prices) from one versioned pricing file: flat per-token
+ * prices of the service tiers, and plans that discount them and set the passthrough markup and the
+ * byok fee. Whoever prices usage (the component that debits it, and the data plane that answers
+ * its cost and reserves its estimate) loads the same file with this module, so a request's cost
+ * is the same number wherever it is computed. The file is `SWITCHBOARD_PRICING_FILE`, else the
+ * default shipped beside the runtime (`runtime/pricing.json`). Every amount is a decimal string
+ * and every computation decimal.js; costs stay unrounded.
  */
+
+export const defaultPricingPath = fileURLToPath(new URL('../../pricing.json', import.meta.url));
 
 export const tiers = ['fast', 'balanced', 'passthrough', 'byok'] as const;
 export type Tier = (typeof tiers)[number];
@@ -26,6 +31,16 @@ interface TierPrice {
   outputUsdPer1m: string;
 }
 
+/** The list prices of the service tiers and the largest markup: what any plan's request costs at most. */
+export interface PriceList {
+  version: string;
+  tiers: Array<{ tier: ServiceTier; inputUsdPer1m: string; outputUsdPer1m: string }>;
+  maxPassthroughMarkupPct: string;
+}
+
+/** A model's upstream prices, USD per 1M tokens (the catalog's). */
+export type ModelPrices = Pick<CatalogModel, 'inputUsdPer1m' | 'outputUsdPer1m'>;
+
 /** What is priced: token counts, and the upstream cost for passthrough and byok. */
 export interface Priced {
   tier: Tier;
@@ -35,6 +50,7 @@ export interface Priced {
 }
 
 const decimal = /^\d+(\.\d+)?$/;
+const perMillion = new Money(1_000_000);
 
 function text(value: unknown, where: string): string {
   if (typeof value !== 'string' || value === '') throw new Error(`pricing file: ${where} must be a non-empty string`);
@@ -48,18 +64,23 @@ function amount(value: unknown, where: string): string {
 }
 
 export class Pricing {
+  /** The largest passthrough markup of any plan, as the file states it. */
+  private readonly maxMarkupPct: string;
+
   private constructor(
     readonly version: string,
     readonly defaultPlan: string,
-    private readonly tierPrices: Record<'fast' | 'balanced', TierPrice>,
+    private readonly tierPrices: Record<ServiceTier, TierPrice>,
     private readonly planList: PlanPricing[],
-  ) {}
+  ) {
+    this.maxMarkupPct = planList.map((plan) => plan.discounts.passthroughMarkupPct).reduce((max, pct) => (new Money(pct).greaterThan(max) ? pct : max));
+  }
 
   /** Reads and checks the pricing file; errors name the file's field. */
   static parse(json: string): Pricing {
     const raw = JSON.parse(json) as Record<string, unknown>;
     const tiersRaw = (raw.tiers ?? {}) as Record<string, Record<string, unknown>>;
-    const tierPrice = (tier: 'fast' | 'balanced'): TierPrice => ({
+    const tierPrice = (tier: ServiceTier): TierPrice => ({
       model: text(tiersRaw[tier]?.model, `tiers.${tier}.model`),
       inputUsdPer1m: amount(tiersRaw[tier]?.input_usd_per_1m, `tiers.${tier}.input_usd_per_1m`),
       outputUsdPer1m: amount(tiersRaw[tier]?.output_usd_per_1m, `tiers.${tier}.output_usd_per_1m`),
@@ -100,23 +121,40 @@ export class Pricing {
   }
 
   /**
-   * What the data plane estimates a request's cost with (GetPriceList): the service tiers' prices
-   * as the file states them (before any plan discount), and the largest passthrough markup of any
+   * What a request's cost can be estimated with before it is made: the service tiers' prices as
+   * the file states them (before any plan discount), and the largest passthrough markup of any
    * plan (as the file states it). Upper bounds of what a request can cost under any plan.
    */
-  priceList(): MessageInitShape<typeof PriceListSchema> {
-    const serviceTiers = ['fast', 'balanced'] as const;
-    const markups = this.planList.map((plan) => plan.discounts.passthroughMarkupPct);
-    const maxMarkup = markups.reduce((max, pct) => (new Money(pct).greaterThan(max) ? pct : max));
+  priceList(): PriceList {
     return {
       version: this.version,
-      tiers: serviceTiers.map((tier) => ({
+      tiers: (['fast', 'balanced'] as const).map((tier) => ({
         tier,
         inputUsdPer1m: this.tierPrices[tier].inputUsdPer1m,
         outputUsdPer1m: this.tierPrices[tier].outputUsdPer1m,
       })),
-      maxPassthroughMarkupPct: maxMarkup,
+      maxPassthroughMarkupPct: this.maxMarkupPct,
     };
+  }
+
+  /**
+   * The most `tokens` can cost under any plan (the price list's bounds) through a service tier or,
+   * passthrough, through any of `models` (the catalog's models of the requested id: the region is
+   * chosen after the reservation). Rounded up to 18 decimals, the most a reservation carries, so
+   * it is never below the cost.
+   */
+  estimate(target: { tier: ServiceTier } | { models: readonly ModelPrices[] }, tokens: { input: number; output: number }): string {
+    const costOf = (input: Money, output: Money) => input.mul(tokens.input).plus(output.mul(tokens.output)).div(perMillion);
+    let cost: Money;
+    if ('tier' in target) {
+      const price = this.tierPrices[target.tier];
+      cost = costOf(new Money(price.inputUsdPer1m), new Money(price.outputUsdPer1m));
+    } else {
+      if (target.models.length === 0) throw new Error('estimate: no model to price');
+      const factor = new Money(this.maxMarkupPct).div(100).plus(1);
+      cost = Money.max(...target.models.map((model) => costOf(new Money(model.inputUsdPer1m).mul(factor), new Money(model.outputUsdPer1m).mul(factor))));
+    }
+    return cost.toDecimalPlaces(18, Money.ROUND_UP).toFixed();
   }
 
   /** The tier of a request: byok whatever the model; the service tiers by their model id; else passthrough. */

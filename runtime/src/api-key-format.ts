@@ -1,5 +1,5 @@
-import { randomBase62 } from '@switchboard/runtime/ids';
-import { sha256Hex } from '@switchboard/runtime/secrets';
+import { randomBase62 } from './ids.js';
+import { sha256Hex } from './secrets.js';
 
 /**
  * The full key (docs/api/keys.md#the-full-key): `sb_` + 43 base62 characters from the CSPRNG (≈256 bits) + a

@@ -1,0 +1,261 @@
+import { errorMessage, type Logger } from '@switchboard/runtime/log';
+import { formatMoney, Money } from '@switchboard/runtime/money';
+import { startPeriodic } from '@switchboard/runtime/periodic';
+
+/**
+ * This replica's leases on budgets owned elsewhere (docs/money-path.md#leases): the keys service's
+ * caps and billing's prepaid balances. A request reserves its upper-bound estimate against the
+ * lease of each budget it spends from, with no call; the reservation is settled at the actual cost
+ * when the request ends. The owner keeps, atomically, what it has granted within the budget, so no
+ * number of replicas can pass a cap or take a balance below zero.
+ *
+ * A lease is asked for when a request finds none or too little in it (one call per budget, shared
+ * by every request waiting for it), renewed in the background before it runs low or expires, and
+ * given back when idle. Its size follows the recent spend (a replica under steady load renews
+ * rarely), and the owner shares what is left among the leases (so when little is left, a lease
+ * covers one request).
+ *
+ * Invariant kept here: `used` (settled costs + reservations in flight) never exceeds `granted`.
+ */
+
+/** What an owner answers to a grant or renewal. */
+export interface LeaseAnswer<Facts> {
+  /** Empty when nothing was granted and no lease exists, or when the budget needs no lease. */
+  leaseId: string;
+  grantedUsd: string;
+  expiresAt: Date;
+  /** No lease is needed: the budget is unlimited (a key without a cap). */
+  unlimited?: boolean;
+  /** The owner refuses the subject itself (a key revoked or unknown there). */
+  refusal?: string;
+  /** What a refusal for lack of room reports (the cap and spend, or the balance). */
+  facts: Facts;
+}
+
+/** An owner of budgets: the keys service (caps) or billing (balances), behind its RPCs. */
+export interface LeaseOwner<Facts> {
+  lease(subject: string, request: { leaseId: string; usedUsd: string; wantUsd: string; minUsd: string }): Promise<LeaseAnswer<Facts>>;
+  release(leaseId: string, usedUsd: string): Promise<void>;
+}
+
+export type Reservation<Facts = unknown> = {
+  readonly ok: true;
+  /** The lease the usage record names, so the owner settles it; empty for an unlimited budget. */
+  readonly leaseId: string;
+  /** What the owner last said about the budget (a balance lease carries the workspace's plan). */
+  readonly facts: Facts;
+  /** Ends the reservation at the actual cost (at most once). */
+  settle(actual: Money): void;
+};
+
+export type Refusal<Facts> = { readonly ok: false; readonly refusal?: string; readonly facts: Facts };
+
+interface Lease<Facts> {
+  id: string;
+  granted: Money;
+  used: Money;
+  inFlight: number;
+  expiresAt: number;
+  /** The lease's lifetime as granted: it is renewed once half of it has passed. */
+  ttlMs: number;
+  /** used when it was last granted, to size the next grant on the spend since. */
+  usedAtGrant: Money;
+  grantedAt: number;
+  lastUsedAt: number;
+  facts: Facts;
+  unlimited: boolean;
+}
+
+export interface BudgetLeasesDeps<Facts> {
+  /** "cap" or "balance": for logs. */
+  name: string;
+  log: Logger;
+  owner: LeaseOwner<Facts>;
+  /** A lease is not reserved against in its last stretch (a renewal under way may not make it). */
+  expiryMarginMs?: number;
+  /** Given back after this long without a request. */
+  idleMs?: number;
+  /** A lease asks for at least this many estimates of the request that needs it. */
+  requestsPerGrant?: number;
+}
+
+const zero = new Money(0);
+/** The least a keep-alive renewal asks for: the owner wants a positive amount. */
+const keepAliveMin = new Money('0.000000000001');
+
+export class BudgetLeases<Facts> {
+  private readonly leases = new Map<string, Lease<Facts>>();
+  /**
+   * The grant under way per subject. Reservations of the subject wait for it: the renewal tells
+   * the owner what is used, and only settlements (which lower it) may happen until the answer, so
+   * the new grant always covers what is held.
+   */
+  private readonly granting = new Map<string, Promise<Lease<Facts> | Refusal<Facts>>>();
+  private sweeper?: { stop(): Promise<void> };
+  private readonly expiryMarginMs: number;
+  private readonly idleMs: number;
+  private readonly requestsPerGrant: number;
+
+  constructor(private readonly deps: BudgetLeasesDeps<Facts>) {
+    this.expiryMarginMs = deps.expiryMarginMs ?? 2000;
+    this.idleMs = deps.idleMs ?? 60_000;
+    this.requestsPerGrant = deps.requestsPerGrant ?? 16;
+  }
+
+  start(): void {
+    this.sweeper = startPeriodic({ name: `${this.deps.name}-leases`, everyMs: 500, log: this.deps.log, run: () => this.sweep() });
+  }
+
+  /** Stops renewing and gives every lease back (what it used stays held until it is settled). */
+  async stop(): Promise<void> {
+    await this.sweeper?.stop();
+    await Promise.allSettled([...this.leases.entries()].map(([subject, lease]) => this.giveBack(subject, lease)));
+  }
+
+  /**
+   * The budget changed at its owner (a key's cap was lowered): the lease granted under the old
+   * limit is given back, and the next request asks for one under the new limit.
+   */
+  forget(subject: string): void {
+    const lease = this.leases.get(subject);
+    if (lease) void this.giveBack(subject, lease);
+  }
+
+  /** Reserves `amount` against the lease of `subject`, asking the owner when the lease cannot cover it. */
+  async reserve(subject: string, amount: Money): Promise<Reservation<Facts> | Refusal<Facts>> {
+    let refusal: Refusal<Facts> | undefined;
+    // Two rounds: another request may take the room a grant made before this one gets to it.
+    for (let round = 0; round < 2; round++) {
+      const pending = this.granting.get(subject);
+      if (pending) await pending.catch(() => undefined);
+      const lease = this.leases.get(subject);
+      if (lease && this.covers(lease, amount, Date.now())) return this.take(subject, lease, amount);
+      const answer = await this.grant(subject, amount);
+      if ('ok' in answer) return answer;
+      if (this.covers(answer, amount, Date.now())) return this.take(subject, answer, amount);
+      refusal = { ok: false, facts: answer.facts };
+    }
+    return refusal!;
+  }
+
+  private covers(lease: Lease<Facts>, amount: Money, now: number): boolean {
+    if (lease.unlimited) return lease.expiresAt > now;
+    return lease.expiresAt - this.expiryMarginMs > now && lease.granted.minus(lease.used).gte(amount);
+  }
+
+  private take(subject: string, lease: Lease<Facts>, amount: Money): Reservation<Facts> {
+    const held = lease.unlimited ? zero : amount;
+    lease.used = lease.used.plus(held);
+    lease.inFlight += 1;
+    lease.lastUsedAt = Date.now();
+    // Ahead of exhaustion: renewed in the background once less than a quarter of the grant is left.
+    if (!lease.unlimited && lease.granted.minus(lease.used).lt(lease.granted.minus(lease.usedAtGrant).div(4))) this.renewInBackground(subject, amount);
+    let settled = false;
+    return {
+      ok: true,
+      leaseId: lease.unlimited ? '' : lease.id,
+      facts: lease.facts,
+      settle: (actual: Money) => {
+        if (settled) return;
+        settled = true;
+        lease.inFlight -= 1;
+        if (lease.unlimited) return;
+        if (actual.gt(held))
+          this.deps.log.warn({ lease_id: lease.id, reserved: formatMoney(held), actual: formatMoney(actual) }, 'a request cost more than its estimate');
+        lease.used = lease.used.minus(held).plus(actual);
+      },
+    };
+  }
+
+  private renewInBackground(subject: string, amount: Money): void {
+    if (this.granting.has(subject)) return;
+    this.grant(subject, amount).catch((err) => this.deps.log.warn({ err: errorMessage(err), subject }, `could not renew a ${this.deps.name} lease`));
+  }
+
+  /** One grant per subject at a time, shared by every request waiting for it. */
+  private grant(subject: string, amount: Money): Promise<Lease<Facts> | Refusal<Facts>> {
+    let pending = this.granting.get(subject);
+    if (!pending) {
+      pending = this.ask(subject, amount).finally(() => this.granting.delete(subject));
+      this.granting.set(subject, pending);
+    }
+    return pending;
+  }
+
+  /** Asks the owner for (more of) the subject's lease: a renewal while it lives, else a new one. */
+  private async ask(subject: string, amount: Money): Promise<Lease<Facts> | Refusal<Facts>> {
+    const now = Date.now();
+    const current = this.leases.get(subject);
+    const alive = current && !current.unlimited && current.id && current.expiresAt > now ? current : undefined;
+    // Sized on the spend since the last grant (at least a few requests' worth): a busy replica renews rarely.
+    const recent = alive ? alive.used.minus(alive.usedAtGrant) : zero;
+    const want = Money.max(amount.mul(this.requestsPerGrant), recent.mul(2));
+    const answer = await this.deps.owner.lease(subject, {
+      leaseId: alive?.id ?? '',
+      usedUsd: formatMoney(alive?.used ?? zero),
+      wantUsd: formatMoney(want),
+      minUsd: formatMoney(amount),
+    });
+    if (answer.refusal) return { ok: false, refusal: answer.refusal, facts: answer.facts };
+    const renewed = alive && answer.leaseId === alive.id ? alive : undefined;
+    const lease: Lease<Facts> = renewed ?? {
+      id: answer.leaseId,
+      granted: zero,
+      used: zero,
+      inFlight: 0,
+      expiresAt: 0,
+      ttlMs: 1,
+      usedAtGrant: zero,
+      grantedAt: now,
+      lastUsedAt: now,
+      facts: answer.facts,
+      unlimited: false,
+    };
+    // A renewed lease keeps its used and its requests in flight: only settlements ran meanwhile.
+    lease.granted = new Money(answer.grantedUsd || '0');
+    lease.expiresAt = answer.expiresAt.getTime();
+    lease.ttlMs = Math.max(1, lease.expiresAt - now);
+    lease.usedAtGrant = lease.used;
+    lease.grantedAt = now;
+    lease.facts = answer.facts;
+    lease.unlimited = answer.unlimited ?? false;
+    this.leases.set(subject, lease);
+    return lease;
+  }
+
+  /** Renews leases past half their life that are still in use; gives back the idle ones. */
+  private async sweep(): Promise<void> {
+    const now = Date.now();
+    const work: Promise<unknown>[] = [];
+    for (const [subject, lease] of this.leases) {
+      if (lease.expiresAt <= now && lease.inFlight === 0) {
+        this.leases.delete(subject);
+        continue;
+      }
+      if (lease.unlimited || this.granting.has(subject)) continue;
+      if (lease.inFlight === 0 && now - lease.lastUsedAt > this.idleMs) {
+        work.push(this.giveBack(subject, lease));
+        continue;
+      }
+      if (now - lease.grantedAt > lease.ttlMs / 2) {
+        const typical = lease.granted.minus(lease.usedAtGrant).div(this.requestsPerGrant);
+        work.push(
+          this.grant(subject, Money.max(typical, keepAliveMin)).catch((err) =>
+            this.deps.log.warn({ err: errorMessage(err), subject }, `could not renew a ${this.deps.name} lease`),
+          ),
+        );
+      }
+    }
+    await Promise.allSettled(work);
+  }
+
+  private async giveBack(subject: string, lease: Lease<Facts>): Promise<void> {
+    if (this.leases.get(subject) === lease) this.leases.delete(subject);
+    if (lease.unlimited || !lease.id) return;
+    await this.deps.owner
+      .release(lease.id, formatMoney(lease.used))
+      .catch((err) =>
+        this.deps.log.warn({ err: errorMessage(err), lease_id: lease.id }, `could not give a ${this.deps.name} lease back; it expires on its own`),
+      );
+  }
+}

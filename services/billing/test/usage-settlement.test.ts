@@ -1,0 +1,156 @@
+import { create } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { readBillingConfig } from '@switchboard/billing/config';
+import { type PreparedBilling, prepareBilling } from '@switchboard/billing/prepare';
+import { type UsageRecord, UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { newId } from '@switchboard/runtime/ids';
+import { type InProcessService, inProcessService } from '@switchboard/runtime/in-process';
+import { Money } from '@switchboard/runtime/money';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * Usage records settled a batch at a time, as billing's work consumer hands them over: the
+ * settlement built as main.ts builds it, called in a transaction of its own on the test Postgres.
+ * Workspaces start with the free credit of 1.00, opened by their first record.
+ */
+
+let service: InProcessService;
+let billing: PreparedBilling;
+
+beforeAll(async () => {
+  service = await inProcessService('billing', new URL('../dist/migrations/', import.meta.url));
+  billing = prepareBilling(service.runtime, readBillingConfig({}));
+});
+
+afterAll(() => service?.stop());
+
+const settle = (records: UsageRecord[]) => service.runtime.db.transaction((trx) => billing.settlement.settle(records, trx));
+
+/** A record as the data plane publishes it: service/fast, priced under payg with the shipped file. */
+function record(workspaceId: string, fields: Partial<UsageRecord> = {}): UsageRecord {
+  return create(UsageRecordSchema, {
+    generationId: newId('gen'),
+    keyId: 'key_settlement',
+    workspaceId,
+    model: 'service/fast',
+    routedModel: 'm-small',
+    inputTokens: 1000n,
+    outputTokens: 500n,
+    byok: false,
+    occurredAt: timestampFromDate(new Date()),
+    costUsd: '0.0003',
+    tier: 'fast',
+    planId: 'payg',
+    pricingVersion: '2026-11-01',
+    ...fields,
+  });
+}
+
+async function account(workspaceId: string): Promise<{ balance: string; version: string }> {
+  const row = await service.runtime
+    .db('accounts')
+    .where({ workspace_id: workspaceId })
+    .first(service.runtime.db.raw('balance_usd::text AS balance, balance_version::text AS version'));
+  return row;
+}
+
+async function usageRows(workspaceId: string): Promise<Array<{ generation_id: string; cost_usd: string }>> {
+  return service.runtime
+    .db('usage_records')
+    .where({ workspace_id: workspaceId })
+    .select('generation_id', service.runtime.db.raw('cost_usd::text AS cost_usd'))
+    .orderBy('generation_id');
+}
+
+interface RecordedEvent {
+  workspace_id: string;
+  data: { usage_id: string; generation_id: string; cost_usd: string; balance_usd: string; balance_version: string; cap_lease_id?: string | null };
+}
+
+async function events(workspaceId: string): Promise<RecordedEvent[]> {
+  const rows: Array<{ payload: RecordedEvent }> = await service.runtime
+    .db('outbox')
+    .where('subject', 'like', '%.billing.usage.recorded')
+    .whereRaw("payload->>'workspace_id' = ?", [workspaceId])
+    .orderBy('id')
+    .select('payload');
+  return rows.map((row) => row.payload);
+}
+
+describe('usage settlement', () => {
+  it('bills a generation once, however often it comes in a batch or in later batches', async () => {
+    const workspaceId = newId('org');
+    const first = record(workspaceId);
+    await settle([first, record(workspaceId, { generationId: first.generationId, costUsd: '0.5' }), first]);
+    await settle([first]);
+    expect(await usageRows(workspaceId)).toEqual([{ generation_id: first.generationId, cost_usd: '0.0003' }]);
+    // One debit (1.00 − 0.0003), one version, one event.
+    expect(await account(workspaceId)).toEqual({ balance: '0.9997', version: '1' });
+    expect(await events(workspaceId)).toHaveLength(1);
+  });
+
+  it('debits each workspace of a batch once, by the exact sum of its new records, and tells each event the balance after', async () => {
+    const [a, b] = [newId('org'), newId('org')];
+    // 0.1 + 0.2 is exactly 0.3 here; the published costs are taken as they are, never priced again.
+    const batch = [
+      record(a, { costUsd: '0.1' }),
+      record(b, { costUsd: '0.000000000000000000123' }),
+      record(a, { costUsd: '0.2' }),
+      record(b, { costUsd: '0.25' }),
+      record(a, { costUsd: '0' }),
+    ];
+    await settle(batch);
+    expect(await account(a)).toEqual({ balance: '0.70', version: '1' });
+    expect(await account(b)).toEqual({ balance: '0.749999999999999999877', version: '1' });
+    const sent = [...(await events(a)), ...(await events(b))];
+    expect(sent).toHaveLength(5);
+    expect(sent.filter((event) => event.workspace_id === a).every((event) => event.data.balance_usd === '0.70' && event.data.balance_version === '1')).toBe(
+      true,
+    );
+    expect(sent.map((event) => event.data.generation_id).sort()).toEqual(batch.map((item) => item.generationId).sort());
+    const answered = batch.reduce((sum, item) => sum.plus(item.costUsd), new Money(0));
+    const debited = new Money(2).minus((await account(a)).balance).minus((await account(b)).balance);
+    expect(debited.equals(answered)).toBe(true);
+  });
+
+  it('writes one event per new row with its cap lease, and settles the balance leases the records used', async () => {
+    const workspaceId = newId('org');
+    const lease = await billing.leases.lease({ workspaceId, leaseId: '', holder: 'replica-a', usedUsd: '0', wantUsd: '0.5', minUsd: '0.1' });
+    const capLeaseId = newId('lse');
+    await settle([
+      record(workspaceId, { costUsd: '0.125', capLeaseId, balanceLeaseId: lease.leaseId }),
+      record(workspaceId, { costUsd: '0.0625', balanceLeaseId: lease.leaseId }),
+      // Another workspace's lease is not settled by this workspace's usage.
+      record(newId('org'), { costUsd: '0.01', balanceLeaseId: lease.leaseId }),
+    ]);
+    const sent = await events(workspaceId);
+    expect(sent).toHaveLength(2);
+    expect(sent.map((event) => event.data.cap_lease_id ?? null).sort()).toEqual([capLeaseId, null].sort());
+    expect(sent.every((event) => event.data.usage_id.startsWith('usg_') && event.data.balance_usd === '0.8125')).toBe(true);
+    const row = await service.runtime
+      .db('balance_leases')
+      .where({ id: lease.leaseId })
+      .first(service.runtime.db.raw('granted_usd::text AS granted, settled_usd::text AS settled'));
+    expect(row).toEqual({ granted: '0.5', settled: '0.1875' });
+  });
+
+  it('drops the records that fail their checks, and settles the rest of the batch', async () => {
+    const workspaceId = newId('org');
+    const good = record(workspaceId, { costUsd: '0.05', pricingVersion: '2026-01-01' });
+    await settle([
+      record(workspaceId, { generationId: '' }),
+      record(workspaceId, { keyId: '' }),
+      record(workspaceId, { inputTokens: -1n }),
+      record(workspaceId, { costUsd: '1e-3' }),
+      record(workspaceId, { costUsd: '-0.1' }),
+      record(workspaceId, { costUsd: '' }),
+      record(workspaceId, { tier: 'gold' }),
+      record(workspaceId, { upstreamCostUsd: 'free' }),
+      record(workspaceId, { planId: '' }),
+      good,
+    ]);
+    // Priced under another pricing version: still debited as answered (and logged).
+    expect(await usageRows(workspaceId)).toEqual([{ generation_id: good.generationId, cost_usd: '0.05' }]);
+    expect(await account(workspaceId)).toEqual({ balance: '0.95', version: '1' });
+  });
+});
