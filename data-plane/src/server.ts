@@ -6,7 +6,7 @@ import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { Metrics } from '@switchboard/runtime/metrics';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
-import { parseChatRequest } from './chat-request.js';
+import { parseChatRequest, unsupportedParameter } from './chat-request.js';
 import type { Completions, Reply } from './completions.js';
 import { toErrorResponse } from './openai-error.js';
 
@@ -104,7 +104,14 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
     }
     const conversation = req.headers['x-service-conversation-id'];
     const conversationId = typeof conversation === 'string' && conversation !== '' ? conversation : undefined;
-    await deps.completions.complete(key, parseChatRequest(json, raw.length), conversationId, replyTo(res));
+    const request = parseChatRequest(json, raw.length);
+    const unsupported = unsupportedParameter(request);
+    if (unsupported) {
+      // Credentials before input (docs/conventions.md#order-of-checks): a key that may not be used gets its own answer.
+      await deps.completions.authorize(key);
+      throw unsupported;
+    }
+    await deps.completions.complete(key, request, conversationId, replyTo(res));
     return;
   }
   throw catalogued(errorCatalogue.routeNotFound, { method: req.method, path }, {}, 'front-door');

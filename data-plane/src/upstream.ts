@@ -1,8 +1,9 @@
 import type { CatalogModel, CatalogRegion } from '@switchboard/runtime/model-catalog';
+import { supportedParameters } from './chat-request.js';
 
 /**
- * One call to an OpenAI-compatible upstream (docs/api/front-door.md#a-request-step-by-step): the request body with the catalog's
- * model id, `Authorization: Bearer <value of the region's api_key_env>`, and for streams
+ * One call to an OpenAI-compatible upstream (docs/api/front-door.md#a-request-step-by-step): the request's parameters of the
+ * allow-list with the catalog's model id, `Authorization: Bearer <value of the region's api_key_env>`, and for streams
  * `stream_options.include_usage` forced on, so usage can be billed. The caller's signal aborts
  * it (a client that went away); `headersTimeoutMs` bounds the wait for the first byte.
  */
@@ -43,7 +44,10 @@ export async function callUpstream(
   options: UpstreamSettings & { signal: AbortSignal },
 ): Promise<Response> {
   const stream = body.stream === true;
-  const upstreamBody: Record<string, unknown> = { ...body, model: target.model.id };
+  // Only what the price list can bill goes upstream, whatever the caller checked before.
+  const upstreamBody: Record<string, unknown> = {};
+  for (const name in body) if (supportedParameters.has(name)) upstreamBody[name] = body[name];
+  upstreamBody.model = target.model.id;
   if (stream) upstreamBody.stream_options = { ...(body.stream_options as object | undefined), include_usage: true };
   const apiKey = options.apiKeys[target.region.apiKeyEnv];
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
