@@ -29,6 +29,12 @@ export interface ServerDeps {
   completions: Completions;
   /** Where a shutdown stands: unready (/healthz 503) first, then draining (answers close their connection). */
   lifecycle: { ready: boolean; draining: boolean };
+  /**
+   * UPSTREAM_IDLE_TIMEOUT: how long a stream's client may leave what was written unread before it
+   * is dropped (main.ts passes config.idleTimeoutMs). Unset, a client that stops reading holds its
+   * stream, and the upstream call behind it, for as long as its connection stays open.
+   */
+  idleTimeoutMs?: number;
 }
 
 /** The paths this server answers; any other is counted as "other" (labels stay bounded). */
@@ -111,7 +117,7 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
       await deps.completions.authorize(key);
       throw unsupported;
     }
-    await deps.completions.complete(key, request, conversationId, replyTo(res));
+    await deps.completions.complete(key, request, conversationId, replyTo(res, deps.idleTimeoutMs));
     return;
   }
   throw catalogued(errorCatalogue.routeNotFound, { method: req.method, path }, {}, 'front-door');
@@ -139,7 +145,11 @@ export function modelList(catalog: ModelCatalog) {
   return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created, owned_by: id.startsWith('service/') ? 'switchboard' : 'upstream' })) };
 }
 
-function replyTo(res: http.ServerResponse): Reply {
+/**
+ * The answer of one chat completion. `idleTimeoutMs` bounds how long a write waits for a client
+ * that does not read: then the client is dropped, as if it had gone away (the signal aborts).
+ */
+export function replyTo(res: http.ServerResponse, idleTimeoutMs?: number): Reply {
   const aborted = new AbortController();
   res.on('close', () => {
     if (!res.writableFinished) aborted.abort();
@@ -158,7 +168,10 @@ function replyTo(res: http.ServerResponse): Reply {
       // A client that reads slowly slows the upstream read instead of filling this process's memory.
       if (!res.write(text))
         await new Promise<void>((resolve) => {
+          // One that stops reading would hold the stream and its upstream call forever.
+          const idle = idleTimeoutMs === undefined ? undefined : setTimeout(() => res.destroy(), idleTimeoutMs);
           const done = () => {
+            clearTimeout(idle);
             res.off('drain', done);
             res.off('close', done);
             resolve();

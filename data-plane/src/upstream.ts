@@ -96,25 +96,37 @@ const maxEventChars = 1024 * 1024;
 
 /**
  * Server-sent events as they arrive: each complete event's raw text (to pass on as is) and its
- * data. A partial event waits for the rest of it; nothing else is held back.
+ * data. A partial event waits for the rest of it; nothing else is held back. `signal` ends the
+ * events at once, without an error, even while the upstream is silent: a client gone, a stream
+ * past STREAM_MAX_DURATION, a shutdown (the caller bills what was produced).
  */
 export async function* readEvents(body: ReadableStream<Uint8Array>, idleTimeoutMs: number, signal: AbortSignal): AsyncGenerator<{ raw: string; data: string }> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let pending = '';
+  let stop = () => {};
+  const stopped = new Promise<'stopped'>((resolve) => {
+    stop = () => resolve('stopped');
+  });
+  if (signal.aborted) stop();
+  else signal.addEventListener('abort', stop, { once: true });
   try {
     for (;;) {
       let timer: NodeJS.Timeout | undefined;
       const idle = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error('the upstream stream stalled')), idleTimeoutMs);
       });
-      let chunk: Awaited<ReturnType<typeof reader.read>>;
+      let chunk: Awaited<ReturnType<typeof reader.read>> | 'stopped';
       try {
-        chunk = await Promise.race([reader.read(), idle]);
+        chunk = await Promise.race([reader.read(), idle, stopped]);
+      } catch (err) {
+        // The same signal usually aborts the upstream's fetch too, which fails its body's read.
+        if (signal.aborted) return;
+        throw err;
       } finally {
         clearTimeout(timer);
       }
-      if (signal.aborted) return;
+      if (chunk === 'stopped' || signal.aborted) return;
       if (chunk.done) break;
       // Normalized on the whole pending text: a CRLF split between two chunks ("…\r" then "\n…") counts too.
       pending = (pending + decoder.decode(chunk.value, { stream: true })).replaceAll('\r\n', '\n');
@@ -133,6 +145,7 @@ export async function* readEvents(body: ReadableStream<Uint8Array>, idleTimeoutM
       }
     }
   } finally {
+    signal.removeEventListener('abort', stop);
     reader.cancel().catch(() => undefined);
   }
 }
