@@ -29,8 +29,10 @@ export interface DataPlaneConfig {
   urls: { keys: string; billing: string; conversations: string };
   /** UPSTREAM_TIMEOUT: how long an upstream may take to start its answer. */
   headersTimeoutMs: number;
-  /** UPSTREAM_IDLE_TIMEOUT: how long a stream may stay silent. */
+  /** UPSTREAM_IDLE_TIMEOUT: how long a stream may stay silent, and its client leave it unread. */
   idleTimeoutMs: number;
+  /** STREAM_MAX_DURATION: how long a stream may last from its request's arrival; then it is cut and billed for what was produced. */
+  streamMaxDurationMs: number;
   /** DEFAULT_MAX_TOKENS: the output assumed for the estimate when a request sets none. */
   defaultMaxTokens: number;
   /** ROUTING_REFRESH: how often the routing scores are read from the conversations service. */
@@ -68,6 +70,8 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     },
     headersTimeoutMs: readDuration('UPSTREAM_TIMEOUT', '60s', env),
     idleTimeoutMs: readDuration('UPSTREAM_IDLE_TIMEOUT', '60s', env),
+    // A length of 0 would cut every stream at its first byte.
+    streamMaxDurationMs: readDuration('STREAM_MAX_DURATION', '10m', env, 1),
     defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096, env, 1),
     // Every data plane reads each tier's scores this often: more often would only load conversations.
     routingRefreshMs: readDuration('ROUTING_REFRESH', '1s', env, 100),
