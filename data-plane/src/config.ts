@@ -45,8 +45,6 @@ export interface DataPlaneConfig {
   keyStatesRefreshMs: number;
   /** KEY_STATES_MAX_STALE: after this long without reaching the keys service, requests are refused with 503. */
   keyStatesMaxStaleMs: number;
-  /** STREAM_MAX_DURATION: a stream is cut after this long. */
-  streamMaxDurationMs: number;
   /** WORK_QUEUE_MAX: usage records (and exchanges) that may wait here while JetStream refuses them. */
   workQueueMax: number;
   /** INTERNAL_TIMEOUT: the deadline of each call to a peer (leases, key states, routing). */
@@ -79,7 +77,6 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     events: readEventsConfig(env),
     keyStatesRefreshMs: readDuration('KEY_STATES_REFRESH', '250ms', env, 10),
     keyStatesMaxStaleMs: readDuration('KEY_STATES_MAX_STALE', '30s', env, 1000),
-    streamMaxDurationMs: readDuration('STREAM_MAX_DURATION', '10m', env, 1000),
     workQueueMax: readInt('WORK_QUEUE_MAX', 10_000, env, 1),
     internalTimeoutMs: readDuration('INTERNAL_TIMEOUT', '5s', env, 100),
     pricingFile: readString('SWITCHBOARD_PRICING_FILE', defaultPricingPath, env),
