@@ -129,12 +129,16 @@ describe('readCommonConfig', () => {
       logLevel: 'info',
       eventsSubjectPrefix: 'switchboard.events',
       eventsStream: 'SWITCHBOARD_EVENTS',
+      workSubjectPrefix: 'switchboard',
+      workStream: 'SWITCHBOARD_WORK',
     });
-    expect(readCommonConfig({ ...base, NATS_URL: 'nats://nats:4222', LOG_LEVEL: 'warn', EVENTS_SUBJECT_PREFIX: 'p', EVENTS_STREAM: 'S' })).toMatchObject({
+    expect(readCommonConfig({ ...base, NATS_URL: 'nats://nats:4222', LOG_LEVEL: 'warn', EVENTS_SUBJECT_PREFIX: 'p', EVENTS_STREAM: 'S', WORK_SUBJECT_PREFIX: 'w', WORK_STREAM: 'W' })).toMatchObject({
       natsUrl: 'nats://nats:4222',
       logLevel: 'warn',
       eventsSubjectPrefix: 'p',
       eventsStream: 'S',
+      workSubjectPrefix: 'w',
+      workStream: 'W',
     });
   });
 

@@ -152,6 +152,7 @@ const cases: Case<DescMessage>[] = [
       reservation_id: null,
       balance_usd: '4.99988',
       balance_version: '7',
+      cap_lease_id: null,
     },
   ),
   of(
