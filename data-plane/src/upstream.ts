@@ -97,17 +97,21 @@ const maxEventChars = 1024 * 1024;
 /**
  * Server-sent events as they arrive: each complete event's raw text (to pass on as is) and its
  * data. A partial event waits for the rest of it; nothing else is held back. `signal` ends the
- * events at once, without an error, even while the upstream is silent: a client gone, a stream
- * past STREAM_MAX_DURATION, a shutdown (the caller bills what was produced).
+ * events at once, even while the upstream is silent, with the signal's reason as the error: a
+ * client gone, a stream past STREAM_MAX_DURATION, a shutdown. An error, not an end: a caller that
+ * missed it would take a cut stream for a complete one (the caller tells which signal it was and
+ * bills what was produced).
  */
 export async function* readEvents(body: ReadableStream<Uint8Array>, idleTimeoutMs: number, signal: AbortSignal): AsyncGenerator<{ raw: string; data: string }> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let pending = '';
   let stop = () => {};
-  const stopped = new Promise<'stopped'>((resolve) => {
-    stop = () => resolve('stopped');
+  const stopped = new Promise<never>((_, reject) => {
+    stop = () => reject(signal.reason);
   });
+  // Handled by the race it joins; this keeps an abort between two reads from counting as unhandled.
+  stopped.catch(() => undefined);
   if (signal.aborted) stop();
   else signal.addEventListener('abort', stop, { once: true });
   try {
@@ -116,17 +120,16 @@ export async function* readEvents(body: ReadableStream<Uint8Array>, idleTimeoutM
       const idle = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error('the upstream stream stalled')), idleTimeoutMs);
       });
-      let chunk: Awaited<ReturnType<typeof reader.read>> | 'stopped';
+      let chunk: Awaited<ReturnType<typeof reader.read>>;
       try {
         chunk = await Promise.race([reader.read(), idle, stopped]);
       } catch (err) {
-        // The same signal usually aborts the upstream's fetch too, which fails its body's read.
-        if (signal.aborted) return;
-        throw err;
+        // The same signal usually aborts the upstream's fetch too, which fails its body's read first.
+        throw signal.aborted ? signal.reason : err;
       } finally {
         clearTimeout(timer);
       }
-      if (chunk === 'stopped' || signal.aborted) return;
+      if (signal.aborted) throw signal.reason;
       if (chunk.done) break;
       // Normalized on the whole pending text: a CRLF split between two chunks ("…\r" then "\n…") counts too.
       pending = (pending + decoder.decode(chunk.value, { stream: true })).replaceAll('\r\n', '\n');

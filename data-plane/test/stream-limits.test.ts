@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 /**
  * The bounds of a stream (docs/api/front-door.md#streams): a client that stops reading is dropped
  * after UPSTREAM_IDLE_TIMEOUT, and a stream is cut after STREAM_MAX_DURATION; either way the
- * reading of the upstream ends without an error, so what was produced is billed.
+ * reading of the upstream ends at once with the signal's reason, and what was produced is billed.
  */
 
 const idleTimeoutMs = 300;
@@ -87,7 +87,7 @@ describe('a client that stops reading', () => {
 });
 
 describe('reading an upstream stream', () => {
-  it('ends without an error when its signal aborts while the upstream is silent', async () => {
+  it('ends with the signal’s reason when the signal aborts while the upstream is silent', async () => {
     const silent = new ReadableStream<Uint8Array>({
       start(controller) {
         controller.enqueue(new TextEncoder().encode('data: {"a":1}\n\n'));
@@ -98,18 +98,21 @@ describe('reading an upstream stream', () => {
     const reading = (async () => {
       for await (const { data } of readEvents(silent, 60_000, cut.signal)) {
         events.push(data);
-        cut.abort();
+        cut.abort(new Error('past STREAM_MAX_DURATION'));
       }
     })();
-    await expect(reading).resolves.toBeUndefined();
+    await expect(reading).rejects.toThrow('past STREAM_MAX_DURATION');
     expect(events).toEqual(['{"a":1}']);
   });
 
   it('ends at once when the signal was aborted before it started', async () => {
     const silent = new ReadableStream<Uint8Array>({ start() {} });
-    const events = [];
-    for await (const e of readEvents(silent, 60_000, AbortSignal.abort())) events.push(e);
-    expect(events).toEqual([]);
+    const reading = (async () => {
+      for await (const _ of readEvents(silent, 60_000, AbortSignal.abort(new Error('gone')))) {
+        // nothing is read
+      }
+    })();
+    await expect(reading).rejects.toThrow('gone');
   });
 });
 

@@ -14,9 +14,10 @@ export const dataPlanePaths = new Set(['/v1/chat/completions', '/v1/models']);
 const forwardedRequestHeaders = ['authorization', 'content-type', 'content-length', 'accept', 'x-service-conversation-id'];
 /**
  * Response headers the client gets from the data plane (the gateway sets its own security headers,
- * and its own X-Service-Overhead-Ms).
+ * and its own X-Service-Overhead-Ms). A JSON answer keeps its Content-Length: its body passes
+ * through unchanged, so it need not be re-framed in chunks with a last empty one after it.
  */
-const forwardedResponseHeaders = ['content-type', 'cache-control', 'retry-after', 'x-service-generation-id'];
+const forwardedResponseHeaders = ['content-type', 'content-length', 'cache-control', 'retry-after', 'x-service-generation-id'];
 
 /**
  * X-Service-Overhead-Ms through the gateway (docs/api/front-door.md#responses): the time since the

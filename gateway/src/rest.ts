@@ -77,6 +77,10 @@ interface RequestFacts {
 /** The REST surface: every request is authenticated, translated to an RPC, and translated back. */
 export function createRestHandler(options: RestOptions): http.RequestListener {
   const { log } = options;
+  // The request line's fields are fixed and never secret: the redaction of secret fields, which
+  // pino runs on every value of a line (~170 µs a line, more than the rest of a forwarded request),
+  // has nothing to find there.
+  const requestLog = log.child({}, { redact: { paths: [] } });
   const duration = options.metrics.histogram('http_server_duration_seconds', 'Requests answered, by method, route template and status.', [
     'method',
     'route',
@@ -97,8 +101,8 @@ export function createRestHandler(options: RestOptions): http.RequestListener {
         const seconds = (performance.now() - started) / 1000;
         // Labels stay bounded: the route is a template or a built-in path, never the raw URL.
         duration.observe({ method: knownMethods.has(req.method ?? '') ? req.method : 'other', route: facts.route, status: res.statusCode }, seconds);
-        if (!log.isLevelEnabled('info')) return;
-        log.info(
+        if (!requestLog.isLevelEnabled('info')) return;
+        requestLog.info(
           {
             request_id: requestId,
             method: req.method,

@@ -117,3 +117,31 @@ describe('X-Service-Overhead-Ms through the gateway', () => {
     expect(response.headers.get('x-service-overhead-ms')).toMatch(milliseconds);
   });
 });
+
+describe('the hop', () => {
+  it('reuses its connections to the data plane and passes a JSON answer on with its length, unframed', async () => {
+    const unreachable = undefined as never;
+    const dataPlane = await listen(
+      createHandler({
+        log: createLogger('data-plane', 'silent'),
+        metrics: new Metrics('data-plane'),
+        catalog: unreachable,
+        completions: unreachable,
+        lifecycle: { ready: true, draining: false },
+      }),
+    );
+    let connections = 0;
+    dataPlane.server.on('connection', () => {
+      connections += 1;
+    });
+    const gateway = await gatewayTo(dataPlane.base);
+    for (let i = 0; i < 20; i++) {
+      const response = await fetch(`${gateway.base}/v1/chat/completions`, { method: 'POST', body: '{}' });
+      const body = await response.text();
+      expect(response.status).toBe(401);
+      expect(response.headers.get('content-length')).toBe(String(Buffer.byteLength(body)));
+      expect(response.headers.get('transfer-encoding')).toBeNull();
+    }
+    expect(connections).toBe(1);
+  });
+});
