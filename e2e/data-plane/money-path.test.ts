@@ -596,11 +596,15 @@ describe('2,000 requests, settled exactly', () => {
       expect(row.tier).toBe(s.tier);
       expect(row.key_id).toBe(keys[s.key].keyId);
     }
+    // A client that left is billed for what the upstream produced before the data plane saw it go: at most the 8 tokens of an answer.
+    const leftTokens: Record<string, number> = {};
     for (const s of sent.filter((x) => x.disconnected)) {
       const row = rowOf.get(s.generationId)!;
       expect(row.tier).toBe(s.tier);
-      expect(Number(row.output_tokens), s.generationId).toBeLessThan(8);
+      expect(Number(row.output_tokens), s.generationId).toBeLessThanOrEqual(8);
+      leftTokens[row.output_tokens] = (leftTokens[row.output_tokens] ?? 0) + 1;
     }
+    console.log(`output tokens billed for the clients that left mid-stream (tokens: requests): ${JSON.stringify(leftTokens)}`);
     const billed = sum(rows.map((row) => row.cost_usd));
     const answeredSum = sum(answered.map((s) => s.cost!));
     const leftSum = sum(sent.filter((s) => s.disconnected).map((s) => rowOf.get(s.generationId)!.cost_usd));
@@ -638,13 +642,25 @@ describe('2,000 requests, settled exactly', () => {
  */
 const statsFlushMs = 10_500;
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Requests measured. The background (key-state polls, routing refreshes, lease keep-alives,
+ * outbox polls, housekeeping) is measured over as long a window and subtracted; its jitter between
+ * two windows, a few dozen transactions, must stay well under 0.1 per request.
+ */
+const measuredRequests = 2000;
 
-interface Reading {
+interface SqlReading {
   at: number;
   transactions: number;
-  rpcs: Map<string, number>;
+  /** Rows inserted, updated and deleted so far, by table (pg_stat_user_tables): where the transactions went. */
+  writes: Map<string, number>;
   /** Statements this test issued on its own connection so far (each is a transaction the counter sees). */
   mine: number;
+}
+
+interface RpcReading {
+  at: number;
+  rpcs: Map<string, number>;
 }
 
 describe('the steady state', () => {
@@ -654,41 +670,54 @@ describe('the steady state', () => {
     return db.query<R>(sql, params);
   };
 
+  async function sqlReading(): Promise<SqlReading> {
+    // One simple query, one transaction: the snapshot cleared, then the database's counters.
+    const results = (await query(
+      `SELECT pg_stat_clear_snapshot();
+       SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = current_database();
+       SELECT schemaname || '.' || relname AS name, (n_tup_ins + n_tup_upd + n_tup_del)::text AS n FROM pg_stat_user_tables`,
+    )) as unknown as Array<pg.QueryResult<{ name: string; n: string }>>;
+    return {
+      at: performance.now(),
+      transactions: Number(results[1].rows[0].n),
+      writes: new Map(results[2].rows.map((row) => [row.name, Number(row.n)])),
+      mine: statements,
+    };
+  }
+
   /** RPCs served so far by every service, by service and method (runtime/src/server.ts: rpc_server_duration_seconds). */
-  async function rpcCounts(): Promise<Map<string, number>> {
-    const counts = new Map<string, number>();
+  async function rpcReading(): Promise<RpcReading> {
+    const at = performance.now();
+    const rpcs = new Map<string, number>();
     for (const service of serviceNames) {
       const text = await (await fetch(mesh.metricsUrls[service], { signal: AbortSignal.timeout(5000) })).text();
       for (const line of text.split('\n')) {
         const match = /^rpc_server_duration_seconds_count\{([^}]*)\} (\S+)$/.exec(line);
         if (!match) continue;
         const rpc = `${service} ${/rpc="([^"]*)"/.exec(match[1])?.[1] ?? '?'}`;
-        counts.set(rpc, (counts.get(rpc) ?? 0) + Number(match[2]));
+        rpcs.set(rpc, (rpcs.get(rpc) ?? 0) + Number(match[2]));
       }
     }
-    return counts;
+    return { at, rpcs };
   }
 
-  async function reading(): Promise<Reading> {
-    // One simple query, one transaction: the snapshot cleared, then the database's counter.
-    const results = (await query(
-      'SELECT pg_stat_clear_snapshot(); SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = current_database()',
-    )) as unknown as Array<pg.QueryResult<{ n: string }>>;
-    const transactions = Number(results[1].rows[0].n);
-    const mine = statements;
-    const at = performance.now();
-    return { at, transactions, mine, rpcs: await rpcCounts() };
-  }
-
-  const rpcTotal = (from: Reading, to: Reading) => [...to.rpcs].reduce((total, [rpc, n]) => total + n - (from.rpcs.get(rpc) ?? 0), 0);
-  const rpcDelta = (from: Reading, to: Reading) =>
+  const transactionsBetween = (from: SqlReading, to: SqlReading) => to.transactions - from.transactions - (to.mine - from.mine);
+  const writesBetween = (from: SqlReading, to: SqlReading) =>
+    [...to.writes]
+      .map(([table, n]) => [table, n - (from.writes.get(table) ?? 0)] as const)
+      .filter(([, n]) => n > 0)
+      .sort((a, b) => b[1] - a[1])
+      .map(([table, n]) => `${table} ${n}`)
+      .join(', ');
+  const rpcsBetween = (from: RpcReading, to: RpcReading) => [...to.rpcs].reduce((total, [rpc, n]) => total + n - (from.rpcs.get(rpc) ?? 0), 0);
+  const rpcList = (from: RpcReading, to: RpcReading) =>
     [...to.rpcs]
       .map(([rpc, n]) => [rpc, n - (from.rpcs.get(rpc) ?? 0)] as const)
       .filter(([, n]) => n > 0)
       .map(([rpc, n]) => `${rpc} ${n}`)
       .join(', ');
 
-  it('500 requests after a warm-up: < 0.1 Postgres transactions and < 0.05 RPCs per request, background subtracted', async () => {
+  it(`${measuredRequests} requests after a warm-up: < 0.1 Postgres transactions and < 0.05 RPCs per request, background subtracted`, async () => {
     const ws = await account({ monthly_spend_cap_usd: '50.00' });
     const ask: ChatCompletionCreateParamsNonStreaming = { model: 'service/fast', messages: [userMessage('Say hi')], max_tokens: 8 };
     const send = (count: number) => pool(count, 64, async () => serviceOf(await ws.client.chat.completions.create(ask)).cost_usd);
@@ -704,44 +733,52 @@ describe('the steady state', () => {
           return rows[0].n === count && rows[0].spend !== null && new Money(rows[0].spend).eq(expected);
         },
         `${count} requests billed and in the key's spend`,
-        30_000,
+        60_000,
         500,
       );
     };
 
     // Warm-up: the key in the replica, its leases sized for 64 in flight, connections open.
     const warm = await send(200);
-    await settled(200, warm);
+    await settled(warm.length, warm);
     await pause(statsFlushMs);
 
-    const start = await reading();
-    const measured = await send(500);
-    await settled(700, [...warm, ...measured]);
+    const sqlStart = await sqlReading();
+    const rpcStart = await rpcReading();
+    const measured = await send(measuredRequests);
+    // RPCs are counted as they are served: over the requests' own time, then over as long a time without requests.
+    const rpcLoaded = await rpcReading();
+    await pause(rpcLoaded.at - rpcStart.at);
+    const rpcIdle = await rpcReading();
+    // Transactions include the settlement the requests caused (billing's and keys' batches, the outbox), once flushed.
+    await settled(warm.length + measured.length, [...warm, ...measured]);
     await pause(statsFlushMs);
-    const loaded = await reading();
-    // The background alone (key-state polls, routing refreshes, lease keep-alives, housekeeping) over as long a window.
-    await pause(loaded.at - start.at);
-    const idle = await reading();
+    const sqlLoaded = await sqlReading();
+    // The three scrapes of /metrics in the load window ran SQL (the outbox and queue gauges): as many in this one.
+    for (let i = 0; i < 3; i++) await rpcReading();
+    await pause(sqlLoaded.at - sqlStart.at - (performance.now() - sqlLoaded.at));
+    const sqlIdle = await sqlReading();
 
-    const loadWindow = loaded.at - start.at;
-    const idleWindow = idle.at - loaded.at;
-    const transactionsOf = (from: Reading, to: Reading) => to.transactions - from.transactions - (to.mine - from.mine);
-    const loadTransactions = transactionsOf(start, loaded);
-    const idleTransactions = transactionsOf(loaded, idle);
-    const perRequest = (loadTransactions - idleTransactions * (loadWindow / idleWindow)) / 500;
-    const rpcPerRequest = (rpcTotal(start, loaded) - rpcTotal(loaded, idle) * (loadWindow / idleWindow)) / 500;
+    const sqlRatio = (sqlLoaded.at - sqlStart.at) / (sqlIdle.at - sqlLoaded.at);
+    const loadTransactions = transactionsBetween(sqlStart, sqlLoaded);
+    const idleTransactions = transactionsBetween(sqlLoaded, sqlIdle);
+    const transactionsPerRequest = (loadTransactions - idleTransactions * sqlRatio) / measuredRequests;
+    const rpcRatio = (rpcLoaded.at - rpcStart.at) / (rpcIdle.at - rpcLoaded.at);
+    const rpcsPerRequest = (rpcsBetween(rpcStart, rpcLoaded) - rpcsBetween(rpcLoaded, rpcIdle) * rpcRatio) / measuredRequests;
     const detail = [
-      `transactions: ${loadTransactions} in the load window (${Math.round(loadWindow)} ms), ${idleTransactions} idle (${Math.round(idleWindow)} ms): ${perRequest.toFixed(3)} per request`,
-      `RPCs in the load window: ${rpcDelta(start, loaded)}`,
-      `RPCs idle: ${rpcDelta(loaded, idle)}`,
-      `${rpcPerRequest.toFixed(3)} RPCs per request`,
+      `transactions: ${loadTransactions} in the load window (${Math.round(sqlLoaded.at - sqlStart.at)} ms, settlement and flush included), ${idleTransactions} in as long a window without requests: ${transactionsPerRequest.toFixed(3)} per request`,
+      `rows written in the load window: ${writesBetween(sqlStart, sqlLoaded)}`,
+      `rows written without requests: ${writesBetween(sqlLoaded, sqlIdle)}`,
+      `RPCs during the requests (${Math.round(rpcLoaded.at - rpcStart.at)} ms): ${rpcList(rpcStart, rpcLoaded)}`,
+      `RPCs in as long a time without requests: ${rpcList(rpcLoaded, rpcIdle)}`,
+      `${rpcsPerRequest.toFixed(3)} RPCs per request`,
     ].join('\n');
     console.log(detail);
-    expect(perRequest, detail).toBeLessThan(0.1);
-    expect(rpcPerRequest, detail).toBeLessThan(0.05);
+    expect(transactionsPerRequest, detail).toBeLessThan(0.1);
+    expect(rpcsPerRequest, detail).toBeLessThan(0.05);
     // The calls a request used to make are gone altogether.
     for (const rpc of ['keys KeyService/AuthorizeKey', 'conversations RoutingService/RouteModel', 'billing UsageService/RecordUsage']) {
-      expect((loaded.rpcs.get(rpc) ?? 0) - (start.rpcs.get(rpc) ?? 0), `${rpc}\n${detail}`).toBe(0);
+      expect((rpcLoaded.rpcs.get(rpc) ?? 0) - (rpcStart.rpcs.get(rpc) ?? 0), `${rpc}\n${detail}`).toBe(0);
     }
-  }, 180_000);
+  }, 240_000);
 });
