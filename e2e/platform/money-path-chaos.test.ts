@@ -12,6 +12,7 @@ import {
   sendCompletion,
 } from '@switchboard/testkit/chaos/money-path';
 import { type ChaosWorld, startChaosWorld } from '@switchboard/testkit/chaos/world';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -69,6 +70,7 @@ describe('chaos: the money path under kill -9, NATS and service restarts', () =>
       { label: 'lease', capUsd: streamEstimate.mul('1.5').toDecimalPlaces(12, Money.ROUND_DOWN).toFixed(), workers: 0 },
     ]);
     const lease = accounts.find((account) => account.label === 'lease')!;
+    const budgets = accounts.filter((account) => account.label !== 'lease');
     const load = new MoneyLoad(world.mesh.gatewayUrl, accounts);
     const cutWindows: Array<[number, number]> = [];
     const faults: string[] = [];
@@ -151,9 +153,9 @@ describe('chaos: the money path under kill -9, NATS and service restarts', () =>
       await restartComponent('keys').restore(world);
       faults.push('restart keys (SIGTERM)');
 
-      // Then the load goes on until every budget has run out (each has been refused), so the caps and the balance were reached.
-      const budgets = accounts.filter((account) => account.label !== 'lease');
-      await eventually(() => budgets.every((account) => load.refusals(account) > 0), 'every budget to run out', 90_000, 250);
+      // Then the load goes on until every budget has run out (refused after the faults), so the caps and the balance were reached.
+      const faultsDoneAt = Date.now();
+      await eventually(() => budgets.every((account) => load.refusals(account, faultsDoneAt) > 0), 'every budget to run out', 90_000, 250);
     } finally {
       await load.stop();
     }
@@ -169,5 +171,24 @@ describe('chaos: the money path under kill -9, NATS and service restarts', () =>
       report,
     ).toEqual([]);
     expect(invariants.length).toBe(5);
+
+    // The budgets were used up, not lost to leases that never came back: what is left of each is less than
+    // the estimates its requests in flight could hold when it was refused, and one more.
+    const db = new pg.Client({ connectionString: world.postgres.url });
+    await db.connect();
+    try {
+      for (const account of budgets) {
+        const { rows } = await db.query<{ spent: string; balance: string }>(
+          `SELECT (SELECT COALESCE(sum(cost_usd), 0)::text FROM billing.usage_records WHERE key_id = $1) AS spent,
+                  (SELECT balance_usd::text FROM billing.accounts WHERE workspace_id = $2) AS balance`,
+          [account.keyId, account.workspaceId],
+        );
+        const left = account.capUsd ? new Money(account.capUsd).minus(rows[0].spent) : new Money(rows[0].balance);
+        const bound = streamEstimate.mul(defaultMoneyLoadOptions.workersPerAccount + 1);
+        expect(left.lt(bound), `${account.label}: ${left.toFixed()} left, more than ${bound.toFixed()}\n${report}`).toBe(true);
+      }
+    } finally {
+      await db.end();
+    }
   }, 300_000);
 });

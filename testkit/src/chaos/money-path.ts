@@ -182,9 +182,9 @@ export class MoneyLoad {
     return this.streaming;
   }
 
-  /** How many requests of `account` were refused with a 402 so far. */
-  refusals(account: MoneyAccount): number {
-    return this.attempts.filter((attempt) => attempt.account === account.label && attempt.outcome === 'refused').length;
+  /** How many requests of `account` sent at `since` (Date.now()) or later were refused with a 402 so far. */
+  refusals(account: MoneyAccount, since = 0): number {
+    return this.attempts.filter((attempt) => attempt.account === account.label && attempt.outcome === 'refused' && attempt.at >= since).length;
   }
 
   private async work(account: MoneyAccount, worker: number): Promise<void> {
