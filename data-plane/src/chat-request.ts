@@ -1,12 +1,17 @@
 import { ApiError } from '@switchboard/runtime/api-error';
+import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 
 /**
  * A chat completion request as the front door checks it: the fields it acts on are validated,
- * the rest goes upstream untouched (OpenAI-compatible parameters the platform does not read).
+ * the other parameters of the allow-list go upstream untouched.
  */
 export interface ChatRequest {
   model: string;
   stream: boolean;
+  /**
+   * The output bound: `max_tokens`, else `max_completion_tokens` (the larger when both are sent,
+   * since an upstream may honour either); undefined when neither is.
+   */
   maxTokens?: number;
   /** How many choices the upstream generates (`n`, 1..16). */
   choices: number;
@@ -18,6 +23,38 @@ export interface ChatRequest {
 }
 
 const maxMessages = 10_000;
+
+/**
+ * The parameters an upstream request may carry (docs/api/front-door.md#parameters): those whose
+ * output the price list can bill. Another (`audio`, `web_search_options`, …) could make the
+ * upstream produce or charge for what no price covers, so it is refused rather than passed on.
+ */
+export const supportedParameters: ReadonlySet<string> = new Set([
+  'model',
+  'messages',
+  'max_tokens',
+  'max_completion_tokens',
+  'temperature',
+  'top_p',
+  'n',
+  'stop',
+  'stream',
+  'stream_options',
+  'presence_penalty',
+  'frequency_penalty',
+  'logit_bias',
+  'logprobs',
+  'top_logprobs',
+  'seed',
+  'user',
+  'response_format',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+]);
+
+/** The longest parameter name an answer repeats: the name comes from the client, the answer stays small. */
+const maxParamChars = 100;
 
 function invalid(field: string, message: string): ApiError {
   return new ApiError(400, 'invalid_request', message, { field: field || undefined });
@@ -49,6 +86,20 @@ export function parseChatRequest(json: unknown, bodyBytes: number): ChatRequest 
   const n = body.n ?? 1;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1 || n > maxChoices) throw invalid('n', `n must be an integer from 1 to ${maxChoices}.`);
   return { model: body.model, stream: body.stream === true, maxTokens, choices: n, messages: body.messages as ChatRequest['messages'], bodyBytes, body };
+}
+
+/**
+ * 400 `unsupported_parameter` naming the request's first parameter outside the allow-list, or
+ * undefined when it has none. Not thrown by parseChatRequest: it is input, answered only once the
+ * key is known to be good (docs/conventions.md#order-of-checks).
+ */
+export function unsupportedParameter(request: ChatRequest): ApiError | undefined {
+  for (const name in request.body) {
+    if (supportedParameters.has(name)) continue;
+    const param = name.slice(0, maxParamChars);
+    return catalogued(errorCatalogue.unsupportedParameter, { param }, { field: param }, 'front-door');
+  }
+  return undefined;
 }
 
 /** The text of a message's content: a string, or the text parts of an array of parts. */

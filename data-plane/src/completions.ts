@@ -71,6 +71,8 @@ export interface Reply {
   /** Resolves once the client can take more (backpressure), or at once when it went away. */
   write(text: string): Promise<void>;
   end(): void;
+  /** Runs `work` (the upstream's call, or the read of its answer) and leaves its time out of X-Service-Overhead-Ms. */
+  upstream<T>(work: () => Promise<T>): Promise<T>;
 }
 
 interface Target {
@@ -154,7 +156,7 @@ export class Completions {
       // A non-streamed answer is produced (and billed) even if the client leaves; a stream stops with the client.
       const limit = AbortSignal.timeout(this.deps.settings.streamMaxDurationMs);
       const signal = request.stream ? AbortSignal.any([reply.signal, this.stopping.signal, limit]) : this.stopping.signal;
-      const { response, target } = await this.callWithFailover(first, tier, key.policy, request, signal);
+      const { response, target } = await reply.upstream(() => this.callWithFailover(first, tier, key.policy, request, signal));
       produced = true;
       const planId = balance.facts.planId;
       const bill = async (tokens: Tokens, answer: string | undefined) => {
@@ -192,7 +194,7 @@ export class Completions {
           cost_usd: costUsd,
         };
       };
-      await this.answer(request, reply, response, target, generationId, bound, bill);
+      await this.answer(request, reply, signal, response, target, generationId, bound, bill);
     } finally {
       // Nothing was produced (refused, or the upstream failed): the reservations end at no cost.
       if (!produced) {
@@ -207,6 +209,8 @@ export class Completions {
   private async answer(
     request: ChatRequest,
     reply: Reply,
+    /** Ends a stream: the client gone, STREAM_MAX_DURATION, a shutdown. */
+    signal: AbortSignal,
     response: Response,
     target: Target,
     generationId: string,
@@ -220,7 +224,7 @@ export class Completions {
         choices?: Array<{ message?: { content?: unknown } }>;
       };
       try {
-        body = (await response.json()) as typeof body;
+        body = (await reply.upstream(() => response.json())) as typeof body;
       } catch (err) {
         // Unreadable: nothing the client can use was produced, and nothing is billed.
         throw upstreamError(new UpstreamUnavailable(`the upstream's answer could not be read (${(err as Error).message})`));
@@ -241,7 +245,7 @@ export class Completions {
     let last: { id?: string; created?: number; model?: string } = {};
     let failure: unknown;
     try {
-      for await (const event of readEvents(response.body!, this.deps.settings.idleTimeoutMs, reply.signal)) {
+      for await (const event of readEvents(response.body!, this.deps.settings.idleTimeoutMs, signal)) {
         if (event.data === '[DONE]') {
           completed = true;
           break;
@@ -274,7 +278,7 @@ export class Completions {
     // it ran too long, the upstream failed), the prompt at the usual 4 bytes a token and a token
     // per delta.
     const billed = usage ?? (completed ? bound : { input: Math.ceil(request.bodyBytes / 4), output: deltas });
-    const cut = reply.signal.aborted || failure !== undefined;
+    const cut = signal.aborted || failure !== undefined;
     const service = await bill(billed, cut ? undefined : answer);
     if (reply.signal.aborted) {
       this.deps.log.info({ generation_id: generationId, output_tokens: billed.output }, 'the client went away mid-stream; billed what was produced');

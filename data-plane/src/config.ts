@@ -29,8 +29,10 @@ export interface DataPlaneConfig {
   urls: { keys: string; billing: string; conversations: string };
   /** UPSTREAM_TIMEOUT: how long an upstream may take to start its answer. */
   headersTimeoutMs: number;
-  /** UPSTREAM_IDLE_TIMEOUT: how long a stream may stay silent. */
+  /** UPSTREAM_IDLE_TIMEOUT: how long a stream may stay silent, and its client leave it unread. */
   idleTimeoutMs: number;
+  /** STREAM_MAX_DURATION: how long a stream may last from its request's arrival; then it is cut and billed for what was produced. */
+  streamMaxDurationMs: number;
   /** DEFAULT_MAX_TOKENS: the output assumed for the estimate when a request sets none. */
   defaultMaxTokens: number;
   /** ROUTING_REFRESH: how often the routing scores are read from the conversations service. */
@@ -43,8 +45,6 @@ export interface DataPlaneConfig {
   keyStatesRefreshMs: number;
   /** KEY_STATES_MAX_STALE: after this long without reaching the keys service, requests are refused with 503. */
   keyStatesMaxStaleMs: number;
-  /** STREAM_MAX_DURATION: a stream is cut after this long. */
-  streamMaxDurationMs: number;
   /** WORK_QUEUE_MAX: usage records (and exchanges) that may wait here while JetStream refuses them. */
   workQueueMax: number;
   /** INTERNAL_TIMEOUT: the deadline of each call to a peer (leases, key states, routing). */
@@ -68,6 +68,8 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     },
     headersTimeoutMs: readDuration('UPSTREAM_TIMEOUT', '60s', env),
     idleTimeoutMs: readDuration('UPSTREAM_IDLE_TIMEOUT', '60s', env),
+    // A length of 0 would cut every stream at its first byte.
+    streamMaxDurationMs: readDuration('STREAM_MAX_DURATION', '10m', env, 1),
     defaultMaxTokens: readInt('DEFAULT_MAX_TOKENS', 4096, env, 1),
     // Every data plane reads each tier's scores this often: more often would only load conversations.
     routingRefreshMs: readDuration('ROUTING_REFRESH', '1s', env, 100),
@@ -75,7 +77,6 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     events: readEventsConfig(env),
     keyStatesRefreshMs: readDuration('KEY_STATES_REFRESH', '250ms', env, 10),
     keyStatesMaxStaleMs: readDuration('KEY_STATES_MAX_STALE', '30s', env, 1000),
-    streamMaxDurationMs: readDuration('STREAM_MAX_DURATION', '10m', env, 1000),
     workQueueMax: readInt('WORK_QUEUE_MAX', 10_000, env, 1),
     internalTimeoutMs: readDuration('INTERNAL_TIMEOUT', '5s', env, 100),
     pricingFile: readString('SWITCHBOARD_PRICING_FILE', defaultPricingPath, env),

@@ -41,11 +41,14 @@ export interface KeyReplicaDeps {
 }
 
 const pageSize = 5000;
+/** The least time between two polls asked for by requests (an unknown key, a nudge). */
+const minGapMs = 20;
 
 export class KeyReplica {
   private readonly byHash = new Map<string, ReplicatedKey>();
   private version = 0n;
   private syncedAt = 0;
+  private lastStartedAt = 0;
   /** The poll under way, and whether another must follow it (a caller arrived after it started). */
   private running?: Promise<void>;
   private next?: Promise<void>;
@@ -102,11 +105,15 @@ export class KeyReplica {
     this.syncSoon().catch((err) => this.deps.log.warn({ err: errorMessage(err) }, 'key states poll failed'));
   }
 
-  /** A poll that starts after this call (a change committed before it is seen), shared by all callers meanwhile. */
+  /**
+   * A poll that starts after this call (a change committed before it is seen), shared by every
+   * caller meanwhile. Polls asked for this way start at least `minGapMs` apart, so keys nobody
+   * issued (well formed, checksum and all) cost the keys service a bounded rate of polls.
+   */
   private syncSoon(): Promise<void> {
-    if (!this.running) return this.sync();
-    this.next ??= this.running
+    this.next ??= (this.running ?? Promise.resolve())
       .catch(() => undefined)
+      .then(() => new Promise((resolve) => setTimeout(resolve, Math.max(0, this.lastStartedAt + minGapMs - Date.now()))))
       .then(() => {
         this.next = undefined;
         return this.sync();
@@ -116,6 +123,7 @@ export class KeyReplica {
 
   private sync(): Promise<void> {
     if (this.running) return this.running;
+    this.lastStartedAt = Date.now();
     this.running = this.pull().finally(() => {
       this.running = undefined;
     });

@@ -6,7 +6,7 @@ import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { Metrics } from '@switchboard/runtime/metrics';
 import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
-import { parseChatRequest } from './chat-request.js';
+import { parseChatRequest, unsupportedParameter } from './chat-request.js';
 import type { Completions, Reply } from './completions.js';
 import { toErrorResponse } from './openai-error.js';
 
@@ -29,6 +29,55 @@ export interface ServerDeps {
   completions: Completions;
   /** Where a shutdown stands: unready (/healthz 503) first, then draining (answers close their connection). */
   lifecycle: { ready: boolean; draining: boolean };
+  /**
+   * UPSTREAM_IDLE_TIMEOUT: how long a stream's client may leave what was written unread before it
+   * is dropped (main.ts passes config.idleTimeoutMs). Unset, a client that stops reading holds its
+   * stream, and the upstream call behind it, for as long as its connection stays open.
+   */
+  idleTimeoutMs?: number;
+}
+
+/**
+ * The time a request spends in the platform, the upstream's excluded: X-Service-Overhead-Ms of
+ * every answer (docs/api/front-door.md#responses). It runs from the request's arrival to its
+ * response headers, so a stream's counts what came before its first byte.
+ */
+class Overhead {
+  readonly started = performance.now();
+  /** The upstream's part so far. */
+  upstreamMs = 0;
+
+  async upstream<T>(work: () => Promise<T>): Promise<T> {
+    const from = performance.now();
+    try {
+      return await work();
+    } finally {
+      this.upstreamMs += performance.now() - from;
+    }
+  }
+
+  /** Milliseconds to the microsecond: a request's own share is often well under one. */
+  get ms(): string {
+    return (performance.now() - this.started - this.upstreamMs).toFixed(3);
+  }
+}
+
+/** The Reply of this server (what Completions answers through), with the upstream's time kept apart. */
+export interface TimedReply extends Reply {
+  /**
+   * Runs `work`, a call to the upstream or a read of its answer, and leaves its time out of
+   * X-Service-Overhead-Ms.
+   */
+  upstream<T>(work: () => Promise<T>): Promise<T>;
+}
+
+/**
+ * Every answer's headers go through here, so that each carries its overhead. The upstream's part
+ * goes too, for the gateway: it answers with the platform's whole overhead, its own hop included
+ * (gateway/src/data-plane-proxy.ts), and does not pass this one on.
+ */
+function writeHead(res: http.ServerResponse, overhead: Overhead, status: number, headers: Record<string, string>): http.ServerResponse {
+  return res.writeHead(status, { ...headers, 'x-service-overhead-ms': overhead.ms, 'x-service-upstream-ms': overhead.upstreamMs.toFixed(3) });
 }
 
 /** The paths this server answers; any other is counted as "other" (labels stay bounded). */
@@ -43,8 +92,8 @@ export function createHandler(deps: ServerDeps): http.RequestListener {
     res.setHeader('Cache-Control', 'no-store');
     res.setHeader('X-Content-Type-Options', 'nosniff');
     if (deps.lifecycle.draining) res.setHeader('Connection', 'close');
-    const started = performance.now();
-    handle(deps, req, res)
+    const overhead = new Overhead();
+    handle(deps, req, res, overhead)
       .catch((err: unknown) => {
         const { status, body, retryAfterSeconds } = toErrorResponse(err, requestId);
         if (status >= 500 && !(err instanceof ApiError)) deps.log.error({ err: (err as Error).message, request_id: requestId }, 'request failed');
@@ -54,11 +103,11 @@ export function createHandler(deps: ServerDeps): http.RequestListener {
         }
         const headers: Record<string, string> = { 'content-type': 'application/json' };
         if (retryAfterSeconds) headers['retry-after'] = String(retryAfterSeconds);
-        res.writeHead(status, headers).end(JSON.stringify(body));
+        writeHead(res, overhead, status, headers).end(JSON.stringify(body));
       })
       .finally(() => {
         const path = req.url?.split('?')[0] ?? '/';
-        const seconds = (performance.now() - started) / 1000;
+        const seconds = (performance.now() - overhead.started) / 1000;
         duration.observe(
           {
             method: req.method === 'GET' || req.method === 'POST' ? req.method : 'other',
@@ -74,17 +123,18 @@ export function createHandler(deps: ServerDeps): http.RequestListener {
   };
 }
 
-async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.ServerResponse, overhead: Overhead): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
   if (path === '/healthz' && req.method === 'GET') {
-    if (!deps.lifecycle.ready) res.writeHead(503, { 'content-type': 'application/json' }).end('{"status":"shutting_down"}');
-    else res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    if (!deps.lifecycle.ready) writeHead(res, overhead, 503, { 'content-type': 'application/json' }).end('{"status":"shutting_down"}');
+    else writeHead(res, overhead, 200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
     return;
   }
   if (path === '/v1/models') {
     if (req.method !== 'GET') throw wrongMethod('GET /v1/models lists the models.');
-    await deps.completions.authorize(bearerKey(req));
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(modelList(deps.catalog)));
+    const key = bearerKey(req);
+    await deps.completions.authorize(key);
+    writeHead(res, overhead, 200, { 'content-type': 'application/json' }).end(JSON.stringify(modelList(deps.catalog)));
     return;
   }
   if (path === '/v1/chat/completions') {
@@ -104,7 +154,14 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
     }
     const conversation = req.headers['x-service-conversation-id'];
     const conversationId = typeof conversation === 'string' && conversation !== '' ? conversation : undefined;
-    await deps.completions.complete(key, parseChatRequest(json, raw.length), conversationId, replyTo(res));
+    const request = parseChatRequest(json, raw.length);
+    const unsupported = unsupportedParameter(request);
+    if (unsupported) {
+      // Credentials before input (docs/conventions.md#order-of-checks): a key that may not be used gets its own answer.
+      await deps.completions.authorize(key);
+      throw unsupported;
+    }
+    await deps.completions.complete(key, request, conversationId, replyTo(res, deps.idleTimeoutMs, overhead));
     return;
   }
   throw catalogued(errorCatalogue.routeNotFound, { method: req.method, path }, {}, 'front-door');
@@ -132,18 +189,23 @@ export function modelList(catalog: ModelCatalog) {
   return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created, owned_by: id.startsWith('service/') ? 'switchboard' : 'upstream' })) };
 }
 
-function replyTo(res: http.ServerResponse): Reply {
+/**
+ * The answer of one chat completion. `idleTimeoutMs` bounds how long a write waits for a client
+ * that does not read: then the client is dropped, as if it had gone away (the signal aborts).
+ */
+export function replyTo(res: http.ServerResponse, idleTimeoutMs?: number, overhead = new Overhead()): TimedReply {
   const aborted = new AbortController();
   res.on('close', () => {
     if (!res.writableFinished) aborted.abort();
   });
   return {
     signal: aborted.signal,
+    upstream: (work) => overhead.upstream(work),
     json(status, headers, body) {
-      res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+      writeHead(res, overhead, status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
     },
     startStream(headers) {
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive', ...headers });
+      writeHead(res, overhead, 200, { 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive', ...headers });
       res.flushHeaders();
     },
     async write(text) {
@@ -151,7 +213,10 @@ function replyTo(res: http.ServerResponse): Reply {
       // A client that reads slowly slows the upstream read instead of filling this process's memory.
       if (!res.write(text))
         await new Promise<void>((resolve) => {
+          // One that stops reading would hold the stream and its upstream call forever.
+          const idle = idleTimeoutMs === undefined ? undefined : setTimeout(() => res.destroy(), idleTimeoutMs);
           const done = () => {
+            clearTimeout(idle);
             res.off('drain', done);
             res.off('close', done);
             resolve();

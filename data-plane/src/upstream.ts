@@ -1,8 +1,9 @@
 import type { CatalogModel, CatalogRegion } from '@switchboard/runtime/model-catalog';
+import { supportedParameters } from './chat-request.js';
 
 /**
- * One call to an OpenAI-compatible upstream (docs/api/front-door.md#a-request-step-by-step): the request body with the catalog's
- * model id, `Authorization: Bearer <value of the region's api_key_env>`, and for streams
+ * One call to an OpenAI-compatible upstream (docs/api/front-door.md#a-request-step-by-step): the request's parameters of the
+ * allow-list with the catalog's model id, `Authorization: Bearer <value of the region's api_key_env>`, and for streams
  * `stream_options.include_usage` forced on, so usage can be billed. The caller's signal aborts
  * it (a client that went away); `headersTimeoutMs` bounds the wait for the first byte.
  */
@@ -43,7 +44,10 @@ export async function callUpstream(
   options: UpstreamSettings & { signal: AbortSignal },
 ): Promise<Response> {
   const stream = body.stream === true;
-  const upstreamBody: Record<string, unknown> = { ...body, model: target.model.id };
+  // Only what the price list can bill goes upstream, whatever the caller checked before.
+  const upstreamBody: Record<string, unknown> = {};
+  for (const name in body) if (supportedParameters.has(name)) upstreamBody[name] = body[name];
+  upstreamBody.model = target.model.id;
   if (stream) upstreamBody.stream_options = { ...(body.stream_options as object | undefined), include_usage: true };
   const apiKey = options.apiKeys[target.region.apiKeyEnv];
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
@@ -92,25 +96,37 @@ const maxEventChars = 1024 * 1024;
 
 /**
  * Server-sent events as they arrive: each complete event's raw text (to pass on as is) and its
- * data. A partial event waits for the rest of it; nothing else is held back.
+ * data. A partial event waits for the rest of it; nothing else is held back. `signal` ends the
+ * events at once, without an error, even while the upstream is silent: a client gone, a stream
+ * past STREAM_MAX_DURATION, a shutdown (the caller bills what was produced).
  */
 export async function* readEvents(body: ReadableStream<Uint8Array>, idleTimeoutMs: number, signal: AbortSignal): AsyncGenerator<{ raw: string; data: string }> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let pending = '';
+  let stop = () => {};
+  const stopped = new Promise<'stopped'>((resolve) => {
+    stop = () => resolve('stopped');
+  });
+  if (signal.aborted) stop();
+  else signal.addEventListener('abort', stop, { once: true });
   try {
     for (;;) {
       let timer: NodeJS.Timeout | undefined;
       const idle = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error('the upstream stream stalled')), idleTimeoutMs);
       });
-      let chunk: Awaited<ReturnType<typeof reader.read>>;
+      let chunk: Awaited<ReturnType<typeof reader.read>> | 'stopped';
       try {
-        chunk = await Promise.race([reader.read(), idle]);
+        chunk = await Promise.race([reader.read(), idle, stopped]);
+      } catch (err) {
+        // The same signal usually aborts the upstream's fetch too, which fails its body's read.
+        if (signal.aborted) return;
+        throw err;
       } finally {
         clearTimeout(timer);
       }
-      if (signal.aborted) return;
+      if (chunk === 'stopped' || signal.aborted) return;
       if (chunk.done) break;
       // Normalized on the whole pending text: a CRLF split between two chunks ("…\r" then "\n…") counts too.
       pending = (pending + decoder.decode(chunk.value, { stream: true })).replaceAll('\r\n', '\n');
@@ -129,6 +145,7 @@ export async function* readEvents(body: ReadableStream<Uint8Array>, idleTimeoutM
       }
     }
   } finally {
+    signal.removeEventListener('abort', stop);
     reader.cancel().catch(() => undefined);
   }
 }

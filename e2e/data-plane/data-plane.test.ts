@@ -175,6 +175,7 @@ describe('the front door', () => {
     const bad = await apiError(clientFor('sb_not_a_real_key').chat.completions.create(ask()));
     expect(bad).toBeInstanceOf(OpenAI.AuthenticationError);
     expect(bad).toMatchObject({ status: 401, code: 'invalid_api_key', type: 'authentication_error' });
+    expect(upstreamCalls()).toBe(before);
     expect(bad.requestID).toBeTruthy();
 
     const ws = await account();

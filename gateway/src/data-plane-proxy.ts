@@ -12,14 +12,28 @@ export const dataPlanePaths = new Set(['/v1/chat/completions', '/v1/models']);
 
 /** Request headers the data plane reads; nothing else crosses (no cookies, no hop-by-hop headers). */
 const forwardedRequestHeaders = ['authorization', 'content-type', 'content-length', 'accept', 'x-service-conversation-id'];
-/** Response headers the client gets from the data plane (the gateway sets its own security headers). */
+/**
+ * Response headers the client gets from the data plane (the gateway sets its own security headers,
+ * and its own X-Service-Overhead-Ms).
+ */
 const forwardedResponseHeaders = ['content-type', 'cache-control', 'retry-after', 'x-service-generation-id'];
+
+/**
+ * X-Service-Overhead-Ms through the gateway (docs/api/front-door.md#responses): the time since the
+ * gateway took the request, less the upstream's part the data plane reports, so the hop and the
+ * data plane both count. Without that report (the data plane did not answer) all of it counts.
+ */
+function overheadMs(started: number, upstreamMs: string | string[] | undefined): string {
+  const upstream = typeof upstreamMs === 'string' ? Number(upstreamMs) : 0;
+  return (performance.now() - started - (Number.isFinite(upstream) ? upstream : 0)).toFixed(3);
+}
 
 export function createDataPlaneProxy(baseUrl: string, log: Logger, headersTimeoutMs: number) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
   const target = new URL(baseUrl);
   return (req: http.IncomingMessage, res: http.ServerResponse, pathname: string, requestId: string, clientIp: string | undefined): Promise<void> =>
     new Promise<void>((resolve, reject) => {
+      const started = performance.now();
       const headers: Record<string, string> = { 'x-request-id': requestId };
       for (const name of forwardedRequestHeaders) {
         const value = req.headers[name];
@@ -34,6 +48,7 @@ export function createDataPlaneProxy(baseUrl: string, log: Logger, headersTimeou
             const value = incoming.headers[name];
             if (typeof value === 'string') answer[name] = value;
           }
+          answer['x-service-overhead-ms'] = overheadMs(started, incoming.headers['x-service-upstream-ms']);
           // An answer before the whole request arrived (a 413): the rest of the body is read and
           // dropped, and the connection closes after, so the client's next request is not stuck behind it.
           if (!req.complete) {
@@ -68,7 +83,9 @@ export function createDataPlaneProxy(baseUrl: string, log: Logger, headersTimeou
           return;
         }
         log.warn({ err: err.message, request_id: requestId }, 'the data plane is unreachable');
-        reject(catalogued(errorCatalogue.serviceUnavailable, { dependency: 'data plane' }));
+        reject(
+          catalogued(errorCatalogue.serviceUnavailable, { dependency: 'data plane' }, { headers: { 'X-Service-Overhead-Ms': overheadMs(started, undefined) } }),
+        );
       });
       req.pipe(outgoing);
     });

@@ -268,10 +268,11 @@ export function startConsumer(options: ConsumerOptions): EventConsumer {
 }
 
 function runConsumer<E extends EnvelopeIds>(options: ConsumerRun<E>): EventConsumer {
-  const { db, durable, handle, skip } = options;
+  const { db, durable, handle, skip, parse, ...loop } = options;
   return runDurableConsumer<E>({
-    ...options,
-    decode: options.parse,
+    ...loop,
+    durable,
+    decode: parse,
     span: (msgs, events) => eventSpan(msgs, events, durable),
     describe: (events) => (events.length === 1 ? { event_id: events[0].event_id, type: events[0].type } : { type: events[0].type }),
     async handle(batch) {

@@ -133,6 +133,14 @@ export const errorCatalogue = {
     when: 'The path has routes, none for this method; `Allow` lists them.',
   },
   invalidJson: { status: 400, code: 'invalid_json', message: 'The request body is not valid JSON.', when: 'The body is not valid JSON.' },
+  // The front door's allow-list (docs/api/front-door.md#parameters): what the price list cannot bill never goes upstream.
+  unsupportedParameter: {
+    status: 400,
+    code: 'unsupported_parameter',
+    message: ({ param }: { param: string }) =>
+      `The parameter ${JSON.stringify(param)} is not supported: a chat completion takes only the parameters the platform can bill (docs/api/front-door.md#parameters).`,
+    when: 'The request carries a parameter outside the front door’s allow-list; `field` names it.',
+  },
   unsupportedMediaType: {
     status: 415,
     code: 'unsupported_media_type',

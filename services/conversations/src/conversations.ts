@@ -104,7 +104,7 @@ function messageProblem(
 }
 
 /** Why an exchange cannot be stored (a 400 naming the field), or undefined. */
-function exchangeProblem(messages: ReadonlyArray<{ role: string; content: string }>): ReturnType<typeof invalidArgument> | undefined {
+export function exchangeProblem(messages: ReadonlyArray<{ role: string; content: string }>): ReturnType<typeof invalidArgument> | undefined {
   if (messages.length > maxExchangeMessages)
     return invalidArgument('messages', `messages may hold at most ${maxExchangeMessages} messages; this exchange has ${messages.length}.`);
   for (const [index, message] of messages.entries()) {

@@ -1,9 +1,14 @@
 import { fileURLToPath } from 'node:url';
+import { fromBinary } from '@bufbuild/protobuf';
 import { servicePorts } from '@switchboard/contracts/components';
+import { ExchangeRecordSchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { consumeEvents, onEvent } from '@switchboard/runtime/consumer';
+import { workSubjects } from '@switchboard/runtime/nats';
 import { runService } from '@switchboard/runtime/service';
+import { consumeWork } from '@switchboard/runtime/work-consumer';
 import { readConversationsConfig } from './config.js';
+import { appendExchanges } from './exchange-appends.js';
 import { prepareConversations } from './prepare.js';
 import { registerRoutes } from './server.js';
 
@@ -13,6 +18,17 @@ await runService({
   migrationsDir: fileURLToPath(new URL('../migrations/', import.meta.url)),
   prepare: async (runtime) => prepareConversations(runtime, readConversationsConfig()),
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
-  background: (runtime, { generations }) =>
-    consumeEvents(runtime, [onEvent(UsageRecordedSchema, (event, trx) => generations.usageRecorded(trx, event.data), { concurrency: 4 })]),
+  background: (runtime, { generations }) => [
+    ...consumeEvents(runtime, [onEvent(UsageRecordedSchema, (event, trx) => generations.usageRecorded(trx, event.data), { concurrency: 4 })]),
+    // The data planes' conversation exchanges (docs/money-path.md#conversation-appends), a transaction per batch.
+    consumeWork(runtime, {
+      durable: 'conversations-exchanges',
+      subject: workSubjects(runtime.config.workSubjectPrefix).exchanges,
+      decode: (msg) => fromBinary(ExchangeRecordSchema, msg.data),
+      async handle(records, trx) {
+        const outcome = await appendExchanges(trx, records, runtime.log);
+        runtime.log.debug({ ...outcome, records: records.length }, 'conversation exchanges applied');
+      },
+    }),
+  ],
 });

@@ -2,10 +2,21 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
+import { jetstream } from '@nats-io/jetstream';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { ConversationService, ExchangeService, FeedbackService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
-import { memberClaims, outcomeOf, ServiceUnderTest, startService } from '@switchboard/runtime/testing';
+import {
+  ConversationService,
+  ExchangeRecordSchema,
+  ExchangeService,
+  FeedbackService,
+  RoutingService,
+} from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { newId } from '@switchboard/runtime/ids';
+import { createLogger } from '@switchboard/runtime/log';
+import { connectNats, ensureWorkStream, workSubjects } from '@switchboard/runtime/nats';
+import { eventually, memberClaims, outcomeOf, requireEnv, ServiceUnderTest, startService } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const main = new URL('../dist/src/main.js', import.meta.url);
@@ -150,6 +161,46 @@ describe('conversations service', () => {
     });
     expect(many.messageIds).toHaveLength(16);
     expect((await contents()).slice(5).map(([, content]) => content)).toEqual(Array.from({ length: 15 }, (_, i) => `${i + 1}`));
+  });
+
+  it('appends each generation once, in stream order, to a conversation of the workspace the record names', async () => {
+    const prefix = requireEnv('WORK_SUBJECT_PREFIX');
+    const nc = await connectNats(requireEnv('NATS_URL'), 'conversations-test', createLogger('conversations-test', 'silent'));
+    try {
+      await ensureWorkStream(nc, requireEnv('WORK_STREAM'), prefix);
+      const member = service.client(ConversationService, memberClaims('developer'));
+      const workspaceId = memberClaims('developer').workspaceId as string;
+      const { conversationId } = await member.createConversation({});
+      const stranger = { ...memberClaims('developer'), workspaceId: newId('org') };
+      const foreign = (await service.client(ConversationService, stranger).createConversation({})).conversationId;
+      const publish = (generationId: string, conversation: string, contents: string[], msgID = `${generationId}.exchange`) =>
+        jetstream(nc).publish(
+          workSubjects(prefix).exchanges,
+          toBinary(
+            ExchangeRecordSchema,
+            create(ExchangeRecordSchema, {
+              generationId,
+              workspaceId,
+              conversationId: conversation,
+              messages: contents.map((content, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content })),
+            }),
+          ),
+          { msgID },
+        );
+      const first = newId('gen');
+      await publish(first, conversationId, ['Hi', 'Hello!']);
+      // Past JetStream's deduplication (another message id): the consumer still appends it once.
+      await publish(first, conversationId, ['Hi', 'Hello!'], newId('msg'));
+      await publish(newId('gen'), foreign, ['not yours']);
+      await publish(newId('gen'), conversationId, ['And?', 'That is all.']);
+      // Appended in stream order: once the last is there, the repeat and the stranger's were handled.
+      const contents = async () => (await member.listMessages({ conversationId, limit: 100 })).data.map((m) => m.content);
+      await eventually(async () => (await contents()).includes('That is all.'), 'the exchanges to be appended');
+      expect(await contents()).toEqual(['Hi', 'Hello!', 'And?', 'That is all.']);
+      expect((await service.client(ConversationService, stranger).listMessages({ conversationId: foreign })).data).toEqual([]);
+    } finally {
+      await nc.close();
+    }
   });
 });
 

@@ -6,6 +6,7 @@ import {
   KeyRefusal,
   KeyRefusalSchema,
 } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { hashKey, isWellFormedKey } from '@switchboard/runtime/api-key-format';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
@@ -13,7 +14,6 @@ import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { formatMoney, Money } from '@switchboard/runtime/money';
 import { enumToWire } from '@switchboard/runtime/wire-enum';
-import { hashKey, isWellFormedKey } from '@switchboard/runtime/api-key-format';
 import { parseEstimate } from './key-input.js';
 import type { KeyState, KeyStates } from './key-states.js';
 import { monthEnd } from './months.js';

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { TopupCompletedSchema, UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { generateFullKey, hashKey, hintOf, isWellFormedKey } from '@switchboard/runtime/api-key-format';
+import { CapLeases } from '@switchboard/keys/cap-leases';
 import { parseKeyName, parseSpendCap } from '@switchboard/keys/key-input';
 import { KeyStateFeed } from '@switchboard/keys/key-state-feed';
 import { KeyStates } from '@switchboard/keys/key-states';
@@ -12,6 +12,7 @@ import { monthEnd, monthOf } from '@switchboard/keys/months';
 import { Spend } from '@switchboard/keys/spend';
 import { findBalance } from '@switchboard/keys/store/balances';
 import { insertKey, keyStateChannel, revokeKeys } from '@switchboard/keys/store/keys';
+import { generateFullKey, hashKey, hintOf, isWellFormedKey } from '@switchboard/runtime/api-key-format';
 import { decodeEvent, parseEventEnvelope } from '@switchboard/runtime/consumer';
 import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { eventDataToJson, eventTypeOf } from '@switchboard/runtime/event-data';
@@ -146,9 +147,7 @@ describe('key states', () => {
     });
     try {
       const key = await newKey('1.00');
-      await db.transaction((trx) =>
-        spend.usageRecorded(trx, decodeEvent(UsageRecordedSchema, parseEventEnvelope(JSON.stringify(usageEvent(key, '1.00', now))))),
-      );
+      await db.transaction((trx) => spend.usageRecorded(trx, [usage(key, '1.00', now)]));
       await eventually(async () => (await states.byHash(hashKey(key.fullKey)))?.capReached, 'the cap to be reached');
       now = new Date('2026-04-01T00:00:01Z');
       expect(await states.byHash(hashKey(key.fullKey))).toMatchObject({ month: '2026-04-01', spendUsd: '0', capReached: false });
@@ -185,21 +184,23 @@ describe('key state versions', () => {
   });
 });
 
-function usageEvent(key: { id: string; workspaceId: string }, cost: string, at: Date) {
-  return buildEventPayload(
+/** A billing.usage.recorded event as the consumer hands it over. */
+function usage(key: { id: string; workspaceId: string }, cost: string, at: Date, extra: Record<string, string> = {}) {
+  const payload = buildEventPayload(
     newId('evt'),
     {
       type: 'billing.usage.recorded',
       workspaceId: key.workspaceId,
-      data: { key_id: key.id, cost_usd: cost, occurred_at: at.toISOString(), balance_usd: '10' },
+      data: { key_id: key.id, cost_usd: cost, occurred_at: at.toISOString(), balance_usd: '10', ...extra },
     },
     'billing',
     at,
   );
+  return decodeEvent(UsageRecordedSchema, parseEventEnvelope(JSON.stringify(payload)));
 }
 
 describe('spend alerts', () => {
-  it('fire once per threshold per month; a 100% threshold is the cap alert itself; usage of another month counts there', async () => {
+  it('fire once per threshold per month, a batch at a time; a 100% threshold is the cap alert itself; usage of another month counts there', async () => {
     const events: Array<{ type: string; data: Record<string, unknown> }> = [];
     const spend = new Spend({
       log,
@@ -214,20 +215,52 @@ describe('spend alerts', () => {
       .where({ id: key.id })
       .update({ alert_webhook_url: 'https://a.example.com', alert_threshold_pct: 100, alert_signing_secret_encrypted: 'x' });
     const at = new Date();
-    for (const cost of ['1.5', '0.5', '0.5']) {
-      await db.transaction((trx) => spend.usageRecorded(trx, decodeEvent(UsageRecordedSchema, parseEventEnvelope(JSON.stringify(usageEvent(key, cost, at))))));
-    }
     const lastMonth = new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth() - 1, 10));
-    await db.transaction((trx) =>
-      spend.usageRecorded(trx, decodeEvent(UsageRecordedSchema, parseEventEnvelope(JSON.stringify(usageEvent(key, '7', lastMonth))))),
-    );
+    await db.transaction((trx) => spend.usageRecorded(trx, [usage(key, '1.5', at), usage(key, '7', lastMonth), usage(key, '0.5', at)]));
+    await db.transaction((trx) => spend.usageRecorded(trx, [usage(key, '0.5', at)]));
     const alerts = events.filter((e) => e.type === 'key.spend_alert').map((e) => [e.data.month, e.data.threshold_pct, e.data.spend_usd]);
-    expect(alerts).toEqual([
-      [monthOf(at).slice(0, 7), 100, '2'],
-      [monthOf(lastMonth).slice(0, 7), 100, '7'],
+    expect(alerts.sort()).toEqual(
+      [
+        [monthOf(at).slice(0, 7), 100, '2'],
+        [monthOf(lastMonth).slice(0, 7), 100, '7'],
+      ].sort(),
+    );
+    expect(events.filter((e) => e.type === 'key.updated').map((e) => e.data.change)).toEqual(['cap_reached', 'cap_reached']);
+    const rows = await db('key_monthly_spend').where({ key_id: key.id }).orderBy('month').select(db.raw('spend_usd::text AS spend'), 'usage_count');
+    expect(rows.map((r: { spend: string; usage_count: string }) => [r.spend, Number(r.usage_count)])).toEqual([
+      ['7', 1],
+      ['2.5', 3],
     ]);
-    const rows = await db('key_monthly_spend').where({ key_id: key.id }).orderBy('month').select('month', db.raw('spend_usd::text AS spend'));
-    expect(rows.map((r: { spend: string }) => r.spend)).toEqual(['7', '2.5']);
+  });
+});
+
+describe('cap leases and usage', () => {
+  it('move the room of settled usage from the lease to the spend in one transaction', async () => {
+    const leases = new CapLeases({ db, leaseTtlMs: 30_000 });
+    const spend = new Spend({
+      log,
+      notifier,
+      recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: 'keys', subjectPrefix: 'test' }),
+    });
+    const key = await newKey('1');
+    const ask = (want: string, min: string, leaseId = '', usedUsd = '0') =>
+      leases.lease({ keyId: key.id, leaseId, holder: 'replica-1', usedUsd, wantUsd: want, minUsd: min });
+    const a = await ask('0.5', '0.5');
+    expect(a.grantedUsd).toBe('0.5');
+    const at = new Date();
+    await db.transaction((trx) =>
+      spend.usageRecorded(trx, [usage(key, '0.3', at, { cap_lease_id: a.leaseId! }), usage(key, '0.1', at, { cap_lease_id: a.leaseId! })]),
+    );
+    const row = await db('cap_leases').where({ id: a.leaseId }).first(db.raw('settled_usd::text AS settled'));
+    expect(row.settled).toBe('0.4');
+    // Spent 0.4, lease a still holds 0.1: 0.5 is left, no more.
+    const b = await ask('0.5', '0.5');
+    expect(b).toMatchObject({ grantedUsd: '0.5', spendUsd: '0.4' });
+    expect((await ask('0.01', '0.01')).leaseId).toBe('');
+    // A renewal of a, its use all settled, holds only its new headroom: of the 0.1 left, 0.4 + 0.1.
+    const renewed = await ask('0.1', '0.1', a.leaseId, '0.4');
+    expect(renewed).toMatchObject({ leaseId: a.leaseId, grantedUsd: '0.5' });
+    expect((await ask('0.01', '0.01')).leaseId).toBe('');
   });
 });
 
@@ -259,5 +292,15 @@ describe('balances', () => {
     expect(await findBalance(db, workspaceId)).toBe('5.00');
     await db.transaction((trx) => spend.topupCompleted(trx, report('4.50', '3', new Date('2025-12-31T00:00:00Z'))));
     expect(await findBalance(db, workspaceId)).toBe('4.50');
+    // A batch of usage reports its balances out of order too: the newest of the batch is kept.
+    const key = { id: newId('key'), workspaceId };
+    const at = new Date();
+    await db.transaction((trx) =>
+      spend.usageRecorded(trx, [
+        usage(key, '0.5', at, { balance_usd: '3.00', balance_version: '5' }),
+        usage(key, '0.5', at, { balance_usd: '3.50', balance_version: '4' }),
+      ]),
+    );
+    expect(await findBalance(db, workspaceId)).toBe('3.00');
   });
 });

@@ -14,10 +14,14 @@ export async function insertReservation(trx: Knex.Transaction, input: { id: stri
   ]);
 }
 
-/** Settles a reservation of `keyId` (its usage was recorded); false when there was none open. */
-export async function settleReservation(trx: Knex.Transaction, reservationId: string, keyId: string): Promise<boolean> {
-  const updated = await trx('reservations').where({ id: reservationId, key_id: keyId }).whereNull('settled_at').update({ settled_at: trx.fn.now() });
-  return updated === 1;
+/** Settles the open reservations named (their usage was recorded), each of the key given with it. */
+export async function settleReservations(trx: Knex.Transaction, settled: Array<{ reservationId: string; keyId: string }>): Promise<void> {
+  if (settled.length === 0) return;
+  await trx.raw(
+    `UPDATE reservations r SET settled_at = now() FROM unnest(?::text[], ?::text[]) AS u (id, key_id)
+      WHERE r.id = u.id AND r.key_id = u.key_id AND r.settled_at IS NULL`,
+    [settled.map((s) => s.reservationId), settled.map((s) => s.keyId)],
+  );
 }
 
 /** Ends an open reservation without usage (its request produced nothing); false when none was open. */

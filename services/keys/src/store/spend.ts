@@ -2,15 +2,23 @@ import type { Knex } from '@switchboard/runtime/db';
 
 // Month-to-date spend per key and the spend alerts fired (once per key, month and threshold).
 
-/** Adds `costUsd` to the key's spend of `month`, atomically; returns the new total. */
-export async function addSpend(trx: Knex.Transaction, keyId: string, month: string, costUsd: string): Promise<string> {
-  const { rows } = await trx.raw<{ rows: Array<{ spend_usd: string }> }>(
-    `INSERT INTO key_monthly_spend AS s (key_id, month, spend_usd, usage_count) VALUES (?, ?::date, ?::numeric, 1)
-     ON CONFLICT (key_id, month) DO UPDATE SET spend_usd = s.spend_usd + EXCLUDED.spend_usd, usage_count = s.usage_count + 1, updated_at = now()
-     RETURNING spend_usd::text`,
-    [keyId, month, costUsd],
+/**
+ * Adds each cost to its key's spend of its month, in one statement; returns the new totals.
+ * `costs` holds one row per key and month (a batch's costs summed), as one statement may not
+ * update a row twice.
+ */
+export async function addSpends(
+  trx: Knex.Transaction,
+  costs: Array<{ keyId: string; month: string; costUsd: string; count: number }>,
+): Promise<Array<{ key_id: string; month: string; spend_usd: string }>> {
+  const { rows } = await trx.raw<{ rows: Array<{ key_id: string; month: string; spend_usd: string }> }>(
+    `INSERT INTO key_monthly_spend AS s (key_id, month, spend_usd, usage_count)
+     SELECT * FROM unnest(?::text[], ?::date[], ?::numeric[], ?::bigint[])
+     ON CONFLICT (key_id, month) DO UPDATE SET spend_usd = s.spend_usd + EXCLUDED.spend_usd, usage_count = s.usage_count + EXCLUDED.usage_count, updated_at = now()
+     RETURNING key_id, to_char(month, 'YYYY-MM-DD') AS month, spend_usd::text`,
+    [costs.map((c) => c.keyId), costs.map((c) => c.month), costs.map((c) => c.costUsd), costs.map((c) => c.count)],
   );
-  return rows[0].spend_usd;
+  return rows;
 }
 
 /** What counts against a key's cap in a month, beside one lease (`exceptLeaseId`, '' for none). */
@@ -46,12 +54,19 @@ export async function capCommitments(trx: Knex.Transaction, keyId: string, month
   return { spend: row.spend, reserved: row.reserved, leased: row.leased, leases: Number(row.leases) };
 }
 
-/** The cap and alert settings that decide alerts, read after the spend was added (same transaction). */
-export async function findAlertSettings(
-  trx: Knex.Transaction,
-  keyId: string,
-): Promise<{ workspace_id: string; monthly_spend_cap_usd: string | null; alert_threshold_pct: number | null; alert_webhook_url: string | null } | undefined> {
-  return trx('api_keys').where({ id: keyId }).first('workspace_id', 'monthly_spend_cap_usd', 'alert_threshold_pct', 'alert_webhook_url');
+export interface AlertSettingsRow {
+  id: string;
+  workspace_id: string;
+  monthly_spend_cap_usd: string | null;
+  alert_threshold_pct: number | null;
+  alert_webhook_url: string | null;
+}
+
+/** The workspace, cap and alert settings of the keys that exist among `keyIds`. */
+export async function findAlertSettings(trx: Knex.Transaction, keyIds: string[]): Promise<AlertSettingsRow[]> {
+  return trx('api_keys')
+    .whereIn('id', keyIds)
+    .select('id', 'workspace_id', trx.raw('monthly_spend_cap_usd::text AS monthly_spend_cap_usd'), 'alert_threshold_pct', 'alert_webhook_url');
 }
 
 /** Records an alert unless this threshold already fired this month; true when it is new. */

@@ -1,0 +1,135 @@
+import { readBillingConfig } from '@switchboard/billing/config';
+import { prepareBilling } from '@switchboard/billing/prepare';
+import { registerRoutes as billingRoutes } from '@switchboard/billing/server';
+import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { BudgetLeases } from '@switchboard/data-plane/budget-leases';
+import { balanceOwner, capOwner } from '@switchboard/data-plane/lease-owners';
+import { readKeysConfig } from '@switchboard/keys/config';
+import { prepareKeys } from '@switchboard/keys/prepare';
+import { registerRoutes as keysRoutes } from '@switchboard/keys/server';
+import { createPeerClient } from '@switchboard/runtime/clients';
+import { newId } from '@switchboard/runtime/ids';
+import { type InProcessService, inProcessService } from '@switchboard/runtime/in-process';
+import { freePort } from '@switchboard/runtime/infra';
+import { createLogger } from '@switchboard/runtime/log';
+import { Money } from '@switchboard/runtime/money';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * The data plane's leases (docs/money-path.md#leases) against the real owners: the keys and
+ * billing handlers in this process on schemas of their own. However many requests and replicas
+ * reserve at once, what they hold never passes the cap or the balance, a settled request gives
+ * its unused estimate back at once, and a stopping replica gives its leases back.
+ */
+
+const log = createLogger('data-plane', 'silent');
+let keys: InProcessService;
+let billing: InProcessService;
+let keysHandlers: ReturnType<typeof prepareKeys>;
+let keysAs: ReturnType<InProcessService['serve']>;
+let billingAs: ReturnType<InProcessService['serve']>;
+
+beforeAll(async () => {
+  [keys, billing] = await Promise.all([
+    inProcessService('keys', new URL('../../services/keys/dist/migrations/', import.meta.url)),
+    inProcessService('billing', new URL('../../services/billing/dist/migrations/', import.meta.url)),
+  ]);
+  keysHandlers = prepareKeys(keys.runtime, readKeysConfig({}));
+  keysAs = keys.serve((router) => keysRoutes(router, keysHandlers));
+  const billingHandlers = prepareBilling(billing.runtime, readBillingConfig({}));
+  billingAs = billing.serve((router) => billingRoutes(router, billingHandlers));
+});
+
+afterAll(async () => {
+  await keysHandlers?.states.stop();
+  await Promise.all([keys?.stop(), billing?.stop()]);
+});
+
+const capLeases = (holder: string) => new BudgetLeases({ name: 'cap', log, owner: capOwner(keysAs(KeyService, { caller: 'data-plane' }), holder, 5000) });
+const balanceLeases = (holder: string) =>
+  new BudgetLeases({ name: 'balance', log, owner: balanceOwner(billingAs(UsageService, { caller: 'data-plane' }), holder, 5000) });
+
+async function keyWithCap(cap: string): Promise<string> {
+  return (await newKey(cap)).keyId;
+}
+
+async function newKey(cap: string) {
+  const workspaceId = newId('org');
+  const developer = { caller: 'gateway', principalId: newId('usr'), principalType: 'user' as const, workspaceId, role: 'developer' };
+  const created = await keysAs(KeyService, developer).createKey({ name: 'leased', monthlySpendCapUsd: cap });
+  return { keyId: created.key!.keyId, revoke: () => keysAs(KeyService, developer).revokeKey({ keyId: created.key!.keyId }) };
+}
+
+/** What the owner counts against a budget now: the unexpired leases' unsettled parts. */
+async function outstanding(service: InProcessService, table: 'cap_leases' | 'balance_leases', column: 'key_id' | 'workspace_id', subject: string) {
+  const { rows } = await service.runtime.db.raw<{ rows: Array<{ total: string }> }>(
+    `SELECT COALESCE(sum(GREATEST(granted_usd - settled_usd, 0)), 0)::text AS total FROM ${table} WHERE ${column} = ? AND expires_at > now()`,
+    [subject],
+  );
+  return new Money(rows[0].total);
+}
+
+const estimate = new Money('0.013');
+
+/** 64 requests at once, spread over the replicas: how many got a reservation. */
+async function reserveAtOnce(replicas: BudgetLeases<unknown>[], subject: string) {
+  const outcomes = await Promise.all(Array.from({ length: 64 }, (_, i) => replicas[i % replicas.length].reserve(subject, estimate)));
+  return outcomes.filter((outcome) => outcome.ok);
+}
+
+describe('budget leases', () => {
+  it('let exactly the requests a cap covers through, on one replica and on two', async () => {
+    for (const replicas of [[capLeases('a')], [capLeases('b'), capLeases('c')]]) {
+      const keyId = await keyWithCap('0.130');
+      const reserved = await reserveAtOnce(replicas, keyId);
+      expect(reserved).toHaveLength(10);
+      expect((await outstanding(keys, 'cap_leases', 'key_id', keyId)).lte('0.13')).toBe(true);
+      const refused = await replicas[0].reserve(keyId, estimate);
+      expect(refused).toMatchObject({ ok: false, facts: { capUsd: '0.130', spendUsd: '0' } });
+      await Promise.all(replicas.map((replica) => replica.stop()));
+    }
+  });
+
+  it('let exactly the requests a balance covers through, on two replicas', async () => {
+    const workspaceId = newId('org');
+    const replicas = [balanceLeases('a'), balanceLeases('b')];
+    // The free credit of 1.00 covers ten estimates of 0.1 and not eleven.
+    const outcomes = await Promise.all(Array.from({ length: 64 }, (_, i) => replicas[i % 2].reserve(workspaceId, new Money('0.1'))));
+    expect(outcomes.filter((outcome) => outcome.ok)).toHaveLength(10);
+    expect((await outstanding(billing, 'balance_leases', 'workspace_id', workspaceId)).lte('1.00')).toBe(true);
+    expect(outcomes.find((outcome) => !outcome.ok)).toMatchObject({ ok: false, facts: { balanceUsd: '1.00', planId: 'payg' } });
+    await Promise.all(replicas.map((replica) => replica.stop()));
+  });
+
+  it('gives a settled estimate back at once, and the unused rest to the owner when the replica stops', async () => {
+    const keyId = await keyWithCap('0.026');
+    const replica = capLeases('d');
+    const first = await replica.reserve(keyId, estimate);
+    const second = await replica.reserve(keyId, estimate);
+    expect([first.ok, second.ok]).toEqual([true, true]);
+    expect((await replica.reserve(keyId, estimate)).ok).toBe(false);
+    if (!first.ok || !second.ok) return;
+    // A request refused after its reservation, or whose upstream failed, costs nothing.
+    first.settle(new Money(0));
+    const third = await replica.reserve(keyId, estimate);
+    expect(third.ok).toBe(true);
+    second.settle(new Money('0.001'));
+    if (third.ok) third.settle(new Money('0.002'));
+    await replica.stop();
+    // What was used stays held until billing's usage settles it; the rest is back.
+    expect((await outstanding(keys, 'cap_leases', 'key_id', keyId)).eq('0.003')).toBe(true);
+  });
+
+  it('refuses with the owner’s reason a key the owner refuses, and fails when the owner cannot be reached', async () => {
+    const key = await newKey('1');
+    await key.revoke();
+    expect(await capLeases('e').reserve(key.keyId, estimate)).toMatchObject({ ok: false, refusal: 'revoked' });
+    expect(await capLeases('e').reserve(newId('key'), estimate)).toMatchObject({ ok: false, refusal: 'unknown' });
+    // Nothing listens on this port: the request cannot be decided (the front door answers 503).
+    const nowhere = createPeerClient(KeyService, { name: 'keys', url: `http://127.0.0.1:${await freePort()}` }, keys.runtime.meshTokens, {
+      caller: 'data-plane',
+    });
+    await expect(new BudgetLeases({ name: 'cap', log, owner: capOwner(nowhere, 'f', 1000) }).reserve(key.keyId, estimate)).rejects.toThrow();
+  });
+});
