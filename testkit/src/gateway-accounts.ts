@@ -45,12 +45,20 @@ export async function registerUserWithPassword(gatewayUrl: string, label: string
   };
 }
 
-/** POST /v1/keys through the gateway as the user: the new key's id and its full key (shown only in this answer). */
-export async function createKey(gatewayUrl: string, accessToken: string, name: string): Promise<{ keyId: string; fullKey: string }> {
+/**
+ * POST /v1/keys through the gateway as the user: the new key's id and its full key (shown only in
+ * this answer). `fields` adds the key's other settings (monthly_spend_cap_usd, routing_policy).
+ */
+export async function createKey(
+  gatewayUrl: string,
+  accessToken: string,
+  name: string,
+  fields: { monthly_spend_cap_usd?: string; routing_policy?: string } = {},
+): Promise<{ keyId: string; fullKey: string }> {
   const response = await fetch(`${gatewayUrl}/v1/keys`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${accessToken}` },
-    body: JSON.stringify({ name }),
+    body: JSON.stringify({ name, ...fields }),
     signal: AbortSignal.timeout(15_000),
   });
   const text = await response.text();

@@ -31,7 +31,12 @@ export const webhookPath = '/chaos';
  * SHUTDOWN_DELAY); `onComponentExit` hears of a component that died without being told to.
  */
 export async function startChaosWorld(
-  options: { env?: Record<string, string>; onComponentExit?: (component: Component, code: number | string | null, lastLines: string[]) => void } = {},
+  options: {
+    env?: Record<string, string>;
+    onComponentExit?: (component: Component, code: number | string | null, lastLines: string[]) => void;
+    /** The credit a new workspace starts with (default 100.00): small, to run budgets out. */
+    freeCreditUsd?: string;
+  } = {},
 ): Promise<ChaosWorld> {
   const log = createLogger('chaos', 'warn');
   const dir = await mkdtemp(path.join(tmpdir(), 'switchboard-chaos-'));
@@ -61,7 +66,7 @@ export async function startChaosWorld(
         models: [{ id: chaosModel, region: 'overseas', tiers: [], input_usd_per_1m: '1.00', output_usd_per_1m: '2.00' }],
       }),
     );
-    const freeCreditUsd = '100.00';
+    const freeCreditUsd = options.freeCreditUsd ?? '100.00';
     const mesh = await startMesh({
       dataDir: path.join(dir, 'mesh'),
       randomPorts: true,
