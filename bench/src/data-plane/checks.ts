@@ -4,7 +4,7 @@ import { sleep } from '../measure/loop.js';
 import { type BenchSession, exitedComponents } from '../measure/session.js';
 import { balanceOf, spendOf } from './account.js';
 import type { Summary } from './drive.js';
-import { settleTimeoutMs } from './settings.js';
+import { settle } from './settings.js';
 import type { Traffic } from './traffic.js';
 import type { DataPlaneWorld } from './world.js';
 
@@ -13,9 +13,9 @@ const path = ['gateway', 'data-plane', 'keys', 'billing', 'conversations'] as co
 
 /**
  * After the load: the upstream's calls, and the key's spend and the workspace's balance once
- * they show every cost the platform answered, or when `settleTimeoutMs` passed. Both are
- * settled asynchronously (billing consumes the usage records in batches, keys applies billing's
- * events), so they are polled.
+ * they show every cost the platform answered, or once neither moved for a while (`settle`). Both
+ * are settled asynchronously (billing consumes the usage records in batches, keys applies
+ * billing's events), so they are polled.
  */
 export async function settleBilling(session: BenchSession, world: DataPlaneWorld, traffic: Traffic) {
   const { mesh, account } = world;
@@ -28,9 +28,13 @@ export async function settleBilling(session: BenchSession, world: DataPlaneWorld
   const started = performance.now();
   const read = async () => ({ spendAtEnd: await spendOf(mesh.gatewayUrl, token, account.keyId), balanceAtEnd: await balanceOf(mesh.gatewayUrl, token) });
   let seen = await read();
-  while (!(new Money(seen.spendAtEnd).eq(expectedSpend) && new Money(seen.balanceAtEnd).eq(expectedBalance)) && performance.now() - started < settleTimeoutMs) {
+  let movedAt = performance.now();
+  const waiting = () => performance.now() - movedAt < settle.stallTimeoutMs && performance.now() - started < settle.maxWaitMs;
+  while (!(new Money(seen.spendAtEnd).eq(expectedSpend) && new Money(seen.balanceAtEnd).eq(expectedBalance)) && waiting()) {
     await sleep(250);
+    const before = seen;
     seen = await read();
+    if (seen.spendAtEnd !== before.spendAtEnd || seen.balanceAtEnd !== before.balanceAtEnd) movedAt = performance.now();
   }
   return { upstreamCalls, answered, expectedBalance, ...seen, settledAfterMs: Math.round(performance.now() - started) };
 }
@@ -60,11 +64,11 @@ export function dataPlaneErrors(world: DataPlaneWorld, traffic: Traffic, summari
   const spendMoved = new Money(spendAtEnd).minus(world.account.spendAtStart);
   if (!spendMoved.eq(answered))
     errors.push(
-      `${settleTimeoutMs / 1000} s after the load the key's spend had moved by ${spendMoved.toFixed()} USD, the platform answered costs summing to ${answered.toFixed()} USD`,
+      `${settled.settledAfterMs} ms after the load the key's spend had moved by ${spendMoved.toFixed()} USD, the platform answered costs summing to ${answered.toFixed()} USD`,
     );
   if (!new Money(balanceAtEnd).eq(expectedBalance))
     errors.push(
-      `${settleTimeoutMs / 1000} s after the load the workspace balance was ${balanceAtEnd} USD, expected ${expectedBalance.toFixed()} (after the top-up ${world.account.balanceAfterTopUp} − answered costs ${answered.toFixed()})`,
+      `${settled.settledAfterMs} ms after the load the workspace balance was ${balanceAtEnd} USD, expected ${expectedBalance.toFixed()} (after the top-up ${world.account.balanceAfterTopUp} − answered costs ${answered.toFixed()})`,
     );
   if ((traffic.ledger.tiers.fast ?? 0) === 0) errors.push('no service/fast answer said tier "fast"');
   errors.push(...exitedComponents(world.mesh, path));

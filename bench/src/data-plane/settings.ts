@@ -23,8 +23,12 @@ export const requestTimeoutMs = 10_000;
 /** Tokens of each answer (the upstream's `words`), and the request's max_tokens. */
 export const answerTokens = 8;
 export const topUpUsd = '10.00';
-/** How long billing and keys may take to settle the usage after the last request (asynchronous, in batches) before the check fails. */
-export const settleTimeoutMs = 30_000;
+/**
+ * How long the key's spend and the balance may stand still short of the answered costs before
+ * the check fails (settlement is asynchronous: a backlog being applied moves them), and the
+ * longest wait in all.
+ */
+export const settle = { stallTimeoutMs: 30_000, maxWaitMs: 10 * 60_000 };
 
 export const passthroughModel = 'bench-passthrough';
 export const fastModels = ['bench-fast-overseas', 'bench-fast-cn'];
