@@ -1,5 +1,6 @@
 import { table } from '@switchboard/testkit/text-table';
 import { insertsLabel, postgresServerLine } from '../measure/inserts.js';
+import type { Latency } from '../measure/latency.js';
 import type { CpuUse } from '../measure/proc.js';
 import { benchHeader, fmt } from '../report.js';
 import { durationSeconds, warmupSeconds } from '../scenarios.js';
@@ -30,30 +31,27 @@ function cpuSection(report: BillingReport, runs: EndToEnd[]): string[] {
   ];
 }
 
+/** A row of the rates table: how many in how long, the rate, its latencies when each was timed, and the ratio to the raw inserts. */
+function rateRow(label: string, count: number, seconds: number | undefined, perSecond: number, latency?: Latency, ratio?: number): string[] {
+  const ms = (value: number | undefined) => fmt(value, latency && latency.p50 < 10 ? 2 : 1);
+  return [
+    label,
+    fmt(count),
+    fmt(seconds, 2),
+    fmt(perSecond),
+    ms(latency?.p50),
+    ms(latency?.p99),
+    ms(latency?.max),
+    ratio === undefined ? '-' : ratio.toFixed(2),
+  ];
+}
+
 /** A feed's two rows: its answers, and end to end. */
 function feedRows(name: string, answeredLabel: string, f: FeedFigures): string[][] {
   const { answered, endToEnd } = f;
   return [
-    [
-      `${name}: ${answeredLabel}`,
-      fmt(answered.usages),
-      fmt(answered.seconds, 2),
-      fmt(answered.perSecond),
-      fmt(answered.latencyMs.p50, 1),
-      fmt(answered.latencyMs.p99, 1),
-      fmt(answered.latencyMs.max, 1),
-      answered.ratio.toFixed(2),
-    ],
-    [
-      `${name}: end to end (keys spend visible)`,
-      fmt(answered.usages),
-      fmt(endToEnd.seconds, 2),
-      fmt(endToEnd.usagesPerSecond),
-      '-',
-      '-',
-      '-',
-      endToEnd.ratio.toFixed(2),
-    ],
+    rateRow(`${name}: ${answeredLabel}`, answered.usages, answered.seconds, answered.perSecond, answered.latencyMs, answered.ratio),
+    rateRow(`${name}: end to end (keys spend visible)`, answered.usages, endToEnd.seconds, endToEnd.usagesPerSecond, undefined, endToEnd.ratio),
   ];
 }
 
@@ -85,16 +83,7 @@ export function billingPrintout(report: BillingReport, runs: EndToEnd[]): string
       ['measure', 'usages', 'seconds', 'usages/s', 'p50 ms', 'p99 ms', 'max ms', '÷ raw inserts'],
       [
         ...runs.flatMap((e2e) => feedRows(e2e.feed.name, answeredLabel[e2e.feed.key], report.feeds[e2e.feed.key])),
-        [
-          insertsLabel(inserts),
-          fmt(inserts.inserts),
-          fmt(inserts.seconds, 2),
-          fmt(inserts.insertsPerSecond),
-          fmt(inserts.latencyMs.p50, 2),
-          fmt(inserts.latencyMs.p99, 2),
-          fmt(inserts.latencyMs.max, 1),
-          '-',
-        ],
+        rateRow(insertsLabel(inserts), inserts.inserts, inserts.seconds, inserts.insertsPerSecond, inserts.latencyMs),
       ],
     ),
   );
