@@ -24,7 +24,7 @@ export interface MemoryRow {
 export interface TargetCheck {
   name: string;
   value: number;
-  comparison: '<' | '>=';
+  comparison: '<' | '<=' | '>=';
   limit: number;
   unit: string;
   pass: boolean;
@@ -62,8 +62,9 @@ export interface BenchReport {
   errors: string[];
 }
 
-export function check(name: string, value: number, comparison: '<' | '>=', limit: number, unit: string): TargetCheck {
-  return { name, value, comparison, limit, unit, pass: comparison === '<' ? value < limit : value >= limit };
+export function check(name: string, value: number, comparison: TargetCheck['comparison'], limit: number, unit: string): TargetCheck {
+  const pass = comparison === '<' ? value < limit : comparison === '<=' ? value <= limit : value >= limit;
+  return { name, value, comparison, limit, unit, pass };
 }
 
 export const fmt = (value: number | undefined, digits = 0) => (value === undefined || Number.isNaN(value) ? '-' : value.toFixed(digits));

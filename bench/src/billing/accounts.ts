@@ -8,8 +8,9 @@ export interface Account {
   token: string;
   workspaceId: string;
   keyId: string;
-  /** Sum of the costs RecordUsage answered for the key so far. */
+  /** Sum of the costs answered for the key so far (JetStream-acked usage records and RecordUsage calls). */
   recorded: Money;
+  /** Usages answered for the key so far. */
   calls: number;
 }
 
@@ -30,22 +31,28 @@ async function monthToDate(gatewayUrl: string, account: Account): Promise<string
  * Waits until the keys service's spend of every key equals what was recorded for it, one key at a
  * time with one request in flight (the usages went to the keys in turn and the keys service
  * applies them in order, so while the first key completes the others do too): the time
- * (performance.now()) the last key was seen complete, or an error after `timeoutMs`. A spend
- * above the recorded sum is an error at once (something counted twice).
+ * (performance.now()) the last key was seen complete. A backlog may take long to apply, so what
+ * fails is a spend that stopped moving: an error when a key's spend did not change for
+ * `stallTimeoutMs` (usages lost or stuck), or after `settings.maxWaitMs` in all. A spend above
+ * the recorded sum is an error at once (something counted twice).
  */
-export async function waitUntilVisible(gatewayUrl: string, accounts: Account[], timeoutMs: number): Promise<number> {
-  const deadline = performance.now() + timeoutMs;
-  let seenAt = performance.now();
+export async function waitUntilVisible(gatewayUrl: string, accounts: Account[], settings: { stallTimeoutMs: number; maxWaitMs: number }): Promise<number> {
+  const started = performance.now();
+  let seenAt = started;
   for (const [i, account] of accounts.entries()) {
+    let last: Money | undefined;
+    let movedAt = performance.now();
     for (;;) {
       const spend = new Money(await monthToDate(gatewayUrl, account));
       seenAt = performance.now();
       if (spend.eq(account.recorded)) break;
       if (spend.gt(account.recorded))
         throw new Error(`key ${account.keyId}: the keys service shows ${spend.toFixed()} USD, more than the ${account.recorded.toFixed()} recorded`);
-      if (seenAt > deadline) {
+      if (last === undefined || !spend.eq(last)) movedAt = seenAt;
+      last = spend;
+      if (seenAt - movedAt > settings.stallTimeoutMs || seenAt - started > settings.maxWaitMs) {
         throw new Error(
-          `after ${timeoutMs} ms the keys service shows ${spend.toFixed()} USD of the ${account.recorded.toFixed()} recorded for key ${account.keyId} (${accounts.length - i} keys not complete yet)`,
+          `after ${Math.round(seenAt - started)} ms (the spend unchanged for the last ${Math.round(seenAt - movedAt)} ms) the keys service shows ${spend.toFixed()} USD of the ${account.recorded.toFixed()} recorded for key ${account.keyId} (${accounts.length - i} keys not complete yet)`,
         );
       }
       await sleep(pollIntervalMs);

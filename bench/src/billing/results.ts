@@ -12,20 +12,61 @@ import { callTimeoutMs, concurrency, minRatio, usageShape, workspaces } from './
 const msPerUsage = (cpu: CpuUse, name: string, seconds: number, usages: number) =>
   cpu.processes[name] === undefined || usages === 0 ? undefined : round(((cpu.processes[name] / 100) * seconds * 1000) / usages, 3);
 
+/** A feed's figures: its answers (acks or RecordUsage's), end to end, each against the raw inserts, and the CPU of both spans. */
+function feedFigures(e2e: EndToEnd, watch: Record<string, unknown>, inserts: InsertLoopResult) {
+  const { run, callSeconds, visibleAt } = e2e;
+  const endToEndSeconds = visibleAt === undefined ? undefined : (visibleAt - run.firstCallAt) / 1000;
+  const answeredPerSecond = callSeconds > 0 ? Math.round(run.ok / callSeconds) : 0;
+  const endToEndPerSecond = endToEndSeconds ? Math.round(run.ok / endToEndSeconds) : 0;
+  const toInserts = (perSecond: number) => (inserts.insertsPerSecond > 0 ? round(perSecond / inserts.insertsPerSecond, 3) : 0);
+  const perUsage = (cpu: CpuUse, seconds: number) => Object.fromEntries(Object.keys(watch).map((name) => [name, msPerUsage(cpu, name, seconds, run.ok)]));
+  return {
+    how: e2e.feed.how,
+    answered: {
+      usages: run.ok,
+      failed: run.failed,
+      errors: run.errors,
+      seconds: round(callSeconds),
+      perSecond: answeredPerSecond,
+      ratio: toInserts(answeredPerSecond),
+      latencyMs: latencyOf(run.latencies),
+      cpu: e2e.callsCpu,
+      cpuMsPerUsage: perUsage(e2e.callsCpu, callSeconds),
+    },
+    /** Usages sent before the run (warm-ups, earlier feeds): the backlog's rows count them too. */
+    usagesBefore: e2e.usagesBefore,
+    backlogAtLastAnswer: e2e.backlog,
+    endToEnd: {
+      seconds: endToEndSeconds === undefined ? undefined : round(endToEndSeconds),
+      usagesPerSecond: endToEndPerSecond,
+      ratio: toInserts(endToEndPerSecond),
+      /** From the last answer to the last key's spend seen complete. */
+      lagAfterLastAnswerMs: visibleAt === undefined ? undefined : Math.round(visibleAt - run.lastAnswerAt),
+      cpu: e2e.endToEndCpu,
+      cpuMsPerUsage: endToEndSeconds === undefined ? undefined : perUsage(e2e.endToEndCpu, endToEndSeconds),
+    },
+  };
+}
+
+export type FeedFigures = ReturnType<typeof feedFigures>;
+
 /** The JSON report of bench:billing (docs/operations.md), its target and the errors found. */
 export function billingResults(
   session: BenchSession,
-  measured: { e2e: EndToEnd; inserts: InsertLoopResult; warmUsages: number; meshStartSeconds: number; natsSetup: string; errors: string[] },
+  measured: {
+    runs: EndToEnd[];
+    watch: Record<string, unknown>;
+    inserts: InsertLoopResult;
+    warmUsages: Record<string, number>;
+    meshStartSeconds: number;
+    natsSetup: string;
+    errors: string[];
+  },
 ) {
-  const { e2e, inserts, errors } = measured;
-  const { run, callSeconds, visibleAt } = e2e;
-  const endToEndSeconds = visibleAt === undefined ? undefined : (visibleAt - run.firstCallAt) / 1000;
-  const callsPerSecond = callSeconds > 0 ? Math.round(run.ok / callSeconds) : 0;
-  const endToEndPerSecond = endToEndSeconds ? Math.round(run.ok / endToEndSeconds) : 0;
-  const ratio = inserts.insertsPerSecond > 0 ? round(endToEndPerSecond / inserts.insertsPerSecond, 3) : 0;
-  const callsRatio = inserts.insertsPerSecond > 0 ? round(callsPerSecond / inserts.insertsPerSecond, 3) : 0;
-  const targets = [check('end-to-end usages/s ÷ raw Postgres inserts/s', ratio, '>=', minRatio, 'ratio')];
-  const perUsage = (cpu: CpuUse, seconds: number) => Object.fromEntries(Object.keys(e2e.watch).map((name) => [name, msPerUsage(cpu, name, seconds, run.ok)]));
+  const { runs, inserts, errors } = measured;
+  const feeds = Object.fromEntries(runs.map((e2e) => [e2e.feed.key, feedFigures(e2e, measured.watch, inserts)]));
+  const workStream = feeds.workStream;
+  const targets = [check('work stream: end-to-end usages/s ÷ raw Postgres inserts/s', workStream.endToEnd.ratio, '>=', minRatio, 'ratio')];
   return {
     at: session.at,
     machine: machineFacts(session.loadAverageAtStart),
@@ -35,34 +76,14 @@ export function billingResults(
       durationSeconds,
       warmupSeconds,
       callTimeoutMs,
-      usage: { ...usageShape, inputTokens: 1000, outputTokens: 500 },
+      usage: { ...usageShape, tier: 'fast', inputTokens: 1000, outputTokens: 500 },
       nats: measured.natsSetup,
       insertLoop,
     },
     meshStartSeconds: measured.meshStartSeconds,
     warmUp: { usages: measured.warmUsages },
-    recordUsage: {
-      usages: run.ok,
-      failed: run.failed,
-      errors: run.errors,
-      callSeconds: round(callSeconds),
-      callsPerSecond,
-      latencyMs: latencyOf(run.latencies),
-      cpu: e2e.callsCpu,
-      cpuMsPerUsage: perUsage(e2e.callsCpu, callSeconds),
-    },
-    backlogAtLastAnswer: e2e.backlog,
-    endToEnd: {
-      seconds: endToEndSeconds === undefined ? undefined : round(endToEndSeconds),
-      usagesPerSecond: endToEndPerSecond,
-      /** From the last answer to the last key's spend seen complete. */
-      lagAfterLastAnswerMs: visibleAt === undefined ? undefined : Math.round(visibleAt - run.lastAnswerAt),
-      cpu: e2e.endToEndCpu,
-      cpuMsPerUsage: endToEndSeconds === undefined ? undefined : perUsage(e2e.endToEndCpu, endToEndSeconds),
-    },
+    feeds,
     postgresInserts: inserts,
-    ratio,
-    callsRatio,
     targets,
     errors,
     totalSeconds: 0,

@@ -2,13 +2,17 @@ import { Money } from '@switchboard/runtime/money';
 import type pg from 'pg';
 import type { Account } from './accounts.js';
 
-/** Where the events are when the calls end: outbox rows not yet published, usages the keys service applied. */
-export async function pipelineBacklog(db: pg.Client): Promise<{ unpublishedOutboxRows: number; keysAppliedUsageEvents: number }> {
-  const { rows } = await db.query<{ unpublished: string; applied: string }>(
-    `SELECT (SELECT count(*) FROM billing.outbox WHERE published_at IS NULL) AS unpublished,
+/**
+ * Where the usages are when the calls end: the usage rows billing has (settled, for the work
+ * stream), its outbox rows not yet published, the usage events the keys service applied.
+ */
+export async function pipelineBacklog(db: pg.Client): Promise<{ usageRows: number; unpublishedOutboxRows: number; keysAppliedUsageEvents: number }> {
+  const { rows } = await db.query<{ usage_rows: string; unpublished: string; applied: string }>(
+    `SELECT (SELECT count(*) FROM billing.usage_records) AS usage_rows,
+            (SELECT count(*) FROM billing.outbox WHERE published_at IS NULL) AS unpublished,
             (SELECT count(*) FROM keys.processed_events WHERE consumer = 'keys-billing-usage-recorded') AS applied`,
   );
-  return { unpublishedOutboxRows: Number(rows[0].unpublished), keysAppliedUsageEvents: Number(rows[0].applied) };
+  return { usageRows: Number(rows[0].usage_rows), unpublishedOutboxRows: Number(rows[0].unpublished), keysAppliedUsageEvents: Number(rows[0].applied) };
 }
 
 /** Billing's own tables against the answers: one row per answered usage, their sum per key, every outbox row published. */

@@ -4,7 +4,7 @@ import { sleep } from '../measure/loop.js';
 import { type BenchSession, exitedComponents } from '../measure/session.js';
 import { balanceOf, spendOf } from './account.js';
 import type { Summary } from './drive.js';
-import { spendVisibleTimeoutMs } from './settings.js';
+import { settle } from './settings.js';
 import type { Traffic } from './traffic.js';
 import type { DataPlaneWorld } from './world.js';
 
@@ -12,31 +12,39 @@ import type { DataPlaneWorld } from './world.js';
 const path = ['gateway', 'data-plane', 'keys', 'billing', 'conversations'] as const;
 
 /**
- * After the load: the upstream's calls, and the key's spend once it shows every cost the front
- * door answered (or `spendVisibleTimeoutMs` passed), and the workspace's balance.
+ * After the load: the upstream's calls, and the key's spend and the workspace's balance once
+ * they show every cost the platform answered, or once neither moved for a while (`settle`). Both
+ * are settled asynchronously (billing consumes the usage records in batches, keys applies
+ * billing's events), so they are polled.
  */
 export async function settleBilling(session: BenchSession, world: DataPlaneWorld, traffic: Traffic) {
   const { mesh, account } = world;
   const token = account.user.accessToken;
   const upstreamCalls = await world.upstream.calls();
-  session.progress('waiting for the key spend to show every answered cost');
+  session.progress('waiting for the key spend and the balance to show every answered cost');
   const answered = traffic.ledger.total();
   const expectedBalance = new Money(account.balanceAfterTopUp).minus(answered);
-  let spendAtEnd = await spendOf(mesh.gatewayUrl, token, account.keyId);
-  const spendDeadline = performance.now() + spendVisibleTimeoutMs;
-  while (!new Money(spendAtEnd).minus(account.spendAtStart).eq(answered) && performance.now() < spendDeadline) {
+  const expectedSpend = new Money(account.spendAtStart).plus(answered);
+  const started = performance.now();
+  const read = async () => ({ spendAtEnd: await spendOf(mesh.gatewayUrl, token, account.keyId), balanceAtEnd: await balanceOf(mesh.gatewayUrl, token) });
+  let seen = await read();
+  let movedAt = performance.now();
+  const waiting = () => performance.now() - movedAt < settle.stallTimeoutMs && performance.now() - started < settle.maxWaitMs;
+  while (!(new Money(seen.spendAtEnd).eq(expectedSpend) && new Money(seen.balanceAtEnd).eq(expectedBalance)) && waiting()) {
     await sleep(250);
-    spendAtEnd = await spendOf(mesh.gatewayUrl, token, account.keyId);
+    const before = seen;
+    seen = await read();
+    if (seen.spendAtEnd !== before.spendAtEnd || seen.balanceAtEnd !== before.balanceAtEnd) movedAt = performance.now();
   }
-  const balanceAtEnd = await balanceOf(mesh.gatewayUrl, token);
-  return { upstreamCalls, answered, expectedBalance, spendAtEnd, balanceAtEnd };
+  return { upstreamCalls, answered, expectedBalance, ...seen, settledAfterMs: Math.round(performance.now() - started) };
 }
 
 export type Settled = Awaited<ReturnType<typeof settleBilling>>;
 
 /**
  * Failed requests, an upstream call count other than one per request, a spend or a balance that
- * did not move by exactly the answered costs, no answer of tier fast, a component that exited.
+ * did not move by exactly the answered costs (the published usage records' included), no answer
+ * of tier fast, a component that exited.
  */
 export function dataPlaneErrors(world: DataPlaneWorld, traffic: Traffic, summaries: Summary[], settled: Settled): string[] {
   const errors: string[] = [];
@@ -46,19 +54,21 @@ export function dataPlaneErrors(world: DataPlaneWorld, traffic: Traffic, summari
         `${summary.variant}, ${summary.inFlight} in flight: ${summary.failed} requests failed ${JSON.stringify(summary.failures)} (first: ${summary.firstProblem})`,
       );
   }
-  const { directRequestsSent, frontRequestsSent } = traffic;
-  const requestsSent = directRequestsSent + frontRequestsSent;
+  const { sent } = traffic;
+  const requestsSent = sent.direct + traffic.platformRequestsSent;
   const { answered, spendAtEnd, balanceAtEnd, expectedBalance } = settled;
   if (settled.upstreamCalls !== requestsSent)
     errors.push(
-      `the upstream got ${settled.upstreamCalls} calls for ${requestsSent} requests sent (${directRequestsSent} direct, ${frontRequestsSent} front door)`,
+      `the upstream got ${settled.upstreamCalls} calls for ${requestsSent} requests sent (${sent.direct} direct, ${sent['front door']} front door, ${sent['data plane']} to the data plane alone)`,
     );
   const spendMoved = new Money(spendAtEnd).minus(world.account.spendAtStart);
   if (!spendMoved.eq(answered))
-    errors.push(`the key's spend moved by ${spendMoved.toFixed()} USD, the front door answered costs summing to ${answered.toFixed()} USD`);
+    errors.push(
+      `${settled.settledAfterMs} ms after the load the key's spend had moved by ${spendMoved.toFixed()} USD, the platform answered costs summing to ${answered.toFixed()} USD`,
+    );
   if (!new Money(balanceAtEnd).eq(expectedBalance))
     errors.push(
-      `the workspace balance is ${balanceAtEnd} USD, expected ${expectedBalance.toFixed()} (after the top-up ${world.account.balanceAfterTopUp} − answered costs ${answered.toFixed()})`,
+      `${settled.settledAfterMs} ms after the load the workspace balance was ${balanceAtEnd} USD, expected ${expectedBalance.toFixed()} (after the top-up ${world.account.balanceAfterTopUp} − answered costs ${answered.toFixed()})`,
     );
   if ((traffic.ledger.tiers.fast ?? 0) === 0) errors.push('no service/fast answer said tier "fast"');
   errors.push(...exitedComponents(world.mesh, path));

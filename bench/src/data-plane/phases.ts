@@ -1,5 +1,6 @@
 import { sleep } from '../measure/loop.js';
 import { databaseActivity, statsFlushMs } from '../measure/postgres.js';
+import { rpcCalls } from '../measure/rpc-calls.js';
 import type { BenchSession } from '../measure/session.js';
 import { durationSeconds, warmupSeconds } from '../scenarios.js';
 import { type Summary, summarize, type Watch } from './drive.js';
@@ -9,7 +10,7 @@ import type { DataPlaneWorld } from './world.js';
 
 /**
  * Throughput at `concurrency` in flight: direct and front door interleaved per variant after a
- * warm-up of each, then service/fast, whose run opens the span of the database counters.
+ * warm-up of each, then service/fast, whose run opens the span of the database and RPC counters.
  */
 export async function throughputPhase(session: BenchSession, world: DataPlaneWorld, traffic: Traffic, watch: Watch) {
   const { variants } = traffic;
@@ -32,9 +33,10 @@ export async function throughputPhase(session: BenchSession, world: DataPlaneWor
   // Every backend's counters of the runs before flushed: the span below is the fast run's and after.
   await sleep(statsFlushMs);
   const activityBefore = await databaseActivity(world.db);
-  const frontSentBefore = traffic.frontRequestsSent;
+  const rpcBefore = await rpcCalls(world.mesh.metricsUrls);
+  const frontSentBefore = traffic.platformRequestsSent;
   throughput[variants.fast.name] = summarize([await traffic.run(variants.fast, durationSeconds, concurrency, watch)]);
-  return { throughput, activityBefore, frontSentBefore, fastFrontSent: traffic.frontRequestsSent - frontSentBefore };
+  return { throughput, activityBefore, rpcBefore, frontSentBefore, fastFrontSent: traffic.platformRequestsSent - frontSentBefore };
 }
 
 /** Latency at low load, 1 and 4 in flight, the same interleaving, then service/fast at 1; keyed `<in flight>|<variant>`. */
@@ -62,14 +64,15 @@ export async function lowLoadPhase(session: BenchSession, traffic: Traffic, watc
 }
 
 /**
- * Paced: one request, then a pause, so the work each request leaves behind (the usage event's
- * relay and consumers) is done before the next one; each hop then wakes an idle process.
+ * Paced: one request, then a pause, so the work each request leaves behind (its usage record's
+ * settlement in billing, the usage event's relay and consumers) is done before the next one;
+ * each hop then wakes an idle process. Direct both ways, so each front-door run has its baseline.
  */
 export async function pacedPhase(session: BenchSession, traffic: Traffic, watch: Watch): Promise<Record<string, Summary>> {
   const { variants } = traffic;
-  session.progress(`1 in flight, a ${pacedPauseMs} ms pause after each answer: direct, front door, front door streaming, ${pacedSeconds} s each`);
+  session.progress(`1 in flight, a ${pacedPauseMs} ms pause after each answer: direct and front door, non-streaming and streaming, ${pacedSeconds} s each`);
   const paced: Record<string, Summary> = {};
-  for (const variant of [variants.direct, variants.front, variants.frontStream]) {
+  for (const variant of [variants.direct, variants.front, variants.directStream, variants.frontStream]) {
     paced[variant.name] = summarize([await traffic.run(variant, pacedSeconds, 1, watch, pacedPauseMs)]);
   }
   return paced;

@@ -1,14 +1,15 @@
 import { table } from '@switchboard/testkit/text-table';
-import { round } from '../measure/latency.js';
 import { benchHeader, fmt } from '../report.js';
 import { durationSeconds } from '../scenarios.js';
 import type { Summary } from './drive.js';
-import type { DataPlaneMeasured, DataPlaneReport } from './results.js';
+import { type DataPlaneMeasured, type DataPlaneReport, platformCpuMicros, platformProcesses } from './results.js';
 import { answerTokens, concurrency, lowInFlight, lowLoadSeconds, pacedPauseMs, pacedSeconds, stageSeconds, topUpUsd } from './settings.js';
 
-const cpuNames = ['gateway', 'data-plane', 'keys', 'billing', 'conversations', 'postgres', 'nats-server', 'upstream', 'bench'];
-const meshNames = ['gateway', 'data-plane', 'keys', 'billing', 'conversations', 'postgres', 'nats-server'];
+const cpuNames = [...platformProcesses, 'upstream', 'bench'];
 const comparisonHeader = ['run', 'direct req/s', 'direct p50', 'direct p99', 'front req/s', 'front p50', 'front p99', 'added p50', 'added p99', 'failed'];
+
+/** A difference of milliseconds with its sign: what the platform adds (or, by noise, takes away). */
+const signedMs = (ms: number) => `${ms < 0 ? '' : '+'}${ms.toFixed(2)}`;
 
 /** A run's rate, latencies and failures: a row of the throughput and steps tables. */
 const summaryRow = (s: Summary) => [s.variant, fmt(s.perSecond), fmt(s.latencyMs.p50, 2), fmt(s.latencyMs.p99, 2), fmt(s.latencyMs.max, 1), fmt(s.failed)];
@@ -23,8 +24,8 @@ function comparisonRow(label: string, direct: Summary, front: Summary, countDire
     fmt(front.perSecond),
     fmt(front.latencyMs.p50, 2),
     fmt(front.latencyMs.p99, 2),
-    `+${(front.latencyMs.p50 - direct.latencyMs.p50).toFixed(2)}`,
-    `+${(front.latencyMs.p99 - direct.latencyMs.p99).toFixed(2)}`,
+    signedMs(front.latencyMs.p50 - direct.latencyMs.p50),
+    signedMs(front.latencyMs.p99 - direct.latencyMs.p99),
     fmt(front.failed + (countDirectFailures ? direct.failed : 0)),
   ];
 }
@@ -48,7 +49,7 @@ function throughputSection(report: DataPlaneReport, m: DataPlaneMeasured): strin
         row(throughput[variants.frontStream.name], ratios.streaming),
       ],
     ),
-    `    at ${concurrency} in flight, front − direct: non-streaming p50 +${round(front.latencyMs.p50 - direct.latencyMs.p50)} ms, p99 +${round(front.latencyMs.p99 - direct.latencyMs.p99)} ms (queueing: mean latency = ${concurrency} ÷ req/s)`,
+    `    at ${concurrency} in flight, front − direct: non-streaming p50 ${signedMs(front.latencyMs.p50 - direct.latencyMs.p50)} ms, p99 ${signedMs(front.latencyMs.p99 - direct.latencyMs.p99)} ms (queueing: mean latency = ${concurrency} ÷ req/s)`,
   ];
 }
 
@@ -67,12 +68,11 @@ function lowLoadSection(report: DataPlaneReport, m: DataPlaneMeasured): string[]
     }
   }
   lowRows.push(comparisonRow('1 in flight, service/fast (vs direct above)', lowLoad[`1|${variants.direct.name}`], lowLoad[`1|${variants.fast.name}`], false));
-  const pacedRows = [variants.front, variants.frontStream].map((variant) =>
-    comparisonRow(
-      `1 in flight, ${pacedPauseMs} ms pause after each, ${variant.stream ? 'streaming' : 'non-streaming'} (direct: non-streaming)`,
-      paced[variants.direct.name],
-      paced[variant.name],
-    ),
+  const pacedRows = [
+    [variants.direct, variants.front],
+    [variants.directStream, variants.frontStream],
+  ].map(([direct, front]) =>
+    comparisonRow(`1 in flight, ${pacedPauseMs} ms pause after each, ${front.stream ? 'streaming' : 'non-streaming'}`, paced[direct.name], paced[front.name]),
   );
   return [
     `Latency at low load (${lowLoadSeconds} s measured per target, interleaved in halves)`,
@@ -82,28 +82,43 @@ function lowLoadSection(report: DataPlaneReport, m: DataPlaneMeasured): string[]
   ];
 }
 
-function stagesSection(report: DataPlaneReport): string[] {
+function stagesSection(report: DataPlaneReport, m: DataPlaneMeasured): string[] {
+  const { stages, lowLoad } = report;
+  const { variants } = m.traffic;
+  const [alone, modelsOnDataPlane, modelsThroughGateway] = Object.values(stages);
+  const direct = lowLoad[`1|${variants.direct.name}`];
+  const front = lowLoad[`1|${variants.front.name}`];
+  const delta = (a: Summary, b: Summary) =>
+    `p50 +${(a.latencyMs.p50 - b.latencyMs.p50).toFixed(2)} ms, p99 +${(a.latencyMs.p99 - b.latencyMs.p99).toFixed(2)} ms`;
   return [
-    `The steps of a front-door request alone, 1 in flight, ${stageSeconds} s each, from this process (the data plane's clients: Connect binary over h2c)`,
-    table(['step', 'calls/s', 'p50 ms', 'p99 ms', 'max ms', 'failed'], Object.values(report.stages).map(summaryRow)),
+    `The steps of a front-door request alone, 1 in flight, ${stageSeconds} s each, from this process`,
+    table(['step', 'calls/s', 'p50 ms', 'p99 ms', 'max ms', 'failed'], Object.values(stages).map(summaryRow)),
+    `    the data plane alone − direct (1 in flight above): ${delta(alone, direct)}; the front door − the data plane alone: ${delta(front, alone)}`,
+    `    the gateway's hop on GET /v1/models (through the gateway − on the data plane): ${delta(modelsThroughGateway, modelsOnDataPlane)}`,
   ];
 }
 
 function cpuSection(report: DataPlaneReport, m: DataPlaneMeasured): string[] {
-  const { throughput, lowLoad, stages, postgresPerFrontRequest: pg } = report;
+  const { throughput, lowLoad, stages, postgresPerFrontRequest: pg, rpcPerFrontRequest: rpc } = report;
   const { variants } = m.traffic;
   const { cpus } = report.machine;
   const cpuRow = (label: string, s: Summary) => {
     const ours = Object.values(s.cpu.processes).reduce((sum, percent) => sum + percent, 0);
     const other = Math.max(0, Math.round(s.cpu.hostBusyPercent * cpus) - ours);
-    const meshTotal = meshNames.reduce((sum, name) => sum + (s.cpuMicrosPerRequest[name] ?? 0), 0);
-    return [label, fmt(s.perSecond), ...cpuNames.map((name) => fmt(s.cpuMicrosPerRequest[name])), fmt(meshTotal), fmt(s.cpu.hostBusyPercent), fmt(other)];
+    return [
+      label,
+      fmt(s.perSecond),
+      ...cpuNames.map((name) => fmt(s.cpuMicrosPerRequest[name])),
+      fmt(platformCpuMicros(s)),
+      fmt(s.cpu.hostBusyPercent),
+      fmt(other),
+    ];
   };
   const at = (inFlight: number | string, s: Summary) => cpuRow(`${inFlight}: ${s.variant}`, s);
   const cpuRows: string[][] = [
     ...[variants.direct, variants.front, variants.fast, variants.directStream, variants.frontStream].map((v) => at(concurrency, throughput[v.name])),
     ...[variants.direct, variants.front, variants.fast].map((v) => at(1, lowLoad[`1|${v.name}`])),
-    ...Object.values(stages).map((st) => cpuRow(`1: step: ${st.variant.split(' (')[0]}`, st)),
+    ...Object.values(stages).map((st) => cpuRow(`1: step: ${st.variant.split(' (')[0].slice(0, 60)}`, st)),
   ];
   const perCore = [variants.front, variants.fast, variants.frontStream, variants.direct].map((v) => {
     const s = throughput[v.name];
@@ -113,11 +128,18 @@ function cpuSection(report: DataPlaneReport, m: DataPlaneMeasured): string[] {
     return `    ${concurrency}: ${v.name}: ${processes}; host ${s.cpu.hostBusyPercent}% of ${cpus} cores`;
   });
   return [
-    'CPU per request (µs of CPU per complete answer, per process; postgres = the backends of the bench database; host% = all cores, every process on it; other = host CPU not in the columns, % of one core)',
-    table(['run (in flight: target)', 'req/s', ...cpuNames, 'mesh total', 'host%', 'other%'], cpuRows),
+    'CPU per request (µs of CPU per complete answer, per process; postgres = the backends of the bench database; platform = every process but the upstream and this one; host% = all cores, every process on it; other = host CPU not in the columns, % of one core)',
+    table(['run (in flight: target)', 'req/s', ...cpuNames, 'platform', 'host%', 'other%'], cpuRows),
     '  CPU % of one core during the same runs:',
     ...perCore,
     `  Postgres per front-door request (pg_stat_database over ${pg.span}; idle pollers included): ${pg.transactions} transactions, ${pg.inserted} rows inserted, ${pg.updated} updated`,
+    `  RPCs per front-door request (the services' rpc_server_duration_seconds counts over the same span; background refreshes and leases included): ${rpc.total}${
+      Object.keys(rpc.byRpc).length
+        ? ` (${Object.entries(rpc.byRpc)
+            .map(([name, per]) => `${name} ${per}`)
+            .join(', ')})`
+        : ''
+    }`,
   ];
 }
 
@@ -125,8 +147,8 @@ function billingSection(report: DataPlaneReport): string[] {
   const b = report.billing;
   const r = report.requests;
   const lines = [
-    `Billing: workspace balance ${b.balanceAtStart} at sign-up, ${b.balanceAfterTopUp} after the ${topUpUsd} sandbox top-up, ${b.balanceAtEnd} at the end; the front door answered costs summing to ${b.frontDoorCostsAnswered} USD for ${r.frontDoor} requests (tiers ${JSON.stringify(b.tiers)}); the key's month-to-date spend ${b.keySpendAtStart} → ${b.keySpendAtEnd}`,
-    `Requests: ${r.direct} direct, ${r.frontDoor} through the front door; the upstream got ${r.upstreamCalls} calls (warm-ups and first requests included)`,
+    `Billing: workspace balance ${b.balanceAtStart} at sign-up, ${b.balanceAfterTopUp} after the ${topUpUsd} sandbox top-up, ${b.balanceAtEnd} at the end; the platform answered costs summing to ${b.costsAnswered} USD for ${r.frontDoor + r.dataPlaneAlone} requests and the usage records the steps published (tiers ${JSON.stringify(b.tiers)}); the key's month-to-date spend ${b.keySpendAtStart} → ${b.keySpendAtEnd}, settled ${b.settledAfterMs} ms after the load`,
+    `Requests: ${r.direct} direct, ${r.frontDoor} through the front door, ${r.dataPlaneAlone} to the data plane alone; the upstream got ${r.upstreamCalls} calls (warm-ups and first requests included)`,
   ];
   if (report.warnings.length) lines.push('', 'Warnings and errors the mesh logged (first 3 per component):', ...report.warnings.map((line) => `  ${line}`));
   return lines;
@@ -142,7 +164,7 @@ export function dataPlanePrintout(report: DataPlaneReport, m: DataPlaneMeasured)
     '',
     ...lowLoadSection(report, m),
     '',
-    ...stagesSection(report),
+    ...stagesSection(report, m),
     '',
     ...cpuSection(report, m),
     '',

@@ -35,7 +35,8 @@ export function send(agent: http.Agent, url: URL, headers: Record<string, string
 
 export interface Variant {
   name: string;
-  through: 'direct' | 'front door';
+  /** Straight to the upstream, through the gateway, or to the data plane without the gateway. */
+  through: 'direct' | 'front door' | 'data plane';
   model: string;
   stream: boolean;
 }
@@ -51,7 +52,7 @@ export interface Outcome {
 /** What a complete answer must hold; the cost the front door answered. */
 export function inspect(variant: Variant, answer: Answer): Outcome {
   if (answer.status !== 200) return { problem: `HTTP ${answer.status}: ${answer.body.slice(0, 300)}` };
-  const front = variant.through === 'front door';
+  const front = variant.through !== 'direct';
   let final: { service?: { cost_usd?: unknown; tier?: unknown }; choices?: Array<{ message?: { content?: unknown } }> };
   if (!variant.stream) {
     try {

@@ -19,9 +19,10 @@ const bodyOf = (variant: Variant) =>
   });
 
 /**
- * Chat completions sent straight to the upstream (direct) and through the front door (the
- * gateway with the API key), over a keep-alive agent per target with the same settings; counts
- * the requests each way and sums the costs the front door answered.
+ * Chat completions sent straight to the upstream (direct), through the front door (the gateway
+ * with the API key) and to the data plane alone (the same key, without the gateway's hop), over
+ * a keep-alive agent per target with the same settings; counts the requests each way and sums
+ * the costs the platform answered.
  */
 export class Traffic {
   readonly variants = {
@@ -30,38 +31,44 @@ export class Traffic {
     directStream: { name: 'direct (upstream), stream', through: 'direct', model: passthroughModel, stream: true },
     frontStream: { name: `front door, ${passthroughModel}, stream`, through: 'front door', model: passthroughModel, stream: true },
     fast: { name: 'front door, service/fast', through: 'front door', model: 'service/fast', stream: false },
+    dataPlane: { name: `data plane alone, ${passthroughModel}`, through: 'data plane', model: passthroughModel, stream: false },
   } satisfies Record<string, Variant>;
-  /** What the front door answered it cost. */
+  /** What the front door (or the data plane alone) answered it cost. */
   readonly ledger = new Ledger();
   private readonly directLedger = new Ledger();
-  frontRequestsSent = 0;
-  directRequestsSent = 0;
-  private readonly directAgent = new http.Agent({ keepAlive: true, maxSockets: concurrency, keepAliveMsecs: 1000 });
-  private readonly frontAgent = new http.Agent({ keepAlive: true, maxSockets: concurrency, keepAliveMsecs: 1000 });
-  private readonly directUrl: URL;
-  private readonly frontUrl: URL;
+  /** Requests sent each way. */
+  readonly sent: Record<Variant['through'], number> = { direct: 0, 'front door': 0, 'data plane': 0 };
+  private readonly targets: Record<Variant['through'], { agent: http.Agent; url: URL }>;
 
   constructor(
     session: BenchSession,
     private readonly world: DataPlaneWorld,
   ) {
-    session.defer('http agents', async () => {
-      this.directAgent.destroy();
-      this.frontAgent.destroy();
+    const target = (base: string) => ({
+      agent: new http.Agent({ keepAlive: true, maxSockets: concurrency, keepAliveMsecs: 1000 }),
+      url: new URL(`${base}/chat/completions`),
     });
-    this.directUrl = new URL(`${world.upstream.baseUrl}/chat/completions`);
-    this.frontUrl = new URL(`${world.mesh.gatewayUrl}/v1/chat/completions`);
+    this.targets = {
+      direct: target(world.upstream.baseUrl),
+      'front door': target(`${world.mesh.gatewayUrl}/v1`),
+      'data plane': target(`${world.mesh.env.DATA_PLANE_URL}/v1`),
+    };
+    session.defer('http agents', async () => {
+      for (const { agent } of Object.values(this.targets)) agent.destroy();
+    });
+  }
+
+  /** Requests that went upstream through the platform: the front door's and the data plane's alone. */
+  get platformRequestsSent(): number {
+    return this.sent['front door'] + this.sent['data plane'];
   }
 
   private senderOf(variant: Variant): Call {
     const body = bodyOf(variant);
-    const authorization = `Bearer ${this.world.account.fullKey}`;
-    const sendIt =
-      variant.through === 'direct'
-        ? () => send(this.directAgent, this.directUrl, {}, body)
-        : () => send(this.frontAgent, this.frontUrl, { authorization }, body);
+    const { agent, url } = this.targets[variant.through];
+    const headers: Record<string, string> = variant.through === 'direct' ? {} : { authorization: `Bearer ${this.world.account.fullKey}` };
     return async () => {
-      const answer = await sendIt();
+      const answer = await send(agent, url, headers, body);
       return { status: String(answer.status), inspect: () => inspect(variant, answer) };
     };
   }
@@ -70,9 +77,7 @@ export class Traffic {
   async run(variant: Variant, seconds: number, inFlight: number, watch?: Watch, pauseMs = 0): Promise<Run> {
     const ledger = variant.through === 'direct' ? this.directLedger : this.ledger;
     const result = await drive(variant.name, this.senderOf(variant), ledger, seconds, inFlight, watch, pauseMs);
-    const sent = result.ok + Object.values(result.failures).reduce((sum, count) => sum + count, 0);
-    if (variant.through === 'direct') this.directRequestsSent += sent;
-    else this.frontRequestsSent += sent;
+    this.sent[variant.through] += result.ok + Object.values(result.failures).reduce((sum, count) => sum + count, 0);
     return result;
   }
 
@@ -92,7 +97,7 @@ export class Traffic {
       if (first.ok === 0 || first.firstProblem) throw new Error(`the first request failed: ${first.firstProblem}`);
     }
     const upstreamCallsBefore = await this.world.upstream.calls();
-    if (upstreamCallsBefore !== this.directRequestsSent + this.frontRequestsSent)
-      throw new Error(`the upstream got ${upstreamCallsBefore} calls for ${this.directRequestsSent + this.frontRequestsSent} requests`);
+    const sent = this.sent.direct + this.platformRequestsSent;
+    if (upstreamCallsBefore !== sent) throw new Error(`the upstream got ${upstreamCallsBefore} calls for ${sent} requests`);
   }
 }

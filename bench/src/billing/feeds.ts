@@ -5,13 +5,38 @@ import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { closedLoop, Tally } from '../measure/loop.js';
 import type { BenchSession } from '../measure/session.js';
+import { usagePublisher } from '../measure/usage-records.js';
 import type { Account } from './accounts.js';
 import { callTimeoutMs, concurrency, maxCalls, usageShape } from './settings.js';
 
-export type RecordUsage = (account: Account, generationId: string) => Promise<{ costUsd: string; duplicate: boolean }>;
+/** One way usage enters billing: a usage of `account`, its cost as answered, and whether the generation id was known already. */
+export interface Feed {
+  /** Its key in the JSON report and in generation ids. */
+  key: 'workStream' | 'recordUsage';
+  /** As the printout names it. */
+  name: string;
+  /** How the bench sends it, for the printout. */
+  how: string;
+  send(account: Account, generationId: string): Promise<{ costUsd: string; duplicate: boolean }>;
+}
 
-/** RecordUsage as the data plane calls it: one h2c connection (Connect binary), a mesh token of caller "data-plane". */
-export async function usageRecorder(session: BenchSession, mesh: Mesh): Promise<RecordUsage> {
+/**
+ * The data plane's way (docs/money-path.md#usage): a UsageRecord of service/fast (tier fast,
+ * priced by the shared pricing module) published to the work stream with the generation id as
+ * message id, done when JetStream acknowledged it; billing settles it later, in batches.
+ */
+export async function workStreamFeed(session: BenchSession, mesh: Mesh): Promise<Feed> {
+  const publish = await usagePublisher(session, mesh);
+  return {
+    key: 'workStream',
+    name: 'work stream',
+    how: 'UsageRecords published to the work stream (JetStream, msgID = generation id, acked), one NATS connection',
+    send: (account, generationId) => publish({ generationId, keyId: account.keyId, workspaceId: account.workspaceId, tier: 'fast', ...usageShape }),
+  };
+}
+
+/** RecordUsage as an external data plane calls it (§8): one h2c connection (Connect binary), a mesh token of caller "data-plane". */
+export async function recordUsageFeed(session: BenchSession, mesh: Mesh): Promise<Feed> {
   // One token for the whole run: minted tokens live 5 minutes (runtime/src/mesh-token.ts).
   const meshToken = await new MeshTokens(mesh.env.SWITCHBOARD_MESH_SECRET).mint('billing', { caller: 'data-plane' });
   const addToken: Interceptor = (next) => (req) => {
@@ -24,8 +49,13 @@ export async function usageRecorder(session: BenchSession, mesh: Mesh): Promise<
     UsageService,
     createConnectTransport({ baseUrl: mesh.urls.billing, httpVersion: '2', useBinaryFormat: true, sessionManager, interceptors: [addToken] }),
   );
-  return (account, generationId) =>
-    usage.recordUsage({ generationId, keyId: account.keyId, workspaceId: account.workspaceId, ...usageShape }, { timeoutMs: callTimeoutMs });
+  return {
+    key: 'recordUsage',
+    name: 'RecordUsage',
+    how: 'RecordUsage calls, one h2c connection (Connect binary, mesh token of data-plane)',
+    send: (account, generationId) =>
+      usage.recordUsage({ generationId, keyId: account.keyId, workspaceId: account.workspaceId, ...usageShape }, { timeoutMs: callTimeoutMs }),
+  };
 }
 
 export interface Drive {
@@ -39,8 +69,8 @@ export interface Drive {
   firstProblem?: string;
 }
 
-/** `concurrency` loops calling RecordUsage for `seconds`, the accounts in turn; latencies of fresh charges only. */
-export async function drive(record: RecordUsage, accounts: Account[], runId: string, phase: string, seconds: number): Promise<Drive> {
+/** `concurrency` loops sending usages through `feed` for `seconds`, the accounts in turn; latencies of fresh usages only. */
+export async function drive(feed: Feed, accounts: Account[], runId: string, phase: string, seconds: number): Promise<Drive> {
   const tally = new Tally();
   let lastAnswerAt = 0;
   const firstCallAt = performance.now();
@@ -48,9 +78,9 @@ export async function drive(record: RecordUsage, accounts: Account[], runId: str
     const account = accounts[n % accounts.length];
     const started = performance.now();
     try {
-      const answer = await record(account, `gen_bench_${runId}_${phase}_${n}`);
+      const answer = await feed.send(account, `gen_bench_${runId}_${feed.key}_${phase}_${n}`);
       lastAnswerAt = performance.now();
-      if (answer.duplicate) tally.wrong('a fresh generation id answered duplicate: true');
+      if (answer.duplicate) tally.wrong('a fresh generation id answered duplicate');
       else {
         tally.pass(lastAnswerAt - started);
         account.recorded = account.recorded.plus(answer.costUsd);
