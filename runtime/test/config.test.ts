@@ -132,7 +132,17 @@ describe('readCommonConfig', () => {
       workSubjectPrefix: 'switchboard',
       workStream: 'SWITCHBOARD_WORK',
     });
-    expect(readCommonConfig({ ...base, NATS_URL: 'nats://nats:4222', LOG_LEVEL: 'warn', EVENTS_SUBJECT_PREFIX: 'p', EVENTS_STREAM: 'S', WORK_SUBJECT_PREFIX: 'w', WORK_STREAM: 'W' })).toMatchObject({
+    expect(
+      readCommonConfig({
+        ...base,
+        NATS_URL: 'nats://nats:4222',
+        LOG_LEVEL: 'warn',
+        EVENTS_SUBJECT_PREFIX: 'p',
+        EVENTS_STREAM: 'S',
+        WORK_SUBJECT_PREFIX: 'w',
+        WORK_STREAM: 'W',
+      }),
+    ).toMatchObject({
       natsUrl: 'nats://nats:4222',
       logLevel: 'warn',
       eventsSubjectPrefix: 'p',
