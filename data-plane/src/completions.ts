@@ -146,7 +146,7 @@ export class Completions {
     if (!places) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'usage queue' }, {}, 'front-door');
     let cap: Reservation<CapFacts> | undefined;
     let balance: Reservation<BalanceFacts> | undefined;
-    let produced = false;
+    let billed = false;
     try {
       cap = await this.reserveCap(key, estimate);
       balance = await this.reserveBalance(key, estimate);
@@ -157,7 +157,6 @@ export class Completions {
       const limit = AbortSignal.timeout(this.deps.settings.streamMaxDurationMs);
       const signal = request.stream ? AbortSignal.any([reply.signal, this.stopping.signal, limit]) : this.stopping.signal;
       const { response, target } = await reply.upstream(() => this.callWithFailover(first, tier, key.policy, request, signal));
-      produced = true;
       const planId = balance.facts.planId;
       const bill = async (tokens: Tokens, answer: string | undefined) => {
         const upstreamCostUsd = upstreamCost(target.model, tokens);
@@ -185,6 +184,7 @@ export class Completions {
         await this.deps.publisher.publish(this.deps.subjects.usage, toBinary(UsageRecordSchema, record), generationId);
         cap?.settle(cost);
         balance?.settle(cost);
+        billed = true;
         if (conversationId !== undefined && answer !== undefined) await this.storeExchange(generationId, key.workspaceId, conversationId, request, answer);
         return {
           generation_id: generationId,
@@ -196,8 +196,8 @@ export class Completions {
       };
       await this.answer(request, reply, signal, response, target, generationId, bound, bill);
     } finally {
-      // Nothing was produced (refused, or the upstream failed): the reservations end at no cost.
-      if (!produced) {
+      // Nothing was billed (refused, the upstream failed, its answer unreadable): the reservations end at no cost.
+      if (!billed) {
         cap?.settle(new Money(0));
         balance?.settle(new Money(0));
       }

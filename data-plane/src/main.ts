@@ -54,6 +54,7 @@ try {
     keys: keysClient,
     refreshMs: config.keyStatesRefreshMs,
     maxStaleMs: config.keyStatesMaxStaleMs,
+    timeoutMs: config.internalTimeoutMs,
     onChange: (before, after) => {
       if (before.capUsd !== after.capUsd) caps.forget(after.keyId);
     },
@@ -61,7 +62,13 @@ try {
   await keys.start();
   // A change of a key's standing is seen at once rather than at the next poll (the poll is the backstop).
   const keyEvents = nc.subscribe(`${config.events.eventsSubjectPrefix}.key.>`, { callback: () => keys.nudge() });
-  const routing = new RoutingReplica({ log, catalog, routing: peer(RoutingService, 'conversations'), refreshMs: config.routingRefreshMs });
+  const routing = new RoutingReplica({
+    log,
+    catalog,
+    routing: peer(RoutingService, 'conversations'),
+    refreshMs: config.routingRefreshMs,
+    timeoutMs: config.internalTimeoutMs,
+  });
   routing.start();
   caps.start();
   balances.start();

@@ -149,7 +149,7 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
   if (path === '/v1/chat/completions') {
     if (req.method !== 'POST') throw wrongMethod('POST /v1/chat/completions creates a completion.');
     const key = bearerKey(req);
-    // Nothing that cannot be a key gets its body read (a key is checked for real by AuthorizeKey).
+    // Nothing that cannot be a key gets its body read (a key is checked for real in the key replica).
     if (!keyShape.test(key)) throw catalogued(errorCatalogue.invalidApiKey, {}, 'front-door');
     const raw = await readBody(req, maxBodyBytes, tooLarge);
     if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) {

@@ -5,8 +5,8 @@ import type { Logger } from '@switchboard/runtime/log';
 /**
  * The data plane's routes (docs/api/front-door.md#routes) at the REST surface's base URL: the gateway forwards
  * `/v1/chat/completions` and `/v1/models` to the data plane as streams, both ways, so a
- * completion's events reach the client as the upstream sends them. The data plane authorizes
- * the API key itself (AuthorizeKey with the request's estimate).
+ * completion's events reach the client as the upstream sends them. The data plane decides on
+ * the API key itself, from its replica of the key states (docs/money-path.md#replicas).
  */
 export const dataPlanePaths = new Set(['/v1/chat/completions', '/v1/models']);
 

@@ -72,7 +72,8 @@ export const errorCatalogue = {
     status: 402,
     code: 'insufficient_balance',
     message: "The workspace's balance is used up; top it up to continue.",
-    when: "The workspace's prepaid balance is at or below zero (model requests only).",
+    frontDoorMessage: "The workspace's balance does not cover this request's estimate (`metadata.required_usd`); top it up, or ask for fewer tokens.",
+    when: "The workspace's prepaid balance is at or below zero, or (at the front door) below the request's estimate (model requests only).",
   },
   workspaceMismatch: {
     status: 403,

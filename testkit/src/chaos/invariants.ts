@@ -1,4 +1,5 @@
 import { serviceNames } from '@switchboard/contracts/components';
+import { Money } from '@switchboard/runtime/money';
 import { eventually } from '@switchboard/runtime/testing';
 import pg from 'pg';
 import { type LoadAccount, type MixedLoad, retryable } from './mixed-load.js';
@@ -88,11 +89,9 @@ async function usageCharged(db: pg.Client, load: MixedLoad, account: LoadAccount
       [account.workspaceId],
     );
     const charged = new Map(rows.map((row) => [row.generation_id, row.cost_usd]));
-    return [...load.acknowledged.completions].filter(
-      ([id, cost]) => charged.get(id) === undefined || (cost !== null && Number(charged.get(id)) !== Number(cost)),
-    );
+    return [...load.acknowledged.completions].filter(([id, cost]) => charged.get(id) === undefined || !new Money(charged.get(id)!).eq(cost));
   };
-  // The data plane retries a usage record billing could not take: give it the settle time.
+  // Usage is settled in batches after the answer (docs/money-path.md#usage): give it the settle time.
   const settled = await eventually(async () => (await missing()).length === 0, 'every acknowledged usage to be recorded', settleMs, 200).catch(() => false);
   const left = settled ? [] : await missing();
   return {
@@ -100,7 +99,7 @@ async function usageCharged(db: pg.Client, load: MixedLoad, account: LoadAccount
     holds: left.length === 0,
     detail: left.length
       ? `${left.length} missing or at another cost, e.g. ${left[0][0]}`
-      : `${load.acknowledged.completions.size} charged (${[...load.acknowledged.completions.values()].filter((cost) => cost === null).length} answered before billing took them)`,
+      : `${load.acknowledged.completions.size} charged at the cost answered`,
   };
 }
 

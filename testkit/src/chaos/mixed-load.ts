@@ -106,8 +106,8 @@ export async function prepareAccount(gatewayUrl: string, webhookUrl: string): Pr
 /** What the load was told was done: the writes the invariants look for. */
 export interface Acknowledged {
   signIns: number;
-  /** generation_id → cost_usd the front door answered (null: billing was away, the data plane records it later). */
-  completions: Map<string, string | null>;
+  /** generation_id → cost_usd the front door answered (priced where it answered, settled later). */
+  completions: Map<string, string>;
   /** Message content → whether an earlier attempt of it got a retryable answer (it may then be stored twice after a kill -9). */
   appends: Map<string, { retried: boolean }>;
   /** The `seq` of each agent.completed event → its event_id. */
@@ -201,7 +201,7 @@ export class MixedLoad {
       this.acknowledged.signIns++;
       if (this.signInUser(seq) === 0) this.account.token = value as string;
     } else if (kind === 'key-check') {
-      const service = value as { generation_id: string; cost_usd: string | null };
+      const service = value as { generation_id: string; cost_usd: string };
       this.acknowledged.completions.set(service.generation_id, service.cost_usd);
     } else if (kind === 'append') {
       this.acknowledged.appends.set(this.contentOf(seq), { retried });
