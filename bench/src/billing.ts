@@ -30,7 +30,8 @@
  *    RecordUsage's), GET /v1/keys/{id} of every key is polled until its month_to_date_spend_usd
  *    is the sum of the costs answered for it (warm-ups and earlier feeds included). End-to-end
  *    rate = measured usages ÷ (time from the first measured send to when the last key's spend was
- *    seen complete).
+ *    seen complete); before that the bench polls billing's usage rows until it has them all, the
+ *    same rate up to then is billing's share (settled, debited, its events in the outbox).
  * 3. The billing tables are checked against the answers (rows and sum per key, no unpublished
  *    outbox row left, one billing.usage.recorded per usage row), then the raw insert loop runs on
  *    the same database, the mesh idle.

@@ -1,7 +1,7 @@
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { Money } from '@switchboard/runtime/money';
 import { createKey, registerUser } from '@switchboard/testkit/gateway-accounts';
-import { sleep } from '../measure/loop.js';
+import { pollUntil } from '../measure/loop.js';
 import { pollIntervalMs } from './settings.js';
 
 export interface Account {
@@ -32,31 +32,25 @@ async function monthToDate(gatewayUrl: string, account: Account): Promise<string
  * time with one request in flight (the usages went to the keys in turn and the keys service
  * applies them in order, so while the first key completes the others do too): the time
  * (performance.now()) the last key was seen complete. A backlog may take long to apply, so what
- * fails is a spend that stopped moving: an error when a key's spend did not change for
- * `stallTimeoutMs` (usages lost or stuck), or after `settings.maxWaitMs` in all. A spend above
- * the recorded sum is an error at once (something counted twice).
+ * fails is a spend that stopped moving (pollUntil). A spend above the recorded sum is an error
+ * at once (something counted twice).
  */
 export async function waitUntilVisible(gatewayUrl: string, accounts: Account[], settings: { stallTimeoutMs: number; maxWaitMs: number }): Promise<number> {
   const started = performance.now();
   let seenAt = started;
   for (const [i, account] of accounts.entries()) {
-    let last: Money | undefined;
-    let movedAt = performance.now();
-    for (;;) {
-      const spend = new Money(await monthToDate(gatewayUrl, account));
-      seenAt = performance.now();
-      if (spend.eq(account.recorded)) break;
-      if (spend.gt(account.recorded))
-        throw new Error(`key ${account.keyId}: the keys service shows ${spend.toFixed()} USD, more than the ${account.recorded.toFixed()} recorded`);
-      if (last === undefined || !spend.eq(last)) movedAt = seenAt;
-      last = spend;
-      if (seenAt - movedAt > settings.stallTimeoutMs || seenAt - started > settings.maxWaitMs) {
-        throw new Error(
-          `after ${Math.round(seenAt - started)} ms (the spend unchanged for the last ${Math.round(seenAt - movedAt)} ms) the keys service shows ${spend.toFixed()} USD of the ${account.recorded.toFixed()} recorded for key ${account.keyId} (${accounts.length - i} keys not complete yet)`,
-        );
-      }
-      await sleep(pollIntervalMs);
-    }
+    const complete = (spend: string) => {
+      if (new Money(spend).gt(account.recorded))
+        throw new Error(`key ${account.keyId}: the keys service shows ${spend} USD, more than the ${account.recorded.toFixed()} recorded`);
+      return new Money(spend).eq(account.recorded);
+    };
+    seenAt = await pollUntil(
+      () => monthToDate(gatewayUrl, account),
+      complete,
+      { intervalMs: pollIntervalMs, stallTimeoutMs: settings.stallTimeoutMs, deadline: started + settings.maxWaitMs },
+      (spend, stillMs) =>
+        `after ${Math.round(performance.now() - started)} ms (the spend unchanged for the last ${stillMs} ms) the keys service shows ${spend} USD of the ${account.recorded.toFixed()} recorded for key ${account.keyId} (${accounts.length - i} keys not complete yet)`,
+    );
   }
   return seenAt;
 }

@@ -7,7 +7,7 @@ import { durationSeconds, warmupSeconds } from '../scenarios.js';
 import { type Account, waitUntilVisible } from './accounts.js';
 import { type Drive, drive, type Feed } from './feeds.js';
 import { concurrency, visibility, workspaces } from './settings.js';
-import { pipelineBacklog } from './tables.js';
+import { pipelineBacklog, waitUntilSettled } from './tables.js';
 
 /** The warm-up of a feed: BENCH_WARMUP_SECONDS of it, then until the keys service shows it; the usages it sent. */
 export async function warmUp(session: BenchSession, mesh: Mesh, feed: Feed, accounts: Account[], runId: string): Promise<number> {
@@ -28,6 +28,8 @@ export interface EndToEnd {
   endToEndCpu: CpuUse;
   backlog: Awaited<ReturnType<typeof pipelineBacklog>>;
   callSeconds: number;
+  /** performance.now() when billing had every usage's row; undefined when it never had (then in `errors`). */
+  settledAt?: number;
   /** performance.now() when the last key's spend was seen complete; undefined when it never was (then in `errors`). */
   visibleAt?: number;
   errors: string[];
@@ -35,8 +37,8 @@ export interface EndToEnd {
 
 /**
  * The measured run of a feed: BENCH_DURATION_SECONDS of it, where the usages are at the last
- * answer, then until every key's spend shows them; the CPU of the `watch`ed processes over both
- * spans.
+ * answer, then until billing has every usage row and until every key's spend shows them; the
+ * CPU of the `watch`ed processes over the answers and over the whole.
  */
 export async function measureEndToEnd(
   session: BenchSession,
@@ -52,16 +54,18 @@ export async function measureEndToEnd(
   const callSeconds = (run.lastAnswerAt - run.firstCallAt) / 1000;
   const usages = usagesBefore + run.ok;
   session.progress(
-    `${run.ok} usages answered in ${round(callSeconds)} s; at the last answer billing had ${backlog.usageRows} usage rows of ${usages}, ${backlog.unpublishedOutboxRows} outbox rows were unpublished and the keys service had applied ${backlog.keysAppliedUsageEvents} usage events; waiting until every key's spend shows them`,
+    `${run.ok} usages answered in ${round(callSeconds)} s; at the last answer billing had ${backlog.usageRows} usage rows of ${usages}, ${backlog.unpublishedOutboxRows} outbox rows were unpublished and the keys service had applied ${backlog.keysAppliedUsageEvents} usage events; waiting until billing has them all and every key's spend shows them`,
   );
   const errors: string[] = [];
+  let settledAt: number | undefined;
   let visibleAt: number | undefined;
   try {
+    settledAt = await waitUntilSettled(db, usages, visibility);
     visibleAt = await waitUntilVisible(mesh.gatewayUrl, accounts, visibility);
   } catch (err) {
     errors.push(`${feed.name} end to end: ${(err as Error).message}`);
   }
   if (run.errors + run.failed > 0) errors.push(`${feed.name}: ${run.failed} wrong answers, ${run.errors} errors (first: ${run.firstProblem})`);
   const endToEndCpu = meter();
-  return { feed, run, usagesBefore, callsCpu, endToEndCpu, backlog, callSeconds, visibleAt, errors };
+  return { feed, run, usagesBefore, callsCpu, endToEndCpu, backlog, callSeconds, settledAt, visibleAt, errors };
 }

@@ -46,11 +46,12 @@ function rateRow(label: string, count: number, seconds: number | undefined, perS
   ];
 }
 
-/** A feed's two rows: its answers, and end to end. */
+/** A feed's rows: its answers, settled by billing, and end to end. */
 function feedRows(name: string, answeredLabel: string, f: FeedFigures): string[][] {
-  const { answered, endToEnd } = f;
+  const { answered, settledByBilling: settled, endToEnd } = f;
   return [
     rateRow(`${name}: ${answeredLabel}`, answered.usages, answered.seconds, answered.perSecond, answered.latencyMs, answered.ratio),
+    rateRow(`${name}: settled by billing (usage rows)`, answered.usages, settled.seconds, settled.usagesPerSecond, undefined, settled.ratio),
     rateRow(`${name}: end to end (keys spend visible)`, answered.usages, endToEnd.seconds, endToEnd.usagesPerSecond, undefined, endToEnd.ratio),
   ];
 }

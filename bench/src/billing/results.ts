@@ -12,14 +12,22 @@ import { callTimeoutMs, concurrency, minRatio, usageShape, workspaces } from './
 const msPerUsage = (cpu: CpuUse, name: string, seconds: number, usages: number) =>
   cpu.processes[name] === undefined || usages === 0 ? undefined : round(((cpu.processes[name] / 100) * seconds * 1000) / usages, 3);
 
-/** A feed's figures: its answers (acks or RecordUsage's), end to end, each against the raw inserts, and the CPU of both spans. */
+/**
+ * A feed's figures: its answers (acks or RecordUsage's), settled by billing and end to end (keys
+ * spend visible), each against the raw inserts, and the CPU of the answers and of the whole.
+ */
 function feedFigures(e2e: EndToEnd, watch: Record<string, unknown>, inserts: InsertLoopResult) {
-  const { run, callSeconds, visibleAt } = e2e;
-  const endToEndSeconds = visibleAt === undefined ? undefined : (visibleAt - run.firstCallAt) / 1000;
-  const answeredPerSecond = callSeconds > 0 ? Math.round(run.ok / callSeconds) : 0;
-  const endToEndPerSecond = endToEndSeconds ? Math.round(run.ok / endToEndSeconds) : 0;
+  const { run, callSeconds } = e2e;
   const toInserts = (perSecond: number) => (inserts.insertsPerSecond > 0 ? round(perSecond / inserts.insertsPerSecond, 3) : 0);
+  /** The measured usages over the seconds from the first send to `at` (performance.now()). */
+  const rateTo = (at: number | undefined) => {
+    const seconds = at === undefined ? undefined : (at - run.firstCallAt) / 1000;
+    const usagesPerSecond = seconds ? Math.round(run.ok / seconds) : 0;
+    return { seconds: seconds === undefined ? undefined : round(seconds), usagesPerSecond, ratio: toInserts(usagesPerSecond) };
+  };
+  const answeredPerSecond = callSeconds > 0 ? Math.round(run.ok / callSeconds) : 0;
   const perUsage = (cpu: CpuUse, seconds: number) => Object.fromEntries(Object.keys(watch).map((name) => [name, msPerUsage(cpu, name, seconds, run.ok)]));
+  const endToEnd = rateTo(e2e.visibleAt);
   return {
     how: e2e.feed.how,
     answered: {
@@ -36,14 +44,14 @@ function feedFigures(e2e: EndToEnd, watch: Record<string, unknown>, inserts: Ins
     /** Usages sent before the run (warm-ups, earlier feeds): the backlog's rows count them too. */
     usagesBefore: e2e.usagesBefore,
     backlogAtLastAnswer: e2e.backlog,
+    /** Until billing had every usage row (settled, debited, its event in the outbox). */
+    settledByBilling: rateTo(e2e.settledAt),
     endToEnd: {
-      seconds: endToEndSeconds === undefined ? undefined : round(endToEndSeconds),
-      usagesPerSecond: endToEndPerSecond,
-      ratio: toInserts(endToEndPerSecond),
+      ...endToEnd,
       /** From the last answer to the last key's spend seen complete. */
-      lagAfterLastAnswerMs: visibleAt === undefined ? undefined : Math.round(visibleAt - run.lastAnswerAt),
+      lagAfterLastAnswerMs: e2e.visibleAt === undefined ? undefined : Math.round(e2e.visibleAt - run.lastAnswerAt),
       cpu: e2e.endToEndCpu,
-      cpuMsPerUsage: endToEndSeconds === undefined ? undefined : perUsage(e2e.endToEndCpu, endToEndSeconds),
+      cpuMsPerUsage: endToEnd.seconds === undefined ? undefined : perUsage(e2e.endToEndCpu, endToEnd.seconds),
     },
   };
 }

@@ -1,6 +1,8 @@
 import { Money } from '@switchboard/runtime/money';
 import type pg from 'pg';
+import { pollUntil } from '../measure/loop.js';
 import type { Account } from './accounts.js';
+import { pollIntervalMs } from './settings.js';
 
 /**
  * Where the usages are when the calls end: the usage rows billing has (settled, for the work
@@ -13,6 +15,21 @@ export async function pipelineBacklog(db: pg.Client): Promise<{ usageRows: numbe
             (SELECT count(*) FROM keys.processed_events WHERE consumer = 'keys-billing-usage-recorded') AS applied`,
   );
   return { usageRows: Number(rows[0].usage_rows), unpublishedOutboxRows: Number(rows[0].unpublished), keysAppliedUsageEvents: Number(rows[0].applied) };
+}
+
+/**
+ * Waits until billing has `rows` usage rows, every usage sent so far settled (for the work
+ * stream: consumed, debited, its event in the outbox): the time (performance.now()) it saw them.
+ */
+export function waitUntilSettled(db: pg.Client, rows: number, settings: { stallTimeoutMs: number; maxWaitMs: number }): Promise<number> {
+  const started = performance.now();
+  return pollUntil(
+    async () => Number((await db.query<{ rows: string }>('SELECT count(*) AS rows FROM billing.usage_records')).rows[0].rows),
+    (count) => count >= rows,
+    { intervalMs: pollIntervalMs, stallTimeoutMs: settings.stallTimeoutMs, deadline: started + settings.maxWaitMs },
+    (count, stillMs) =>
+      `after ${Math.round(performance.now() - started)} ms (unchanged for the last ${stillMs} ms) billing has ${count} usage rows of the ${rows} sent`,
+  );
 }
 
 /** Billing's own tables against the answers: one row per answered usage, their sum per key, every outbox row published. */

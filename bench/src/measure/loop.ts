@@ -44,3 +44,28 @@ export class Tally {
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Reads `read` every `intervalMs` until `done` says so: the time (performance.now()) of the read
+ * that did. What is awaited may come slowly (a backlog being worked off), so what fails is a
+ * value that stopped moving: an error (`describe` of the last value and how long it stood still)
+ * when it did not change for `stallTimeoutMs`, or at `deadline` (performance.now()).
+ */
+export async function pollUntil<T extends string | number>(
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  settings: { intervalMs: number; stallTimeoutMs: number; deadline: number },
+  describe: (value: T, stillMs: number) => string,
+): Promise<number> {
+  let last: T | undefined;
+  let movedAt = performance.now();
+  for (;;) {
+    const value = await read();
+    const seenAt = performance.now();
+    if (done(value)) return seenAt;
+    if (value !== last) movedAt = seenAt;
+    last = value;
+    if (seenAt - movedAt > settings.stallTimeoutMs || seenAt > settings.deadline) throw new Error(describe(value, Math.round(seenAt - movedAt)));
+    await sleep(settings.intervalMs);
+  }
+}
