@@ -285,10 +285,14 @@ export class Completions {
       return;
     }
     if (failure) {
-      this.deps.log.warn({ err: (failure as Error).message, generation_id: generationId }, 'the upstream stream failed');
-      await reply.write(
-        `data: ${JSON.stringify({ error: { code: 'upstream_error', message: 'The upstream stream ended early.', type: 'api_error', param: null } })}\n\n`,
-      );
+      // Cut here (STREAM_MAX_DURATION, a shutdown), or ended early by the upstream: the client is told which.
+      const error = this.stopping.signal.aborted
+        ? { code: 'service_unavailable', message: 'The data plane is shutting down; what was produced is billed. Retry the request.' }
+        : signal.aborted
+          ? { code: 'stream_too_long', message: 'The stream ran past its longest duration (STREAM_MAX_DURATION) and was cut; what was produced is billed.' }
+          : { code: 'upstream_error', message: 'The upstream stream ended early.' };
+      this.deps.log.warn({ err: (failure as Error).message, generation_id: generationId, code: error.code }, 'a stream ended before its end');
+      await reply.write(`data: ${JSON.stringify({ error: { ...error, type: 'api_error', param: null } })}\n\n`);
       reply.end();
       return;
     }

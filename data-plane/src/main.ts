@@ -98,7 +98,7 @@ try {
   const lifecycle = { ready: true, draining: false };
   const server = http.createServer(
     { keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 30_000 },
-    createHandler({ log, catalog, completions, metrics, lifecycle }),
+    createHandler({ log, catalog, completions, metrics, lifecycle, idleTimeoutMs: config.idleTimeoutMs }),
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -3,7 +3,7 @@ import { type Client, Code, ConnectError } from '@connectrpc/connect';
 import type { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import type { UsageRecorded } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from '@switchboard/runtime/db';
-import { findGeneration, type GenerationRow, rememberGeneration } from './store/generations.js';
+import { findGeneration, type GenerationRow, rememberGeneration, rememberGenerations } from './store/generations.js';
 
 /**
  * The generations feedback may rate (docs/api/conversations.md#feedback: a usage record of the caller's workspace): kept
@@ -38,15 +38,19 @@ export class GenerationDirectory {
     }
   }
 
-  /** `billing.usage.recorded`, in the consumer's transaction. */
-  async usageRecorded(trx: Knex.Transaction, usage: UsageRecorded): Promise<void> {
-    if (!usage.generationId || !usage.workspaceId) return;
-    await rememberGeneration(trx, {
-      generation_id: usage.generationId,
-      workspace_id: usage.workspaceId,
-      tier: usage.tier,
-      model: usage.routedModel || usage.model,
-      occurredAt: usage.occurredAt ? timestampDate(usage.occurredAt) : new Date(),
-    });
+  /** A batch of `billing.usage.recorded`, in the consumer's transaction (one statement). */
+  async usageRecorded(trx: Knex.Transaction, usages: UsageRecorded[]): Promise<void> {
+    await rememberGenerations(
+      trx,
+      usages
+        .filter((usage) => usage.generationId && usage.workspaceId)
+        .map((usage) => ({
+          generation_id: usage.generationId,
+          workspace_id: usage.workspaceId,
+          tier: usage.tier,
+          model: usage.routedModel || usage.model,
+          occurredAt: usage.occurredAt ? timestampDate(usage.occurredAt) : new Date(),
+        })),
+    );
   }
 }

@@ -3,7 +3,7 @@ import { fromBinary } from '@bufbuild/protobuf';
 import { servicePorts } from '@switchboard/contracts/components';
 import { ExchangeRecordSchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { consumeEvents, onEvent } from '@switchboard/runtime/consumer';
+import { consumeEvents, onEventBatch } from '@switchboard/runtime/consumer';
 import { workSubjects } from '@switchboard/runtime/nats';
 import { runService } from '@switchboard/runtime/service';
 import { consumeWork } from '@switchboard/runtime/work-consumer';
@@ -19,7 +19,15 @@ await runService({
   prepare: async (runtime) => prepareConversations(runtime, readConversationsConfig()),
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
   background: (runtime, { generations }) => [
-    ...consumeEvents(runtime, [onEvent(UsageRecordedSchema, (event, trx) => generations.usageRecorded(trx, event.data), { concurrency: 4 })]),
+    // Busy (one event per model request): a batch per transaction.
+    ...consumeEvents(runtime, [
+      onEventBatch(UsageRecordedSchema, (events, trx) =>
+        generations.usageRecorded(
+          trx,
+          events.map((event) => event.data),
+        ),
+      ),
+    ]),
     // The data planes' conversation exchanges (docs/money-path.md#conversation-appends), a transaction per batch.
     consumeWork(runtime, {
       durable: 'conversations-exchanges',

@@ -11,10 +11,18 @@ export interface GenerationRow {
 }
 
 export async function rememberGeneration(db: Db, row: GenerationRow & { occurredAt: Date }): Promise<void> {
-  await db.raw(
-    'INSERT INTO generations (generation_id, workspace_id, tier, model, occurred_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (generation_id) DO NOTHING',
-    [row.generation_id, row.workspace_id, row.tier, row.model, row.occurredAt],
-  );
+  await rememberGenerations(db, [row]);
+}
+
+/** Many at once, in one statement (a batch of billing's events); one already known stays as it is. */
+export async function rememberGenerations(db: Db, rows: Array<GenerationRow & { occurredAt: Date }>): Promise<void> {
+  if (rows.length === 0) return;
+  await db('generations')
+    .insert(
+      rows.map((row) => ({ generation_id: row.generation_id, workspace_id: row.workspace_id, tier: row.tier, model: row.model, occurred_at: row.occurredAt })),
+    )
+    .onConflict('generation_id')
+    .ignore();
 }
 
 /** Locks the generation for a rating (serializes ratings of one generation). */
