@@ -140,7 +140,9 @@ export class BudgetLeases<Facts> {
 
   private covers(lease: Lease<Facts>, amount: Money, now: number): boolean {
     if (lease.unlimited) return lease.expiresAt > now;
-    return lease.expiresAt - this.expiryMarginMs > now && lease.granted.minus(lease.used).gte(amount);
+    // The margin is at most a quarter of the lease's life: a short LEASE_TTL still leaves most of it usable.
+    const margin = Math.min(this.expiryMarginMs, lease.ttlMs / 4);
+    return lease.expiresAt - margin > now && lease.granted.minus(lease.used).gte(amount);
   }
 
   private take(subject: string, lease: Lease<Facts>, amount: Money): Reservation<Facts> {
