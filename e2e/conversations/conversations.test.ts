@@ -819,7 +819,7 @@ describe('feedback', () => {
     // A backlog of usage events ahead of ours (free, for another workspace), so the service's
     // consumer is certainly behind when we rate; the events go out the way billing's relay sends them.
     const bus = await EventBus.connect();
-    const backlog = Array.from({ length: 1000 }, (_, i) => `gen_backlog_${Date.now().toString(36)}_${i}`);
+    const backlog = Array.from({ length: 4000 }, (_, i) => `gen_backlog_${Date.now().toString(36)}_${i}`);
     try {
       for (let start = 0; start < backlog.length; start += 250) {
         await Promise.all(
