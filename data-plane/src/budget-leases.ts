@@ -15,7 +15,8 @@ import { startPeriodic } from '@switchboard/runtime/periodic';
  * rarely), and the owner shares what is left among the leases (so when little is left, a lease
  * covers one request).
  *
- * Invariant kept here: `used` (settled costs + reservations in flight) never exceeds `granted`.
+ * Invariant kept here: `used` (settled costs + reservations in flight) never exceeds `granted`,
+ * and a renewal never lowers `granted` (it claims all of it): a lease shrinks only when given back.
  */
 
 /** What an owner answers to a grant or renewal. */
@@ -86,9 +87,9 @@ const keepAliveMin = new Money('0.000000000001');
 export class BudgetLeases<Facts> {
   private readonly leases = new Map<string, Lease<Facts>>();
   /**
-   * The grant under way per subject. Reservations of the subject wait for it: the renewal tells
-   * the owner what is used, and only settlements (which lower it) may happen until the answer, so
-   * the new grant always covers what is held.
+   * The grant under way per subject, shared by every request that needs more room than the lease
+   * has (one call per budget). Requests the lease covers never wait for it: a renewal claims all
+   * of the grant as used, so whatever they reserve meanwhile stays within what the owner holds.
    */
   private readonly granting = new Map<string, Promise<Lease<Facts> | Refusal<Facts>>>();
   private sweeper?: { stop(): Promise<void> };
@@ -126,9 +127,8 @@ export class BudgetLeases<Facts> {
     let refusal: Refusal<Facts> | undefined;
     // Two rounds: another request may take the room a grant made before this one gets to it.
     for (let round = 0; round < 2; round++) {
-      const pending = this.granting.get(subject);
-      if (pending) await pending.catch(() => undefined);
       const lease = this.leases.get(subject);
+      // A renewal under way never holds up a request the lease covers (it claims all of the grant: see ask).
       if (lease && this.covers(lease, amount, Date.now())) return this.take(subject, lease, amount);
       const answer = await this.grant(subject, amount);
       if ('ok' in answer) return answer;
@@ -191,12 +191,18 @@ export class BudgetLeases<Facts> {
     const alive = current && !current.unlimited && current.id && current.expiresAt > now ? current : undefined;
     // Sized on the spend since the last grant (at least a few requests' worth): a busy replica renews rarely.
     const recent = alive ? alive.used.minus(alive.usedAtGrant) : zero;
-    const want = Money.max(amount.mul(this.requestsPerGrant), recent.mul(2));
+    const target = Money.max(amount.mul(this.requestsPerGrant), recent.mul(2));
+    // A renewal claims the whole grant as used: requests keep reserving against it while the call
+    // is under way, so the owner must go on holding all of it. It asks for a top-up to the target's
+    // free room; what is never used goes back when the lease is given back (idle, or at shutdown).
+    const free = alive ? alive.granted.minus(alive.used) : zero;
+    const min = Money.max(amount.minus(free), keepAliveMin);
+    const want = Money.max(target.minus(free), min);
     const answer = await this.deps.owner.lease(subject, {
       leaseId: alive?.id ?? '',
-      usedUsd: formatMoney(alive?.used ?? zero),
+      usedUsd: formatMoney(alive?.granted ?? zero),
       wantUsd: formatMoney(want),
-      minUsd: formatMoney(amount),
+      minUsd: formatMoney(min),
     });
     if (answer.refusal) return { ok: false, refusal: answer.refusal, facts: answer.facts };
     const renewed = alive && answer.leaseId === alive.id ? alive : undefined;

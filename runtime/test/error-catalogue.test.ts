@@ -34,7 +34,13 @@ describe('keyRefusalError', () => {
     };
     expect(answer('unknown')).toEqual([401, 'invalid_api_key', 'The API key is not valid.']);
     expect(answer('revoked')).toEqual([401, 'api_key_revoked', 'This API key has been revoked.']);
-    expect(answer('insufficient_balance')).toEqual([402, 'insufficient_balance', "The workspace's balance is used up; top it up to continue."]);
+    // At the front door a balance is refused when it cannot cover the request's estimate, not only when it is used up.
+    expect(answer('insufficient_balance')).toEqual([
+      402,
+      'insufficient_balance',
+      "The workspace's balance does not cover this request's estimate (`metadata.required_usd`); top it up, or ask for fewer tokens.",
+    ]);
+    expect(keyRefusalError({ reason: 'insufficient_balance' }, 'rest')!.message).toBe("The workspace's balance is used up; top it up to continue.");
     expect(answer('not-a-reason')).toEqual([401, 'invalid_api_key', 'The API key is not valid.']);
   });
 
