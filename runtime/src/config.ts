@@ -75,6 +75,11 @@ export interface CommonConfig {
   /** Where data planes put usage and exchanges (docs/money-path.md#usage): the subject prefix and the stream. */
   workSubjectPrefix: string;
   workStream: string;
+  /**
+   * BATCH_LINGER: how long a consumer of a busy subject (usage, its events, exchanges) waits to
+   * fill a batch after its first message: fewer transactions, a settlement later by as much.
+   */
+  batchLingerMs: number;
 }
 
 /** SWITCHBOARD_MESH_SECRET, at least 32 bytes (docs/api/internal-calls.md#mesh-tokens). */
@@ -115,13 +120,14 @@ export function readDataKeys(env: Env = process.env): DataKeyRing {
 /** Where events are: NATS, the stream and the subject prefix. */
 export function readEventsConfig(
   env: Env = process.env,
-): Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream'> {
+): Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream' | 'batchLingerMs'> {
   return {
     natsUrl: readString('NATS_URL', 'nats://127.0.0.1:4222', env),
     eventsSubjectPrefix: readString('EVENTS_SUBJECT_PREFIX', 'switchboard.events', env),
     eventsStream: readString('EVENTS_STREAM', 'SWITCHBOARD_EVENTS', env),
     workSubjectPrefix: readString('WORK_SUBJECT_PREFIX', 'switchboard', env),
     workStream: readString('WORK_STREAM', 'SWITCHBOARD_WORK', env),
+    batchLingerMs: readDuration('BATCH_LINGER', '50ms', env),
   };
 }
 

@@ -87,6 +87,8 @@ interface ConsumerRun<E extends EnvelopeIds> extends DurableSettings {
   skip?: (event: E) => boolean;
   /** Events handled in one transaction (default 1); see onEventBatch. */
   maxBatch?: number;
+  /** How long a batch that is not full waits for more (BATCH_LINGER); see onEventBatch. */
+  lingerMs?: number;
   /**
    * Transactions at once (default 1: in stream order). More only for handlers whose effects
    * commute (atomic increments, inserts decided by a unique key): concurrent commits share the
@@ -119,7 +121,7 @@ export interface EventConsumerHost {
   nats: Promise<NatsConnection> | NatsConnection;
   log: Logger;
   metrics?: Metrics;
-  config: { eventsStream: string; eventsSubjectPrefix: string };
+  config: { eventsStream: string; eventsSubjectPrefix: string; batchLingerMs?: number };
 }
 
 /** One event type a service consumes, and what it does with it: see consumeEvents. */
@@ -161,6 +163,7 @@ function subscription<E extends EnvelopeIds>(
         metrics: host.metrics,
         concurrency: options.concurrency,
         maxBatch: options.maxBatch,
+        lingerMs: options.maxBatch && options.maxBatch > 1 ? host.config.batchLingerMs : undefined,
         durable: `${host.name}-${type.replaceAll('.', '-')}`,
         filterSubjects: [`${host.config.eventsSubjectPrefix}.${type}`],
         parse: (msg) => read(parse(msg)),
@@ -193,8 +196,8 @@ export function onEvent<Desc extends DescMessage>(
  * aggregated update per row instead of one per event): the events received so far, at most
  * `maxBatch`, are handled in one transaction, which first records them in processed_events and
  * hands the handler only those not processed before (each once). Every message is acked after
- * the commit, and all are redelivered after a delay when the transaction fails. A batch never
- * waits to fill: it is what the backlog holds, one event when there is none.
+ * the commit, and all are redelivered after a delay when the transaction fails. A batch is what
+ * the backlog holds, gathered for at most the host's BATCH_LINGER after its first event.
  */
 export function onEventBatch<Desc extends DescMessage>(
   schema: Desc,

@@ -50,6 +50,12 @@ export interface DurableRun<T> extends DurableSettings {
    * more, so a batch grows only with the backlog.
    */
   maxBatch?: number;
+  /**
+   * How long a batch that is not full waits for more after its first message (default 0). Each
+   * batch is a transaction: at a moderate rate a short wait makes them fewer and larger, for a
+   * settlement that lags by as much (docs/money-path.md#usage).
+   */
+  lingerMs?: number;
   /** Batches handled at once (default 1: in stream order). */
   concurrency?: number;
   /** Turns a message into what `handle` takes; throwing terminates that message alone as malformed. */
@@ -102,6 +108,7 @@ export function runDurableConsumer<T>(options: DurableRun<T>): DurableConsumer {
   const ackWaitMs = options.ackWaitMs ?? 30_000;
   const maxRetryDelayMs = options.maxRetryDelayMs ?? 30_000;
   const maxBatch = Math.max(1, options.maxBatch ?? 1);
+  const lingerMs = maxBatch > 1 ? Math.max(0, options.lingerMs ?? 0) : 0;
   const concurrency = Math.max(1, options.concurrency ?? 1);
   const consumerLog = log.child({ component: 'event-consumer', stream, durable });
   if (options.filterSubjects.length === 0) throw new Error('a durable consumer needs at least one filter subject');
@@ -161,6 +168,8 @@ export function runDurableConsumer<T>(options: DurableRun<T>): DurableConsumer {
       }
     }
     if (taken.length === 0) return;
+    // One transaction per batch: the settlement's cost in Postgres, counted apart from requests'.
+    options.metrics?.counter('consumer_batches_total', 'Batches a durable consumer handled (a transaction each).', ['durable']).inc({ durable });
     // Long handlers keep the messages from being redelivered meanwhile.
     const keepAlive = setInterval(
       () => {
@@ -208,6 +217,7 @@ export function runDurableConsumer<T>(options: DurableRun<T>): DurableConsumer {
         wake = undefined;
         // The client queues what one read of the socket brought: let it all arrive (microtasks) first.
         await new Promise((resolve) => setImmediate(resolve));
+        if (lingerMs > 0 && received.length < maxBatch && !ended) await sleepUnless(lingerMs, stoppedPromise);
         continue;
       }
       const batch = received.splice(0, maxBatch);

@@ -9,6 +9,7 @@ import type { Logger } from './log.js';
  * Unset, a component serves no metrics (the registry still counts, for tests and for later).
  */
 export class Metrics {
+  private readonly counters = new Map<string, Counter<string>>();
   readonly registry = new Registry();
 
   /** Gauges whose read failed at a scrape (their values are the last ones read). */
@@ -23,6 +24,15 @@ export class Metrics {
       labelNames: ['metric'],
       registers: [this.registry],
     });
+  }
+
+  /** A counter, registered once per name: a second call with the same name returns the first. */
+  counter<L extends string>(name: string, help: string, labelNames: readonly L[]): Counter<L> {
+    const known = this.counters.get(name);
+    if (known) return known as Counter<L>;
+    const counter = new Counter({ name, help, labelNames, registers: [this.registry] });
+    this.counters.set(name, counter);
+    return counter;
   }
 
   /** A latency histogram in seconds, with buckets from 1 ms to 30 s. */

@@ -189,6 +189,8 @@ export interface OutboxRelayOptions {
   pollIntervalMs?: number;
   /** Cap of the retry back-off while NATS or Postgres fail (default 2000 ms). */
   maxBackoffMs?: number;
+  /** Where the relay's transactions that published rows are counted (outbox_relay_batches_total). */
+  metrics?: Metrics;
 }
 
 export interface OutboxRelay {
@@ -302,6 +304,7 @@ export function startOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
           }),
         ),
       );
+      options.metrics?.counter('outbox_relay_batches_total', 'Relay transactions that published outbox rows.', []).inc();
       const publishedIds = rows.filter((_, i) => results[i].status === 'fulfilled').map((row) => row.id);
       if (publishedIds.length > 0) {
         await trx

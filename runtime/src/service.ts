@@ -135,7 +135,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
     });
     const metricsPort = readInt('METRICS_PORT', 0);
     const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host: process.env.HOST, log }) : undefined;
-    const tasks: BackgroundTask[] = [startOutboxRelay({ db, schema: name, nats, log }), ...(definition.background?.(runtime, prepared) ?? [])];
+    const tasks: BackgroundTask[] = [startOutboxRelay({ db, schema: name, nats, log, metrics }), ...(definition.background?.(runtime, prepared) ?? [])];
 
     stopGracefully(log, {
       unready: () => server.unready(),

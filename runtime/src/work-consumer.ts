@@ -11,7 +11,7 @@ export interface WorkConsumerHost {
   nats: Promise<NatsConnection> | NatsConnection;
   log: Logger;
   metrics?: Metrics;
-  config: { workStream: string; workSubjectPrefix: string };
+  config: { workStream: string; workSubjectPrefix: string; batchLingerMs?: number };
 }
 
 export interface WorkConsumerOptions<T> {
@@ -34,7 +34,7 @@ export interface WorkConsumerOptions<T> {
 
 /**
  * Consumes a subject of the work stream (docs/money-path.md#usage) in batches: the messages
- * received so far, at most `maxBatch`, never waiting to fill a batch, go to `handle` in one
+ * received so far, at most `maxBatch`, gathered for at most BATCH_LINGER, go to `handle` in one
  * transaction; every message is acked after the commit, and all of the batch are redelivered
  * after a delay when it fails. Creates the work stream when missing. Stop it with `stop()`
  * (a BackgroundTask of runService).
@@ -51,6 +51,7 @@ export function consumeWork<T>(host: WorkConsumerHost, options: WorkConsumerOpti
     filterSubjects: [subject],
     prepare: (nc) => ensureWorkStream(nc, config.workStream, config.workSubjectPrefix),
     maxBatch: options.maxBatch ?? 256,
+    lingerMs: config.batchLingerMs,
     decode: options.decode,
     handle: (items) => db.transaction((trx) => options.handle(items, trx)),
     span: (msgs) => ({

@@ -131,6 +131,7 @@ describe('readCommonConfig', () => {
       eventsStream: 'SWITCHBOARD_EVENTS',
       workSubjectPrefix: 'switchboard',
       workStream: 'SWITCHBOARD_WORK',
+      batchLingerMs: 50,
     });
     expect(
       readCommonConfig({
