@@ -6,7 +6,7 @@ import { ExchangeService, RoutingService } from '@switchboard/contracts/switchbo
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { newId } from '@switchboard/runtime/ids';
-import { createLogger } from '@switchboard/runtime/log';
+import { createLogger, errorMessage } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
@@ -45,8 +45,11 @@ try {
   const holder = `${hostname()}/${process.pid}/${newId('dp')}`;
   const metrics = new Metrics('data-plane');
 
-  const nc = await connectNats(config.events.natsUrl, 'data-plane', log);
-  await ensureWorkStream(nc, config.events.workStream, config.events.workSubjectPrefix);
+  // Started without waiting: with NATS down the data plane still serves, its usage queued (docs/money-path.md#usage).
+  const natsReady = connectNats(config.events.natsUrl, 'data-plane', log);
+  natsReady
+    .then((nc) => ensureWorkStream(nc, config.events.workStream, config.events.workSubjectPrefix))
+    .catch((err: unknown) => log.warn({ err: errorMessage(err) }, 'could not make sure of the work stream; its consumers create it too'));
   const caps = new BudgetLeases({ name: 'cap', log, owner: capOwner(keysClient, holder, config.internalTimeoutMs) });
   const balances = new BudgetLeases({ name: 'balance', log, owner: balanceOwner(billingClient, holder, config.internalTimeoutMs) });
   const keys = new KeyReplica({
@@ -61,7 +64,9 @@ try {
   });
   await keys.start();
   // A change of a key's standing is seen at once rather than at the next poll (the poll is the backstop).
-  const keyEvents = nc.subscribe(`${config.events.eventsSubjectPrefix}.key.>`, { callback: () => keys.nudge() });
+  const keyEvents = natsReady
+    .then((nc) => nc.subscribe(`${config.events.eventsSubjectPrefix}.key.>`, { callback: () => keys.nudge() }))
+    .catch((err: unknown) => log.warn({ err: errorMessage(err) }, 'no key events: the key states follow by polling alone'));
   const routing = new RoutingReplica({
     log,
     catalog,
@@ -72,7 +77,7 @@ try {
   routing.start();
   caps.start();
   balances.start();
-  const publisher = new WorkPublisher({ log, js: jetstream(nc), maxQueued: config.workQueueMax, metrics });
+  const publisher = new WorkPublisher({ log, js: natsReady.then((nc) => jetstream(nc)), maxQueued: config.workQueueMax, metrics });
   const pricing = Pricing.load(config.pricingFile);
   const completions = new Completions({
     log,
@@ -119,9 +124,13 @@ try {
       await publisher.drain(drainTimeoutMs);
     },
     async release() {
-      keyEvents.unsubscribe();
       await Promise.allSettled([caps.stop(), balances.stop(), keys.stop(), routing.stop()]);
-      await nc.drain().catch(() => undefined);
+      // Never connected: nothing to close (the connection attempt ends with the process).
+      const connected = await Promise.race([natsReady, new Promise<undefined>((resolve) => setTimeout(resolve, 0, undefined))]);
+      if (connected) {
+        (await keyEvents)?.unsubscribe();
+        await connected.drain().catch(() => undefined);
+      }
       await metricsServer?.close();
     },
   });

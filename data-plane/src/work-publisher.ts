@@ -16,7 +16,8 @@ import type { Metrics } from '@switchboard/runtime/metrics';
 
 export interface WorkPublisherDeps {
   log: Logger;
-  js: JetStreamClient;
+  /** Resolves once NATS is reachable: until then records wait in the queue (a data plane starts without NATS). */
+  js: JetStreamClient | Promise<JetStreamClient>;
   /** How many records may wait (queued, plus the places requests in flight hold). */
   maxQueued: number;
   publishTimeoutMs?: number;
@@ -34,8 +35,15 @@ export class WorkPublisher {
   private held = 0;
   private retrying?: Promise<void>;
   private stopping = false;
+  private js?: JetStreamClient;
 
   constructor(private readonly deps: WorkPublisherDeps) {
+    Promise.resolve(deps.js).then(
+      (js) => {
+        this.js = js;
+      },
+      () => undefined,
+    );
     deps.metrics?.gauge('work_queue_records', 'Usage records and exchanges waiting for JetStream in this data plane.', [], (gauge) =>
       gauge.set({}, this.queue.length),
     );
@@ -95,7 +103,8 @@ export class WorkPublisher {
   }
 
   private send(pending: Pending): Promise<unknown> {
-    return this.deps.js.publish(pending.subject, pending.data, { msgID: pending.msgId, timeout: this.deps.publishTimeoutMs ?? 2000 });
+    if (!this.js) return Promise.reject(new Error('NATS is not connected yet'));
+    return this.js.publish(pending.subject, pending.data, { msgID: pending.msgId, timeout: this.deps.publishTimeoutMs ?? 2000 });
   }
 
   private async retry(): Promise<void> {

@@ -73,8 +73,10 @@ export class BalanceLeases {
       if (!live && headroom.isZero()) return { ...answer, leaseId: '', grantedUsd: '0' };
       const id = live?.id ?? newId('lse');
       const grantedUsd = formatMoney(usedOfLease.plus(headroom));
-      const expiresAt = await upsertLease(trx, { id, workspaceId, holder, grantedUsd, ttlMs: leaseTtlMs });
-      return { ...answer, leaseId: id, grantedUsd, expiresAt: timestampFromDate(expiresAt) };
+      // The row holds for a second TTL past the holder's deadline (docs/money-path.md#leases): usage of
+      // requests still in flight when a holder lost touch is settled before its room is granted again.
+      const holdsUntil = await upsertLease(trx, { id, workspaceId, holder, grantedUsd, ttlMs: 2 * leaseTtlMs });
+      return { ...answer, leaseId: id, grantedUsd, expiresAt: timestampFromDate(new Date(holdsUntil.getTime() - leaseTtlMs)) };
     });
   }
 

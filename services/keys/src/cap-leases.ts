@@ -69,7 +69,10 @@ export class CapLeases {
     const now = this.clock();
     const month = monthOf(now);
     const resetsAt = timestampFromDate(monthEnd(now));
-    const ttlSeconds = this.deps.leaseTtlMs / 1000;
+    // The row holds for a second TTL past the holder's deadline (docs/money-path.md#leases): usage of
+    // requests still in flight when a holder lost touch is settled before its room is granted again.
+    const ttlSeconds = (2 * this.deps.leaseTtlMs) / 1000;
+    const deadline = (holdsUntil: Date) => timestampFromDate(new Date(holdsUntil.getTime() - this.deps.leaseTtlMs));
     return this.deps.db.transaction(async (trx): Promise<LeaseAnswer> => {
       const key = await lockKeyCap(trx, request.keyId);
       if (key?.status !== 'active') return { reason: refusalReason(key?.status === 'revoked' ? KeyRefusal.REVOKED : KeyRefusal.UNKNOWN) };
@@ -86,14 +89,14 @@ export class CapLeases {
       if (lease) {
         const grantedUsd = formatMoney(used.plus(headroom));
         const expiresAt = await renewLease(trx, { id: lease.id, month, holder: request.holder, grantedUsd, ttlSeconds });
-        return { ...capFacts, leaseId: lease.id, grantedUsd, expiresAt: timestampFromDate(expiresAt) };
+        return { ...capFacts, leaseId: lease.id, grantedUsd, expiresAt: deadline(expiresAt) };
       }
       // What the holder used of a lease that is gone was counted by that lease: a new one starts at 0.
       if (headroom.isZero()) return { ...capFacts, leaseId: '', grantedUsd: '0' };
       const leaseId = newId('lse');
       const grantedUsd = formatMoney(headroom);
       const expiresAt = await insertLease(trx, { id: leaseId, keyId: request.keyId, month, holder: request.holder, grantedUsd, ttlSeconds });
-      return { ...capFacts, leaseId, grantedUsd, expiresAt: timestampFromDate(expiresAt) };
+      return { ...capFacts, leaseId, grantedUsd, expiresAt: deadline(expiresAt) };
     });
   }
 
