@@ -154,8 +154,9 @@ export class Completions {
       const first = this.firstTarget(tier, passthrough, key.policy, request.model);
       const generationId = newId('gen');
       // A non-streamed answer is produced (and billed) even if the client leaves; a stream stops with the client.
-      const limit = AbortSignal.timeout(this.deps.settings.streamMaxDurationMs);
-      const signal = request.stream ? AbortSignal.any([reply.signal, this.stopping.signal, limit]) : this.stopping.signal;
+      const signal = request.stream
+        ? AbortSignal.any([reply.signal, this.stopping.signal, AbortSignal.timeout(this.deps.settings.streamMaxDurationMs)])
+        : this.stopping.signal;
       const { response, target } = await reply.upstream(() => this.callWithFailover(first, tier, key.policy, request, signal));
       const planId = balance.facts.planId;
       const bill = async (tokens: Tokens, answer: string | undefined) => {
