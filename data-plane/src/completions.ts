@@ -386,12 +386,11 @@ export class Completions {
 
   /** The request's last user message and the answer, published for the conversation asked for (appended once, after the answer). */
   private async storeExchange(generationId: string, workspaceId: string, conversationId: string, request: ChatRequest, answer: string): Promise<void> {
-    // Postgres text cannot hold NUL: it is stored as U+FFFD rather than losing the exchange.
-    const storable = (text: string) => text.replaceAll('\u0000', '\ufffd');
+    // NUL, which Postgres text cannot hold, is replaced where the exchange is stored (conversations' exchange-appends.ts).
     const messages = [];
     const question = lastUserMessage(request);
-    if (question) messages.push({ role: 'user', content: storable(question) });
-    if (answer) messages.push({ role: 'assistant', content: storable(answer) });
+    if (question) messages.push({ role: 'user', content: question });
+    if (answer) messages.push({ role: 'assistant', content: answer });
     if (messages.length === 0) return;
     const record = create(ExchangeRecordSchema, { generationId, workspaceId, conversationId, messages, occurredAt: timestampFromDate(new Date()) });
     // Its own message id: the usage record of the generation is in the same stream under the generation id.

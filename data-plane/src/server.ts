@@ -62,15 +62,6 @@ class Overhead {
   }
 }
 
-/** The Reply of this server (what Completions answers through), with the upstream's time kept apart. */
-export interface TimedReply extends Reply {
-  /**
-   * Runs `work`, a call to the upstream or a read of its answer, and leaves its time out of
-   * X-Service-Overhead-Ms.
-   */
-  upstream<T>(work: () => Promise<T>): Promise<T>;
-}
-
 /**
  * Every answer's headers go through here, so that each carries its overhead. The upstream's part
  * goes too, for the gateway: it answers with the platform's whole overhead, its own hop included
@@ -202,7 +193,7 @@ export function modelList(catalog: ModelCatalog) {
  * The answer of one chat completion. `idleTimeoutMs` bounds how long a write waits for a client
  * that does not read: then the client is dropped, as if it had gone away (the signal aborts).
  */
-export function replyTo(res: http.ServerResponse, idleTimeoutMs?: number, overhead = new Overhead()): TimedReply {
+export function replyTo(res: http.ServerResponse, idleTimeoutMs?: number, overhead = new Overhead()): Reply {
   const aborted = new AbortController();
   res.on('close', () => {
     if (!res.writableFinished) aborted.abort();

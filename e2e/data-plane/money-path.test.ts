@@ -21,7 +21,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * The money path's acceptance tests (issue 23, "Done when"; docs/money-path.md, SPEC §13), through
+ * The money path's acceptance tests (issue 23, "Done when"; docs/money-path.md), through
  * the real path only: the official `openai` client at the gateway (or at a second data plane's
  * own port), REST for keys, balances and usage, Postgres for the usage rows and the database's
  * transaction counter, and the services' /metrics for the RPCs they served.
