@@ -117,16 +117,47 @@ export function readDataKeys(env: Env = process.env): DataKeyRing {
   }
 }
 
-/** Where events are: NATS, the stream and the subject prefix. */
+/** A namespace is one NATS subject token: lower case, so its stream names (upper case) stay distinct. */
+const namespacePattern = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+/**
+ * SWITCHBOARD_NAMESPACE (default `switchboard`): the prefix of every NATS subject and stream of
+ * one deployment, so two deployments (two checkouts, staging and production) on one NATS never
+ * see each other's events (docs/decisions.md#namespaces-and-ports).
+ */
+export function readNamespace(env: Env = process.env): string {
+  const namespace = readString('SWITCHBOARD_NAMESPACE', 'switchboard', env);
+  if (!namespacePattern.test(namespace)) {
+    throw new ConfigError(
+      `SWITCHBOARD_NAMESPACE must be lower-case letters, digits, "_" or "-" (at most 64, starting with a letter or digit), got "${namespace}"`,
+    );
+  }
+  return namespace;
+}
+
+/** The namespace a name gives (`npm start`'s database name): lower-cased, what a subject token cannot hold turned into `_`. */
+export function namespaceOf(name: string): string {
+  const namespace = name
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]/g, '_')
+    .replace(/^[_-]+/, '')
+    .slice(0, 64);
+  return namespace || 'switchboard';
+}
+
+/** Where events are: NATS, and the streams and subject prefixes of the namespace (each overridable alone). */
 export function readEventsConfig(
   env: Env = process.env,
 ): Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream' | 'batchLingerMs'> {
+  const namespace = readNamespace(env);
+  // Upper-casing keeps distinct namespaces distinct (`a-b` and `a_b` get streams of their own).
+  const streamPrefix = namespace.toUpperCase();
   return {
     natsUrl: readString('NATS_URL', 'nats://127.0.0.1:4222', env),
-    eventsSubjectPrefix: readString('EVENTS_SUBJECT_PREFIX', 'switchboard.events', env),
-    eventsStream: readString('EVENTS_STREAM', 'SWITCHBOARD_EVENTS', env),
-    workSubjectPrefix: readString('WORK_SUBJECT_PREFIX', 'switchboard', env),
-    workStream: readString('WORK_STREAM', 'SWITCHBOARD_WORK', env),
+    eventsSubjectPrefix: readString('EVENTS_SUBJECT_PREFIX', `${namespace}.events`, env),
+    eventsStream: readString('EVENTS_STREAM', `${streamPrefix}_EVENTS`, env),
+    workSubjectPrefix: readString('WORK_SUBJECT_PREFIX', namespace, env),
+    workStream: readString('WORK_STREAM', `${streamPrefix}_WORK`, env),
     batchLingerMs: readDuration('BATCH_LINGER', '50ms', env),
   };
 }

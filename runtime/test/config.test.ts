@@ -1,6 +1,17 @@
 import { servicePorts } from '@switchboard/contracts/components';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseDuration, readBool, readCommonConfig, readDuration, readInt, readString, serviceUrl } from '../src/config.js';
+import {
+  ConfigError,
+  namespaceOf,
+  parseDuration,
+  readBool,
+  readCommonConfig,
+  readDuration,
+  readEventsConfig,
+  readInt,
+  readString,
+  serviceUrl,
+} from '../src/config.js';
 import { DataKeyRing } from '../src/secrets.js';
 
 /** Runs `read` and returns the ConfigError it throws (fails the test when it does not throw one). */
@@ -151,6 +162,31 @@ describe('readCommonConfig', () => {
       workSubjectPrefix: 'w',
       workStream: 'W',
     });
+  });
+
+  it('derives every stream and subject prefix from SWITCHBOARD_NAMESPACE, each still overridable alone', () => {
+    expect(readEventsConfig({ SWITCHBOARD_NAMESPACE: 'staging' })).toMatchObject({
+      eventsSubjectPrefix: 'staging.events',
+      eventsStream: 'STAGING_EVENTS',
+      workSubjectPrefix: 'staging',
+      workStream: 'STAGING_WORK',
+    });
+    // Distinct namespaces keep distinct streams.
+    expect(readEventsConfig({ SWITCHBOARD_NAMESPACE: 'a-b' }).eventsStream).toBe('A-B_EVENTS');
+    expect(readEventsConfig({ SWITCHBOARD_NAMESPACE: 'a_b' }).eventsStream).toBe('A_B_EVENTS');
+    expect(readEventsConfig({ SWITCHBOARD_NAMESPACE: 'staging', EVENTS_STREAM: 'S' })).toMatchObject({ eventsStream: 'S', workStream: 'STAGING_WORK' });
+  });
+
+  it('refuses a namespace that is not one subject token, naming the variable', () => {
+    for (const namespace of ['a.b', 'Upper', '-lead', 'a b', 'a>', 'x'.repeat(65)]) {
+      expect(configError(() => readEventsConfig({ SWITCHBOARD_NAMESPACE: namespace })).message).toContain('SWITCHBOARD_NAMESPACE');
+    }
+  });
+
+  it('turns a database name into a namespace', () => {
+    expect(namespaceOf('switchboard_0123abcdef')).toBe('switchboard_0123abcdef');
+    expect(namespaceOf('Sb.Test-1')).toBe('sb_test-1');
+    expect(namespaceOf('__')).toBe('switchboard');
   });
 
   it('refuses a mesh secret shorter than 32 bytes, naming the variable', () => {
