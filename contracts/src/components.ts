@@ -27,6 +27,10 @@ export interface MeshComponent {
   port: number;
   /** Where `npm start` serves its Prometheus metrics (`METRICS_PORT`). */
   metricsPort: number;
+  /** The variable that moves its port under `npm start` (it hands the component `PORT`). */
+  portVariable: string;
+  /** The variable that moves its metrics port under `npm start` (it hands the component `METRICS_PORT`). */
+  metricsPortVariable: string;
   /** An RPC service (runService): migrations, `--rotate-data-key`, peers reach it at `<NAME>_URL`. */
   rpcService: boolean;
   /** The variable through which the others find it, if any. */
@@ -42,9 +46,30 @@ export const meshComponents: readonly MeshComponent[] = [
     dir: `services/${name}`,
     port: servicePorts[name],
     metricsPort: 9101 + index,
+    portVariable: `${name.toUpperCase()}_PORT`,
+    metricsPortVariable: `${name.toUpperCase()}_METRICS_PORT`,
     rpcService: true,
     urlVariable: `${name.toUpperCase()}_URL`,
   })),
-  { name: 'data-plane', dir: 'data-plane', port: 8081, metricsPort: 9091, rpcService: false, urlVariable: 'DATA_PLANE_URL' },
-  { name: 'gateway', dir: 'gateway', port: 8080, metricsPort: 9090, rpcService: false, frontDoor: true },
+  {
+    name: 'data-plane',
+    dir: 'data-plane',
+    port: 8081,
+    metricsPort: 9091,
+    portVariable: 'DATA_PLANE_PORT',
+    metricsPortVariable: 'DATA_PLANE_METRICS_PORT',
+    rpcService: false,
+    urlVariable: 'DATA_PLANE_URL',
+  },
+  // The gateway's port keeps the conventional `PORT`: the one port users reach.
+  {
+    name: 'gateway',
+    dir: 'gateway',
+    port: 8080,
+    metricsPort: 9090,
+    portVariable: 'PORT',
+    metricsPortVariable: 'GATEWAY_METRICS_PORT',
+    rpcService: false,
+    frontDoor: true,
+  },
 ];

@@ -5,8 +5,8 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ComponentName, type MeshComponent, meshComponents, type ServiceName } from '@switchboard/contracts/components';
-import { readInt } from '../config.js';
-import { canListen, type Dependency, freePort, portHolder, resolveNats, resolvePostgres } from '../infra.js';
+import { ConfigError, namespaceOf, readEventsConfig, readInt } from '../config.js';
+import { canListen, type Dependency, freePort, isPortOpen, portHolder, resolveNats, resolvePostgres } from '../infra.js';
 import { createLogger } from '../log.js';
 import { DataKeyRing } from '../secrets.js';
 import { readShutdownSettings } from '../shutdown.js';
@@ -39,7 +39,7 @@ export const componentNodeFlags = ['--min-semi-space-size=4', '--max-semi-space-
 export interface MeshOptions {
   /** Where embedded Postgres, NATS data, the dev mesh secret and the mailbox live. */
   dataDir: string;
-  /** Free ports for everything (tests, benchmarks) instead of the defaults of docs/api/internal-calls.md#ports-and-packages. */
+  /** Free ports for everything (tests, benchmarks) instead of the settings and defaults of readMeshPorts. */
   randomPorts?: boolean;
   /** Database name when Postgres is discovered (not DATABASE_URL). */
   database?: string;
@@ -116,19 +116,18 @@ async function rotateDataKeys(env: Record<string, string>, log: ReturnType<typeo
 export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const log = createLogger('mesh', 'info');
   await mkdir(options.dataDir, { recursive: true });
+  const chosen = options.randomPorts ? undefined : readMeshPorts({ ...process.env, ...options.env });
   const ports = {} as Record<Component, number>;
   const metricsPorts = {} as Record<Component, number>;
-  for (const component of meshComponents) {
-    // PORT moves the front door (the public port) off its default.
-    const port = component.frontDoor ? readInt('PORT', component.port) : component.port;
-    ports[component.name] = options.randomPorts ? await freePort() : port;
-    metricsPorts[component.name] = options.randomPorts ? await freePort() : component.metricsPort;
+  for (const { name } of meshComponents) {
+    ports[name] = chosen?.ports[name] ?? (await freePort());
+    metricsPorts[name] = chosen?.metricsPorts[name] ?? (await freePort());
   }
   const localUrl = (component: Component) => `http://127.0.0.1:${ports[component]}`;
   // Before anything starts: a busy port stops this start at once, naming it.
   if (!options.randomPorts) {
     await assertPortsFree(ports);
-    await assertPortsFree(metricsPorts, 'metrics');
+    await assertPortsFree(metricsPorts, true);
   }
   const dependencies: Dependency[] = [];
   // Servers given in `env` (a chaos run's private ones) are used as they are, never looked for.
@@ -166,8 +165,13 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://localhost:${ports[frontDoor.name]}`,
     // Where each component finds the others (KEYS_URL, DATA_PLANE_URL, …).
     ...Object.fromEntries(meshComponents.flatMap(({ name, urlVariable }) => (urlVariable ? [[urlVariable, localUrl(name)]] : []))),
+    // The NATS names of a mesh follow its database, so meshes on their own databases (two
+    // checkouts, two data dirs) never share a stream (docs/decisions.md#namespaces-and-ports).
+    SWITCHBOARD_NAMESPACE: process.env.SWITCHBOARD_NAMESPACE || namespaceOf(decodeURIComponent(new URL(postgres.url).pathname.slice(1))),
     ...options.env,
   };
+  // A bad namespace stops this start, naming the variable, before any component starts.
+  readEventsConfig({ ...process.env, ...env });
 
   if (legacyDataDir && dataKeys.created) {
     // Not half-done: if the move fails, the new keys go too, so the next start tries again.
@@ -230,7 +234,16 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   };
 
   try {
-    for (const component of components) start(component);
+    // The services first: the data plane and the gateway load from them as they start, and
+    // would otherwise find them not listening yet (a warning at every start).
+    for (const { name } of rpcServices) start(name);
+    await waitUntilListening(
+      rpcServices.map(({ name }) => ports[name]),
+      children,
+      outputs,
+      60_000,
+    );
+    for (const component of components) if (!children.has(component)) start(component);
     await waitUntilReady(gatewayUrl, children, outputs, 60_000);
   } catch (err) {
     await stopAll();
@@ -253,14 +266,72 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   };
 }
 
-/** Refuses to start over ports another process holds, naming the port, the component and the holder. */
-async function assertPortsFree(ports: Record<Component, number>, purpose?: string): Promise<void> {
+/**
+ * The ports `npm start` gives its components: each component's variable (`PORT` for the gateway,
+ * `KEYS_PORT`, `GATEWAY_METRICS_PORT`, …, contracts/src/components.ts), else its default shifted
+ * by SWITCHBOARD_PORT_OFFSET, so a second checkout moves everything with one setting.
+ */
+export function readMeshPorts(env: Record<string, string | undefined> = process.env): {
+  ports: Record<Component, number>;
+  metricsPorts: Record<Component, number>;
+} {
+  const offset = readInt('SWITCHBOARD_PORT_OFFSET', 0, env);
+  const read = (variable: string, fallback: number) => {
+    const port = readInt(variable, fallback + offset, env, 1);
+    if (port > 65_535) {
+      throw new ConfigError(
+        env[variable] ? `${variable} must be a port (1-65535), got ${port}` : `SWITCHBOARD_PORT_OFFSET=${offset} moves ${variable} past 65535 (${port})`,
+      );
+    }
+    return port;
+  };
+  const ports = {} as Record<Component, number>;
+  const metricsPorts = {} as Record<Component, number>;
+  for (const component of meshComponents) {
+    ports[component.name] = read(component.portVariable, component.port);
+    metricsPorts[component.name] = read(component.metricsPortVariable, component.metricsPort);
+  }
+  return { ports, metricsPorts };
+}
+
+/** Refuses to start over ports another process holds, naming the port, the component, the holder and the setting that moves it. */
+async function assertPortsFree(ports: Record<Component, number>, metrics = false): Promise<void> {
   for (const [component, port] of Object.entries(ports) as Array<[Component, number]>) {
     if (await canListen(port)) continue;
     const holder = await portHolder(port);
+    const spec = meshComponents.find(({ name }) => name === component) as MeshComponent;
+    const variable = metrics ? spec.metricsPortVariable : spec.portVariable;
     throw new Error(
-      `port ${port} (${component}${purpose ? ` ${purpose}` : ''}) is already in use${holder ? ` by ${holder}` : ''}: is another Switchboard running? Stop it, or set PORT (the gateway) for this one.`,
+      `port ${port} (${component}${metrics ? ' metrics' : ''}) is already in use${holder ? ` by ${holder}` : ''}: is another Switchboard running? ` +
+        `Stop it, or move this one: set ${variable}, or SWITCHBOARD_PORT_OFFSET (e.g. 1000) to move every port.`,
     );
+  }
+}
+
+/** Throws with its last output when a component exited. */
+function assertRunning(children: Map<Component, ChildProcess>, outputs: Map<Component, string[]>): void {
+  for (const [component, child] of children) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`${component} exited (${child.exitCode ?? child.signalCode}):\n${(outputs.get(component) ?? []).slice(-20).join('\n')}`);
+    }
+  }
+}
+
+/** Waits until something accepts connections on each of `ports` (the services listen once migrated). */
+async function waitUntilListening(
+  ports: number[],
+  children: Map<Component, ChildProcess>,
+  outputs: Map<Component, string[]>,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let waiting = ports;
+  while (waiting.length > 0) {
+    assertRunning(children, outputs);
+    if (Date.now() > deadline) throw new Error(`the services did not listen within ${timeoutMs} ms (ports ${waiting.join(', ')})`);
+    const open = await Promise.all(waiting.map((port) => isPortOpen('127.0.0.1', port, 200)));
+    waiting = waiting.filter((_, index) => !open[index]);
+    if (waiting.length > 0) await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
 
@@ -268,11 +339,7 @@ async function waitUntilReady(gatewayUrl: string, children: Map<Component, Child
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
-    for (const [component, child] of children) {
-      if (child.exitCode !== null || child.signalCode !== null) {
-        throw new Error(`${component} exited (${child.exitCode ?? child.signalCode}):\n${(outputs.get(component) ?? []).slice(-20).join('\n')}`);
-      }
-    }
+    assertRunning(children, outputs);
     try {
       const response = await fetch(`${gatewayUrl}/readyz`, { signal: AbortSignal.timeout(2000) });
       last = await response.text();
