@@ -80,7 +80,8 @@ export function startPgListener(options: PgListenerOptions): PgListener {
       }
       if (listening) {
         listening = false;
-        options.onLost?.();
+        // Stopping ends the connection on purpose: nothing is lost that anyone still waits for.
+        if (!stopped) options.onLost?.();
       }
       await withTimeout(client.end(), 2000, 'listen end').catch(() => undefined);
       if (stopped) break;
