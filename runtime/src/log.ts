@@ -43,13 +43,15 @@ export const redactPaths = secretFields.flatMap((field) => {
   return [key, `*${dot}${key}`, `*.*${dot}${key}`, `*.*.*${dot}${key}`];
 });
 
-export function createLogger(component: string, level = process.env.LOG_LEVEL ?? 'info'): Logger {
-  return pino({
+/** A component's logger: JSON lines on stdout, or on `destination` (`npm start` renders its own at a terminal). */
+export function createLogger(component: string, level = process.env.LOG_LEVEL ?? 'info', destination?: { write(line: string): void }): Logger {
+  const options = {
     level,
     base: { svc: component },
     redact: { paths: redactPaths, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
     // The request id stays the correlation key; when tracing, a line written in a span names it too.
     mixin: tracingOn() ? activeTraceFields : undefined,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

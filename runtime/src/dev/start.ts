@@ -3,6 +3,7 @@ import path from 'node:path';
 import { isPortOpen } from '../infra.js';
 import { createLogger } from '../log.js';
 import { type Component, components, type Mesh, repoRoot, startMesh } from './mesh.js';
+import { prettyLine } from './pretty-log.js';
 
 /**
  * `npm start`: the whole mesh in the foreground, logs prefixed by component. SIGINT, SIGTERM and
@@ -11,12 +12,17 @@ import { type Component, components, type Mesh, repoRoot, startMesh } from './me
  */
 const colours = ['\x1b[36m', '\x1b[33m', '\x1b[35m', '\x1b[32m', '\x1b[34m', '\x1b[31m', '\x1b[37m'];
 const width = Math.max(...components.map((c) => c.length));
-const prefix = (component: Component) => {
+const terminal = Boolean(process.stdout.isTTY);
+const prefix = (component: Component | 'mesh') => {
   const label = component.padEnd(width);
-  return process.stdout.isTTY ? `${colours[components.indexOf(component)]}${label}\x1b[0m | ` : `${label} | `;
+  return terminal ? `${colours[components.indexOf(component as Component)] ?? '\x1b[1m'}${label}\x1b[0m | ` : `${label} | `;
 };
+/** A component's line as printed: rendered for a person at a terminal, the JSON as it is otherwise. */
+const printed = (component: Component | 'mesh', line: string) => `${prefix(component)}${terminal ? prettyLine(line) : line}`;
 
-const log = createLogger('mesh');
+const log = terminal
+  ? createLogger('mesh', undefined, { write: (line) => void process.stdout.write(`${printed('mesh', line.trimEnd())}\n`) })
+  : createLogger('mesh');
 const dataDir = path.resolve(process.env.SWITCHBOARD_DATA_DIR ?? path.join(repoRoot, '.data'));
 // A database per data dir: two checkouts (two sets of data keys) never share one by accident.
 const database = `switchboard_${createHash('sha256').update(dataDir).digest('hex').slice(0, 10)}`;
@@ -44,16 +50,22 @@ try {
   mesh = await startMesh({
     dataDir,
     database,
-    onLine: (component, line) => process.stdout.write(`${prefix(component)}${line}\n`),
+    onLine: (component, line) => process.stdout.write(`${printed(component, line)}\n`),
     onComponentExit: (component, code, lastLines) => {
       if (stopping || !mesh) return; // before ready, startMesh reports it with the output
-      process.stderr.write(`${lastLines.map((line) => `${prefix(component)}${line}`).join('\n')}\n`);
+      process.stderr.write(`${lastLines.map((line) => printed(component, line)).join('\n')}\n`);
       log.fatal({ component, exit: code }, `${component} stopped unexpectedly; stopping the mesh`);
       void stop(`${component} exited`, 1);
     },
   });
   log.info(
-    { gateway: mesh.gatewayUrl, dashboard: `${mesh.gatewayUrl}/app/`, docs: `${mesh.gatewayUrl}/docs`, mailbox: mesh.env.MAILBOX_DIR },
+    {
+      gateway: mesh.gatewayUrl,
+      dashboard: `${mesh.gatewayUrl}/app/`,
+      docs: `${mesh.gatewayUrl}/docs`,
+      mailbox: mesh.env.MAILBOX_DIR,
+      namespace: mesh.env.SWITCHBOARD_NAMESPACE,
+    },
     'Switchboard is ready',
   );
 } catch (err) {
