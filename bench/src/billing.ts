@@ -14,8 +14,8 @@
  *                            the mesh)
  *
  * 1. Boots the mesh (its own database on the Postgres startMesh finds, dropped at the end when it
- *    is the local server; its own nats-server in a temp dir unless NATS_URL is set, else streams
- *    and subjects of its own, so no other mesh's consumers take its events or usage records),
+ *    is the local server; its own nats-server in a temp dir unless NATS_URL is set, else the
+ *    namespace of its database, so no other mesh's consumers take its events or usage records),
  *    registers `workspaces` users through the gateway and creates a key in each one's personal
  *    workspace (POST /v1/keys). Several workspaces, as many data planes' traffic has.
  * 2. For each feed, the work stream then RecordUsage: a warm-up of BENCH_WARMUP_SECONDS, waited
@@ -57,19 +57,11 @@ runBench(() =>
   inSession('billing', async (session) => {
     const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
     const nats = await startOwnNats(session, { note: ' with streams of this run', setup: ', streams of this run' });
-    // Without a server of its own, streams and subjects of its own: other meshes' consumers never see these events and records.
-    const streamsEnv: Record<string, string> = nats.pid
-      ? {}
-      : {
-          EVENTS_SUBJECT_PREFIX: `benchbilling.${runId}`,
-          EVENTS_STREAM: `BENCH_BILLING_${runId}`,
-          WORK_SUBJECT_PREFIX: `benchbillingwork.${runId}`,
-          WORK_STREAM: `BENCH_BILLING_WORK_${runId}`,
-        };
     session.progress('starting the mesh');
     const { mesh, meshStartSeconds } = await startBenchMesh(session, {
       // One registration per workspace from this address: above identity's hourly default of 20 when many are asked for.
-      env: { LOG_LEVEL: 'warn', REGISTRATIONS_PER_IP_PER_HOUR: '100000', ...streamsEnv },
+      // Its namespace follows its database: other meshes' consumers never see these events and records.
+      env: { LOG_LEVEL: 'warn', REGISTRATIONS_PER_IP_PER_HOUR: '100000' },
     });
 
     session.progress(`creating ${workspaces} workspaces with a key each through the gateway`);

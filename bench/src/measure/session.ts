@@ -1,6 +1,9 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { readEventsConfig } from '@switchboard/runtime/config';
 import { type Component, components, type Mesh, type MeshOptions, startMesh } from '@switchboard/runtime/dev/mesh';
 import { dropDatabase, startNatsServer } from '@switchboard/runtime/infra';
 import { finishBench, resultsDir, type TargetCheck } from '../report.js';
@@ -112,7 +115,22 @@ export async function startBenchMesh(
     onLine: options.onLine,
   });
   session.defer('mesh', () => mesh.stop());
+  // Its namespace follows the session's database (startMesh): its streams go with the database.
+  if (!process.env.DATABASE_URL) session.defer("the mesh's streams", () => deleteStreams({ ...process.env, ...mesh.env }));
   return { mesh, meshStartSeconds: round((performance.now() - session.startedAt) / 1000, 1) };
+}
+
+/** Deletes the events and work streams the settings `env` name (best effort: NATS may be gone). */
+async function deleteStreams(env: Record<string, string | undefined>): Promise<void> {
+  const { natsUrl, eventsStream, workStream } = readEventsConfig(env);
+  try {
+    const nc = await connect({ servers: natsUrl, timeout: 2000 });
+    const jsm = await jetstreamManager(nc);
+    for (const stream of [eventsStream, workStream]) await jsm.streams.delete(stream).catch(() => false);
+    await nc.close();
+  } catch {
+    // NATS gone (its own server stopped first): nothing to delete.
+  }
 }
 
 /** A report of each of `which` components that is no longer running (a crash during the bench), with its last lines. */
