@@ -196,15 +196,25 @@ export class WebhookSender {
    * addresses checked here, so a second, different DNS answer (rebinding) can never be used.
    */
   private readonly lookup: net.LookupFunction = (hostname, options, callback) => {
-    dns.lookup(hostname, { ...options, all: true }, (error, addresses) => {
+    const answer = (error: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => {
       if (error) return callback(error, '');
       if (!this.allowPrivateTargets && addresses.some(({ address }) => isBlockedAddress(address))) {
         return callback(new BlockedAddressError(`${hostname} resolves to an address deliveries may not reach`), '');
       }
       if (options.all) return callback(null, addresses);
       callback(null, addresses[0].address, addresses[0].family);
-    });
+    };
+    // `localhost` and every name under it are the loopback address by definition (RFC 6761 §6.3):
+    // answered here, never asked of a resolver, which might send `*.localhost` off the machine.
+    if (isLoopbackName(hostname)) answer(null, [{ address: '127.0.0.1', family: 4 }]);
+    else dns.lookup(hostname, { ...options, all: true }, answer);
   };
+}
+
+/** `localhost` or a name under it (`hooks.localhost`), with or without the final dot. */
+function isLoopbackName(hostname: string): boolean {
+  const name = hostname.toLowerCase().replace(/\.$/, '');
+  return name === 'localhost' || name.endsWith('.localhost');
 }
 
 /** Node's bundled roots plus `extra`: giving `ca` replaces the default store, so the roots are put back. */

@@ -297,9 +297,9 @@ describe('WebhookSender', () => {
     expect(await post('https://does-not-exist.invalid/')).toMatchObject({ ok: false, statusCode: 0, errorClass: 'dns', responseBody: null });
   });
 
-  it('refuses private targets, by name or IP literal, without ever connecting', async () => {
+  it('refuses private targets, by name (a name under localhost without asking a resolver) or IP literal, without ever connecting', async () => {
     sender = new WebhookSender({ allowPrivateTargets: false, ca: certificate.cert });
-    for (const host of ['localhost', '127.0.0.1', '[::1]', '[::ffff:127.0.0.1]', '[64:ff9b::7f00:1]', '2130706433']) {
+    for (const host of ['localhost', 'hooks.localhost', 'HOOKS.LOCALHOST.', '127.0.0.1', '[::1]', '[::ffff:127.0.0.1]', '[64:ff9b::7f00:1]', '2130706433']) {
       expect(await post(receiver.url(host)), host).toMatchObject({ ok: false, statusCode: 0, errorClass: 'blocked_address', responseBody: null });
     }
     expect(receiver.connections).toBe(0);
