@@ -162,12 +162,21 @@ describe('npm start', () => {
         run(process.execPath, [startScript], { DATABASE_URL: databases[0] }),
         run('npm', ['start', '--silent'], { DATABASE_URL: databases[1] }),
       ]);
-      const gatewayOf = async (started: Run, what: string) => {
-        const ready = await eventually(() => /"msg":"Switchboard is ready"/.test(started.output()) && started.output(), what, 90_000, 100);
-        expect(ready).toContain(`"namespace":"${namespaces[started === a ? 0 : 1]}"`);
-        return /"gateway":"([^"]+)"/.exec(ready.slice(ready.indexOf('Switchboard is ready') - 400))![1];
-      };
-      const [gatewayA, gatewayB] = await Promise.all([gatewayOf(a, 'mesh A to start'), gatewayOf(b, 'mesh B to start')]);
+      // The runner's own line that says where the mesh is, and in which namespace.
+      const readyOf = (started: Run, what: string) =>
+        eventually(
+          () =>
+            started
+              .output()
+              .split('\n')
+              .find((line) => line.includes('"msg":"Switchboard is ready"')),
+          what,
+          90_000,
+          100,
+        ).then((line) => JSON.parse(line) as { gateway: string; namespace: string });
+      const [readyA, readyB] = await Promise.all([readyOf(a, 'mesh A to start'), readyOf(b, 'mesh B to start')]);
+      expect([readyA.namespace, readyB.namespace]).toEqual(namespaces);
+      const [gatewayA, gatewayB] = [readyA.gateway, readyB.gateway];
       expect(componentPids(a.dataDir)).toHaveLength(7);
       expect(componentPids(b.dataDir)).toHaveLength(7);
 
