@@ -19,6 +19,7 @@ export type Component = ComponentName;
 export const components: Component[] = meshComponents.map((component) => component.name);
 const rpcServices = meshComponents.filter((component) => component.rpcService);
 const frontDoor = meshComponents.find((component) => component.frontDoor) as MeshComponent;
+const isService = (component: Component) => rpcServices.some(({ name }) => name === component);
 
 export const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
 /** Loaded before every component, as in the images: it starts tracing when OTEL_* says so (docs/operations.md, "Traces"). */
@@ -190,6 +191,9 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
       env: { ...process.env, ...env, PORT: String(ports[component]), METRICS_PORT: String(metricsPorts[component]) },
       // The IPC channel is how a component notices that its runner died (it stops then).
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      // A process group of its own: Ctrl-C at the terminal reaches the runner alone, which stops
+      // the components in order (stopAll) instead of all at once.
+      detached: true,
     });
     children.set(component, child);
     child.once('exit', (code, signal) => {
@@ -229,7 +233,10 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   };
   const gatewayUrl = localUrl(frontDoor.name);
   const stopAll = async () => {
-    await Promise.all(components.map((component) => stopComponent(component)));
+    // The gateway and the data plane first, then the services they call: stopped together, a
+    // client still polling a service that had just closed warned of ECONNREFUSED at every stop.
+    await Promise.all(components.filter((component) => !isService(component)).map((component) => stopComponent(component)));
+    await Promise.all(components.filter(isService).map((component) => stopComponent(component)));
     for (const dependency of dependencies.reverse()) await dependency.stop?.();
   };
 
