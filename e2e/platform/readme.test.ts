@@ -8,35 +8,57 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 
-/** The README's curl walk-throughs: every ```sh block that starts by setting API=. */
+/** The README's walk-throughs: every ```sh block that starts by setting API=. */
 const walkThroughs = readFileSync(path.join(repoRoot, 'README.md'), 'utf8')
   .split(/^```sh\n/m)
   .slice(1)
   .map((block) => block.slice(0, block.indexOf('\n```')))
   .filter((block) => block.startsWith('API='));
+/** The front door's, which calls it with the official `openai` client (the demo upstream answers it). */
+const frontDoor = walkThroughs.find((block) => block.includes("from 'openai'"));
 
 describe('the README walk-throughs work as written', () => {
   let mesh: Mesh;
 
   beforeAll(async () => {
-    mesh = await bootMesh();
+    // As `npm start` runs for a newcomer: the demo upstream on, no provider key.
+    mesh = await bootMesh({ DEMO_UPSTREAM: 'true', OVERSEAS_API_KEY: '', CN_API_KEY: '' });
   });
 
   afterAll(async () => {
     await mesh?.stop();
   });
 
-  it('has walk-throughs to run', () => {
-    expect(walkThroughs.length).toBeGreaterThanOrEqual(2);
-  });
-
-  it.each(walkThroughs.map((script, index) => [index + 1, script]))('walk-through %i', async (_index, script) => {
-    // Only the addresses change: the gateway and the mailbox of this test's mesh.
-    const adapted = (script as string).replace(/^API=.*$/m, `API=${mesh.gatewayUrl}`).replace(/^MAILBOX=\S*/m, `MAILBOX=${mesh.env.MAILBOX_DIR}`);
+  /** Runs a walk-through in bash from the repository root; only the addresses change: the gateway and the mailbox of this test's mesh. */
+  async function runWalkThrough(script: string): Promise<{ stdout: string; stderr: string }> {
+    const adapted = script.replace(/^API=.*$/m, `API=${mesh.gatewayUrl}`).replace(/^MAILBOX=\S*/m, `MAILBOX=${mesh.env.MAILBOX_DIR}`);
     const { stdout, stderr } = await run('bash', ['-e', '-o', 'pipefail', '-c', adapted], { cwd: repoRoot, timeout: 60_000 });
     expect(stderr).not.toMatch(/jq: error|command not found|parse error/);
     expect(stdout).not.toMatch(/"code": "internal_error"|HTTP\/1\.1 5\d\d/);
     expect(stdout).not.toMatch(/^null$/m);
+    return { stdout, stderr };
+  }
+
+  it('has walk-throughs to run', () => {
+    expect(walkThroughs.length).toBeGreaterThanOrEqual(2);
+    expect(frontDoor).toBeDefined();
+  });
+
+  it.each(walkThroughs.filter((script) => script !== frontDoor).map((script, index) => [index + 1, script]))('walk-through %i', async (_index, script) => {
+    await runWalkThrough(script as string);
+  });
+
+  it('the front door: the openai client and curl print demo completions, billed, with no provider key', async () => {
+    const { stdout, stderr } = await runWalkThrough(frontDoor!);
+    // Twice through the client (a completion, a stream), once through curl's stream.
+    expect(
+      stdout.match(/This is Switchboard's demo upstream, answering as [\w.-]+ in the (overseas|cn) region because (OVERSEAS|CN)_API_KEY is not set/g),
+    ).toHaveLength(2);
+    expect(stdout).toMatch(/^\{\s+generation_id: 'gen_\w+',\s+tier: 'fast'/m);
+    expect(stdout).toMatch(/^data: .*"service":\{"generation_id":"gen_\w+","tier":"fast".*"cost_usd":"0\.\d+"/m);
+    expect(stdout).toMatch(/^data: \[DONE\]$/m);
+    // No progress meter: -sS keeps curl quiet unless it fails.
+    expect(stderr).toBe('');
   });
 });
 
