@@ -130,7 +130,8 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
   }
   if (path === '/v1/models') {
     if (req.method !== 'GET') throw wrongMethod('GET /v1/models lists the models.');
-    sendJson(res, overhead, 200, {}, JSON.stringify(await deps.completions.models(bearerKey(req))));
+    const key = bearerKey(req);
+    sendJson(res, overhead, 200, {}, JSON.stringify(await deps.completions.models(key)));
     return;
   }
   if (path === '/v1/chat/completions') {
