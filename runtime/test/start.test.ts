@@ -93,8 +93,10 @@ describe('npm start', () => {
 
   it('stops with a non-zero exit when a component dies, and leaves nothing behind after SIGTERM to npm', async () => {
     // A component killed after ready stops the whole mesh, non-zero.
-    const first = await run(process.execPath, [startScript], {});
+    const first = await run(process.execPath, [startScript], { OVERSEAS_API_KEY: '', CN_API_KEY: '' });
     await eventually(async () => (first.output().includes('Switchboard is ready') ? true : undefined), 'the first start', 60_000, 100);
+    // Without a provider key, the demo upstream answers (DEMO_UPSTREAM, set by npm start).
+    expect(first.output()).toContain('the demo upstream answers overseas and cn');
     const pids = componentPids();
     expect(pids).toHaveLength(7);
     const keys = pids.find((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('services/keys/'))!;
