@@ -1,6 +1,6 @@
 import type { ModelCatalog, Region, ServiceTier } from '@switchboard/runtime/model-catalog';
 import { Money } from '@switchboard/runtime/money';
-import type { ModelPrices, Pricing } from '@switchboard/runtime/pricing';
+import type { Pricing } from '@switchboard/runtime/pricing';
 
 /**
  * `GET /v1/models` (docs/api/front-door.md#the-model-list): OpenAI's model list, the service
@@ -26,18 +26,18 @@ export interface ListedModel {
 const created = 1_700_000_000;
 
 export function modelList(catalog: ModelCatalog, pricing: Pricing, planId: string, demoRegions: ReadonlySet<Region>): { object: 'list'; data: ListedModel[] } {
-  const priced = (prices: ModelPrices) => ({ input_usd_per_1m: prices.inputUsdPer1m, output_usd_per_1m: prices.outputUsdPer1m });
-  const tiers = (['fast', 'balanced'] as const).map(
-    (tier): ListedModel => ({
+  const tiers = (['fast', 'balanced'] as const).map((tier): ListedModel => {
+    const prices = pricing.pricesPer1m({ tier }, planId);
+    return {
       id: `service/${tier}`,
       object: 'model',
       created,
       owned_by: 'switchboard',
       tiers: [tier],
-      pricing: priced(pricing.pricesPer1m({ tier }, planId)),
+      pricing: { input_usd_per_1m: prices.inputUsdPer1m, output_usd_per_1m: prices.outputUsdPer1m },
       demo: catalog.candidates(tier).some((model) => demoRegions.has(model.region)),
-    }),
-  );
+    };
+  });
   const models = [...new Set(catalog.models.map((model) => model.id))].map((id): ListedModel => {
     const entries = catalog.models.filter((model) => model.id === id);
     const prices = entries.map((model) => pricing.pricesPer1m({ model }, planId));
