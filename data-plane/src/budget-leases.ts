@@ -122,6 +122,16 @@ export class BudgetLeases<Facts> {
     if (lease) void this.giveBack(subject, lease);
   }
 
+  /**
+   * What the owner says about `subject` (a balance lease carries the workspace's plan): the live
+   * lease's facts, else those of a grant of the least amount, shared with any request asking.
+   */
+  async facts(subject: string): Promise<Facts> {
+    const lease = this.leases.get(subject);
+    if (lease && lease.expiresAt > Date.now()) return lease.facts;
+    return (await this.grant(subject, zero)).facts;
+  }
+
   /** Reserves `amount` against the lease of `subject`, asking the owner when the lease cannot cover it. */
   async reserve(subject: string, amount: Money): Promise<Reservation<Facts> | Refusal<Facts>> {
     let refusal: Refusal<Facts> | undefined;

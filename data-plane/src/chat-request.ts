@@ -111,8 +111,8 @@ export function textOf(content: unknown): string {
     .join('');
 }
 
-/** The request's last user message, the one stored with the answer in a conversation. */
-export function lastUserMessage(request: ChatRequest): string {
+/** The request's last user message, the one stored with the answer in a conversation (and the demo upstream echoes). */
+export function lastUserMessage(request: Pick<ChatRequest, 'messages'>): string {
   const message = request.messages.findLast((m) => m.role === 'user');
   return message ? textOf(message.content) : '';
 }

@@ -5,12 +5,13 @@ import { ExchangeRecordSchema } from '@switchboard/contracts/switchboard/convers
 import { ApiError } from '@switchboard/runtime/api-error';
 import { catalogued, errorCatalogue, keyRefusalError } from '@switchboard/runtime/error-catalogue';
 import { newId } from '@switchboard/runtime/ids';
-import type { Logger } from '@switchboard/runtime/log';
+import { errorMessage, type Logger } from '@switchboard/runtime/log';
 import {
   type CatalogModel,
   type CatalogRegion,
   type ModelCatalog,
   policyAllows,
+  type Region,
   type RoutingPolicy,
   type ServiceTier,
 } from '@switchboard/runtime/model-catalog';
@@ -21,6 +22,7 @@ import { type ChatRequest, lastUserMessage, promptTokenBound } from './chat-requ
 import type { ConversationDirectory } from './conversation-directory.js';
 import type { KeyReplica } from './key-replica.js';
 import type { BalanceFacts, CapFacts } from './lease-owners.js';
+import { modelList } from './model-list.js';
 import { type Prices, upstreamCost } from './prices.js';
 import type { RoutingReplica } from './routing-replica.js';
 import { callUpstream, readEvents, UpstreamRejected, UpstreamUnavailable } from './upstream.js';
@@ -59,6 +61,8 @@ export interface CompletionsDeps {
     defaultMaxTokens: number;
     /** The upstreams' API keys by variable name (the catalog's `api_key_env`). */
     upstreamApiKeys: Record<string, string | undefined>;
+    /** The regions the demo upstream answers (DEMO_UPSTREAM without the region's key). */
+    demoRegions: ReadonlySet<Region>;
   };
 }
 
@@ -309,6 +313,24 @@ export class Completions {
     reply.end();
   }
 
+  /**
+   * The model list for a key (docs/api/front-door.md#the-model-list), priced for its workspace's
+   * plan, which the balance lease carries. Without billing the prices are the default plan's,
+   * rather than no list at all.
+   */
+  async models(fullKey: string): Promise<ReturnType<typeof modelList>> {
+    const key = await this.authorize(fullKey);
+    const { pricing, balances, catalog, log, settings } = this.deps;
+    const planId = await balances.facts(key.workspaceId).then(
+      (facts) => facts.planId || pricing.defaultPlan,
+      (err: unknown) => {
+        log.warn({ err: errorMessage(err), workspace_id: key.workspaceId }, "the workspace's plan is unknown; models are priced at the default plan's");
+        return pricing.defaultPlan;
+      },
+    );
+    return modelList(catalog, pricing, planId, settings.demoRegions);
+  }
+
   /** The key as the replica holds it; a refused key is its error of the catalogue (docs/api/keys.md). */
   async authorize(fullKey: string): Promise<Authorized> {
     if (!this.deps.keys.fresh) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'keys service' }, {}, 'front-door');
@@ -360,7 +382,8 @@ export class Completions {
 
   /** The first target, then (a service tier only) once another candidate the policy allows. */
   private async callWithFailover(first: Target, tier: ServiceTier | undefined, policy: RoutingPolicy, request: ChatRequest, signal: AbortSignal) {
-    const settings = { headersTimeoutMs: this.deps.settings.headersTimeoutMs, apiKeys: this.deps.settings.upstreamApiKeys, signal };
+    const { headersTimeoutMs, upstreamApiKeys: apiKeys, demoRegions } = this.deps.settings;
+    const settings = { headersTimeoutMs, apiKeys, demoRegions, signal };
     try {
       return { response: await callUpstream(first, request.body, settings), target: first };
     } catch (err) {

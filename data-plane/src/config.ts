@@ -1,6 +1,8 @@
 import { servicePorts } from '@switchboard/contracts/components';
 import {
   type CommonConfig,
+  ConfigError,
+  readBool,
   readDuration,
   readEventsConfig,
   readInt,
@@ -9,7 +11,7 @@ import {
   readString,
   serviceUrl,
 } from '@switchboard/runtime/config';
-import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import type { ModelCatalog, Region } from '@switchboard/runtime/model-catalog';
 import { defaultPricingPath } from '@switchboard/runtime/pricing';
 
 type Env = Record<string, string | undefined>;
@@ -39,6 +41,11 @@ export interface DataPlaneConfig {
   routingRefreshMs: number;
   /** The variables the catalog's regions name (`api_key_env`), with their values. */
   upstreamApiKeys: Record<string, string | undefined>;
+  /**
+   * DEMO_UPSTREAM (false; `npm start` sets true): the regions whose `api_key_env` is unset or
+   * empty, answered by the demo upstream in this process (demo-upstream.ts). Refused with NODE_ENV=production.
+   */
+  demoRegions: ReadonlySet<Region>;
   /** NATS, the event subjects (key changes) and the work stream usage goes to. */
   events: Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream'>;
   /** KEY_STATES_REFRESH: how often the key replica asks for changes (the revocation bound's backstop). */
@@ -55,6 +62,11 @@ export interface DataPlaneConfig {
 
 export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.env): DataPlaneConfig {
   const apiKeyVariables = [...catalog.regions.values()].map((region) => region.apiKeyEnv);
+  const demoUpstream = readBool('DEMO_UPSTREAM', false, env);
+  // A production data plane answering canned text, billed as completions, would be a silent outage.
+  if (demoUpstream && env.NODE_ENV === 'production') {
+    throw new ConfigError("DEMO_UPSTREAM=true is refused with NODE_ENV=production: set each region's API key variable and unset DEMO_UPSTREAM");
+  }
   return {
     port: readInt('PORT', 8081, env),
     host: readString('HOST', '0.0.0.0', env),
@@ -74,6 +86,7 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     // Every data plane reads each tier's scores this often: more often would only load conversations.
     routingRefreshMs: readDuration('ROUTING_REFRESH', '1s', env, 100),
     upstreamApiKeys: Object.fromEntries(apiKeyVariables.map((name) => [name, env[name]])),
+    demoRegions: new Set(demoUpstream ? [...catalog.regions].flatMap(([name, region]) => (env[region.apiKeyEnv] ? [] : [name])) : []),
     events: readEventsConfig(env),
     keyStatesRefreshMs: readDuration('KEY_STATES_REFRESH', '250ms', env, 10),
     keyStatesMaxStaleMs: readDuration('KEY_STATES_MAX_STALE', '30s', env, 1000),

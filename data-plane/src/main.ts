@@ -97,19 +97,28 @@ try {
       streamMaxDurationMs: config.streamMaxDurationMs,
       defaultMaxTokens: config.defaultMaxTokens,
       upstreamApiKeys: config.upstreamApiKeys,
+      demoRegions: config.demoRegions,
     },
   });
   const { port, host, metricsPort } = config;
   const lifecycle = { ready: true, draining: false };
   const server = http.createServer(
     { keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 30_000 },
-    createHandler({ log, catalog, completions, metrics, lifecycle, idleTimeoutMs: config.idleTimeoutMs }),
+    createHandler({ log, completions, metrics, lifecycle, idleTimeoutMs: config.idleTimeoutMs }),
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, resolve);
   });
   log.info({ port, models: catalog.models.length, keys: keys.size }, 'data plane listening');
+  if (config.demoRegions.size > 0) {
+    const regions = [...config.demoRegions];
+    const variables = regions.map((region) => catalog.regions.get(region)?.apiKeyEnv);
+    log.info(
+      { regions, unset: variables },
+      `the demo upstream answers ${regions.join(' and ')} (DEMO_UPSTREAM, no key set): set ${variables.join(', ')} for real answers`,
+    );
+  }
   const metricsServer = metricsPort > 0 ? await startMetricsServer({ metrics, port: metricsPort, host, log }) : undefined;
   stopGracefully(log, {
     unready: () => {

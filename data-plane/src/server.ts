@@ -5,7 +5,6 @@ import { readBody } from '@switchboard/runtime/http-body';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { Metrics } from '@switchboard/runtime/metrics';
-import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { parseChatRequest, unsupportedParameter } from './chat-request.js';
 import type { Completions, Reply } from './completions.js';
 import { toErrorResponse } from './openai-error.js';
@@ -25,7 +24,6 @@ export interface ServerDeps {
   log: Logger;
   /** Where each request's latency and status are counted. */
   metrics: Metrics;
-  catalog: ModelCatalog;
   completions: Completions;
   /** Where a shutdown stands: unready (/healthz 503) first, then draining (answers close their connection). */
   lifecycle: { ready: boolean; draining: boolean };
@@ -133,8 +131,7 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
   if (path === '/v1/models') {
     if (req.method !== 'GET') throw wrongMethod('GET /v1/models lists the models.');
     const key = bearerKey(req);
-    await deps.completions.authorize(key);
-    sendJson(res, overhead, 200, {}, JSON.stringify(modelList(deps.catalog)));
+    sendJson(res, overhead, 200, {}, JSON.stringify(await deps.completions.models(key)));
     return;
   }
   if (path === '/v1/chat/completions') {
@@ -181,13 +178,6 @@ function bearerKey(req: http.IncomingMessage): string {
 const wrongMethod = (sentence: string) => new ApiError(errorCatalogue.methodNotAllowed.status, errorCatalogue.methodNotAllowed.code, sentence);
 
 const tooLarge = () => catalogued(errorCatalogue.payloadTooLarge, { limitBytes: maxBodyBytes }, {}, 'front-door');
-
-/** OpenAI's model list: the service tiers, then every model of the catalog (once, whatever its regions). */
-export function modelList(catalog: ModelCatalog) {
-  const created = 1_700_000_000;
-  const ids = ['service/fast', 'service/balanced', ...new Set(catalog.models.map((model) => model.id))];
-  return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created, owned_by: id.startsWith('service/') ? 'switchboard' : 'upstream' })) };
-}
 
 /**
  * The answer of one chat completion. `idleTimeoutMs` bounds how long a write waits for a client

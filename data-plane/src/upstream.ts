@@ -1,5 +1,6 @@
-import type { CatalogModel, CatalogRegion } from '@switchboard/runtime/model-catalog';
+import type { CatalogModel, CatalogRegion, Region } from '@switchboard/runtime/model-catalog';
 import { supportedParameters } from './chat-request.js';
+import { demoUpstream } from './demo-upstream.js';
 
 /**
  * One call to an OpenAI-compatible upstream (docs/api/front-door.md#a-request-step-by-step): the request's parameters of the
@@ -13,6 +14,8 @@ export interface UpstreamSettings {
   headersTimeoutMs: number;
   /** The value of each region's `api_key_env` variable, read at start (config.ts). */
   apiKeys: Record<string, string | undefined>;
+  /** The regions the demo upstream answers in this process (DEMO_UPSTREAM, config.ts): the same request, no network. */
+  demoRegions?: ReadonlySet<Region>;
 }
 
 /** A failure before the upstream's first byte: another candidate may be tried. */
@@ -60,13 +63,15 @@ export async function callUpstream(
   timer.unref();
   let response: Response;
   try {
-    response = await fetch(`${target.region.baseUrl.replace(/\/+$/, '')}/chat/completions`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify(upstreamBody),
-      signal: AbortSignal.any([options.signal, timeout.signal]),
-      redirect: 'manual',
-    });
+    response = options.demoRegions?.has(target.model.region)
+      ? demoUpstream(target, upstreamBody)
+      : await fetch(`${target.region.baseUrl.replace(/\/+$/, '')}/chat/completions`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(upstreamBody),
+          signal: AbortSignal.any([options.signal, timeout.signal]),
+          redirect: 'manual',
+        });
   } catch (err) {
     clearTimeout(timer);
     if (options.signal.aborted) throw err;

@@ -102,6 +102,17 @@ describe('budget leases', () => {
     await Promise.all(replicas.map((replica) => replica.stop()));
   });
 
+  it('tells a workspace’s plan from its lease, asking the owner for the least lease when it holds none', async () => {
+    const workspaceId = newId('org');
+    const replica = balanceLeases('g');
+    expect(await replica.facts(workspaceId)).toMatchObject({ planId: 'payg', balanceUsd: '1.00' });
+    // The lease it asked for is the least the owner grants; requests grow it as usual.
+    expect((await outstanding(billing, 'balance_leases', 'workspace_id', workspaceId)).lt('0.000001')).toBe(true);
+    expect((await replica.reserve(workspaceId, new Money('0.1'))).ok).toBe(true);
+    expect(await replica.facts(workspaceId)).toMatchObject({ planId: 'payg' });
+    await replica.stop();
+  });
+
   it('gives a settled estimate back at once, and the unused rest to the owner when the replica stops', async () => {
     const keyId = await keyWithCap('0.026');
     const replica = capLeases('d');

@@ -69,7 +69,7 @@ beforeAll(async () => {
   url = `http://127.0.0.1:${server.port}`;
   await service.runtime.db('routing_scores').insert([
     { tier: 'fast', model: 'gpt-4o-mini', thumbs_up: 0, thumbs_down: 200 },
-    { tier: 'fast', model: 'gemini-2.0-flash', thumbs_up: 200, thumbs_down: 0 },
+    { tier: 'fast', model: 'gpt-4.1-nano', thumbs_up: 200, thumbs_down: 0 },
   ]);
 });
 
@@ -108,7 +108,7 @@ describe('RoutingReplica', () => {
     const replica = new RoutingReplica({ log, catalog, routing: client(RoutingService), refreshMs: 100, sampler: new Sampler(1) });
     expect(replica.refreshedAt).toBeUndefined();
     const overseas = shares(replica, 'fast', 'overseas-only');
-    expect(Object.keys(overseas).sort()).toEqual(['fresh-model', 'gemini-2.0-flash', 'gpt-4o-mini']);
+    expect(Object.keys(overseas).sort()).toEqual(['fresh-model', 'gpt-4.1-nano', 'gpt-4o-mini']);
     for (const share of Object.values(overseas)) expect(Math.abs(share - 1 / 3)).toBeLessThan(0.04);
     expect(shares(replica, 'fast', 'cn-only', 200)).toEqual({ 'qwen-turbo': 1 });
     // The answer names the upstream of the model's region.
@@ -136,7 +136,7 @@ describe('RoutingReplica', () => {
       // gpt-4o-mini (0 up, 200 down) by the exploration floor only; fresh-model (the prior) beats Beta(201, 1) rarely.
       expect(overseas['gpt-4o-mini']).toBeLessThan(0.04);
       expect(overseas['fresh-model']).toBeLessThan(0.04);
-      expect(overseas['gemini-2.0-flash']).toBeGreaterThan(0.92);
+      expect(overseas['gpt-4.1-nano']).toBeGreaterThan(0.92);
 
       // New ratings reach the picks within a refresh (and the service's own second of caching).
       await service.runtime.db('routing_scores').where({ tier: 'fast', model: 'gpt-4o-mini' }).update({ thumbs_up: 5000, thumbs_down: 0 });
@@ -206,7 +206,7 @@ describe('while the conversations service is away', () => {
   it('routes from the last snapshot', async () => {
     await expect(routing.refresh()).rejects.toThrow();
     const overseas = shares(routing, 'fast', 'overseas-only');
-    expect(overseas['gemini-2.0-flash']).toBeGreaterThan(0.92);
+    expect(overseas['gpt-4.1-nano']).toBeGreaterThan(0.92);
     // A replica that never read the scores routes uniformly.
     const fresh = new RoutingReplica({ log, catalog, routing: client(RoutingService), refreshMs: 100, sampler: new Sampler(3) });
     await expect(fresh.refresh()).rejects.toThrow();

@@ -2,14 +2,20 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { lastUserMessage, parseChatRequest, promptTokenBound, textOf } from '@switchboard/data-plane/chat-request';
+import { readDataPlaneConfig } from '@switchboard/data-plane/config';
+import { demoUpstream } from '@switchboard/data-plane/demo-upstream';
+import { modelList } from '@switchboard/data-plane/model-list';
 import { toErrorResponse } from '@switchboard/data-plane/openai-error';
-import { createHandler, maxBodyBytes, modelList } from '@switchboard/data-plane/server';
+import { createHandler, maxBodyBytes } from '@switchboard/data-plane/server';
 import { readEvents } from '@switchboard/data-plane/upstream';
 import { ApiError } from '@switchboard/runtime/api-error';
+import { ConfigError } from '@switchboard/runtime/config';
 import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { createLogger } from '@switchboard/runtime/log';
 import { Metrics } from '@switchboard/runtime/metrics';
-import { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { defaultCatalogPath, ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { defaultPricingPath, Pricing } from '@switchboard/runtime/pricing';
+import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { describe, expect, it } from 'vitest';
 
 /** The data plane's decisions that need no mesh: request checks, token bounds, SSE reading, error bodies. */
@@ -124,17 +130,137 @@ describe('errors and models', () => {
     expect(mesh).toMatchObject({ status: 503, body: { error: { code: 'service_unavailable', type: 'api_error' } } });
   });
 
-  it('lists the service tiers and each catalog model once', () => {
+  it('lists the service tiers and each catalog model once, priced for the plan, the demo marked', () => {
     const catalog = ModelCatalog.parse(
       JSON.stringify({
         regions: { overseas: { base_url: 'https://o.example/v1', api_key_env: 'O' }, cn: { base_url: 'https://c.example/v1', api_key_env: 'C' } },
         models: [
           { id: 'm1', region: 'overseas', tiers: ['fast'], input_usd_per_1m: '1', output_usd_per_1m: '2' },
-          { id: 'm1', region: 'cn', tiers: [], input_usd_per_1m: '1', output_usd_per_1m: '2' },
+          { id: 'm1', region: 'cn', tiers: [], input_usd_per_1m: '1.5', output_usd_per_1m: '2' },
+          { id: 'm2', region: 'cn', tiers: ['balanced'], input_usd_per_1m: '0.10', output_usd_per_1m: '0.40' },
         ],
       }),
     );
-    expect(modelList(catalog).data.map((model) => model.id)).toEqual(['service/fast', 'service/balanced', 'm1']);
+    const pricing = Pricing.load(defaultPricingPath);
+    const pro = modelList(catalog, pricing, 'pro', new Set(['cn']));
+    expect(pro.data).toEqual([
+      // The list price less the plan's discount (pro: 20 %).
+      {
+        id: 'service/fast',
+        object: 'model',
+        created: 1_700_000_000,
+        owned_by: 'switchboard',
+        tiers: ['fast'],
+        pricing: { input_usd_per_1m: '0.08', output_usd_per_1m: '0.32' },
+        demo: false,
+      },
+      {
+        id: 'service/balanced',
+        object: 'model',
+        created: 1_700_000_000,
+        owned_by: 'switchboard',
+        tiers: ['balanced'],
+        pricing: { input_usd_per_1m: '0.4', output_usd_per_1m: '1.6' },
+        demo: true,
+      },
+      // In two regions: no region, the higher price of the two, with the plan's markup (pro: 3 %).
+      {
+        id: 'm1',
+        object: 'model',
+        created: 1_700_000_000,
+        owned_by: 'switchboard-demo',
+        tiers: ['fast'],
+        pricing: { input_usd_per_1m: '1.545', output_usd_per_1m: '2.06' },
+        demo: true,
+      },
+      {
+        id: 'm2',
+        object: 'model',
+        created: 1_700_000_000,
+        owned_by: 'switchboard-demo',
+        region: 'cn',
+        tiers: ['balanced'],
+        pricing: { input_usd_per_1m: '0.103', output_usd_per_1m: '0.412' },
+        demo: true,
+      },
+    ]);
+    const keyed = modelList(catalog, pricing, 'payg', new Set());
+    expect(keyed.data.map((model) => [model.id, model.owned_by, model.demo])).toEqual([
+      ['service/fast', 'switchboard', false],
+      ['service/balanced', 'switchboard', false],
+      ['m1', 'upstream', false],
+      ['m2', 'upstream', false],
+    ]);
+    expect(keyed.data[3].pricing).toEqual({ input_usd_per_1m: '0.105', output_usd_per_1m: '0.42' });
+  });
+});
+
+describe('the demo upstream', () => {
+  const catalog = ModelCatalog.load(defaultCatalogPath);
+  const model = catalog.models.find((m) => m.id === 'gpt-4o-mini')!;
+  const target = { model, region: catalog.regions.get(model.region)! };
+  const sentence = `This is Switchboard's demo upstream, answering as gpt-4o-mini in the overseas region because OVERSEAS_API_KEY is not set; nothing left this machine. You said: "Say hello"`;
+  const body = {
+    model: 'gpt-4o-mini',
+    messages: [
+      { role: 'system', content: 'be kind' },
+      { role: 'user', content: [{ type: 'text', text: '  Say\n hello ' }] },
+    ],
+  };
+
+  it('answers a fixed sentence naming the model, the region and the missing key, echoing the user, with usage', async () => {
+    const answer = (await demoUpstream(target, body).json()) as ChatCompletion;
+    expect(answer).toMatchObject({
+      object: 'chat.completion',
+      model: 'gpt-4o-mini',
+      choices: [{ message: { role: 'assistant', content: sentence }, finish_reason: 'stop' }],
+    });
+    expect(answer.usage).toEqual({ prompt_tokens: 2, completion_tokens: sentence.split(' ').length, total_tokens: 2 + sentence.split(' ').length });
+    // The echo is bounded; max_tokens bounds the answer.
+    const long = (await demoUpstream(target, { ...body, messages: [{ role: 'user', content: 'x'.repeat(500) }], max_tokens: 100 }).json()) as ChatCompletion;
+    expect(long.choices[0].message.content).toContain(`"${'x'.repeat(59)}…"`);
+    const short = (await demoUpstream(target, { ...body, max_tokens: 3 }).json()) as ChatCompletion;
+    expect(short.choices[0].message.content).toBe("This is Switchboard's");
+    expect(short.usage?.completion_tokens).toBe(3);
+  });
+
+  it('streams the same sentence a token a chunk, with the usage chunk when asked for', async () => {
+    const response = demoUpstream(target, { ...body, stream: true, stream_options: { include_usage: true } });
+    expect(response.headers.get('content-type')).toBe('text/event-stream');
+    const events = [];
+    for await (const event of readEvents(response.body!, 1000, new AbortController().signal)) events.push(event.data);
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((data) => JSON.parse(data) as ChatCompletionChunk);
+    expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('')).toBe(sentence);
+    expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { prompt_tokens: 2, completion_tokens: sentence.split(' ').length } });
+    const withoutUsage = demoUpstream(target, { ...body, stream: true, max_tokens: 2 });
+    const data = [];
+    for await (const event of readEvents(withoutUsage.body!, 1000, new AbortController().signal)) data.push(event.data);
+    // The role, two tokens, the finish, [DONE].
+    expect(data).toHaveLength(5);
+    expect(data.some((d) => d.includes('"usage"'))).toBe(false);
+  });
+});
+
+describe('DEMO_UPSTREAM', () => {
+  const catalog = ModelCatalog.load(defaultCatalogPath);
+  const env = { SWITCHBOARD_MESH_SECRET: 'x'.repeat(32) };
+
+  it('serves the regions without a key from the demo, only when set', () => {
+    expect(readDataPlaneConfig(catalog, env).demoRegions).toEqual(new Set());
+    expect(readDataPlaneConfig(catalog, { ...env, DEMO_UPSTREAM: 'true' }).demoRegions).toEqual(new Set(['overseas', 'cn']));
+    expect(readDataPlaneConfig(catalog, { ...env, DEMO_UPSTREAM: 'true', CN_API_KEY: 'sk-cn', OVERSEAS_API_KEY: '' }).demoRegions).toEqual(
+      new Set(['overseas']),
+    );
+    expect(readDataPlaneConfig(catalog, { ...env, DEMO_UPSTREAM: 'true', CN_API_KEY: 'sk-cn', OVERSEAS_API_KEY: 'sk-o' }).demoRegions).toEqual(new Set());
+  });
+
+  it('stops a production start, naming the variable', () => {
+    expect(() => readDataPlaneConfig(catalog, { ...env, DEMO_UPSTREAM: 'true', NODE_ENV: 'production' })).toThrow(ConfigError);
+    expect(() => readDataPlaneConfig(catalog, { ...env, DEMO_UPSTREAM: 'true', NODE_ENV: 'production' })).toThrow(
+      /^DEMO_UPSTREAM=true is refused with NODE_ENV=production/,
+    );
+    expect(readDataPlaneConfig(catalog, { ...env, NODE_ENV: 'production' }).demoRegions.size).toBe(0);
   });
 });
 
@@ -145,7 +271,6 @@ describe('the errors the front door answers before a key is checked', () => {
     const handler = createHandler({
       log: createLogger('data-plane', 'silent'),
       metrics: new Metrics('data-plane'),
-      catalog: unreachable,
       completions: unreachable,
       lifecycle: { ready: true, draining: false },
     });

@@ -34,7 +34,6 @@ describe('the overhead header', () => {
       createHandler({
         log: createLogger('data-plane', 'silent'),
         metrics: new Metrics('data-plane'),
-        catalog: unreachable,
         completions: unreachable,
         lifecycle: { ready: true, draining: false },
       }),

@@ -73,6 +73,8 @@ beforeAll(async () => {
     TEST_OVERSEAS_KEY: 'sk-overseas',
     TEST_CN_KEY: 'sk-cn',
     UPSTREAM_TIMEOUT: upstreamTimeout,
+    // With every region's key set the demo upstream answers nothing: the whole file runs against the real upstreams.
+    DEMO_UPSTREAM: 'true',
   });
   call = restClient(mesh.gatewayUrl);
 });
@@ -166,7 +168,15 @@ describe('the front door', () => {
     const ws = await account();
     const models = await ws.client.models.list();
     expect(models.data.map((model) => model.id)).toEqual(['service/fast', 'service/balanced', FAST_A, FAST_B, FAST_CN, BIG, PASS_X, CN_PASS]);
-    expect(models.data[0]).toMatchObject({ object: 'model', owned_by: 'switchboard' });
+    expect(models.data[0]).toMatchObject({ object: 'model', owned_by: 'switchboard', tiers: ['fast'], demo: false });
+    expect(models.data.find((model) => model.id === PASS_X)).toMatchObject({
+      owned_by: 'upstream',
+      region: 'overseas',
+      tiers: [],
+      // The catalog's price with the default plan's markup of 5 %.
+      pricing: { input_usd_per_1m: '1.05', output_usd_per_1m: '2.1' },
+      demo: false,
+    });
     await expect(clientFor('sb_not_a_key').models.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
   });
 

@@ -3,42 +3,118 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
-import { bootMesh } from '@switchboard/testkit/mesh';
+import { Money } from '@switchboard/runtime/money';
+import { eventually } from '@switchboard/runtime/testing';
+import { bootMesh, restClient, signUp } from '@switchboard/testkit/mesh';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 
-/** The README's curl walk-throughs: every ```sh block that starts by setting API=. */
+/** The README's walk-throughs: every ```sh block that starts by setting API=. */
 const walkThroughs = readFileSync(path.join(repoRoot, 'README.md'), 'utf8')
   .split(/^```sh\n/m)
   .slice(1)
   .map((block) => block.slice(0, block.indexOf('\n```')))
   .filter((block) => block.startsWith('API='));
+/** The front door's, which calls it with the official `openai` client (the demo upstream answers it). */
+const frontDoor = walkThroughs.find((block) => block.includes("from 'openai'"));
 
 describe('the README walk-throughs work as written', () => {
   let mesh: Mesh;
 
   beforeAll(async () => {
-    mesh = await bootMesh();
+    // As `npm start` runs for a newcomer: the demo upstream on, no provider key.
+    mesh = await bootMesh({ DEMO_UPSTREAM: 'true', OVERSEAS_API_KEY: '', CN_API_KEY: '' });
   });
 
   afterAll(async () => {
     await mesh?.stop();
   });
 
-  it('has walk-throughs to run', () => {
-    expect(walkThroughs.length).toBeGreaterThanOrEqual(2);
-  });
-
-  it.each(walkThroughs.map((script, index) => [index + 1, script]))('walk-through %i', async (_index, script) => {
-    // Only the addresses change: the gateway and the mailbox of this test's mesh.
-    const adapted = (script as string).replace(/^API=.*$/m, `API=${mesh.gatewayUrl}`).replace(/^MAILBOX=\S*/m, `MAILBOX=${mesh.env.MAILBOX_DIR}`);
+  /** Runs a walk-through in bash from the repository root; only the addresses change: the gateway and the mailbox of this test's mesh. */
+  async function runWalkThrough(script: string): Promise<{ stdout: string; stderr: string }> {
+    const adapted = script.replace(/^API=.*$/m, `API=${mesh.gatewayUrl}`).replace(/^MAILBOX=\S*/m, `MAILBOX=${mesh.env.MAILBOX_DIR}`);
     const { stdout, stderr } = await run('bash', ['-e', '-o', 'pipefail', '-c', adapted], { cwd: repoRoot, timeout: 60_000 });
     expect(stderr).not.toMatch(/jq: error|command not found|parse error/);
     expect(stdout).not.toMatch(/"code": "internal_error"|HTTP\/1\.1 5\d\d/);
     expect(stdout).not.toMatch(/^null$/m);
     // The webhook walk-through's receiver is this machine by name, refused before any lookup, as it says.
     if ((script as string).includes('hooks.localhost')) expect(stdout).toContain('"error_class": "blocked_address"');
+    return { stdout, stderr };
+  }
+
+  it('has walk-throughs to run', () => {
+    expect(walkThroughs.length).toBeGreaterThanOrEqual(2);
+    expect(frontDoor).toBeDefined();
+  });
+
+  it.each(walkThroughs.filter((script) => script !== frontDoor).map((script, index) => [index + 1, script]))('walk-through %i', async (_index, script) => {
+    await runWalkThrough(script as string);
+  });
+
+  it('the front door: the openai client and curl print demo completions, billed, with no provider key', async () => {
+    const { stdout, stderr } = await runWalkThrough(frontDoor!);
+    // Whole from the client, once a completion and once a stream (curl shows its stream's events, a word each).
+    expect(
+      stdout.match(/This is Switchboard's demo upstream, answering as [\w.-]+ in the (overseas|cn) region because (OVERSEAS|CN)_API_KEY is not set/g),
+    ).toHaveLength(2);
+    expect(stdout).toMatch(/^\{\s+generation_id: 'gen_\w+',\s+tier: 'fast'/m);
+    expect(stdout).toMatch(/^data: .*"service":\{"generation_id":"gen_\w+","tier":"fast".*"cost_usd":"0\.\d+"/m);
+    expect(stdout).toMatch(/^data: \[DONE\]$/m);
+    // No progress meter: -sS keeps curl quiet unless it fails.
+    expect(stderr).toBe('');
+  });
+
+  it('the demo upstream: its models marked in /v1/models, its answers billed at the usual prices', async () => {
+    const call = restClient(mesh.gatewayUrl);
+    const user = await signUp(call);
+    const created = await call('POST', '/v1/keys', { token: user.token, body: { name: 'demo' } });
+    expect(created.status, created.text).toBe(201);
+    const client = new OpenAI({ apiKey: created.json.full_key, baseURL: `${mesh.gatewayUrl}/v1`, maxRetries: 0 });
+    const models = (await client.models.list()).data as Array<OpenAI.Model & Record<string, unknown>>;
+    expect(models.every((model) => model.demo === true)).toBe(true);
+    expect(models.map((model) => model.owned_by)).toEqual(['switchboard', 'switchboard', ...models.slice(2).map(() => 'switchboard-demo')]);
+    // The default plan (pay as you go): the tier's list price, the catalog's with a 5 % markup.
+    expect(models[0]).toMatchObject({ id: 'service/fast', tiers: ['fast'], pricing: { input_usd_per_1m: '0.1', output_usd_per_1m: '0.4' } });
+    expect(models.find((model) => model.id === 'gpt-4o-mini')).toMatchObject({
+      region: 'overseas',
+      tiers: ['fast'],
+      pricing: { input_usd_per_1m: '0.1575', output_usd_per_1m: '0.63' },
+    });
+
+    // Passthrough, cut at max_tokens: 2 prompt tokens (a token per 4 characters), 5 words.
+    const completion = await client.chat.completions.create({ model: 'qwen-max', messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 5 });
+    expect(completion.choices[0].message.content).toBe("This is Switchboard's demo upstream,");
+    expect(completion.usage).toMatchObject({ prompt_tokens: 2, completion_tokens: 5 });
+    // (2 × 1.60 + 5 × 6.40) / 1M, plus 5 %.
+    expect((completion as unknown as { service: { cost_usd: string } }).service).toMatchObject({ tier: 'passthrough', region: 'cn', cost_usd: '0.00003696' });
+
+    // A stream through a tier: a chunk per word, the usage, then the service facts; billed at the tier's price.
+    const stream = await client.chat.completions.create({
+      model: 'service/balanced',
+      messages: [{ role: 'user', content: 'Say hi' }],
+      max_tokens: 4,
+      stream: true,
+    });
+    let text = '';
+    const chunks: Array<OpenAI.ChatCompletionChunk & { service?: { cost_usd: string } }> = [];
+    for await (const chunk of stream) {
+      chunks.push(chunk);
+      text += chunk.choices[0]?.delta?.content ?? '';
+    }
+    expect(text).toBe("This is Switchboard's demo");
+    expect(chunks.find((chunk) => chunk.usage)?.usage).toMatchObject({ prompt_tokens: 2, completion_tokens: 4 });
+    // (2 × 0.50 + 4 × 2.00) / 1M.
+    expect(chunks.at(-1)?.service).toMatchObject({ tier: 'balanced', cost_usd: '0.000009' });
+
+    // Billed like any completion: the balance goes down by the two costs.
+    await eventually(
+      async () =>
+        new Money((await call('GET', '/v1/billing/balance', { token: user.token })).json.balance_usd).eq(new Money('1').minus('0.00003696').minus('0.000009')),
+      'the balance to be debited',
+      15_000,
+    );
   });
 });
 

@@ -48,7 +48,6 @@ describe('X-Service-Overhead-Ms through the gateway', () => {
       createHandler({
         log: createLogger('data-plane', 'silent'),
         metrics: new Metrics('data-plane'),
-        catalog: unreachable,
         completions: unreachable,
         lifecycle: { ready: true, draining: false },
       }),
@@ -125,7 +124,6 @@ describe('the hop', () => {
       createHandler({
         log: createLogger('data-plane', 'silent'),
         metrics: new Metrics('data-plane'),
-        catalog: unreachable,
         completions: unreachable,
         lifecycle: { ready: true, draining: false },
       }),

@@ -157,6 +157,21 @@ export class Pricing {
     return cost.toDecimalPlaces(18, Money.ROUND_UP).toFixed();
   }
 
+  /**
+   * What `planId` pays per 1M tokens through a service tier (its price less the plan's discount)
+   * or, passthrough, through a catalog model (its price plus the plan's markup): the prices
+   * `cost` bills, as the model list shows them (docs/api/front-door.md#the-model-list).
+   */
+  pricesPer1m(target: { tier: ServiceTier } | { model: ModelPrices }, planId: string): ModelPrices {
+    const { discounts } = this.plan(planId);
+    const factor =
+      'tier' in target
+        ? new Money(1).minus(new Money(target.tier === 'fast' ? discounts.fastPct : discounts.balancedPct).div(100))
+        : new Money(discounts.passthroughMarkupPct).div(100).plus(1);
+    const prices = 'tier' in target ? this.tierPrices[target.tier] : target.model;
+    return { inputUsdPer1m: factor.mul(prices.inputUsdPer1m).toFixed(), outputUsdPer1m: factor.mul(prices.outputUsdPer1m).toFixed() };
+  }
+
   /** The tier of a request: byok whatever the model; the service tiers by their model id; else passthrough. */
   tierOf(model: string, byok: boolean): Tier {
     if (byok) return 'byok';

@@ -159,7 +159,7 @@ describe('npm start', () => {
     const nc = await connect({ servers: requireEnv('NATS_URL'), timeout: 5000 });
     try {
       const [a, b] = await Promise.all([
-        run(process.execPath, [startScript], { DATABASE_URL: databases[0] }),
+        run(process.execPath, [startScript], { DATABASE_URL: databases[0], OVERSEAS_API_KEY: '', CN_API_KEY: '' }),
         run('npm', ['start', '--silent'], { DATABASE_URL: databases[1] }),
       ]);
       // The runner's own line that says where the mesh is, and in which namespace.
@@ -177,6 +177,8 @@ describe('npm start', () => {
       const [readyA, readyB] = await Promise.all([readyOf(a, 'mesh A to start'), readyOf(b, 'mesh B to start')]);
       expect([readyA.namespace, readyB.namespace]).toEqual(namespaces);
       const [gatewayA, gatewayB] = [readyA.gateway, readyB.gateway];
+      // Without a provider key, the demo upstream answers (DEMO_UPSTREAM, set by npm start).
+      expect(a.output()).toContain('the demo upstream answers overseas and cn');
       expect(componentPids(a.dataDir)).toHaveLength(7);
       expect(componentPids(b.dataDir)).toHaveLength(7);
 

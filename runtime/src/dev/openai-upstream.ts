@@ -1,11 +1,12 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { chatAnswer, completionBody, streamEvents } from '../chat-answer.js';
 
 /**
  * A small OpenAI-compatible upstream for tests and benchmarks (no network): `POST
  * /v1/chat/completions`, answered at once or as a stream of server-sent events, with usage.
- * The answer is `words` tokens ("w1 w2 …", at most `max_tokens`); the prompt counts one token
- * per 4 characters of message text. Each model can be told to fail, hang, or stream slowly.
+ * The answer is `words` tokens ("w1 w2 …", shaped by runtime/src/chat-answer.ts, as the data
+ * plane's demo upstream's). Each model can be told to fail, hang, or stream slowly.
  */
 
 export type UpstreamMode =
@@ -73,50 +74,27 @@ export class OpenAiUpstream {
           .end(JSON.stringify({ error: { message: 'upstream failure', type: 'server_error' } }));
         return;
       }
-      void this.answer(body, model, mode.kind === 'slow' ? mode.delayMs : 0, res);
+      void this.answer(body, mode.kind === 'slow' ? mode.delayMs : 0, res);
     });
   }
 
-  private async answer(body: Record<string, unknown>, model: string, delayMs: number, res: http.ServerResponse): Promise<void> {
-    const messages = Array.isArray(body.messages) ? (body.messages as Array<{ content?: unknown }>) : [];
-    const promptTokens = Math.ceil(messages.reduce((sum, message) => sum + (typeof message.content === 'string' ? message.content.length : 0), 0) / 4);
-    const limit = typeof body.max_tokens === 'number' ? body.max_tokens : Number.POSITIVE_INFINITY;
-    const tokens = Array.from({ length: Math.min(this.words, limit) }, (_, i) => `w${i + 1}`);
-    const id = `chatcmpl-${Math.random().toString(36).slice(2)}`;
-    const created = Math.floor(Date.now() / 1000);
-    const usage = { prompt_tokens: promptTokens, completion_tokens: tokens.length, total_tokens: promptTokens + tokens.length };
+  private async answer(body: Record<string, unknown>, delayMs: number, res: http.ServerResponse): Promise<void> {
+    const answer = chatAnswer(
+      body,
+      Array.from({ length: this.words }, (_, i) => `w${i + 1}`),
+    );
     if (body.stream !== true) {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(
-        JSON.stringify({
-          id,
-          object: 'chat.completion',
-          created,
-          model,
-          choices: [{ index: 0, message: { role: 'assistant', content: tokens.join(' ') }, finish_reason: 'stop' }],
-          usage,
-        }),
-      );
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completionBody(answer)));
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
-    const chunk = (delta: Record<string, unknown>, finish: string | null) => ({
-      id,
-      object: 'chat.completion.chunk',
-      created,
-      model,
-      choices: [{ index: 0, delta, finish_reason: finish }],
-    });
-    send(chunk({ role: 'assistant', content: '' }, null));
-    for (const [i, token] of tokens.entries()) {
-      if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+    // The events after the first (the role) are the tokens: a slow upstream waits before each.
+    for (const [i, data] of [...streamEvents(answer, body)].entries()) {
+      if (delayMs > 0 && i >= 1 && i <= answer.tokens.length) await new Promise((resolve) => setTimeout(resolve, delayMs));
       if (res.destroyed) return;
-      send(chunk({ content: i === 0 ? token : ` ${token}` }, null));
+      res.write(`data: ${data}\n\n`);
     }
-    send(chunk({}, 'stop'));
-    if ((body.stream_options as { include_usage?: boolean } | undefined)?.include_usage)
-      send({ id, object: 'chat.completion.chunk', created, model, choices: [], usage });
-    res.end('data: [DONE]\n\n');
+    res.end();
   }
 
   async close(): Promise<void> {

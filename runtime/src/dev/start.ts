@@ -27,6 +27,9 @@ const dataDir = path.resolve(process.env.SWITCHBOARD_DATA_DIR ?? path.join(repoR
 // A database per data dir: two checkouts (two sets of data keys) never share one by accident.
 const database = `switchboard_${createHash('sha256').update(dataDir).digest('hex').slice(0, 10)}`;
 
+// Without a provider key a newcomer still gets answers, from the data plane's demo upstream (docs/operations.md#the-demo-upstream).
+if (process.env.DEMO_UPSTREAM === undefined && process.env.NODE_ENV !== 'production') process.env.DEMO_UPSTREAM = 'true';
+
 let mesh: Mesh | undefined;
 let stopping = false;
 const stop = async (reason: string, code: number) => {

@@ -77,17 +77,17 @@ describe('conversations service', () => {
     expect(await dataPlane.routeModel({ tier: 'fast', routingPolicy: 'cn-only' })).toMatchObject({ model: 'qwen-turbo', region: 'cn' });
     for (let i = 0; i < 20; i++) {
       const routed = await dataPlane.routeModel({ tier: 'fast', routingPolicy: 'overseas-only' });
-      expect(['gpt-4o-mini', 'gemini-2.0-flash']).toContain(routed.model);
+      expect(['gpt-4o-mini', 'gpt-4.1-nano']).toContain(routed.model);
       expect(routed.region).toBe('overseas');
       const balanced = await dataPlane.routeModel({ tier: 'balanced', routingPolicy: 'cn-only' });
-      expect(['qwen-max', 'deepseek-chat']).toContain(balanced.model);
+      expect(['qwen-max', 'deepseek-v3']).toContain(balanced.model);
       expect(balanced.region).toBe('cn');
     }
     const explained = await dataPlane.explainRoute({ tier: 'fast', routingPolicy: 'cn-only' });
     expect(explained).toMatchObject({ tier: 'fast', routingPolicy: 'cn-only', exploration: 0.05 });
     expect(explained.candidates.map((c) => [c.model, c.region, c.allowed])).toEqual([
       ['gpt-4o-mini', 'overseas', false],
-      ['gemini-2.0-flash', 'overseas', false],
+      ['gpt-4.1-nano', 'overseas', false],
       ['qwen-turbo', 'cn', true],
     ]);
     // o3-mini serves no tier (passthrough only).

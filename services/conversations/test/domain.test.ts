@@ -47,7 +47,7 @@ describe('model catalog', () => {
     expect([...catalog.regions.keys()].sort()).toEqual(['cn', 'overseas']);
     expect(catalog.candidates('fast').map((m) => [m.id, m.region])).toEqual([
       ['gpt-4o-mini', 'overseas'],
-      ['gemini-2.0-flash', 'overseas'],
+      ['gpt-4.1-nano', 'overseas'],
       ['qwen-turbo', 'cn'],
     ]);
     expect(catalog.candidates('balanced').map((m) => m.region)).toContain('cn');
