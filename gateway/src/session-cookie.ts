@@ -75,11 +75,11 @@ function isLoopbackHost(host: string | undefined): boolean {
 
 /** Moves the refresh token of a session answer (not a 2FA challenge) out of the body into the cookie. */
 export function moveRefreshTokenToCookie(req: http.IncomingMessage, res: http.ServerResponse, message: Message, overTls: boolean): void {
-  const session = (message as Message & { session?: { refreshToken?: string } }).session;
+  const session = (message as Message & { session?: { refreshToken: string } }).session;
   if (!session?.refreshToken) return;
   res.appendHeader('Set-Cookie', `${refreshCookieName}=${session.refreshToken}; Max-Age=${refreshCookieMaxAgeSeconds}${attributes(req, overTls)}`);
   // Unset, the field is left out of the JSON (omit_if_unset): the page's script never sees the token.
-  session.refreshToken = undefined;
+  session.refreshToken = '';
 }
 
 /** Ends the cookie (logout, or a refresh token that no longer works). */
