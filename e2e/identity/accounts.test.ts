@@ -185,8 +185,9 @@ describe('signed-in sessions', () => {
       call(method, path, { ...options, headers: { 'user-agent': 'Laptop browser/1.0', ...options.headers } });
     const user = await registered(laptop);
     const phoneCall = fromAddress(suite.call, '203.0.113.9');
-    const phone = (await phoneCall('POST', '/v1/auth/login', { body: { email: user.email, password: user.password }, headers: { 'user-agent': 'x'.repeat(400) } }))
-      .json.session as { access_token: string; refresh_token: string };
+    const phone = (
+      await phoneCall('POST', '/v1/auth/login', { body: { email: user.email, password: user.password }, headers: { 'user-agent': 'x'.repeat(400) } })
+    ).json.session as { access_token: string; refresh_token: string };
 
     const list = await call('GET', '/v1/account/sessions', { token: user.session.access_token });
     expect(list.status, list.text).toBe(200);
