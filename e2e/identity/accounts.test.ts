@@ -206,6 +206,12 @@ describe('signed-in sessions', () => {
     expectErrorBody(await call('DELETE', '/v1/account/sessions/ses_nope', { token: user.session.access_token }), 404, 'session_not_found');
     expect((await call('GET', '/v1/account', { token: phone.access_token })).status).toBe(200);
 
+    // A user session only: an API key of the same user is refused.
+    const key = await call('POST', '/v1/keys', { token: user.session.access_token, body: { name: 'sessions' } });
+    expect(key.status, key.text).toBe(201);
+    expectErrorBody(await call('GET', '/v1/account/sessions', { token: key.json.full_key }), 403, 'user_session_required');
+    expectErrorBody(await call('DELETE', `/v1/account/sessions/${newest.session_id}`, { token: key.json.full_key }), 403, 'user_session_required');
+
     expect((await call('DELETE', `/v1/account/sessions/${newest.session_id}`, { token: user.session.access_token })).status).toBe(204);
     expectErrorBody(await call('GET', '/v1/account', { token: phone.access_token }), 401, 'session_revoked');
     expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: phone.refresh_token } }), 401, 'invalid_token');
