@@ -143,6 +143,9 @@ describe('the account pages', () => {
     await page.getByRole('button', { name: 'Sign out of other sessions' }).click();
     await page.getByText('Every other session is signed out.').waitFor();
     expect((await suite.call('GET', '/v1/account', { token: other.json.session.access_token })).json.error.code).toBe('session_revoked');
+    // This session goes on, its cookie too: a reload keeps it.
+    await page.reload();
+    await expectHeading(page, 'Account');
 
     // Every session ended from elsewhere: the page's next call sends it to sign-in, saying why.
     const elsewhere = await suite.call('POST', '/v1/auth/login', { body: { email: user.email, password: 'a new passphrase for ada' } });

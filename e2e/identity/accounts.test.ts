@@ -255,7 +255,10 @@ describe('the dashboard session cookie', () => {
     expectErrorBody(reused, 401, 'invalid_token');
     expect(refreshCookie(reused)).toMatch(/^sb_refresh=; Max-Age=0; Path=\/v1\/auth\/refresh; HttpOnly; SameSite=Strict$/);
 
-    // Logout in the cookie mode clears it too.
+    // Signing out the other sessions keeps this one and its cookie; a logout of this one clears it.
+    const others = await call('POST', '/v1/auth/logout?scope=others', { token: renewed.json.session.access_token, headers: cookieMode });
+    expect(others.status).toBe(204);
+    expect(refreshCookie(others)).toBeUndefined();
     const logout = await call('POST', '/v1/auth/logout', { token: renewed.json.session.access_token, headers: cookieMode });
     expect(logout.status).toBe(204);
     expect(refreshCookie(logout)).toMatch(/^sb_refresh=; Max-Age=0;/);

@@ -28,7 +28,7 @@ import type { Authenticator, Principal, Workspace } from './auth.js';
 import { decodeRequest, encodeResponse, InputError } from './codec.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
-import { clearRefreshCookie, isLogout, isRefresh, issuesSession, moveRefreshTokenToCookie, refreshTokenOfCookie, wantsCookie } from './session-cookie.js';
+import { clearRefreshCookie, endsOwnSession, isRefresh, issuesSession, moveRefreshTokenToCookie, refreshTokenOfCookie, wantsCookie } from './session-cookie.js';
 
 export const maxBodyBytes = 1024 * 1024;
 /** Deadline of one service call made for a REST request. */
@@ -229,7 +229,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   const override = Number(response.header[statusOverrideHeader]);
   const status = route.otherSuccesses.some((other) => other.status === override) ? override : route.successStatus;
   if (cookieMode && issuesSession(route)) moveRefreshTokenToCookie(req, res, response.message, tls);
-  if (cookieMode && isLogout(route)) clearRefreshCookie(req, res, tls);
+  if (cookieMode && endsOwnSession(route, input)) clearRefreshCookie(req, res, tls);
   sendResult(res, route, status, response.message, pagePolicyOf(response.header));
 }
 

@@ -40,7 +40,9 @@ export function wantsCookie(req: http.IncomingMessage): boolean {
 /** Routes whose answer may hold a session (and so a refresh token for the cookie). */
 export const issuesSession = (route: Route) => issuingMethods.has(route.method);
 export const isRefresh = (route: Route) => (route.method as DescMethod) === AuthService.method.refresh;
-export const isLogout = (route: Route) => (route.method as DescMethod) === AuthService.method.logout;
+/** A logout that ends the caller's own session (`local` or `global`; `others` keeps it, and its cookie). */
+export const endsOwnSession = (route: Route, input: Message) =>
+  (route.method as DescMethod) === AuthService.method.logout && (input as Message & { scope?: string }).scope !== 'others';
 
 /** The refresh token of the request's cookie, if it carries one. */
 export function refreshTokenOfCookie(req: http.IncomingMessage): string | undefined {
