@@ -143,6 +143,9 @@ describe('the account pages', () => {
     await page.getByRole('button', { name: 'Sign out of other sessions' }).click();
     await page.getByText('Every other session is signed out.').waitFor();
     expect((await suite.call('GET', '/v1/account', { token: other.json.session.access_token })).json.error.code).toBe('session_revoked');
+    // This session goes on, its cookie too: a reload keeps it.
+    await page.reload();
+    await expectHeading(page, 'Account');
 
     // Every session ended from elsewhere: the page's next call sends it to sign-in, saying why.
     const elsewhere = await suite.call('POST', '/v1/auth/login', { body: { email: user.email, password: 'a new passphrase for ada' } });
@@ -152,6 +155,66 @@ describe('the account pages', () => {
     await page.getByText(/this session was ended from another place/).waitFor();
     expect(new URL(page.url()).search).toBe(`?next=${encodeURIComponent('/account')}`);
     await checkPage(dashboard, 'signed-out-elsewhere');
+    await dashboard.context.close();
+  });
+
+  it('keeps the session over a reload, signs out on the email page, lists the sessions and signs out one at a time', async () => {
+    const user = newUser();
+    const dashboard = await openDashboard(suite, '/app/sign-up');
+    const { page, context } = dashboard;
+    await page.getByLabel('Email address').fill(user.email);
+    await page.getByLabel('Password', { exact: true }).fill(user.password);
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await expectHeading(page, 'Confirm your email address');
+    const signedInNotice = page.getByText('Your account is created and you are signed in.');
+    await signedInNotice.waitFor();
+    // The refresh token is a cookie the page cannot read, for the refresh path only; a reload renews the session with it.
+    expect(await context.cookies()).toEqual([expect.objectContaining({ name: 'sb_refresh', path: '/v1/auth/refresh', httpOnly: true, sameSite: 'Strict' })]);
+    await page.reload();
+    await page.locator('.user-email', { hasText: user.email }).waitFor();
+
+    // Signing out here leaves no "you are signed in", and no cookie.
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await page.locator('.user-email').waitFor({ state: 'detached' });
+    await expectHeading(page, 'Confirm your email address');
+    expect(await signedInNotice.count()).toBe(0);
+    expect(await context.cookies()).toEqual([]);
+    await page.reload();
+    await expectHeading(page, 'Confirm your email address');
+    expect(await page.locator('.user-email').count()).toBe(0);
+
+    await page.goto(`${suite.mesh.gatewayUrl}/app/sign-in`);
+    await signInThroughUi(page, user.email, user.password);
+    const elsewhere = await suite.call('POST', '/v1/auth/login', {
+      body: { email: user.email, password: user.password },
+      headers: { 'user-agent': 'Laptop browser/1.0' },
+    });
+    expect(elsewhere.status, elsewhere.text).toBe(200);
+    await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link', { name: 'Sessions' }).click();
+    await expectHeading(page, 'Sessions');
+    const rows = page.getByRole('region', { name: 'Signed-in sessions' }).locator('tbody tr');
+    await expect.poll(() => rows.count()).toBe(2);
+    expect(await rows.nth(0).innerText()).toContain('Laptop browser/1.0');
+    expect(await rows.nth(1).innerText()).toContain('This session');
+    await checkPage(dashboard, 'sessions');
+
+    await rows
+      .nth(0)
+      .getByRole('button', { name: /^Sign out this one/ })
+      .click();
+    await page.getByRole('button', { name: 'Sign out the session' }).click();
+    await page.getByText('The session of Laptop browser/1.0 is signed out').waitFor();
+    await expect.poll(() => rows.count()).toBe(1);
+    expect((await suite.call('GET', '/v1/account', { token: elsewhere.json.session.access_token })).json.error.code).toBe('session_revoked');
+    await checkPage(dashboard, 'sessions-one-left');
+
+    await rows
+      .nth(0)
+      .getByRole('button', { name: /^Sign out this one/ })
+      .click();
+    await page.getByRole('button', { name: 'Sign out the session' }).click();
+    await expectHeading(page, 'Sign in');
+    await page.getByText('You signed out.').waitFor();
     await dashboard.context.close();
   });
 

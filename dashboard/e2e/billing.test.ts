@@ -7,8 +7,8 @@ import { organizationWithMember } from './organization-member.js';
 
 /**
  * The Billing page in Chromium against the real mesh: balance, usage per day stacked by tier,
- * the plan; a top-up paid on the sandbox's page, whose link leads back to this page in the
- * workspace of the top-up; a lost answer retried with the same idempotency key pays once; a
+ * the plan; a top-up paid on the sandbox's page, whose link leads back to this page, signed in
+ * (the session cookie), on the origin the user came from, in the workspace of the top-up; a lost answer retried with the same idempotency key pays once; a
  * developer reads billing but gets no top-up or webhook controls.
  */
 
@@ -22,7 +22,7 @@ beforeAll(() => {
 const nav = (page: import('playwright-core').Page) => page.getByRole('navigation', { name: 'Dashboard' });
 
 describe('the Billing page', () => {
-  it('shows usage by tier, and tops up through the sandbox, paying once, back on this page in the same workspace', async () => {
+  it('shows usage by tier, and tops up through the sandbox, paying once, back on this page signed in, on the same origin, in the same workspace', async () => {
     const owner = await signUp(suite.call);
     const organization = `Billing ${Date.now().toString(36)}`;
     const created = await suite.call('POST', '/v1/organizations', { token: owner.token, body: { name: organization } });
@@ -74,16 +74,24 @@ describe('the Billing page', () => {
     expect(lost).toEqual([expect.stringContaining('/v1/billing/topup'), expect.stringContaining('ERR_FAILED')]);
     dashboard.problems.splice(0, dashboard.problems.length, ...dashboard.problems.filter((problem) => !lost.includes(problem)));
 
+    // The sandbox's page, on this origin (the mesh's PUBLIC_BASE_URL says localhost, the dashboard is on 127.0.0.1).
+    const origin = new URL(page.url()).origin;
+    expect(new URL(started[0].checkout_url).origin).not.toBe(origin);
     await page.getByRole('button', { name: 'Continue to payment' }).click();
-    await page.waitForURL(started[0].checkout_url);
+    await page.waitForURL(`${origin}${new URL(started[0].checkout_url).pathname}`);
     expect((await suite.call('GET', '/v1/billing/topups', inOrg)).json.data).toHaveLength(1);
 
-    // The sandbox's page: pay, then its link leads back; the session was in the tab's memory, so sign in again.
+    // Pay, then its link leads back, still signed in: the refresh token is in an HttpOnly cookie the page's script never sees.
     await page.locator('#pay-button').click();
     await page.locator('#status', { hasText: 'completed' }).waitFor();
     await page.getByRole('link', { name: 'Back to billing' }).click();
-    await signInThroughUi(page, owner.email, owner.password, 'Billing');
+    await expectHeading(page, 'Billing');
+    expect(new URL(page.url()).origin).toBe(origin);
     expect(new URL(page.url()).pathname).toBe('/app/billing');
+    // The only cookie: for the refresh path of this origin (its host), never readable by the page.
+    const cookies = await dashboard.context.cookies();
+    expect(cookies).toEqual([expect.objectContaining({ name: 'sb_refresh', path: '/v1/auth/refresh', httpOnly: true, sameSite: 'Strict', secure: false })]);
+    expect(await page.evaluate(() => (globalThis as unknown as { document: { cookie: string } }).document.cookie)).toBe('');
     // Back in the workspace of the top-up, not the personal one the sign-in opens.
     await expect.poll(() => page.getByLabel('Workspace', { exact: true }).inputValue()).toBe(orgId);
     await page.getByText('Paid: $5.00 was added to the balance.').waitFor();
@@ -92,6 +100,12 @@ describe('the Billing page', () => {
     expect(await topup.innerText()).toContain('completed');
     expect(new URL(page.url()).search).toBe(`?checkout_id=${started[0].checkout_id}`);
     await checkPage(dashboard, 'billing-topped-up');
+
+    // A reload keeps the user signed in, on this page.
+    await page.reload();
+    await expectHeading(page, 'Billing');
+    await expect.poll(() => page.getByTestId('balance').innerText()).toBe('$5.7897');
+    expect(await page.locator('.user-email').innerText()).toBe(owner.email);
     await dashboard.context.close();
   });
 

@@ -112,8 +112,8 @@ export async function signInThroughUi(page: Page, email: string, password: strin
 }
 
 /**
- * Goes to `path` (under /app) as a typed-in address would, without reloading the page: the
- * session lives in the tab's memory, so a real reload would sign out.
+ * Goes to `path` (under /app) as a typed-in address would, without reloading the page: a reload
+ * renews the session from its cookie (tested on its own), which these steps need not pay for.
  */
 export async function goWithinApp(page: Page, pathname: string): Promise<void> {
   await page.evaluate((target) => {

@@ -74,9 +74,17 @@ export function App() {
   const { status, role, workspace } = useSession();
   const signedIn = status === 'signed-in';
   const Layout = signedIn ? SignedInLayout : SignedOutLayout;
+  const found = findRoute(location.path);
+  // The session of the cookie is being renewed: where to go depends on it (pages for anyone need not wait).
+  if (status === 'restoring' && found?.route.audience !== 'anyone') {
+    return (
+      <Layout>
+        <Loading what="Signing in" />
+      </Layout>
+    );
+  }
   if (location.path === '/') return <Redirect to={signedIn ? homePath : '/sign-in'} />;
 
-  const found = findRoute(location.path);
   if (!found) {
     return (
       <Layout>

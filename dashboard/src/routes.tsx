@@ -8,6 +8,7 @@ import { KeysPage } from './pages/keys-page';
 import { OrganizationPage } from './pages/organization-page';
 import { ResetPasswordConfirmPage } from './pages/reset-password-confirm-page';
 import { ResetPasswordPage } from './pages/reset-password-page';
+import { SessionsPage } from './pages/sessions-page';
 import { SignInPage } from './pages/sign-in-page';
 import { SignUpPage } from './pages/sign-up-page';
 import { VerifyEmailPage } from './pages/verify-email-page';
@@ -38,6 +39,7 @@ export const routes: Route[] = [
   { path: '/reset-password', page: ResetPasswordPage, audience: 'anyone' },
   { path: '/reset-password/confirm', page: ResetPasswordConfirmPage, audience: 'anyone' },
   { path: '/account', page: AccountPage, nav: 'Account' },
+  { path: '/sessions', page: SessionsPage, nav: 'Sessions' },
   { path: '/organization', page: OrganizationPage, nav: 'Organization', action: 'members.read' },
   { path: '/keys', page: KeysPage, nav: 'Keys', action: 'keys.read' },
   { path: '/keys/:keyId', page: KeyPage, action: 'keys.read' },

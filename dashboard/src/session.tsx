@@ -1,5 +1,5 @@
 import { createSwitchboardClient, paginate, type Schemas, type SwitchboardClient } from '@switchboard/sdk';
-import { createContext, type ReactNode, useCallback, useContext, useMemo, useRef, useState } from 'react';
+import { createContext, type ReactNode, useCallback, useContext, useEffect, useMemo, useRef, useState } from 'react';
 
 export type Account = Schemas['switchboard.identity.v1.Account'];
 /** A workspace is an organization; the caller's `role` in it comes along. */
@@ -7,12 +7,18 @@ export type Workspace = Schemas['switchboard.identity.v1.Organization'];
 
 export interface Session {
   /**
-   * The SDK client every page calls the API with. It holds the tokens, in memory only (a reload
-   * signs out), renews them on `token_expired`, and sends `X-Workspace-Id` of the current workspace.
+   * The SDK client every page calls the API with. It holds the access token in memory only; the
+   * refresh token is an HttpOnly cookie the page never reads (the SDK's cookie mode,
+   * docs/api/identity.md#the-dashboards-session-cookie), so a reload or a return from the payment
+   * page renews the session. It renews on `token_expired` and sends `X-Workspace-Id` of the
+   * current workspace.
    */
   client: SwitchboardClient;
-  /** `starting`: signed in, the account and workspaces are loading. */
-  status: 'signed-out' | 'starting' | 'signed-in';
+  /**
+   * `restoring`: the page just loaded and renews the session of the cookie; `starting`: signed
+   * in, the account and workspaces are loading.
+   */
+  status: 'signed-out' | 'restoring' | 'starting' | 'signed-in';
   account?: Account;
   /** The user's workspaces, the personal one first. */
   workspaces: Workspace[];
@@ -51,13 +57,49 @@ async function errorCodeOf(response: Response): Promise<string | undefined> {
   }
 }
 
+/**
+ * Set while this browser holds a session cookie (after a sign-in, until a sign-out or an ended
+ * session), so a signed-out visit does not ask for a renewal that cannot work. No secret: the
+ * cookie itself is out of the page's reach.
+ */
+const cookieSessionFlag = 'switchboard.session';
+
+/** The tab's current workspace, so a reload stays in it (per tab: two tabs may work in two workspaces). */
+const workspaceKey = 'switchboard.workspace';
+
+/** Web storage may be refused (privacy settings): the session still works, a reload signs out. */
+function store(storage: () => Storage, key: string, value: string | undefined): void {
+  try {
+    if (value === undefined) storage().removeItem(key);
+    else storage().setItem(key, value);
+  } catch {}
+}
+
+function stored(storage: () => Storage, key: string): string | undefined {
+  try {
+    return storage().getItem(key) ?? undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const local = () => window.localStorage;
+const tab = () => window.sessionStorage;
+
+function rememberCookieSession(present: boolean): void {
+  store(local, cookieSessionFlag, present ? '1' : undefined);
+  if (!present) store(tab, workspaceKey, undefined);
+}
+
+const mayHaveCookieSession = () => stored(local, cookieSessionFlag) === '1';
+
 async function loadWorkspaces(client: SwitchboardClient): Promise<Workspace[]> {
   const all = await paginate((after) => client.get('/v1/organizations', { params: { query: { limit: 100, after } } })).collect();
   return [...all.filter((workspace) => workspace.personal), ...all.filter((workspace) => !workspace.personal)];
 }
 
 export function SessionProvider({ children }: { children: ReactNode }) {
-  const [status, setStatus] = useState<Session['status']>('signed-out');
+  const [status, setStatus] = useState<Session['status']>(() => (mayHaveCookieSession() ? 'restoring' : 'signed-out'));
   const [account, setAccount] = useState<Account>();
   const [workspaces, setWorkspaces] = useState<Workspace[]>([]);
   const [workspaceId, setWorkspaceId] = useState<string>();
@@ -69,6 +111,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   const [client] = useState(() =>
     createSwitchboardClient({
       baseUrl: window.location.origin,
+      sessionCookie: true,
       async fetch(request) {
         const signedRequest = request.headers.has('authorization');
         if (signedRequest && workspaceRef.current && !request.headers.has('x-workspace-id')) request.headers.set('x-workspace-id', workspaceRef.current);
@@ -90,6 +133,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   const ended = useCallback(
     (reason: string) => {
       client.setSession(undefined);
+      rememberCookieSession(false);
       workspaceRef.current = undefined;
       setAccount(undefined);
       setWorkspaces([]);
@@ -105,6 +149,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   const selectWorkspace = useCallback((id: string) => {
     workspaceRef.current = id;
     setWorkspaceId(id);
+    store(tab, workspaceKey, id);
   }, []);
 
   const reloadWorkspaces = useCallback(async () => {
@@ -131,8 +176,12 @@ export function SessionProvider({ children }: { children: ReactNode }) {
       const [me, list] = await Promise.all([client.get('/v1/account'), loadWorkspaces(client)]);
       setAccount(me);
       setWorkspaces(list);
-      workspaceRef.current = me.personal_workspace_id;
-      setWorkspaceId(me.personal_workspace_id);
+      // The tab's workspace before a reload, while the user is still a member; else the personal one.
+      const previous = stored(tab, workspaceKey);
+      const current = list.some((candidate) => candidate.org_id === previous) && previous ? previous : me.personal_workspace_id;
+      workspaceRef.current = current;
+      setWorkspaceId(current);
+      rememberCookieSession(true);
       setStatus('signed-in');
     } catch (err) {
       client.setSession(undefined);
@@ -140,6 +189,21 @@ export function SessionProvider({ children }: { children: ReactNode }) {
       throw err;
     }
   }, [client]);
+
+  // A reload, or a return from the payment page: the cookie's session, renewed, signs the page in.
+  const restoring = useRef(status === 'restoring');
+  useEffect(() => {
+    if (!restoring.current) return;
+    restoring.current = false;
+    client
+      .refresh()
+      .then(() => start())
+      .catch(() => {
+        // The cookie's session is over (the 401 told `ended` why) or the API is away: sign in again.
+        rememberCookieSession(false);
+        setStatus((current) => (current === 'restoring' ? 'signed-out' : current));
+      });
+  }, [client, start]);
 
   const signOut = useCallback(async () => {
     try {

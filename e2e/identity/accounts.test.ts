@@ -178,6 +178,105 @@ describe('logout', () => {
   });
 });
 
+describe('signed-in sessions', () => {
+  it('lists the active sessions newest first with where they were opened, and signs one out at once', async () => {
+    const call = clientFromNewIp();
+    const laptop = (method: string, path: string, options: Parameters<RestCall>[2] = {}) =>
+      call(method, path, { ...options, headers: { 'user-agent': 'Laptop browser/1.0', ...options.headers } });
+    const user = await registered(laptop);
+    const phoneCall = fromAddress(suite.call, '203.0.113.9');
+    const phone = (
+      await phoneCall('POST', '/v1/auth/login', { body: { email: user.email, password: user.password }, headers: { 'user-agent': 'x'.repeat(400) } })
+    ).json.session as { access_token: string; refresh_token: string };
+
+    const list = await call('GET', '/v1/account/sessions', { token: user.session.access_token });
+    expect(list.status, list.text).toBe(200);
+    expect(list.json).toMatchObject({ has_more: false, next_cursor: null });
+    const [newest, oldest] = list.json.data;
+    expect(list.json.data).toHaveLength(2);
+    expect(newest).toMatchObject({ ip: '203.0.113.9', user_agent: 'x'.repeat(256), current: false });
+    expect(oldest).toMatchObject({ ip: `198.51.100.${ipCounter}`, user_agent: 'Laptop browser/1.0', current: true });
+    expect(Date.parse(oldest.expires_at)).toBeGreaterThan(Date.parse(oldest.last_used_at));
+    const page = await call('GET', '/v1/account/sessions?limit=1', { token: user.session.access_token });
+    expect(page.json).toMatchObject({ data: [{ session_id: newest.session_id }], has_more: true });
+
+    // Another user's session is not found, and neither is an unknown one.
+    const other = await registered(call);
+    expectErrorBody(await call('DELETE', `/v1/account/sessions/${newest.session_id}`, { token: other.session.access_token }), 404, 'session_not_found');
+    expectErrorBody(await call('DELETE', '/v1/account/sessions/ses_nope', { token: user.session.access_token }), 404, 'session_not_found');
+    expect((await call('GET', '/v1/account', { token: phone.access_token })).status).toBe(200);
+
+    // A user session only: an API key of the same user is refused.
+    const key = await call('POST', '/v1/keys', { token: user.session.access_token, body: { name: 'sessions' } });
+    expect(key.status, key.text).toBe(201);
+    expectErrorBody(await call('GET', '/v1/account/sessions', { token: key.json.full_key }), 403, 'user_session_required');
+    expectErrorBody(await call('DELETE', `/v1/account/sessions/${newest.session_id}`, { token: key.json.full_key }), 403, 'user_session_required');
+
+    expect((await call('DELETE', `/v1/account/sessions/${newest.session_id}`, { token: user.session.access_token })).status).toBe(204);
+    expectErrorBody(await call('GET', '/v1/account', { token: phone.access_token }), 401, 'session_revoked');
+    expectErrorBody(await call('POST', '/v1/auth/refresh', { body: { refresh_token: phone.refresh_token } }), 401, 'invalid_token');
+    expect((await call('GET', '/v1/account/sessions', { token: user.session.access_token })).json.data).toEqual([oldest]);
+    expectErrorBody(await call('DELETE', `/v1/account/sessions/${newest.session_id}`, { token: user.session.access_token }), 404, 'session_not_found');
+  });
+});
+
+describe('the dashboard session cookie', () => {
+  const cookieMode = { 'x-switchboard-session': 'cookie' };
+  const refreshCookie = (response: { headers: Headers }) => response.headers.getSetCookie().find((cookie) => cookie.startsWith('sb_refresh='));
+
+  it('keeps the refresh token out of the body, in an HttpOnly SameSite=Strict cookie of the refresh path, only on request', async () => {
+    const call = clientFromNewIp();
+    const user = newUser();
+    const registration = await call('POST', '/v1/auth/register', { body: user, headers: cookieMode });
+    expect(registration.status).toBe(201);
+    expect(registration.json.session.access_token).toEqual(expect.any(String));
+    expect('refresh_token' in registration.json.session).toBe(false);
+    const cookie = refreshCookie(registration)!;
+    // Plain http to a loopback address: no Secure (the development start); behind TLS it is Secure.
+    expect(cookie).toMatch(/^sb_refresh=[\w-]{43}; Max-Age=2592000; Path=\/v1\/auth\/refresh; HttpOnly; SameSite=Strict$/);
+    const token = cookie.slice('sb_refresh='.length, cookie.indexOf(';'));
+
+    // Without the header the cookie is not read: a forged cross-site request cannot send it.
+    expectErrorBody(await call('POST', '/v1/auth/refresh', { headers: { cookie: `sb_refresh=${token}` } }), 400, 'invalid_request', 'refresh_token');
+    const renewed = await call('POST', '/v1/auth/refresh', { headers: { ...cookieMode, cookie: `sb_refresh=${token}`, 'x-forwarded-proto': 'https' } });
+    expect(renewed.status, renewed.text).toBe(200);
+    expect('refresh_token' in renewed.json.session).toBe(false);
+    const next = refreshCookie(renewed)!;
+    expect(next).toMatch(/; Path=\/v1\/auth\/refresh; HttpOnly; SameSite=Strict; Secure$/);
+    expect((await call('GET', '/v1/account', { token: renewed.json.session.access_token })).status).toBe(200);
+
+    // API clients keep the body tokens: no cookie without the header.
+    const login = await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
+    expect(login.json.session.refresh_token).toEqual(expect.any(String));
+    expect(refreshCookie(login)).toBeUndefined();
+
+    // A refresh token that does not work (unknown, rotated, revoked) ends the cookie.
+    const reused = await call('POST', '/v1/auth/refresh', { headers: { ...cookieMode, cookie: `sb_refresh=${token}x` } });
+    expectErrorBody(reused, 401, 'invalid_token');
+    expect(refreshCookie(reused)).toMatch(/^sb_refresh=; Max-Age=0; Path=\/v1\/auth\/refresh; HttpOnly; SameSite=Strict$/);
+
+    // Signing out the other sessions keeps this one and its cookie; a logout of this one clears it.
+    const others = await call('POST', '/v1/auth/logout?scope=others', { token: renewed.json.session.access_token, headers: cookieMode });
+    expect(others.status).toBe(204);
+    expect(refreshCookie(others)).toBeUndefined();
+    const logout = await call('POST', '/v1/auth/logout', { token: renewed.json.session.access_token, headers: cookieMode });
+    expect(logout.status).toBe(204);
+    expect(refreshCookie(logout)).toMatch(/^sb_refresh=; Max-Age=0;/);
+    const nextToken = next.slice('sb_refresh='.length, next.indexOf(';'));
+    expectErrorBody(await call('POST', '/v1/auth/refresh', { headers: { ...cookieMode, cookie: `sb_refresh=${nextToken}` } }), 401, 'invalid_token');
+  });
+
+  it('refuses the CORS preflight a cross-site fetch with the header would need', async () => {
+    const preflight = await fetch(`${suite.mesh.gatewayUrl}/v1/auth/refresh`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-switchboard-session' },
+    });
+    expect(preflight.ok).toBe(false);
+    expect(preflight.headers.get('access-control-allow-origin')).toBeNull();
+    expect(preflight.headers.get('access-control-allow-headers')).toBeNull();
+  });
+});
+
 describe('profile and password', () => {
   it('updates the full name within 1..200 characters', async () => {
     const call = clientFromNewIp();

@@ -202,6 +202,8 @@ function checkScalar(scalar: ScalarType, value: JsonValue, path: string): JsonVa
 interface FieldPlan {
   name: string;
   omitIfUnset: boolean;
+  /** The JSON of an implicit-presence string left at its default (""): unset, for omit_if_unset. */
+  implicitDefault?: JsonValue;
   /** What an absent field becomes. */
   empty: () => JsonValue;
   /** Converts a present value (int64 strings to numbers, nested records). */
@@ -212,7 +214,8 @@ const plans = new WeakMap<DescMessage, FieldPlan[]>();
 
 /**
  * The public JSON of a response message: proto field names, every field present (null when
- * unset, [] and {} for empty lists and maps), int64 as numbers, omit_if_unset fields absent.
+ * unset, [] and {} for empty lists and maps), int64 as numbers, omit_if_unset fields absent (an
+ * implicit-presence string is unset when empty).
  */
 export function encodeResponse(desc: DescMessage, message: Message): JsonValue {
   return complete(desc, toJson(desc, message, { useProtoFieldName: true, alwaysEmitImplicit: true }) as JsonObject);
@@ -221,7 +224,9 @@ export function encodeResponse(desc: DescMessage, message: Message): JsonValue {
 function complete(desc: DescMessage, json: JsonObject): JsonObject {
   for (const plan of planOf(desc)) {
     const value = json[plan.name];
-    if (value === undefined) {
+    if (plan.omitIfUnset && value !== undefined && value === plan.implicitDefault) {
+      delete json[plan.name];
+    } else if (value === undefined) {
       if (!plan.omitIfUnset) json[plan.name] = plan.empty();
     } else if (plan.convert) {
       json[plan.name] = plan.convert(value);
@@ -260,8 +265,10 @@ function planOf(desc: DescMessage): FieldPlan[] {
           convert: one && ((value) => Object.fromEntries(Object.entries(value as JsonObject).map(([k, v]) => [k, one(v)]))),
         };
       }
-      case 'scalar':
-        return { ...base, empty: () => null, convert: convertOne('scalar', field.scalar) };
+      case 'scalar': {
+        const implicit = field.scalar === ScalarType.STRING && !field.proto.proto3Optional && field.oneof === undefined;
+        return { ...base, implicitDefault: implicit ? '' : undefined, empty: () => null, convert: convertOne('scalar', field.scalar) };
+      }
       case 'message':
         return {
           ...base,

@@ -14,7 +14,7 @@ import { readBody } from '@switchboard/runtime/http-body';
 import { newId } from '@switchboard/runtime/ids';
 import { type AddressRanges, forwardedClientIp } from '@switchboard/runtime/ip';
 import type { Logger } from '@switchboard/runtime/log';
-import type { MeshTokens } from '@switchboard/runtime/mesh-token';
+import { type MeshTokens, userAgentLimit } from '@switchboard/runtime/mesh-token';
 import type { Metrics } from '@switchboard/runtime/metrics';
 import {
   changedKeyHeader,
@@ -28,6 +28,7 @@ import type { Authenticator, Principal, Workspace } from './auth.js';
 import { decodeRequest, encodeResponse, InputError } from './codec.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
+import { clearRefreshCookie, endsOwnSession, isRefresh, issuesSession, moveRefreshTokenToCookie, refreshTokenOfCookie, wantsCookie } from './session-cookie.js';
 
 export const maxBodyBytes = 1024 * 1024;
 /** Deadline of one service call made for a REST request. */
@@ -171,9 +172,15 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
         : await resolvePathWorkspace(options.authenticator, principal, pathWorkspace, typeof requested === 'string' ? requested : undefined, requestId);
   }
 
+  // docs/api/identity.md#the-dashboards-session-cookie: only with the opt-in header is the cookie read or written.
+  const cookieMode = wantsCookie(req);
   let input: Message;
   try {
     input = await readInput(route, req, url.searchParams, pathValues);
+    if (cookieMode && isRefresh(route)) {
+      const refresh = input as Message & { refreshToken: string };
+      if (!refresh.refreshToken) refresh.refreshToken = refreshTokenOfCookie(req) ?? '';
+    }
   } catch (err) {
     // Order of checks (docs/conventions.md#order-of-checks): an organization in the path the caller cannot see is a 404
     // before anything about the input.
@@ -189,19 +196,29 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     keyId: principal?.keyId,
     workspaceId: workspace?.workspaceId,
     role: workspace?.role,
+    // Identity keeps it on the sessions it opens (the user's list of sessions); other services have no use for it.
+    userAgent: route.owner === 'identity' ? userAgentOf(req) : undefined,
   });
   const abort = new AbortController();
   // Cancel the call when the client goes away (aborting after a normal end would cost a DOMException per request).
   res.once('close', () => {
     if (!res.writableFinished) abort.abort();
   });
-  const response = await options.clients[route.owner].call(
-    route.method,
-    input,
-    { authorization: `Bearer ${token}`, 'x-request-id': requestId },
-    callTimeoutMs,
-    abort.signal,
-  );
+  const tls = overTls(req, options.trustedProxies);
+  let response: Awaited<ReturnType<UnaryClient['call']>>;
+  try {
+    response = await options.clients[route.owner].call(
+      route.method,
+      input,
+      { authorization: `Bearer ${token}`, 'x-request-id': requestId },
+      callTimeoutMs,
+      abort.signal,
+    );
+  } catch (err) {
+    // A refresh token that no longer works (revoked, reused, ended) leaves no cookie behind.
+    if (cookieMode && isRefresh(route) && ConnectError.from(err).code === Code.Unauthenticated) clearRefreshCookie(req, res, tls);
+    throw err;
+  }
   const revoked = response.header[revokedSessionsHeader];
   if (typeof revoked === 'string' && revoked) options.authenticator.revokedSessions.add(revoked.split(','));
   const changedWorkspace = response.header[changedWorkspaceHeader];
@@ -211,7 +228,14 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   // Only a status the contract lists (RestRule.other_successes) replaces the route's own.
   const override = Number(response.header[statusOverrideHeader]);
   const status = route.otherSuccesses.some((other) => other.status === override) ? override : route.successStatus;
+  if (cookieMode && issuesSession(route)) moveRefreshTokenToCookie(req, res, response.message, tls);
+  if (cookieMode && endsOwnSession(route, input)) clearRefreshCookie(req, res, tls);
   sendResult(res, route, status, response.message, pagePolicyOf(response.header));
+}
+
+/** The client's User-Agent, bounded: a mesh token carries it and a session row keeps it. */
+function userAgentOf(req: http.IncomingMessage): string | undefined {
+  return req.headers['user-agent']?.slice(0, userAgentLimit) || undefined;
 }
 
 /**

@@ -218,6 +218,20 @@ describe('encodeResponse', () => {
     });
   });
 
+  it('leaves out an omit_if_unset string at its default (a session of the cookie mode has no refresh_token)', () => {
+    const session = (refreshToken: string) =>
+      (
+        encodeResponse(
+          RegisterResponseSchema,
+          create(RegisterResponseSchema, { session: { accessToken: 'a', refreshToken, tokenType: 'Bearer', expiresIn: 900 } }),
+        ) as {
+          session: Record<string, unknown>;
+        }
+      ).session;
+    expect(session('')).toEqual({ access_token: 'a', token_type: 'Bearer', expires_in: 900 });
+    expect(session('r')).toEqual({ access_token: 'a', refresh_token: 'r', token_type: 'Bearer', expires_in: 900 });
+  });
+
   it('writes an empty list response as data [], has_more false, next_cursor null', () => {
     expect(encodeResponse(ListConversationsResponseSchema, create(ListConversationsResponseSchema, {}))).toEqual({
       data: [],

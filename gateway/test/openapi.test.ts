@@ -30,6 +30,8 @@ const specRoutes: Array<[string, string]> = [
   ['POST', '/v1/account/2fa/disable'],
   ['POST', '/v1/account/2fa/recovery-codes'],
   ['POST', '/v1/account/deactivate'],
+  ['GET', '/v1/account/sessions'],
+  ['DELETE', '/v1/account/sessions/{session_id}'],
   // organizations (docs/api/identity.md#organization-endpoints)
   ['POST', '/v1/organizations'],
   ['GET', '/v1/organizations'],

@@ -22,6 +22,11 @@ export function clientIpOf(ctx: Pick<HandlerContext, 'values'>): string | undefi
   return ctx.values.get(callerKey)?.clientIp;
 }
 
+/** The client's User-Agent the gateway saw (bounded), on calls it made to identity for a client. */
+export function userAgentOf(ctx: Pick<HandlerContext, 'values'>): string | undefined {
+  return ctx.values.get(callerKey)?.userAgent;
+}
+
 /**
  * What domain code needs of the call it works for: the request id and client address for its
  * audit lines, and the signal that ends with the call (its deadline, or its client leaving).
@@ -29,9 +34,11 @@ export function clientIpOf(ctx: Pick<HandlerContext, 'values'>): string | undefi
 export interface CallScope {
   requestId?: string;
   ip?: string;
+  /** The client's User-Agent, where the gateway passed it (calls to identity). */
+  userAgent?: string;
   signal?: AbortSignal;
 }
 
 export function callScopeOf(ctx: Pick<HandlerContext, 'values' | 'signal'>): CallScope {
-  return { requestId: requestIdOf(ctx), ip: clientIpOf(ctx), signal: ctx.signal };
+  return { requestId: requestIdOf(ctx), ip: clientIpOf(ctx), userAgent: userAgentOf(ctx), signal: ctx.signal };
 }

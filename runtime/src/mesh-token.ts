@@ -16,7 +16,12 @@ export interface MeshClaims {
   keyId?: string;
   /** The client address the gateway saw (for per-IP throttling); absent for internal callers. */
   clientIp?: string;
+  /** The client's User-Agent, bounded (userAgentLimit), on calls to identity: where a session was opened. */
+  userAgent?: string;
 }
+
+/** Characters of a User-Agent a mesh token carries: enough to name a browser, never a large token. */
+export const userAgentLimit = 256;
 
 const issuer = 'switchboard';
 const lifetimeSeconds = 300;
@@ -60,6 +65,7 @@ export class MeshTokens {
       claims.sessionId,
       claims.keyId,
       claims.clientIp,
+      claims.userAgent,
     ]);
     const nowSeconds = Math.floor(this.now() / 1000);
     const cached = this.minted.get(cacheKey);
@@ -73,6 +79,7 @@ export class MeshTokens {
     if (claims.sessionId) payload.sid = claims.sessionId;
     if (claims.keyId) payload.key_id = claims.keyId;
     if (claims.clientIp) payload.client_ip = claims.clientIp;
+    if (claims.userAgent) payload.user_agent = claims.userAgent.slice(0, userAgentLimit);
     const token = await new SignJWT(payload)
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setIssuer(issuer)
@@ -130,6 +137,7 @@ export class MeshTokens {
       sessionId: optionalString(payload.sid),
       keyId: optionalString(payload.key_id),
       clientIp: optionalString(payload.client_ip),
+      userAgent: optionalString(payload.user_agent)?.slice(0, userAgentLimit),
     };
     if (this.verified.size >= cacheLimit) this.verified.clear();
     this.verified.set(cacheKey, { claims, exp: payload.exp! });

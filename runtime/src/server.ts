@@ -19,7 +19,7 @@ import { guardRpc, type RpcRule, readRpcRules, rpcName } from './policy.js';
 import { inSpan, tracingOn } from './trace-context.js';
 import { replaceBodyWithEmptyMessage } from './unread-body.js';
 
-export { type CallScope, callerOf, callScopeOf, clientIpOf, requestIdOf } from './call-context.js';
+export { type CallScope, callerOf, callScopeOf, clientIpOf, requestIdOf, userAgentOf } from './call-context.js';
 
 const firstByteTimeoutMs = 10_000;
 const healthPrefix = `/${Health.typeName}/`;

@@ -3,6 +3,9 @@ import type { HttpMethod, MediaType, PathsWithMethod, Readable, RequiredKeysOf, 
 import { isErrorBody, SwitchboardError } from './errors.js';
 import type { components, paths } from './schema.js';
 
+/** The request header of the cookie mode (SwitchboardClientOptions.sessionCookie). */
+const sessionModeHeader = 'X-Switchboard-Session';
+
 /** Every schema of the API, by its name in the document (e.g. `Schemas['switchboard.keys.v1.Key']`). */
 export type Schemas = components['schemas'];
 /** A session: a 15-minute access token and the refresh token that renews it. */
@@ -28,6 +31,14 @@ export interface SwitchboardClientOptions {
   onSession?: (session: Session) => void | Promise<void>;
   /** The fetch to use (default: the global fetch). */
   fetch?: (input: Request) => Promise<Response>;
+  /**
+   * For a browser page on the gateway's own origin (the dashboard): the refresh token lives in an
+   * HttpOnly cookie the gateway sets, never in the page's memory. Every request says
+   * `X-Switchboard-Session: cookie`; sessions the client stores have no `refresh_token`, and
+   * `refresh()` (also the one on `token_expired`) renews from the cookie, so a reloaded page
+   * gets its session back with `refresh()`. See docs/api/identity.md#the-dashboards-session-cookie.
+   */
+  sessionCookie?: boolean;
 }
 
 /** The current credentials of a client. */
@@ -96,9 +107,13 @@ export interface SwitchboardClient {
 export function createSwitchboardClient(options: SwitchboardClientOptions): SwitchboardClient {
   const state: Credentials = { accessToken: options.accessToken, refreshToken: options.refreshToken, apiKey: options.apiKey };
   const baseUrl = options.baseUrl.replace(/\/+$/, '');
-  const raw = createClient<paths>({ baseUrl, ...(options.fetch ? { fetch: options.fetch } : {}) });
+  const cookieMode = options.sessionCookie === true;
+  const modeHeaders = cookieMode ? { [sessionModeHeader]: 'cookie' } : undefined;
+  const raw = createClient<paths>({ baseUrl, headers: modeHeaders, ...(options.fetch ? { fetch: options.fetch } : {}) });
   // The refresh call itself goes around the middleware: it must never refresh or retry.
-  const bare = createClient<paths>({ baseUrl, ...(options.fetch ? { fetch: options.fetch } : {}) });
+  const bare = createClient<paths>({ baseUrl, headers: modeHeaders, ...(options.fetch ? { fetch: options.fetch } : {}) });
+  /** Whether an expired access token can be renewed: a refresh token in hand, or the cookie. */
+  const renewable = () => cookieMode || state.refreshToken !== undefined;
 
   async function storeSession(session: Session): Promise<void> {
     state.accessToken = session.access_token;
@@ -112,8 +127,10 @@ export function createSwitchboardClient(options: SwitchboardClientOptions): Swit
     refreshing ??= (async () => {
       try {
         const refreshToken = state.refreshToken;
-        if (!refreshToken) throw new Error('createSwitchboardClient: no refresh token to renew the session with');
-        const { data, error, response } = await bare.POST('/v1/auth/refresh', { body: { refresh_token: refreshToken } });
+        if (!refreshToken && !cookieMode) throw new Error('createSwitchboardClient: no refresh token to renew the session with');
+        // In the cookie mode the gateway reads the token from the cookie (the body names none).
+        const body = (refreshToken ? { refresh_token: refreshToken } : {}) as { refresh_token: string };
+        const { data, error, response } = await bare.POST('/v1/auth/refresh', { body });
         if (!response.ok || !data?.session) {
           // 401: the refresh token is dead (used, or its session ended); sign in again.
           if (response.status === 401 && state.refreshToken === refreshToken) {
@@ -139,7 +156,7 @@ export function createSwitchboardClient(options: SwitchboardClientOptions): Swit
       if (credential && !request.headers.has('authorization')) request.headers.set('authorization', `Bearer ${credential}`);
       if (options.workspaceId && !request.headers.has('x-workspace-id')) request.headers.set('x-workspace-id', options.workspaceId);
       const accessToken = state.accessToken;
-      if (accessToken && state.refreshToken && request.headers.get('authorization') === `Bearer ${accessToken}`) {
+      if (accessToken && renewable() && request.headers.get('authorization') === `Bearer ${accessToken}`) {
         // A body can be read once: keep an unread copy in case the request must be sent again.
         replays.set(id, { request: request.clone(), accessToken });
       }

@@ -111,6 +111,12 @@ export interface paths {
          *     except the same token sent again within 10 seconds while its successor is unused (two
          *     tabs refreshing at once), which gets that same successor.
          *
+         *     A browser client on the gateway's origin may keep the refresh token in a cookie instead:
+         *     with the header `X-Switchboard-Session: cookie` on register, login, login/2fa and refresh,
+         *     the refresh token comes as an HttpOnly, SameSite=Strict cookie for this path only (not in
+         *     the body), and a refresh with that header and no `refresh_token` in the body reads it from
+         *     the cookie. A refresh token that no longer works, and a logout with that header, clear it.
+         *
          *     Credentials: No credentials.
          *
          *     Access: public.
@@ -490,6 +496,60 @@ export interface paths {
          */
         post: operations["AccountService_DeactivateAccount"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/account/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Signed-in sessions
+         * @description The signed-in user's active sessions (one per sign-in on a device or browser), the newest
+         *     first, a page at a time: when each was opened and last refreshed, when it ends at the
+         *     latest, and the client address and user agent it was opened from. `current` marks the
+         *     session of the access token making the call. Sessions that were signed out, revoked, or
+         *     ended (30 days after sign-in, 7 days without a refresh) are not listed.
+         *
+         *     Credentials: A user access token (an API key gets 403 `user_session_required`).
+         *
+         *     Access: any member role; it acts on the caller's own account or memberships.
+         */
+        get: operations["AccountService_ListSessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/account/sessions/{session_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Sign out one session
+         * @description Signs one of the user's sessions out, as `POST /v1/auth/logout` does for the current one:
+         *     its access tokens are refused from the next request on and its refresh token stops
+         *     working. Signing out the session making the call is allowed (it ends that sign-in).
+         *
+         *     Credentials: A user access token (an API key gets 403 `user_session_required`).
+         *
+         *     Access: any member role; it acts on the caller's own account or memberships.
+         */
+        delete: operations["AccountService_RevokeSession"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2526,6 +2586,50 @@ export interface components {
             created_at: string;
         };
         /**
+         * AccountSession
+         * @description One signed-in session of the user.
+         * @example {
+         *       "session_id": "ses_4mR0Vb2kq1XG6gA7uY3nLp",
+         *       "created_at": "2026-11-24T09:30:00Z",
+         *       "last_used_at": "2026-11-24T10:15:00Z",
+         *       "expires_at": "2026-12-24T09:30:00Z",
+         *       "ip": "203.0.113.7",
+         *       "user_agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0",
+         *       "current": true
+         *     }
+         */
+        "switchboard.identity.v1.AccountSession": {
+            /** @description The session's id (`ses_…`), the `sid` claim of its access tokens. */
+            session_id: string;
+            /**
+             * Format: date-time
+             * @description When the user signed in.
+             *
+             *     RFC 3339, UTC.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it was last refreshed (or opened).
+             *
+             *     RFC 3339, UTC.
+             */
+            last_used_at: string;
+            /**
+             * Format: date-time
+             * @description When it ends at the latest (30 days after sign-in; 7 days without a refresh end it sooner).
+             *
+             *     RFC 3339, UTC.
+             */
+            expires_at: string;
+            /** @description The client address the sign-in came from; null when unknown (sessions opened before it was kept). */
+            ip: string | null;
+            /** @description The sign-in's User-Agent (at most 256 characters); null when the client sent none. */
+            user_agent: string | null;
+            /** @description Whether this is the session of the access token making the call. */
+            current: boolean;
+        };
+        /**
          * ActivateTwoFactorRequest
          * @description The first code of the authenticator app.
          * @example {
@@ -2869,6 +2973,33 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * ListSessionsResponse
+         * @description A page of sessions, the most recently opened first.
+         * @example {
+         *       "data": [
+         *         {
+         *           "session_id": "ses_4mR0Vb2kq1XG6gA7uY3nLp",
+         *           "created_at": "2026-11-24T09:30:00Z",
+         *           "last_used_at": "2026-11-24T10:15:00Z",
+         *           "expires_at": "2026-12-24T09:30:00Z",
+         *           "ip": "203.0.113.7",
+         *           "user_agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0",
+         *           "current": true
+         *         }
+         *       ],
+         *       "has_more": false,
+         *       "next_cursor": null
+         *     }
+         */
+        "switchboard.identity.v1.ListSessionsResponse": {
+            /** @description The sessions of this page. */
+            data: components["schemas"]["switchboard.identity.v1.AccountSession"][];
+            /** @description Whether more sessions follow. */
+            has_more: boolean;
+            /** @description The cursor for the next page (`?after=`); null on the last page. */
+            next_cursor: string | null;
+        };
+        /**
          * LoginRequest
          * @description An email and a password.
          * @example {
@@ -3055,7 +3186,10 @@ export interface components {
          *     }
          */
         "switchboard.identity.v1.RefreshRequest": {
-            /** @description The refresh token of the session's latest tokens. */
+            /**
+             * @description The refresh token of the session's latest tokens (from the cookie when left out in the
+             *     cookie mode, `X-Switchboard-Session: cookie`).
+             */
             refresh_token: string;
         };
         /**
@@ -3156,9 +3290,10 @@ export interface components {
             /**
              * @description An opaque token for `POST /v1/auth/refresh`, which answers the next session tokens; it
              *     works once. Keep it secret: it lasts as long as the session (at most 30 days, ended after
-             *     7 days without a refresh).
+             *     7 days without a refresh). Absent in the cookie mode (`X-Switchboard-Session: cookie`),
+             *     where it travels in an HttpOnly cookie instead.
              */
-            refresh_token: string;
+            refresh_token?: string;
             /** @description Always "Bearer". */
             token_type: string;
             /**
@@ -6636,6 +6771,288 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    AccountService_ListSessions: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 (default 20). */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty for the first page. */
+                after?: string;
+            };
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "session_id": "ses_4mR0Vb2kq1XG6gA7uY3nLp",
+                     *           "created_at": "2026-11-24T09:30:00Z",
+                     *           "last_used_at": "2026-11-24T10:15:00Z",
+                     *           "expires_at": "2026-12-24T09:30:00Z",
+                     *           "ip": "203.0.113.7",
+                     *           "user_agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0",
+                     *           "current": true
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.identity.v1.ListSessionsResponse"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    AccountService_RevokeSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path: {
+                /** @description The session's id (`ses_…`). */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             *     - `session_not_found`: The user has no active session with this id (another user's session is not found either).
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {

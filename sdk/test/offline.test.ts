@@ -74,6 +74,34 @@ describe('token refresh', () => {
     expect(fetch).toHaveBeenCalledTimes(7);
   });
 
+  it('in the cookie mode, says so on every request and renews from the cookie without holding a refresh token', async () => {
+    const seen: Array<{ path: string; mode: string | null; body: string }> = [];
+    const fetch = vi.fn(async (request: Request) => {
+      const path = new URL(request.url).pathname;
+      seen.push({ path, mode: request.headers.get('x-switchboard-session'), body: await request.text() });
+      if (path === '/v1/auth/login') return json(200, { session: { access_token: 'first', token_type: 'Bearer', expires_in: 900 } });
+      if (path === '/v1/auth/refresh') return json(200, { session: { access_token: 'fresh', token_type: 'Bearer', expires_in: 900 } });
+      if (request.headers.get('authorization') !== 'Bearer fresh') return json(401, errorBody('token_expired'));
+      return json(200, { user_id: 'usr_1' });
+    });
+    const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', sessionCookie: true, fetch });
+    await sb.signIn({ email: 'a@example.com', password: 'x' });
+    expect(sb.credentials()).toEqual({ accessToken: 'first', refreshToken: undefined, apiKey: undefined });
+    expect(await sb.get('/v1/account')).toEqual({ user_id: 'usr_1' });
+    expect(seen.map(({ path, mode }) => [path, mode])).toEqual([
+      ['/v1/auth/login', 'cookie'],
+      ['/v1/account', 'cookie'],
+      ['/v1/auth/refresh', 'cookie'],
+      ['/v1/account', 'cookie'],
+    ]);
+    expect(seen[2].body).toBe('{}');
+
+    // A dead cookie: the refresh's 401 forgets the access token too.
+    fetch.mockImplementation(async () => json(401, errorBody('invalid_token')));
+    await expect(sb.refresh()).rejects.toMatchObject({ code: 'invalid_token' });
+    expect(sb.credentials().accessToken).toBeUndefined();
+  });
+
   it('does not refresh for API keys, and never retries twice', async () => {
     const fetch = vi.fn(async () => json(401, errorBody('token_expired')));
     const withKey = createSwitchboardClient({ baseUrl: 'http://gateway.test', apiKey: 'sb_x', refreshToken: 'r1', fetch });

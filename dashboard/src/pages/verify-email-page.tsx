@@ -29,7 +29,8 @@ export function VerifyEmailPage() {
   }
   return (
     <Page title="Confirm your email address">
-      {location.query.has('registered') && <Notice>Your account is created and you are signed in.</Notice>}
+      {/* Only while it is true: signing out on this page must not leave it saying so. */}
+      {location.query.has('registered') && signedIn && <Notice>Your account is created and you are signed in.</Notice>}
       <p>
         We mailed a confirmation token to {account ? <strong>{account.email}</strong> : 'your address'} when the account was created. It is valid for 24 hours
         and works once. Paste it here.

@@ -110,7 +110,7 @@ export class Accounts {
         await recordEvent(trx, UserRegisteredSchema, { data: { userId, personalWorkspaceId: orgId }, requestId });
         await addOwner(trx, recordEvent, { orgId, userId, personal: true, requestId });
         const verificationToken = await verifications.issue(trx, user);
-        const session = await sessions.open(trx, userId);
+        const session = await sessions.open(trx, userId, { origin: scope });
         return { user, session, verificationToken };
       });
     } catch (err) {
@@ -128,7 +128,7 @@ export class Accounts {
    * whether an account exists. Throttled per address and per IP (429 + Retry-After). With 2FA
    * on, the answer is a challenge, never a session.
    */
-  async login(input: { email: string; password: string; ip?: string; requestId?: string; signal?: AbortSignal }): Promise<LoginResult> {
+  async login(input: { email: string; password: string; ip?: string; userAgent?: string; requestId?: string; signal?: AbortSignal }): Promise<LoginResult> {
     const { db, passwords, sessions, log, throttle, challenges } = this.deps;
     // No account can have such an address: the same 401, at the same cost, without a lookup;
     // it still counts against the client's address, or such guesses would be free.
@@ -170,7 +170,13 @@ export class Accounts {
       await throttle.succeed(attempt, 'password', input.email);
       return { mfaToken: await challenges.issue(user.id) };
     }
-    return { session: await sessions.open(db, user.id, 'aal1', checkedHash, throttle.successDeletion(attempt, 'password', input.email)) };
+    return {
+      session: await sessions.open(db, user.id, {
+        checkedPasswordHash: checkedHash,
+        attemptsToDelete: throttle.successDeletion(attempt, 'password', input.email),
+        origin: { ip: input.ip, userAgent: input.userAgent },
+      }),
+    };
   }
 
   /** The 401 of a failed password sign-in, and its audit line (the reason stays in the log). */

@@ -50,7 +50,14 @@ export class LoginChallenges {
     return token;
   }
 
-  async complete(input: { mfaToken: string; code?: string; recoveryCode?: string; ip?: string; requestId?: string }): Promise<SessionTokens> {
+  async complete(input: {
+    mfaToken: string;
+    code?: string;
+    recoveryCode?: string;
+    ip?: string;
+    userAgent?: string;
+    requestId?: string;
+  }): Promise<SessionTokens> {
     const { db, twoFactor, throttle, sessions } = this.deps;
     if (input.mfaToken === '') throw invalidArgument('mfa_token', 'mfa_token is required.');
     const code = input.code?.trim() || undefined;
@@ -74,7 +81,15 @@ export class LoginChallenges {
         return { kind: 'wrong' as const, userId: user.id };
       }
       await updateMfaChallenge(trx, tokenHash, { used_at: this.now() });
-      return { kind: 'ok' as const, userId: user.id, session: await sessions.open(trx, user.id, 'aal2', user.password_hash) };
+      return {
+        kind: 'ok' as const,
+        userId: user.id,
+        session: await sessions.open(trx, user.id, {
+          aal: 'aal2',
+          checkedPasswordHash: user.password_hash,
+          origin: { ip: input.ip, userAgent: input.userAgent },
+        }),
+      };
     });
     if (outcome.kind === 'invalid') {
       await throttle.release(attempt);

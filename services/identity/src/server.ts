@@ -3,7 +3,7 @@ import { Code, type ConnectRouter, type HandlerContext, type ServiceImpl } from 
 import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { userCaller } from '@switchboard/runtime/caller';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
-import { callScopeOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader } from '@switchboard/runtime/server';
+import { callScopeOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader, userAgentOf } from '@switchboard/runtime/server';
 import type { AccountSettings } from './account-settings.js';
 import { type Accounts, normalizeEmail, normalizeFullName, toAccount } from './accounts.js';
 import type { Deactivations } from './deactivation.js';
@@ -80,6 +80,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
         code: req.code,
         recoveryCode: req.recoveryCode,
         ip: clientIpOf(ctx),
+        userAgent: userAgentOf(ctx),
         requestId: requestIdOf(ctx),
       });
       return { session };
@@ -192,6 +193,17 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       const result = await handlers.deactivations.deactivate(user, { password: req.password, code: req.code }, callScopeOf(ctx));
       announceRevoked(ctx, result.revoked);
       return { deactivatedAt: timestampFromDate(result.deactivatedAt), eraseAfter: timestampFromDate(result.eraseAfter) };
+    },
+
+    async listSessions(req, ctx) {
+      const caller = userCaller(ctx);
+      return sessions.list(caller.userId, caller.sessionId, { limit: req.limit, after: req.after });
+    },
+
+    async revokeSession(req, ctx) {
+      if (req.sessionId === '') throw invalidArgument('session_id', 'session_id is required.');
+      announceRevoked(ctx, await sessions.revokeOne(userCaller(ctx).userId, req.sessionId, requestIdOf(ctx)));
+      return {};
     },
   };
 

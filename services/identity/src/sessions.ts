@@ -1,12 +1,14 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import { SessionRevokedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import type { SessionSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import type { ListSessionsResponseSchema, SessionSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import { newId, newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
+import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { type DataKeyRing, sha256Hex } from '@switchboard/runtime/secrets';
 import type { Db } from '@switchboard/runtime/sql';
 import type { SigningKeys } from './signing-keys.js';
@@ -17,6 +19,7 @@ import {
   findUsersSessionOfRefreshToken,
   insertRefreshToken,
   insertSessionForActiveUser,
+  listActiveSessions,
   lockRefreshToken,
   markRefreshTokenUsed,
   revokeUserSessions,
@@ -59,6 +62,23 @@ export const invalidRefreshToken = () =>
 
 export type LogoutScope = 'local' | 'others' | 'global';
 
+/** Where a sign-in came from (the gateway's view of the client), kept on the session it opens. */
+export interface SessionOrigin {
+  ip?: string;
+  userAgent?: string;
+}
+
+export interface OpenOptions {
+  aal?: 'aal1' | 'aal2';
+  /** The password hash the caller checked: no session when it changed meanwhile. */
+  checkedPasswordHash?: string;
+  /** A sign-in's throttle rows, deleted by the same statement. */
+  attemptsToDelete?: AttemptDeletion;
+  origin?: SessionOrigin;
+}
+
+export const sessionNotFound = () => apiError(Code.NotFound, 'session_not_found', 'No such active session of yours.');
+
 export interface SessionsDeps {
   db: Knex;
   signingKeys: SigningKeys;
@@ -93,7 +113,8 @@ export class Sessions {
    * (a password changed meanwhile gives no session: 401 invalid_credentials). A sign-in passes
    * its throttle's `successDeletion`, deleted by the same statement whatever its outcome.
    */
-  async open(db: Db, userId: string, aal: 'aal1' | 'aal2' = 'aal1', checkedPasswordHash?: string, attemptsToDelete?: AttemptDeletion): Promise<SessionTokens> {
+  async open(db: Db, userId: string, options: OpenOptions = {}): Promise<SessionTokens> {
+    const { aal = 'aal1', checkedPasswordHash, attemptsToDelete, origin } = options;
     const sessionId = newId('ses');
     const refreshToken = newToken();
     const now = this.now();
@@ -109,6 +130,8 @@ export class Sessions {
         expiresAt: new Date(now.getTime() + sessionLifetimeMs),
         refreshTokenHash: sha256Hex(refreshToken),
         passwordHash: checkedPasswordHash,
+        ip: origin?.ip,
+        userAgent: origin?.userAgent,
       },
       attemptsToDelete,
     );
@@ -189,6 +212,45 @@ export class Sessions {
       if (scope === 'others') return this.revoke(trx, { userId, reason: 'logout', except: sessionId, requestId });
       return target ? this.revoke(trx, { userId, reason: 'logout', only: [target], requestId }) : Promise.resolve([]);
     });
+  }
+
+  /**
+   * The user's active sessions, newest first, a page at a time (docs/api/identity.md#signed-in-sessions);
+   * `currentSessionId` (the caller's) is marked.
+   */
+  async list(
+    userId: string,
+    currentSessionId: string | undefined,
+    input: { limit?: number; after?: string },
+  ): Promise<MessageInitShape<typeof ListSessionsResponseSchema>> {
+    const limit = parseLimit(input.limit);
+    const after = decodeCursor(input.after);
+    const rows = await listActiveSessions(this.deps.db, userId, { now: this.now(), idleMs: sessionIdleTimeoutMs }, { limit, after });
+    const page = pageOf(rows, limit, (row) => ({ micros: row.cursor_micros, id: row.id }));
+    return {
+      data: page.rows.map((row) => ({
+        sessionId: row.id,
+        createdAt: timestampFromDate(row.created_at),
+        lastUsedAt: timestampFromDate(row.last_used_at),
+        expiresAt: timestampFromDate(row.expires_at),
+        ip: row.ip ?? undefined,
+        userAgent: row.user_agent ?? undefined,
+        current: row.id === currentSessionId,
+      })),
+      hasMore: page.hasMore,
+      nextCursor: page.nextCursor,
+    };
+  }
+
+  /**
+   * Signs out one session of the user ("sign out this one"), as a logout does: `session.revoked`
+   * goes out and the gateway refuses its access tokens from the next request. Another user's
+   * session, or one revoked already, is 404 session_not_found; returns the revoked ids.
+   */
+  async revokeOne(userId: string, sessionId: string, requestId?: string): Promise<string[]> {
+    const revoked = await this.deps.db.transaction((trx) => this.revoke(trx, { userId, reason: 'logout', only: [sessionId], requestId }));
+    if (revoked.length === 0) throw sessionNotFound();
+    return revoked;
   }
 
   /** Sessions revoked since `since` (default: the access-token lifetime back). */

@@ -63,8 +63,8 @@ describe('Sessions', () => {
 
   it('opens a session only for an active user whose checked password is still current', async () => {
     const user = await newUser('hash-1');
-    expect((await sessions.open(db, user.id, 'aal1', 'hash-1')).refreshToken).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    await expect(sessions.open(db, user.id, 'aal1', 'an older hash')).rejects.toThrow(/incorrect/);
+    expect((await sessions.open(db, user.id, { checkedPasswordHash: 'hash-1' })).refreshToken).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    await expect(sessions.open(db, user.id, { checkedPasswordHash: 'an older hash' })).rejects.toThrow(/incorrect/);
     await db('users').where({ id: user.id }).update({ deactivated_at: now });
     await expect(sessions.open(db, user.id)).rejects.toThrow(/incorrect/);
     // Nothing was half-written by the refusals: the one session of the first call.

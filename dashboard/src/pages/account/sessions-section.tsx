@@ -2,13 +2,10 @@ import { useState } from 'react';
 import { Form } from '../../components/form';
 import { Notice } from '../../components/notice';
 import { Section } from '../../components/section';
-import { useRouter } from '../../router';
+import { Link, useRouter } from '../../router';
 import { useSignedIn } from '../../session';
 
-/**
- * Ending sessions. The API lists no sessions (it has no such route), so this offers what it
- * can do: sign out the other sessions, or every session.
- */
+/** Ending sessions all at once: the other ones, or every one; the Sessions page lists them and ends one at a time. */
 export function SessionsSection() {
   const { client, ended } = useSignedIn();
   const { navigate } = useRouter();
@@ -26,8 +23,8 @@ export function SessionsSection() {
   return (
     <Section title="Sessions">
       <p>
-        A session lasts up to 30 days, and ends after 7 days without use. This dashboard keeps its session in this tab's memory only: reloading the page or
-        closing the tab signs you out here. Sessions are not listed, but you can end them:
+        A session lasts up to 30 days, and ends after 7 days without use. <Link to="/sessions">The Sessions page</Link> lists them and signs out one at a time;
+        here you end them all at once:
       </p>
       <div className="button-row">
         <Form onSubmit={signOutOthers} submitLabel="Sign out of other sessions" busyLabel="Signing out…" label="Sign out of other sessions">

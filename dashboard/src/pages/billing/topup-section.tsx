@@ -38,10 +38,7 @@ export function TopUpSection() {
   };
   return (
     <Section title="Add funds">
-      <p>
-        You pay on the payment page, then its link brings you back here. This dashboard keeps your session in this tab only, so you sign in again on your way
-        back.
-      </p>
+      <p>You pay on the payment page, then its link brings you back here, still signed in.</p>
       <Form onSubmit={submit} submitLabel="Continue to payment" busyLabel="Starting the payment…" label="Add funds">
         <Field
           name="amount_usd"

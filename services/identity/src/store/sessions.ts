@@ -1,4 +1,4 @@
-import type { Db } from '@switchboard/runtime/sql';
+import { type Db, microsOf, type PageQuery, pageClause } from '@switchboard/runtime/sql';
 import { type AttemptDeletion, attemptDeletionSql } from './auth-failures.js';
 
 // Sessions and their rotating refresh tokens.
@@ -11,7 +11,17 @@ import { type AttemptDeletion, attemptDeletionSql } from './auth-failures.js';
  */
 export async function insertSessionForActiveUser(
   db: Db,
-  input: { sessionId: string; userId: string; aal: string; openedAt: Date; expiresAt: Date; refreshTokenHash: string; passwordHash?: string },
+  input: {
+    sessionId: string;
+    userId: string;
+    aal: string;
+    openedAt: Date;
+    expiresAt: Date;
+    refreshTokenHash: string;
+    passwordHash?: string;
+    ip?: string;
+    userAgent?: string;
+  },
   alsoDelete?: AttemptDeletion,
 ): Promise<boolean> {
   // A sign-in's throttle rows go in the same statement: one round trip and one commit fewer on
@@ -22,7 +32,8 @@ export async function insertSessionForActiveUser(
     `WITH ${deletion ? `cleared AS (${deletion.sql}), ` : ''}active AS (
        SELECT id FROM users WHERE id = ? AND deactivated_at IS NULL AND (?::text IS NULL OR password_hash = ?) FOR SHARE
      ), opened AS (
-       INSERT INTO sessions (id, user_id, aal, created_at, last_used_at, expires_at) SELECT ?, id, ?, ?, ?, ? FROM active RETURNING id
+       INSERT INTO sessions (id, user_id, aal, created_at, last_used_at, expires_at, ip, user_agent)
+       SELECT ?, id, ?, ?, ?, ?, ?, ? FROM active RETURNING id
      )
      INSERT INTO refresh_tokens (token_hash, session_id, parent_hash) SELECT ?, id, NULL FROM opened RETURNING session_id`,
     [
@@ -35,6 +46,8 @@ export async function insertSessionForActiveUser(
       input.openedAt,
       input.openedAt,
       input.expiresAt,
+      input.ip ?? null,
+      input.userAgent ?? null,
       input.refreshTokenHash,
     ],
   )) as { rows: unknown[] };
@@ -105,4 +118,28 @@ export async function revokeUserSessions(db: Db, input: { userId: string; reason
 
 export async function findRevokedSessions(db: Db, since: Date): Promise<Array<{ id: string; revoked_at: Date }>> {
   return db('sessions').select('id', 'revoked_at').where('revoked_at', '>=', since).orderBy('revoked_at');
+}
+
+export interface ActiveSessionRow {
+  id: string;
+  created_at: Date;
+  last_used_at: Date;
+  expires_at: Date;
+  ip: string | null;
+  user_agent: string | null;
+  cursor_micros: string;
+}
+
+/** The user's sessions live at `now` (not revoked, not past their end or idle limit), newest first. */
+export async function listActiveSessions(db: Db, userId: string, live: { now: Date; idleMs: number }, page: PageQuery): Promise<ActiveSessionRow[]> {
+  const { cursor, bindings } = pageClause(page, 'created_at', 'id', [userId, live.now, live.now, live.idleMs]);
+  const result = await db.raw<{ rows: ActiveSessionRow[] }>(
+    `SELECT id, created_at, last_used_at, expires_at, ip, user_agent, ${microsOf('created_at')} AS cursor_micros
+       FROM sessions
+      WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?
+        AND last_used_at > ?::timestamptz - ?::bigint * interval '1 millisecond' ${cursor}
+      ORDER BY created_at DESC, id DESC LIMIT ?`,
+    bindings,
+  );
+  return result.rows;
 }
