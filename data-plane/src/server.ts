@@ -46,6 +46,8 @@ class Overhead {
   readonly started = performance.now();
   /** The upstream's part so far. */
   upstreamMs = 0;
+  /** The X-Service-Overhead-Ms the answer's headers carried, once written. */
+  answered?: string;
 
   async upstream<T>(work: () => Promise<T>): Promise<T> {
     const from = performance.now();
@@ -68,7 +70,8 @@ class Overhead {
  * (gateway/src/data-plane-proxy.ts), and does not pass this one on.
  */
 function writeHead(res: http.ServerResponse, overhead: Overhead, status: number, headers: Record<string, string>): http.ServerResponse {
-  return res.writeHead(status, { ...headers, 'x-service-overhead-ms': overhead.ms, 'x-service-upstream-ms': overhead.upstreamMs.toFixed(3) });
+  overhead.answered = overhead.ms;
+  return res.writeHead(status, { ...headers, 'x-service-overhead-ms': overhead.answered, 'x-service-upstream-ms': overhead.upstreamMs.toFixed(3) });
 }
 
 /**
@@ -201,6 +204,8 @@ export function replyTo(res: http.ServerResponse, idleTimeoutMs?: number, overhe
   return {
     signal: aborted.signal,
     upstream: (work) => overhead.upstream(work),
+    elapsedMs: () => performance.now() - overhead.started,
+    overheadMs: () => Number(overhead.answered ?? overhead.ms),
     json(status, headers, body) {
       sendJson(res, overhead, status, headers, JSON.stringify(body));
     },
