@@ -75,8 +75,8 @@ export interface Reply {
   upstream<T>(work: () => Promise<T>): Promise<T>;
   /** Milliseconds since the request arrived. */
   elapsedMs(): number;
-  /** The answer's X-Service-Overhead-Ms once its headers are written, else the overhead so far. */
-  overheadMs(): number;
+  /** elapsedMs, and the answer's X-Service-Overhead-Ms once its headers are written, else the overhead so far (of the same instant). */
+  timing(): { elapsedMs: number; overheadMs: number };
 }
 
 /** How an answer ended, as its usage record says (docs/api/generations.md#status). */
@@ -167,7 +167,8 @@ export class Completions {
       const { response, target } = await reply.upstream(() => this.callWithFailover(first, tier, key.policy, request, signal));
       const planId = balance.facts.planId;
       const bill = async (tokens: Tokens, answer: string | undefined, ending: Ending) => {
-        const latencyMs = Math.round(reply.elapsedMs());
+        const timing = reply.timing();
+        const latencyMs = Math.round(timing.elapsedMs);
         const upstreamCostUsd = upstreamCost(target.model, tokens);
         const billedTier = pricing.tierOf(request.model, false);
         const cost = pricing.cost({ tier: billedTier, inputTokens: BigInt(tokens.input), outputTokens: BigInt(tokens.output), upstreamCostUsd }, planId);
@@ -194,7 +195,7 @@ export class Completions {
           status: ending.status,
           latencyMs,
           timeToFirstTokenMs: ending.firstTokenMs === undefined ? latencyMs : Math.round(ending.firstTokenMs),
-          overheadMs: reply.overheadMs(),
+          overheadMs: timing.overheadMs,
           conversationId,
         });
         await this.deps.publisher.publish(this.deps.subjects.usage, toBinary(UsageRecordSchema, record), generationId);

@@ -60,7 +60,11 @@ class Overhead {
 
   /** Milliseconds to the microsecond: a request's own share is often well under one. */
   get ms(): string {
-    return (performance.now() - this.started - this.upstreamMs).toFixed(3);
+    return this.msAt(performance.now());
+  }
+
+  msAt(now: number): string {
+    return (now - this.started - this.upstreamMs).toFixed(3);
   }
 }
 
@@ -205,7 +209,10 @@ export function replyTo(res: http.ServerResponse, idleTimeoutMs?: number, overhe
     signal: aborted.signal,
     upstream: (work) => overhead.upstream(work),
     elapsedMs: () => performance.now() - overhead.started,
-    overheadMs: () => Number(overhead.answered ?? overhead.ms),
+    timing() {
+      const now = performance.now();
+      return { elapsedMs: now - overhead.started, overheadMs: Number(overhead.answered ?? overhead.msAt(now)) };
+    },
     json(status, headers, body) {
       sendJson(res, overhead, status, headers, JSON.stringify(body));
     },
