@@ -73,9 +73,10 @@ export interface Reply {
   end(): void;
   /** Runs `work` (the upstream's call, or the read of its answer) and leaves its time out of X-Service-Overhead-Ms. */
   upstream<T>(work: () => Promise<T>): Promise<T>;
-  /** Milliseconds since the request arrived. */
-  elapsedMs(): number;
-  /** elapsedMs, and the answer's X-Service-Overhead-Ms once its headers are written, else the overhead so far (of the same instant). */
+  /**
+   * Milliseconds since the request arrived, and the answer's X-Service-Overhead-Ms once its headers
+   * are written, else the overhead so far (of the same instant).
+   */
   timing(): { elapsedMs: number; overheadMs: number };
 }
 
@@ -272,7 +273,7 @@ export class Completions {
           break;
         }
         await reply.write(event.raw);
-        firstChunkMs ??= reply.elapsedMs();
+        firstChunkMs ??= reply.timing().elapsedMs;
         try {
           const chunk = JSON.parse(event.data) as {
             id?: string;
@@ -285,7 +286,7 @@ export class Completions {
           if (chunk.usage) usage = { input: count(chunk.usage.prompt_tokens), output: count(chunk.usage.completion_tokens) };
           const content = chunk.choices?.[0]?.delta?.content;
           if (typeof content === 'string' && content !== '') {
-            firstContentMs ??= reply.elapsedMs();
+            firstContentMs ??= reply.timing().elapsedMs;
             answer += content;
             deltas += 1;
           }

@@ -208,7 +208,6 @@ export function replyTo(res: http.ServerResponse, idleTimeoutMs?: number, overhe
   return {
     signal: aborted.signal,
     upstream: (work) => overhead.upstream(work),
-    elapsedMs: () => performance.now() - overhead.started,
     timing() {
       const now = performance.now();
       return { elapsedMs: now - overhead.started, overheadMs: Number(overhead.answered ?? overhead.msAt(now)) };
