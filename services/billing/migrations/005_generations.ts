@@ -3,8 +3,10 @@ import type { Knex } from '@switchboard/runtime/db';
 /**
  * Generations (docs/api/generations.md): the facts the data plane reports beside the usage (null
  * for rows recorded before it did, or through RecordUsage), the keyset indexes of the list (per
- * workspace and per key, newest first), and the feedback projected from `feedback.recorded`,
- * keyed by generation and kept apart so that a rating arriving before its usage row waits there.
+ * workspace and per key, newest first; the first also serves the reports' time ranges, so it
+ * replaces their index: a settled row updates one index more, not two), and the feedback
+ * projected from `feedback.recorded`, keyed by generation and kept apart so that a rating
+ * arriving before its usage row waits there.
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(`
@@ -18,6 +20,7 @@ export async function up(knex: Knex): Promise<void> {
       ADD COLUMN conversation_id text NULL`);
   await knex.raw('CREATE INDEX usage_records_workspace_page_idx ON usage_records (workspace_id, occurred_at DESC, id DESC)');
   await knex.raw('CREATE INDEX usage_records_key_page_idx ON usage_records (workspace_id, key_id, occurred_at DESC, id DESC)');
+  await knex.raw('DROP INDEX usage_records_workspace_time_idx');
 
   await knex.raw(`
     CREATE TABLE generation_feedback (
@@ -34,6 +37,7 @@ export async function up(knex: Knex): Promise<void> {
 
 export async function down(knex: Knex): Promise<void> {
   await knex.schema.dropTableIfExists('generation_feedback');
+  await knex.raw('CREATE INDEX usage_records_workspace_time_idx ON usage_records (workspace_id, occurred_at)');
   await knex.raw('DROP INDEX IF EXISTS usage_records_key_page_idx');
   await knex.raw('DROP INDEX IF EXISTS usage_records_workspace_page_idx');
   await knex.raw(`
