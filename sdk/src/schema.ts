@@ -12218,7 +12218,7 @@ export interface operations {
             /**
              * @description Invalid input; `field` names it.
              *
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, or `key_id` is longer than 200 characters.
              */
             400: {
                 headers: {
