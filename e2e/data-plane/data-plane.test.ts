@@ -464,6 +464,22 @@ describe('streaming', () => {
         tier: 'fast',
       });
       expect(await generationOf(ws.token, generationId)).toMatchObject({ streamed: true, status: 'client_closed', output_tokens: outputTokens });
+
+      // A provider that breaks the stream off: the client gets an error event, the generation is
+      // billed for the 3 tokens produced and ends as upstream_error.
+      overseas.mode(FAST_A, { kind: 'break', tokens: 3 });
+      overseas.mode(FAST_B, { kind: 'break', tokens: 3 });
+      const broken = await fetch(`${mesh.gatewayUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ws.fullKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ ...ask(), stream: true }),
+      });
+      expect(await broken.text()).toContain('"code":"upstream_error"');
+      expect(await generationOf(ws.token, broken.headers.get('x-service-generation-id')!)).toMatchObject({
+        streamed: true,
+        status: 'upstream_error',
+        output_tokens: 3,
+      });
     } finally {
       resetModes();
     }

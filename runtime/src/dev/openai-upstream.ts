@@ -5,7 +5,8 @@ import type { AddressInfo } from 'node:net';
  * A small OpenAI-compatible upstream for tests and benchmarks (no network): `POST
  * /v1/chat/completions`, answered at once or as a stream of server-sent events, with usage.
  * The answer is `words` tokens ("w1 w2 …", at most `max_tokens`); the prompt counts one token
- * per 4 characters of message text. Each model can be told to fail, hang, or stream slowly.
+ * per 4 characters of message text. Each model can be told to fail, hang, stream slowly, or break
+ * a stream off.
  */
 
 export type UpstreamMode =
@@ -16,7 +17,9 @@ export type UpstreamMode =
   /** Never answers. */
   | { kind: 'hang' }
   /** Streams with `delayMs` between tokens. */
-  | { kind: 'slow'; delayMs: number };
+  | { kind: 'slow'; delayMs: number }
+  /** Streams `tokens` tokens, then drops the connection (a provider failing mid-stream). */
+  | { kind: 'break'; tokens: number };
 
 export interface UpstreamRequest {
   model: string;
@@ -73,11 +76,11 @@ export class OpenAiUpstream {
           .end(JSON.stringify({ error: { message: 'upstream failure', type: 'server_error' } }));
         return;
       }
-      void this.answer(body, model, mode.kind === 'slow' ? mode.delayMs : 0, res);
+      void this.answer(body, model, mode.kind === 'slow' ? mode.delayMs : 0, res, mode.kind === 'break' ? mode.tokens : undefined);
     });
   }
 
-  private async answer(body: Record<string, unknown>, model: string, delayMs: number, res: http.ServerResponse): Promise<void> {
+  private async answer(body: Record<string, unknown>, model: string, delayMs: number, res: http.ServerResponse, breakAfter?: number): Promise<void> {
     const messages = Array.isArray(body.messages) ? (body.messages as Array<{ content?: unknown }>) : [];
     const promptTokens = Math.ceil(messages.reduce((sum, message) => sum + (typeof message.content === 'string' ? message.content.length : 0), 0) / 4);
     const limit = typeof body.max_tokens === 'number' ? body.max_tokens : Number.POSITIVE_INFINITY;
@@ -111,6 +114,11 @@ export class OpenAiUpstream {
     for (const [i, token] of tokens.entries()) {
       if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
       if (res.destroyed) return;
+      if (i === breakAfter) {
+        // What was written goes out first; then the connection closes without the stream's end.
+        res.socket?.end();
+        return;
+      }
       send(chunk({ content: i === 0 ? token : ` ${token}` }, null));
     }
     send(chunk({}, 'stop'));
