@@ -31,7 +31,7 @@ export interface GenerationsDeps {
   usageSettled?: () => Promise<unknown>;
 }
 
-type Record = MessageInitShape<typeof GenerationRecordSchema>;
+type GenerationView = MessageInitShape<typeof GenerationRecordSchema>;
 
 const notFound = () => apiError(Code.NotFound, 'generation_not_found', 'No such generation in this workspace.');
 
@@ -42,7 +42,7 @@ function scopeOf(caller: WorkspaceCaller): GenerationScope {
   return { workspaceId: caller.workspaceId, keyId: caller.keyId ?? '' };
 }
 
-function toRecord(row: GenerationRow): Record {
+function toRecord(row: GenerationRow): GenerationView {
   return {
     generationId: row.generation_id,
     keyId: row.key_id,
@@ -84,7 +84,7 @@ export class Generations {
     return { data: page.rows.map(toRecord), hasMore: page.hasMore, nextCursor: page.nextCursor };
   }
 
-  async get(caller: WorkspaceCaller, generationId: string): Promise<Record> {
+  async get(caller: WorkspaceCaller, generationId: string): Promise<GenerationView> {
     if (generationId === '' || generationId.length > 200) throw notFound();
     const scope = scopeOf(caller);
     // A generation answered a moment ago may still be on its way to settlement.
