@@ -77,7 +77,15 @@ export interface Reply {
   end(): void;
   /** Runs `work` (the upstream's call, or the read of its answer) and leaves its time out of X-Service-Overhead-Ms. */
   upstream<T>(work: () => Promise<T>): Promise<T>;
+  /**
+   * Milliseconds since the request arrived, and the answer's X-Service-Overhead-Ms once its headers
+   * are written, else the overhead so far (of the same instant).
+   */
+  timing(): { elapsedMs: number; overheadMs: number };
 }
+
+/** How an answer ended, as its usage record says (docs/api/generations.md#status). */
+type Ending = { status: 'completed' | 'client_closed' | 'upstream_error'; firstTokenMs?: number };
 
 interface Target {
   model: CatalogModel;
@@ -163,7 +171,9 @@ export class Completions {
         : this.stopping.signal;
       const { response, target } = await reply.upstream(() => this.callWithFailover(first, tier, key.policy, request, signal));
       const planId = balance.facts.planId;
-      const bill = async (tokens: Tokens, answer: string | undefined) => {
+      const bill = async (tokens: Tokens, answer: string | undefined, ending: Ending) => {
+        const timing = reply.timing();
+        const latencyMs = Math.round(timing.elapsedMs);
         const upstreamCostUsd = upstreamCost(target.model, tokens);
         const billedTier = pricing.tierOf(request.model, false);
         const cost = pricing.cost({ tier: billedTier, inputTokens: BigInt(tokens.input), outputTokens: BigInt(tokens.output), upstreamCostUsd }, planId);
@@ -185,6 +195,13 @@ export class Completions {
           pricingVersion: pricing.version,
           capLeaseId: cap?.leaseId || undefined,
           balanceLeaseId: balance?.leaseId || undefined,
+          region: target.model.region,
+          streamed: request.stream,
+          status: ending.status,
+          latencyMs,
+          timeToFirstTokenMs: ending.firstTokenMs === undefined ? latencyMs : Math.round(ending.firstTokenMs),
+          overheadMs: timing.overheadMs,
+          conversationId,
         });
         await this.deps.publisher.publish(this.deps.subjects.usage, toBinary(UsageRecordSchema, record), generationId);
         cap?.settle(cost);
@@ -220,7 +237,7 @@ export class Completions {
     target: Target,
     generationId: string,
     bound: Tokens,
-    bill: (tokens: Tokens, answer: string | undefined) => Promise<Record<string, unknown>>,
+    bill: (tokens: Tokens, answer: string | undefined, ending: Ending) => Promise<Record<string, unknown>>,
   ): Promise<void> {
     const headers = { 'x-service-generation-id': generationId };
     if (!request.stream) {
@@ -237,7 +254,8 @@ export class Completions {
       // Without the upstream's count the answer is billed at the estimate's bounds.
       const usage = body.usage ? { input: count(body.usage.prompt_tokens), output: count(body.usage.completion_tokens) } : bound;
       const answer = typeof body.choices?.[0]?.message?.content === 'string' ? body.choices[0].message.content : '';
-      const service = await bill(usage, answer);
+      // Not streamed: the first token reaches the client with the whole answer (its time is the latency).
+      const service = await bill(usage, answer, { status: reply.signal.aborted ? 'client_closed' : 'completed' });
       reply.json(200, headers, { ...body, service });
       return;
     }
@@ -249,6 +267,9 @@ export class Completions {
     let completed = false;
     let last: { id?: string; created?: number; model?: string } = {};
     let failure: unknown;
+    /** When the first chunk, and the first with content, went to the client. */
+    let firstChunkMs: number | undefined;
+    let firstContentMs: number | undefined;
     try {
       for await (const event of readEvents(response.body!, this.deps.settings.idleTimeoutMs, signal)) {
         if (event.data === '[DONE]') {
@@ -256,6 +277,7 @@ export class Completions {
           break;
         }
         await reply.write(event.raw);
+        firstChunkMs ??= reply.timing().elapsedMs;
         try {
           const chunk = JSON.parse(event.data) as {
             id?: string;
@@ -268,6 +290,7 @@ export class Completions {
           if (chunk.usage) usage = { input: count(chunk.usage.prompt_tokens), output: count(chunk.usage.completion_tokens) };
           const content = chunk.choices?.[0]?.delta?.content;
           if (typeof content === 'string' && content !== '') {
+            firstContentMs ??= reply.timing().elapsedMs;
             answer += content;
             deltas += 1;
           }
@@ -284,7 +307,10 @@ export class Completions {
     // per delta.
     const billed = usage ?? (completed ? bound : { input: Math.ceil(request.bodyBytes / 4), output: deltas });
     const cut = signal.aborted || failure !== undefined;
-    const service = await bill(billed, cut ? undefined : answer);
+    const service = await bill(billed, cut ? undefined : answer, {
+      status: reply.signal.aborted ? 'client_closed' : cut ? 'upstream_error' : 'completed',
+      firstTokenMs: firstContentMs ?? firstChunkMs,
+    });
     if (reply.signal.aborted) {
       this.deps.log.info({ generation_id: generationId, output_tokens: billed.output }, 'the client went away mid-stream; billed what was produced');
       return;

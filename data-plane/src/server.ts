@@ -44,6 +44,8 @@ class Overhead {
   readonly started = performance.now();
   /** The upstream's part so far. */
   upstreamMs = 0;
+  /** The X-Service-Overhead-Ms the answer's headers carried, once written. */
+  answered?: string;
 
   async upstream<T>(work: () => Promise<T>): Promise<T> {
     const from = performance.now();
@@ -56,7 +58,11 @@ class Overhead {
 
   /** Milliseconds to the microsecond: a request's own share is often well under one. */
   get ms(): string {
-    return (performance.now() - this.started - this.upstreamMs).toFixed(3);
+    return this.msAt(performance.now());
+  }
+
+  msAt(now: number): string {
+    return (now - this.started - this.upstreamMs).toFixed(3);
   }
 }
 
@@ -66,7 +72,8 @@ class Overhead {
  * (gateway/src/data-plane-proxy.ts), and does not pass this one on.
  */
 function writeHead(res: http.ServerResponse, overhead: Overhead, status: number, headers: Record<string, string>): http.ServerResponse {
-  return res.writeHead(status, { ...headers, 'x-service-overhead-ms': overhead.ms, 'x-service-upstream-ms': overhead.upstreamMs.toFixed(3) });
+  overhead.answered = overhead.ms;
+  return res.writeHead(status, { ...headers, 'x-service-overhead-ms': overhead.answered, 'x-service-upstream-ms': overhead.upstreamMs.toFixed(3) });
 }
 
 /**
@@ -191,6 +198,10 @@ export function replyTo(res: http.ServerResponse, idleTimeoutMs?: number, overhe
   return {
     signal: aborted.signal,
     upstream: (work) => overhead.upstream(work),
+    timing() {
+      const now = performance.now();
+      return { elapsedMs: now - overhead.started, overheadMs: Number(overhead.answered ?? overhead.msAt(now)) };
+    },
     json(status, headers, body) {
       sendJson(res, overhead, status, headers, JSON.stringify(body));
     },

@@ -152,6 +152,34 @@ const waitForSpend = (ws: Account, expected: Money) =>
   eventually(async () => (await spendOf(ws)).eq(expected), `month-to-date spend ${expected.toFixed()}`, 15_000);
 const sum = (amounts: string[]) => amounts.reduce((total, amount) => total.plus(amount), new Money(0));
 
+/** A generation as GET /v1/generations/{generation_id} answers it (docs/api/generations.md). */
+interface GenerationRecord {
+  generation_id: string;
+  key_id: string;
+  model: string;
+  routed_model: string;
+  tier: string;
+  region: string | null;
+  input_tokens: number;
+  output_tokens: number;
+  cost_usd: string;
+  upstream_cost_usd: string | null;
+  streamed: boolean | null;
+  status: string | null;
+  latency_ms: number | null;
+  time_to_first_token_ms: number | null;
+  overhead_ms: number | null;
+  conversation_id: string | null;
+  feedback: { rating: number; tags: string[] } | null;
+  created_at: string;
+}
+
+const generationOf = async (token: string, generationId: string): Promise<GenerationRecord> => {
+  const response = await call('GET', `/v1/generations/${generationId}`, { token });
+  expect(response.status, response.text).toBe(200);
+  return response.json;
+};
+
 /** Every fast candidate of the overseas region streams slowly (an overseas-only key's tier). */
 function slowOverseas(delayMs: number) {
   overseas.mode(FAST_A, { kind: 'slow', delayMs });
@@ -395,6 +423,15 @@ describe('streaming', () => {
       // A completion without a stream carries the same header, naming its generation.
       const { data: completion, response: unary } = await ws.client.chat.completions.create(ask()).withResponse();
       expect(unary.headers.get('x-service-generation-id')).toBe(serviceOf(completion).generation_id);
+
+      // The activity log has both, with what the data plane measured: the stream's first token came
+      // 7 tokens (300 ms apart) before its end; a whole answer's first token is its end.
+      const streamed = await generationOf(ws.token, generationId!);
+      expect(streamed).toMatchObject({ routed_model: service.routed_model, region: 'overseas', streamed: true, status: 'completed', output_tokens: 8 });
+      expect(streamed.latency_ms! - streamed.time_to_first_token_ms!).toBeGreaterThan(1500);
+      const whole = await generationOf(ws.token, serviceOf(completion).generation_id);
+      expect(whole).toMatchObject({ streamed: false, status: 'completed', time_to_first_token_ms: whole.latency_ms });
+      for (const record of [streamed, whole]) expect(record.overhead_ms, JSON.stringify(record)).toBeLessThan(record.latency_ms! + 1);
     } finally {
       resetModes();
     }
@@ -435,6 +472,23 @@ describe('streaming', () => {
         keyId: ws.keyId,
         model: 'service/fast',
         tier: 'fast',
+      });
+      expect(await generationOf(ws.token, generationId)).toMatchObject({ streamed: true, status: 'client_closed', output_tokens: outputTokens });
+
+      // A provider that breaks the stream off: the client gets an error event, the generation is
+      // billed for the 3 tokens produced and ends as upstream_error.
+      overseas.mode(FAST_A, { kind: 'break', tokens: 3 });
+      overseas.mode(FAST_B, { kind: 'break', tokens: 3 });
+      const broken = await fetch(`${mesh.gatewayUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ws.fullKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ ...ask(), stream: true }),
+      });
+      expect(await broken.text()).toContain('"code":"upstream_error"');
+      expect(await generationOf(ws.token, broken.headers.get('x-service-generation-id')!)).toMatchObject({
+        streamed: true,
+        status: 'upstream_error',
+        output_tokens: 3,
       });
     } finally {
       resetModes();
@@ -618,5 +672,106 @@ describe('feedback', () => {
       return next.filter((model) => model === FAST_B).length >= 15;
     }, 'the data plane to route by the ratings');
     expect(next.filter((model) => model === FAST_B).length, next.join(', ')).toBeGreaterThanOrEqual(15);
+  });
+});
+
+describe('generations', () => {
+  it("lists a workspace's generations newest first by pages, an API key its own; another workspace's is a 404; feedback and prices show", async () => {
+    const ws = await account({ routing_policy: 'overseas-only' });
+    const second = await call('POST', '/v1/keys', { token: ws.token, body: { name: 'second' } });
+    expect(second.status, second.text).toBe(201);
+    const secondKey = { keyId: second.json.key.key_id as string, fullKey: second.json.full_key as string };
+    const conversation = await call('POST', '/v1/conversations', { token: ws.token, body: {} });
+    expect(conversation.status, conversation.text).toBe(201);
+    const conversationId: string = conversation.json.conversation_id;
+
+    // In order (each answered before the next): newest first, the passthrough one of the second key leads.
+    const ids: string[] = [];
+    ids.push(serviceOf(await ws.client.chat.completions.create(ask(), { headers: { 'X-Service-Conversation-Id': conversationId } })).generation_id);
+    ids.push(serviceOf(await ws.client.chat.completions.create(ask())).generation_id);
+    ids.push(serviceOf(await clientFor(secondKey.fullKey).chat.completions.create(ask(PASS_X))).generation_id);
+
+    // Fields of a real completion: (2 × 0.10 + 8 × 0.40)/1M at the catalog price upstream, billed at the fast tier.
+    const first = await generationOf(ws.token, ids[0]);
+    expect(first).toMatchObject({
+      generation_id: ids[0],
+      key_id: ws.keyId,
+      model: 'service/fast',
+      tier: 'fast',
+      region: 'overseas',
+      input_tokens: 2,
+      output_tokens: 8,
+      cost_usd: fastCost,
+      upstream_cost_usd: '0.0000034',
+      streamed: false,
+      status: 'completed',
+      conversation_id: conversationId,
+      feedback: null,
+    });
+    expect([FAST_A, FAST_B]).toContain(first.routed_model);
+    expect(first.latency_ms).toBeGreaterThanOrEqual(0);
+    expect(first.overhead_ms).toBeGreaterThanOrEqual(0);
+    expect(Date.parse(first.created_at)).toBeLessThanOrEqual(Date.now());
+    expect(await generationOf(ws.token, ids[2])).toMatchObject({
+      key_id: secondKey.keyId,
+      model: PASS_X,
+      routed_model: PASS_X,
+      tier: 'passthrough',
+      conversation_id: null,
+    });
+
+    // Pages of 2, newest first; the cursor of the last page is null.
+    const page1 = await call('GET', '/v1/generations?limit=2', { token: ws.token });
+    expect(page1.status, page1.text).toBe(200);
+    expect(page1.json.data.map((g: GenerationRecord) => g.generation_id)).toEqual([ids[2], ids[1]]);
+    expect(page1.json.has_more).toBe(true);
+    const page2 = await call('GET', `/v1/generations?limit=2&after=${page1.json.next_cursor}`, { token: ws.token });
+    expect(page2.json).toMatchObject({ data: [{ generation_id: ids[0] }], has_more: false, next_cursor: null });
+    const byKey = await call('GET', `/v1/generations?key_id=${secondKey.keyId}`, { token: ws.token });
+    expect(byKey.json.data.map((g: GenerationRecord) => g.generation_id)).toEqual([ids[2]]);
+    for (const query of ['limit=0', 'limit=101', 'after=not-a-cursor']) {
+      const refused = await call('GET', `/v1/generations?${query}`, { token: ws.token });
+      expect(refused.status, query).toBe(400);
+      expect(refused.json.error.code).toBe('invalid_request');
+    }
+
+    // An API key sees its own generations only; another key's is not found.
+    const asKey = await call('GET', '/v1/generations', { token: secondKey.fullKey });
+    expect(asKey.status, asKey.text).toBe(200);
+    expect(asKey.json.data.map((g: GenerationRecord) => g.generation_id)).toEqual([ids[2]]);
+    expect((await call('GET', `/v1/generations?key_id=${ws.keyId}`, { token: secondKey.fullKey })).json.data).toEqual([]);
+    expect((await call('GET', `/v1/generations/${ids[0]}`, { token: secondKey.fullKey })).status).toBe(404);
+    expect((await call('GET', `/v1/generations/${ids[2]}`, { token: secondKey.fullKey })).status).toBe(200);
+
+    // Another workspace sees none of them.
+    const other = await account();
+    const foreign = await call('GET', `/v1/generations/${ids[0]}`, { token: other.token });
+    expect(foreign.status).toBe(404);
+    expect(foreign.json.error.code).toBe('generation_not_found');
+    expect((await call('GET', '/v1/generations', { token: other.token })).json).toEqual({ data: [], has_more: false, next_cursor: null });
+
+    // Feedback reaches the log through feedback.recorded; the latest rating wins.
+    for (const [rating, tags] of [
+      [-1, ['slow']],
+      [1, ['accurate']],
+    ] as const) {
+      const rated = await call('POST', '/v1/feedback', { token: ws.token, body: { generation_id: ids[1], rating, tags } });
+      expect(rated.status, rated.text).toBeLessThan(300);
+    }
+    await eventually(async () => (await generationOf(ws.token, ids[1])).feedback?.rating === 1, 'the latest rating to show');
+    expect((await generationOf(ws.token, ids[1])).feedback).toEqual({ rating: 1, tags: ['accurate'] });
+
+    // Prices as the workspace's plan (payg) bills them: the tiers as listed, catalog models plus 5%.
+    for (const token of [ws.token, secondKey.fullKey]) {
+      const prices = await call('GET', '/v1/billing/prices', { token });
+      expect(prices.status, prices.text).toBe(200);
+      expect(prices.json.tiers).toEqual([
+        { tier: 'fast', input_usd_per_1m: '0.1', output_usd_per_1m: '0.4' },
+        { tier: 'balanced', input_usd_per_1m: '0.5', output_usd_per_1m: '2' },
+      ]);
+      expect(prices.json.models).toContainEqual({ id: PASS_X, region: 'overseas', tiers: [], input_usd_per_1m: '1.05', output_usd_per_1m: '2.1' });
+      expect(prices.json.models).toContainEqual({ id: FAST_CN, region: 'cn', tiers: ['fast'], input_usd_per_1m: '0.105', output_usd_per_1m: '0.42' });
+      expect(prices.json.models).toHaveLength(6);
+    }
   });
 });

@@ -21,6 +21,8 @@ export interface Caller {
   role?: string;
   /** The user's session (access tokens only). */
   sessionId?: string;
+  /** The API key of the call (API keys only). */
+  keyId?: string;
   requestId: string;
 }
 
@@ -38,6 +40,7 @@ const callerWith = (ctx: HandlerContext, claims: MeshClaims, userId: string) => 
   workspaceId: claims.workspaceId,
   role: claims.role,
   sessionId: claims.sessionId,
+  keyId: claims.keyId,
   requestId: requestIdOf(ctx),
 });
 

@@ -1212,6 +1212,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/billing/prices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the workspace pays per million tokens, per tier and per model
+         * @description Returns what the workspace pays per million tokens under its plan: the service tiers
+         *     (`service/fast`, `service/balanced`) at the pricing file's prices less the plan's discount, and
+         *     every model of the model catalog, once per region, at the provider's price plus the plan's
+         *     passthrough markup. `version` is the pricing file's.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         */
+        get: operations["BillingService_GetPrices"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/generations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The workspace's generations, newest first
+         * @description Lists the workspace's generations (one per model request answered by the data plane), newest
+         *     first, with their tokens, cost, timing, how they ended and the feedback given on them. An API
+         *     key sees only its own generations; `key_id` narrows the list to one key. Every request answered
+         *     before the call is listed. Pages of `limit` generations (default 20): pass `next_cursor` as
+         *     `after` for the next page.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         */
+        get: operations["BillingService_ListGenerations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/generations/{generation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One generation
+         * @description Returns one generation of the workspace by the id its answer carried (`X-Service-Generation-Id`,
+         *     `service.generation_id`). An API key sees only its own generations.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         */
+        get: operations["BillingService_GetGenerationRecord"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/billing/sandbox/checkout/{token}": {
         parameters: {
             query?: never;
@@ -1779,6 +1859,34 @@ export interface components {
             updated_at: string;
         };
         /**
+         * BilledModelPrice
+         * @description The price of a model requested by its id (passthrough) as the workspace's plan bills it.
+         */
+        "switchboard.billing.v1.BilledModelPrice": {
+            /** @description The model id to send as `model`. */
+            id: string;
+            /** @description Where it is served: `overseas` or `cn`. */
+            region: string;
+            /** @description The service tiers it is a candidate for (possibly none). */
+            tiers: string[];
+            /** @description USD per million input tokens: the provider's price plus the plan's passthrough markup (decimal string). */
+            input_usd_per_1m: string;
+            /** @description USD per million output tokens: the provider's price plus the plan's passthrough markup (decimal string). */
+            output_usd_per_1m: string;
+        };
+        /**
+         * BilledTierPrice
+         * @description The price of a service tier as the workspace's plan bills it.
+         */
+        "switchboard.billing.v1.BilledTierPrice": {
+            /** @description `fast` or `balanced`. */
+            tier: string;
+            /** @description USD per million input (prompt) tokens, the plan's discount applied (decimal string). */
+            input_usd_per_1m: string;
+            /** @description USD per million output (completion) tokens, the plan's discount applied (decimal string). */
+            output_usd_per_1m: string;
+        };
+        /**
          * Checkout
          * @description A top-up payment.
          * @example {
@@ -1877,6 +1985,117 @@ export interface components {
             idempotency_key: string;
         };
         /**
+         * GenerationFeedback
+         * @description The latest rating given on a generation.
+         */
+        "switchboard.billing.v1.GenerationFeedback": {
+            /**
+             * Format: int32
+             * @description 1 (thumbs up) or -1 (thumbs down).
+             */
+            rating: number;
+            /** @description The tags given with it. */
+            tags: string[];
+        };
+        /**
+         * GenerationRecord
+         * @description One model request answered by the data plane: what it was, what it cost, how long it took,
+         *     how it ended, and the feedback given on it. Fields the data plane did not report (generations
+         *     recorded before it did, or through RecordUsage) are null.
+         * @example {
+         *       "generation_id": "gen_4kT9wQ2mZp7RbX1sLc8VdN",
+         *       "key_id": "key_7Hq2LmN9pR4sT6vW8xY0zB",
+         *       "model": "service/fast",
+         *       "routed_model": "gpt-4o-mini",
+         *       "tier": "fast",
+         *       "region": "overseas",
+         *       "input_tokens": 12,
+         *       "output_tokens": 48,
+         *       "cost_usd": "0.0000204",
+         *       "upstream_cost_usd": "0.00003060",
+         *       "streamed": false,
+         *       "status": "completed",
+         *       "latency_ms": 803,
+         *       "time_to_first_token_ms": 803,
+         *       "overhead_ms": 0.912,
+         *       "conversation_id": "conv_2bN8qL5mX1pT7rV3sW9yZc",
+         *       "feedback": null,
+         *       "created_at": "2026-11-24T09:30:00Z"
+         *     }
+         */
+        "switchboard.billing.v1.GenerationRecord": {
+            /** @description The generation's id, `gen_…` (the answer's `X-Service-Generation-Id`). */
+            generation_id: string;
+            /** @description The API key the request was made with. */
+            key_id: string;
+            /** @description The model as requested: `service/fast`, `service/balanced` or a model id. */
+            model: string;
+            /** @description The concrete model that answered: the one routed to for a service tier, the requested one otherwise. */
+            routed_model: string;
+            /** @description The pricing tier: `fast`, `balanced`, `passthrough` or `byok`. */
+            tier: string;
+            /** @description The region that served it: `overseas` or `cn`. */
+            region: string | null;
+            /**
+             * Format: int64
+             * @description Input (prompt) tokens billed.
+             */
+            input_tokens: number;
+            /**
+             * Format: int64
+             * @description Output (completion) tokens billed.
+             */
+            output_tokens: number;
+            /**
+             * @description What the workspace was charged, in USD (decimal string, unrounded).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            cost_usd: string;
+            /**
+             * @description What the provider charges for it, in USD (decimal string).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            upstream_cost_usd: string | null;
+            /** @description Whether the answer was streamed. */
+            streamed: boolean | null;
+            /**
+             * @description How the answer ended: `completed` (delivered whole), `client_closed` (the client left before
+             *     the end; billed for what was produced) or `upstream_error` (a stream that ended with an error:
+             *     the provider failed mid-stream, or the stream was cut after its longest duration or by a shutdown).
+             */
+            status: string | null;
+            /**
+             * Format: int32
+             * @description Milliseconds from the request's arrival at the data plane to the end of its answer.
+             */
+            latency_ms: number | null;
+            /**
+             * Format: int32
+             * @description Milliseconds from the request's arrival to the first token sent to the client: a stream's
+             *     first chunk, or the whole answer when not streamed.
+             */
+            time_to_first_token_ms: number | null;
+            /**
+             * Format: double
+             * @description Milliseconds spent in the platform, the provider's time excluded (the data plane's
+             *     `X-Service-Overhead-Ms`, to the microsecond).
+             */
+            overhead_ms: number | null;
+            /** @description The conversation the exchange was appended to (`X-Service-Conversation-Id`), if any. */
+            conversation_id: string | null;
+            /** @description The latest feedback on the generation (`POST /v1/feedback`); null when none was given. */
+            feedback: components["schemas"]["switchboard.billing.v1.GenerationFeedback"] | null;
+            /**
+             * Format: date-time
+             * @description When the generation was answered.
+             *
+             *     RFC 3339, UTC.
+             */
+            created_at: string;
+        };
+        /**
          * GetPlanResponse
          * @description The workspace's plan.
          * @example {
@@ -1910,6 +2129,49 @@ export interface components {
         "switchboard.billing.v1.GetUpgradeHintResponse": {
             /** @description Always present: `{}` when there is no advice. */
             hint: components["schemas"]["switchboard.billing.v1.UpgradeHint"];
+        };
+        /**
+         * ListGenerationsResponse
+         * @description A page of generations, newest first.
+         * @example {
+         *       "data": [
+         *         {
+         *           "generation_id": "gen_4kT9wQ2mZp7RbX1sLc8VdN",
+         *           "key_id": "key_7Hq2LmN9pR4sT6vW8xY0zB",
+         *           "model": "service/fast",
+         *           "routed_model": "gpt-4o-mini",
+         *           "tier": "fast",
+         *           "region": "overseas",
+         *           "input_tokens": 12,
+         *           "output_tokens": 48,
+         *           "cost_usd": "0.0000204",
+         *           "upstream_cost_usd": "0.00003060",
+         *           "streamed": true,
+         *           "status": "completed",
+         *           "latency_ms": 842,
+         *           "time_to_first_token_ms": 215,
+         *           "overhead_ms": 1.204,
+         *           "conversation_id": null,
+         *           "feedback": {
+         *             "rating": 1,
+         *             "tags": [
+         *               "accurate"
+         *             ]
+         *           },
+         *           "created_at": "2026-11-24T09:30:00Z"
+         *         }
+         *       ],
+         *       "has_more": false,
+         *       "next_cursor": null
+         *     }
+         */
+        "switchboard.billing.v1.ListGenerationsResponse": {
+            /** @description The generations of this page, newest first. */
+            data: components["schemas"]["switchboard.billing.v1.GenerationRecord"][];
+            /** @description Whether more generations follow this page. */
+            has_more: boolean;
+            /** @description The cursor of the next page, to pass as `after`; null on the last page. */
+            next_cursor: string | null;
         };
         /**
          * ListTopupsResponse
@@ -1970,6 +2232,44 @@ export interface components {
             passthrough_markup_pct: string;
             /** @description Fee on the provider's cost of byok requests. */
             byok_fee_pct: string;
+        };
+        /**
+         * Prices
+         * @description What the workspace pays per million tokens under its plan.
+         * @example {
+         *       "version": "2026-11-01",
+         *       "tiers": [
+         *         {
+         *           "tier": "fast",
+         *           "input_usd_per_1m": "0.1",
+         *           "output_usd_per_1m": "0.4"
+         *         },
+         *         {
+         *           "tier": "balanced",
+         *           "input_usd_per_1m": "0.5",
+         *           "output_usd_per_1m": "2"
+         *         }
+         *       ],
+         *       "models": [
+         *         {
+         *           "id": "gpt-4o-mini",
+         *           "region": "overseas",
+         *           "tiers": [
+         *             "fast"
+         *           ],
+         *           "input_usd_per_1m": "0.1575",
+         *           "output_usd_per_1m": "0.63"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.billing.v1.Prices": {
+            /** @description The version of the pricing file. */
+            version: string;
+            /** @description `fast` and `balanced`, in that order. */
+            tiers: components["schemas"]["switchboard.billing.v1.BilledTierPrice"][];
+            /** @description Every model of the catalog, once per region it is served in, in catalog order. */
+            models: components["schemas"]["switchboard.billing.v1.BilledModelPrice"][];
         };
         /**
          * TierBreakdown
@@ -12071,6 +12371,490 @@ export interface operations {
              * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
              *
              *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    BillingService_GetPrices: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "version": "2026-11-01",
+                     *       "tiers": [
+                     *         {
+                     *           "tier": "fast",
+                     *           "input_usd_per_1m": "0.1",
+                     *           "output_usd_per_1m": "0.4"
+                     *         },
+                     *         {
+                     *           "tier": "balanced",
+                     *           "input_usd_per_1m": "0.5",
+                     *           "output_usd_per_1m": "2"
+                     *         }
+                     *       ],
+                     *       "models": [
+                     *         {
+                     *           "id": "gpt-4o-mini",
+                     *           "region": "overseas",
+                     *           "tiers": [
+                     *             "fast"
+                     *           ],
+                     *           "input_usd_per_1m": "0.1575",
+                     *           "output_usd_per_1m": "0.63"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.Prices"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    BillingService_ListGenerations: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 (default 20). */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty for the first page. */
+                after?: string;
+                /** @description Only the generations of this key (`key_…`); empty for every key the caller may see. */
+                key_id?: string;
+            };
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "generation_id": "gen_4kT9wQ2mZp7RbX1sLc8VdN",
+                     *           "key_id": "key_7Hq2LmN9pR4sT6vW8xY0zB",
+                     *           "model": "service/fast",
+                     *           "routed_model": "gpt-4o-mini",
+                     *           "tier": "fast",
+                     *           "region": "overseas",
+                     *           "input_tokens": 12,
+                     *           "output_tokens": 48,
+                     *           "cost_usd": "0.0000204",
+                     *           "upstream_cost_usd": "0.00003060",
+                     *           "streamed": true,
+                     *           "status": "completed",
+                     *           "latency_ms": 842,
+                     *           "time_to_first_token_ms": 215,
+                     *           "overhead_ms": 1.204,
+                     *           "conversation_id": null,
+                     *           "feedback": {
+                     *             "rating": 1,
+                     *             "tags": [
+                     *               "accurate"
+                     *             ]
+                     *           },
+                     *           "created_at": "2026-11-24T09:30:00Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.ListGenerationsResponse"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, or `key_id` is longer than 200 characters.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    BillingService_GetGenerationRecord: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path: {
+                /** @description The generation's id, `gen_…`. */
+                generation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "generation_id": "gen_4kT9wQ2mZp7RbX1sLc8VdN",
+                     *       "key_id": "key_7Hq2LmN9pR4sT6vW8xY0zB",
+                     *       "model": "service/fast",
+                     *       "routed_model": "gpt-4o-mini",
+                     *       "tier": "fast",
+                     *       "region": "overseas",
+                     *       "input_tokens": 12,
+                     *       "output_tokens": 48,
+                     *       "cost_usd": "0.0000204",
+                     *       "upstream_cost_usd": "0.00003060",
+                     *       "streamed": false,
+                     *       "status": "completed",
+                     *       "latency_ms": 803,
+                     *       "time_to_first_token_ms": 803,
+                     *       "overhead_ms": 0.912,
+                     *       "conversation_id": "conv_2bN8qL5mX1pT7rV3sW9yZc",
+                     *       "feedback": null,
+                     *       "created_at": "2026-11-24T09:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.GenerationRecord"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             *     - `generation_not_found`: No generation of this workspace has this id (or, for an API key, none of its own).
              */
             404: {
                 headers: {

@@ -478,6 +478,48 @@ export const routeCases: RouteCase[] = [
     // Too little usage in either workspace for a plan with a monthly fee to pay off: no advice.
     check: (response) => expect(response.json).toEqual({ hint: {} }),
   },
+  {
+    rpc: 'GetPrices',
+    method: 'GET',
+    template: '/v1/billing/prices',
+    path: () => '/v1/billing/prices',
+    expect: everyWorkspace,
+    check: (response) => {
+      const price = { input_usd_per_1m: expect.stringMatching(decimal), output_usd_per_1m: expect.stringMatching(decimal) };
+      expect(response.json).toMatchObject({
+        version: expect.any(String),
+        tiers: [
+          { tier: 'fast', ...price },
+          { tier: 'balanced', ...price },
+        ],
+      });
+      expect(response.json.models.length).toBeGreaterThan(0);
+    },
+  },
+  {
+    rpc: 'ListGenerations',
+    method: 'GET',
+    template: '/v1/generations',
+    path: () => '/v1/generations?limit=100',
+    // The outsider lists its own workspace's generations: none of this one.
+    expect: everyWorkspace,
+    check: (response, ws, as) => {
+      const ids = response.json.data.map((generation: { generation_id: string }) => generation.generation_id);
+      if (as === 'outsider') expect(ids).not.toContain(ws.generationId);
+      else expect(ids).toContain(ws.generationId);
+    },
+  },
+  {
+    rpc: 'GetGenerationRecord',
+    method: 'GET',
+    template: '/v1/generations/{generation_id}',
+    path: (ws) => `/v1/generations/${ws.generationId}`,
+    expect: everyMember,
+    notFoundCode: 'generation_not_found',
+    check: (response, ws) => {
+      if (response.status === 200) expect(response.json).toMatchObject({ generation_id: ws.generationId, model: 'service/fast', tier: 'fast' });
+    },
+  },
   topupStart('CreateCheckout', '/v1/billing/checkout'),
   topupStart('CreateTopup', '/v1/billing/topup'),
   {

@@ -6,7 +6,7 @@ import { chatAnswer, completionBody, streamEvents } from '../chat-answer.js';
  * A small OpenAI-compatible upstream for tests and benchmarks (no network): `POST
  * /v1/chat/completions`, answered at once or as a stream of server-sent events, with usage.
  * The answer is `words` tokens ("w1 w2 …", shaped by runtime/src/chat-answer.ts, as the data
- * plane's demo upstream's). Each model can be told to fail, hang, or stream slowly.
+ * plane's demo upstream's). Each model can be told to fail, hang, stream slowly, or break a stream off.
  */
 
 export type UpstreamMode =
@@ -17,7 +17,9 @@ export type UpstreamMode =
   /** Never answers. */
   | { kind: 'hang' }
   /** Streams with `delayMs` between tokens. */
-  | { kind: 'slow'; delayMs: number };
+  | { kind: 'slow'; delayMs: number }
+  /** Streams `tokens` tokens, then drops the connection (a provider failing mid-stream). */
+  | { kind: 'break'; tokens: number };
 
 export interface UpstreamRequest {
   model: string;
@@ -74,11 +76,11 @@ export class OpenAiUpstream {
           .end(JSON.stringify({ error: { message: 'upstream failure', type: 'server_error' } }));
         return;
       }
-      void this.answer(body, mode.kind === 'slow' ? mode.delayMs : 0, res);
+      void this.answer(body, mode.kind === 'slow' ? mode.delayMs : 0, res, mode.kind === 'break' ? mode.tokens : undefined);
     });
   }
 
-  private async answer(body: Record<string, unknown>, delayMs: number, res: http.ServerResponse): Promise<void> {
+  private async answer(body: Record<string, unknown>, delayMs: number, res: http.ServerResponse, breakAfter?: number): Promise<void> {
     const answer = chatAnswer(
       body,
       Array.from({ length: this.words }, (_, i) => `w${i + 1}`),
@@ -92,6 +94,11 @@ export class OpenAiUpstream {
     for (const [i, data] of [...streamEvents(answer, body)].entries()) {
       if (delayMs > 0 && i >= 1 && i <= answer.tokens.length) await new Promise((resolve) => setTimeout(resolve, delayMs));
       if (res.destroyed) return;
+      if (breakAfter !== undefined && i === breakAfter + 1) {
+        // What was written goes out first; then the connection closes without the stream's end.
+        res.socket?.end();
+        return;
+      }
       res.write(`data: ${data}\n\n`);
     }
     res.end();

@@ -1,12 +1,14 @@
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { ConsumerBarrier } from '@switchboard/runtime/consumer-barrier';
+import { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { workSubjects } from '@switchboard/runtime/nats';
 import { Pricing } from '@switchboard/runtime/pricing';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { Accounts } from './accounts.js';
 import { BalanceLeases } from './balance-leases.js';
 import type { BillingConfig } from './config.js';
+import { Generations } from './generations.js';
 import { KeyDirectory } from './key-directory.js';
 import { SandboxProvider } from './providers/sandbox.js';
 import { StripeProvider } from './providers/stripe.js';
@@ -37,6 +39,8 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   const { db, log, recordEvent, recordEvents, meshTokens } = runtime;
   const { dataKeys } = runtime.config;
   const pricing = Pricing.load(config.pricingFile);
+  // SWITCHBOARD_MODELS_FILE: the model catalog whose prices GET /v1/billing/prices shows (a malformed one stops the start).
+  const catalog = ModelCatalog.load();
   const accounts = new Accounts({ db, pricing, freeCreditUsd: config.freeCreditUsd });
   const keys = new KeyDirectory(createPeerClient(KeyService, { name: 'keys', url: config.keysUrl }, meshTokens, { caller: 'billing' }));
   const sandbox = new SandboxProvider({ dataKeys, publicUrl: config.publicUrl });
@@ -63,7 +67,8 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     pricing,
     usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent, usageSettled }),
     leases: new BalanceLeases({ db, pricing, accounts, leaseTtlMs: config.leaseTtlMs }),
-    reports: new Reports({ db, pricing, accounts, usageSettled }),
+    reports: new Reports({ db, pricing, accounts, catalog, usageSettled }),
+    generations: new Generations({ db, usageSettled }),
     topups,
     stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
     settlement: new UsageSettlement({ pricing, accounts, log, recordEvents }),

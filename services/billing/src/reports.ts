@@ -4,11 +4,13 @@ import type {
   BalanceSchema,
   GetPlanResponseSchema,
   GetUpgradeHintResponseSchema,
+  PricesSchema,
   UsageByTierSchema,
   UsageSchema,
 } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
+import type { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { Money } from '@switchboard/runtime/money';
 import { parseDays } from '@switchboard/runtime/pagination';
 import type { PlanPricing, Pricing, Tier } from '@switchboard/runtime/pricing';
@@ -19,13 +21,17 @@ import { type TierRow, usageByDay, usageByTier } from './store/usage.js';
  * The billing reads of a workspace (docs/api/billing.md#reports): balance, usage per UTC day and per tier over the
  * last `days` (1..365, default 30; today included, days without usage as zeros), the plan, and
  * the upgrade hint: the last 30 days priced under every plan of the pricing file, its monthly fee
- * included; the cheapest other plan is recommended when it costs less than the current one.
+ * included; the cheapest other plan is recommended when it costs less than the current one. And
+ * the prices the workspace pays under its plan: the service tiers of the pricing file and the
+ * models of the model catalog (docs/api/billing.md#prices).
  */
 
 export interface ReportsDeps {
   db: Knex;
   pricing: Pricing;
   accounts: Accounts;
+  /** The model catalog the data planes serve (SWITCHBOARD_MODELS_FILE). */
+  catalog: ModelCatalog;
   clock?: Clock;
   /**
    * Resolves once the usage the data planes published before the call is settled
@@ -112,6 +118,17 @@ export class Reports {
   async plan(workspaceId: string): Promise<MessageInitShape<typeof GetPlanResponseSchema>> {
     const { planId } = await this.deps.accounts.get(workspaceId);
     return { plan: toPlan(this.deps.pricing.plan(planId)) };
+  }
+
+  /** The tier prices less the plan's discounts, and every catalog model (per region) plus the plan's passthrough markup. */
+  async prices(workspaceId: string): Promise<MessageInitShape<typeof PricesSchema>> {
+    const { pricing, catalog } = this.deps;
+    const { planId } = await this.deps.accounts.get(workspaceId);
+    return {
+      version: pricing.version,
+      tiers: pricing.tierPricesOf(planId),
+      models: catalog.models.map((model) => ({ id: model.id, region: model.region, tiers: model.tiers, ...pricing.passthroughPricesOf(model, planId) })),
+    };
   }
 
   async upgradeHint(workspaceId: string): Promise<MessageInitShape<typeof GetUpgradeHintResponseSchema>> {

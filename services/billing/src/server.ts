@@ -6,6 +6,7 @@ import type { Pricing } from '@switchboard/runtime/pricing';
 import { requestIdOf } from '@switchboard/runtime/server';
 import type { BalanceLeases } from './balance-leases.js';
 import { sandboxCheckoutPage } from './checkout-page.js';
+import type { Generations } from './generations.js';
 import type { Reports } from './reports.js';
 import type { StripeWebhooks } from './stripe-webhooks.js';
 import type { Topups } from './topups.js';
@@ -22,12 +23,13 @@ export interface BillingHandlers {
   usage: UsageLedger;
   leases: BalanceLeases;
   reports: Reports;
+  generations: Generations;
   topups: Topups;
   stripeWebhooks: StripeWebhooks;
 }
 
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
-  const { pricing, usage, leases, reports, topups, stripeWebhooks } = handlers;
+  const { pricing, usage, leases, reports, generations, topups, stripeWebhooks } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
     getBalance: (_req, ctx) => reports.balance(workspaceCaller(ctx).workspaceId),
@@ -38,6 +40,9 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
     createCheckout: (req, ctx) => topups.create(workspaceCaller(ctx), { amount: req.amountUsd, idempotencyKey: req.idempotencyKey }),
     createTopup: (req, ctx) => topups.create(workspaceCaller(ctx), { amount: req.amountUsd, idempotencyKey: req.idempotencyKey }),
     listTopups: (req, ctx) => topups.list(workspaceCaller(ctx).workspaceId, { limit: req.limit, after: req.after }),
+    getPrices: (_req, ctx) => reports.prices(workspaceCaller(ctx).workspaceId),
+    listGenerations: (req, ctx) => generations.list(workspaceCaller(ctx), { limit: req.limit, after: req.after, keyId: req.keyId }),
+    getGenerationRecord: (req, ctx) => generations.get(workspaceCaller(ctx), req.generationId),
   };
 
   const checkout: ServiceImpl<typeof CheckoutService> = {

@@ -6,14 +6,16 @@ import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import { errorMessage, type Logger } from '@switchboard/runtime/log';
+import { regions } from '@switchboard/runtime/model-catalog';
 import { formatMoney, Money, parsePlainDecimal } from '@switchboard/runtime/money';
 import { type Pricing, type Tier, tiers } from '@switchboard/runtime/pricing';
 import type { EventsWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
 import { optionalId, requiredId, tokenCount } from './fields.js';
+import { generationStatuses } from './generations.js';
 import { debitAccounts, lockAccounts } from './store/accounts.js';
 import { settleLeases } from './store/balance-leases.js';
-import { insertUsages, type NewUsage } from './store/usage.js';
+import { type GenerationFacts, insertUsages, type NewUsage } from './store/usage.js';
 
 /**
  * Usage records from the work stream (docs/money-path.md#usage), settled a batch at a time in the
@@ -23,7 +25,9 @@ import { insertUsages, type NewUsage } from './store/usage.js';
  * and one `billing.usage.recorded` per new row. The cost debited is the record's `cost_usd`, the
  * one the answer showed (priced by the data plane with the shared pricing module), never priced
  * again: the sum of answered costs is the balances' decrease, exactly. A record that fails its
- * checks is logged and dropped; it never holds up the others.
+ * checks is logged and dropped; it never holds up the others. The facts the activity log shows
+ * (region, timing, how the answer ended: docs/api/generations.md) are stored beside the usage; one
+ * that is not what it must be is stored as null, never the reason to drop what was billed.
  */
 
 export interface UsageSettlementDeps {
@@ -144,6 +148,7 @@ export class UsageSettlement {
           pricingVersion: requiredId(record.pricingVersion, 'pricing_version'),
           reservationId: null,
           occurredAt: record.occurredAt ? timestampDate(record.occurredAt) : (this.deps.clock ?? systemClock)(),
+          facts: this.factsOf(record),
         },
         capLeaseId: optionalId(record.capLeaseId, 'cap_lease_id'),
         balanceLeaseId: optionalId(record.balanceLeaseId, 'balance_lease_id'),
@@ -152,6 +157,29 @@ export class UsageSettlement {
       this.deps.log.warn({ err: errorMessage(err), generation_id: record.generationId, workspace_id: record.workspaceId }, 'usage record dropped: invalid');
       return undefined;
     }
+  }
+
+  /** The record's generation facts, each null when absent or out of its range (logged). */
+  private factsOf(record: UsageRecord): GenerationFacts {
+    const invalid: string[] = [];
+    const checked = <T>(field: string, value: T | undefined, valid: (value: T) => boolean): T | null => {
+      if (value === undefined) return null;
+      if (valid(value)) return value;
+      invalid.push(field);
+      return null;
+    };
+    const millis = (value: number) => Number.isFinite(value) && value >= 0 && value < 2 ** 31;
+    const facts: GenerationFacts = {
+      region: checked('region', record.region, (region) => (regions as readonly string[]).includes(region)),
+      streamed: record.streamed ?? null,
+      status: checked('status', record.status, (status) => (generationStatuses as readonly string[]).includes(status)),
+      latencyMs: checked('latency_ms', record.latencyMs, millis),
+      timeToFirstTokenMs: checked('time_to_first_token_ms', record.timeToFirstTokenMs, millis),
+      overheadMs: checked('overhead_ms', record.overheadMs, millis),
+      conversationId: checked('conversation_id', record.conversationId, (id) => id !== '' && id.length <= 200),
+    };
+    if (invalid.length > 0) this.deps.log.warn({ generation_id: record.generationId, fields: invalid }, 'usage record facts out of range: stored as null');
+    return facts;
   }
 
   /**

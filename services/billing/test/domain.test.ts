@@ -2,21 +2,33 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Accounts } from '@switchboard/billing/accounts';
+import { Generations } from '@switchboard/billing/generations';
 import { Reports } from '@switchboard/billing/reports';
 import { insertUsageAndDebit } from '@switchboard/billing/store/usage';
 import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
+import { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { defaultPricingPath, Pricing } from '@switchboard/runtime/pricing';
 import { requireEnv } from '@switchboard/runtime/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
  * Billing's reports on their own, against a migrated schema of their own, with time set by an
- * injected clock: exact decimals per day across a month boundary, and the upgrade hint.
+ * injected clock: exact decimals per day across a month boundary, the upgrade hint, the prices a
+ * plan bills, and the feedback of the activity log (latest wins, before or after its usage).
  */
 
 const schema = `billing_domain_${randomBytes(3).toString('hex')}`;
 const pricing = Pricing.load(defaultPricingPath);
+const catalog = ModelCatalog.parse(
+  JSON.stringify({
+    regions: { overseas: { base_url: 'https://overseas.invalid/v1', api_key_env: 'A_KEY' }, cn: { base_url: 'https://cn.invalid/v1', api_key_env: 'B_KEY' } },
+    models: [
+      { id: 'm-one', region: 'overseas', tiers: ['fast'], input_usd_per_1m: '0.15', output_usd_per_1m: '0.60' },
+      { id: 'm-one', region: 'cn', tiers: [], input_usd_per_1m: '0.10', output_usd_per_1m: '0.30' },
+    ],
+  }),
+);
 let db: Knex;
 let now = new Date('2026-03-02T10:00:00Z');
 let accounts: Accounts;
@@ -26,7 +38,7 @@ beforeAll(async () => {
   db = createDb(requireEnv('DATABASE_URL'), schema, 4);
   await migrate(db, schema, path.join(fileURLToPath(new URL('../dist/migrations/', import.meta.url))));
   accounts = new Accounts({ db, pricing, freeCreditUsd: '1.00' });
-  reports = new Reports({ db, pricing, accounts, clock: () => now });
+  reports = new Reports({ db, pricing, accounts, catalog, clock: () => now });
 });
 
 afterAll(async () => {
@@ -114,5 +126,89 @@ describe('reports', () => {
     await Promise.all(Array.from({ length: 10 }, () => new Accounts({ db, pricing, freeCreditUsd: '1.00' }).ensure(ws)));
     expect(await reports.balance(ws)).toMatchObject({ balanceUsd: '1.00', currency: 'USD' });
     expect((await reports.plan(ws)).plan).toMatchObject({ planId: 'payg', monthlyFeeUsd: '0', discounts: { passthroughMarkupPct: '5' } });
+  });
+});
+
+describe('prices', () => {
+  it("bills the tiers less the plan's discount and every catalog model, per region, plus the plan's markup", async () => {
+    const ws = newId('org');
+    await accounts.ensure(ws);
+    expect(await reports.prices(ws)).toEqual({
+      version: pricing.version,
+      tiers: [
+        { tier: 'fast', inputUsdPer1m: '0.1', outputUsdPer1m: '0.4' },
+        { tier: 'balanced', inputUsdPer1m: '0.5', outputUsdPer1m: '2' },
+      ],
+      models: [
+        { id: 'm-one', region: 'overseas', tiers: ['fast'], inputUsdPer1m: '0.1575', outputUsdPer1m: '0.63' },
+        { id: 'm-one', region: 'cn', tiers: [], inputUsdPer1m: '0.105', outputUsdPer1m: '0.315' },
+      ],
+    });
+    await db('accounts').where({ workspace_id: ws }).update({ plan_id: 'pro' });
+    const pro = await reports.prices(ws);
+    expect(pro.tiers).toEqual([
+      { tier: 'fast', inputUsdPer1m: '0.08', outputUsdPer1m: '0.32' },
+      { tier: 'balanced', inputUsdPer1m: '0.4', outputUsdPer1m: '1.6' },
+    ]);
+    expect(pro.models?.[0]).toMatchObject({ inputUsdPer1m: '0.1545', outputUsdPer1m: '0.618' });
+  });
+});
+
+describe('generation feedback', () => {
+  const generations = () => new Generations({ db });
+  const rated = (generationId: string, workspaceId: string, rating: number, at: string, tags: string[] = []) =>
+    ({
+      event_id: newId('evt'),
+      type: 'feedback.recorded',
+      workspace_id: workspaceId,
+      occurred_at: at,
+      producer: 'conversations',
+      request_id: '',
+      json: {},
+      data: { generationId, workspaceId, feedbackId: newId('fb'), rating, tags, tier: 'fast', model: 'm-one' },
+    }) as unknown as Parameters<Generations['feedbackRecorded']>[1][number];
+  const caller = (workspaceId: string) => ({ workspaceId, userId: 'usr_test', principalType: 'user' as const, requestId: 'req_test' }) as never;
+
+  it('keeps the latest rating of a generation, also when it arrives before its usage, and never joins another workspace', async () => {
+    const ws = newId('org');
+    const other = newId('org');
+    const generationId = newId('gen');
+    // Before the usage row: stored, and joined once the row is there.
+    await db.transaction((trx) => generations().feedbackRecorded(trx, [rated(generationId, ws, -1, '2026-03-02T10:00:01Z', ['slow'])]));
+    await accounts.ensure(ws);
+    await db.transaction((trx) =>
+      insertUsageAndDebit(trx, {
+        id: newId('usg'),
+        generationId,
+        workspaceId: ws,
+        keyId: 'key_test',
+        model: 'service/fast',
+        routedModel: 'm-one',
+        tier: 'fast',
+        inputTokens: '2',
+        outputTokens: '8',
+        upstreamCostUsd: null,
+        costUsd: '0.0000034',
+        planId: 'payg',
+        pricingVersion: pricing.version,
+        reservationId: null,
+        occurredAt: new Date('2026-03-02T10:00:00Z'),
+      }),
+    );
+    const feedbackOf = async () => (await generations().get(caller(ws), generationId)).feedback ?? null;
+    expect(await feedbackOf()).toEqual({ rating: -1, tags: ['slow'] });
+    // A newer rating replaces it; an older one arriving late (a redelivery) does not; two in one batch: the last.
+    await db.transaction((trx) => generations().feedbackRecorded(trx, [rated(generationId, ws, 1, '2026-03-02T10:00:03Z', ['accurate'])]));
+    await db.transaction((trx) => generations().feedbackRecorded(trx, [rated(generationId, ws, -1, '2026-03-02T10:00:02Z')]));
+    expect(await feedbackOf()).toEqual({ rating: 1, tags: ['accurate'] });
+    await db.transaction((trx) =>
+      generations().feedbackRecorded(trx, [rated(generationId, ws, -1, '2026-03-02T10:00:04Z'), rated(generationId, ws, 1, '2026-03-02T10:00:05Z', ['b'])]),
+    );
+    expect(await feedbackOf()).toEqual({ rating: 1, tags: ['b'] });
+    // Another workspace's generation is not found, and feedback stated for it never shows.
+    await expect(generations().get(caller(other), generationId)).rejects.toThrow(/No such generation/);
+    const foreign = newId('gen');
+    await db.transaction((trx) => generations().feedbackRecorded(trx, [rated(foreign, other, 1, '2026-03-02T10:00:06Z')]));
+    await expect(generations().get(caller(ws), foreign)).rejects.toThrow(/No such generation/);
   });
 });

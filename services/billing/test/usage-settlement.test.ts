@@ -153,4 +153,55 @@ describe('usage settlement', () => {
     expect(await usageRows(workspaceId)).toEqual([{ generation_id: good.generationId, cost_usd: '0.05' }]);
     expect(await account(workspaceId)).toEqual({ balance: '0.95', version: '1' });
   });
+
+  it("stores the data plane's facts of each generation, null when absent or out of range, and bills the record all the same", async () => {
+    const workspaceId = newId('org');
+    const facts = {
+      region: 'cn',
+      streamed: true,
+      status: 'client_closed',
+      latencyMs: 812,
+      timeToFirstTokenMs: 95,
+      overheadMs: 1.234,
+      conversationId: 'conv_facts',
+    };
+    const full = record(workspaceId, facts);
+    const bare = record(workspaceId);
+    const odd = record(workspaceId, { ...facts, region: 'mars', status: 'exploded', latencyMs: -1, overheadMs: Number.NaN });
+    await settle([full, bare, odd]);
+    const rows = await service.runtime
+      .db('usage_records')
+      .where({ workspace_id: workspaceId })
+      .select(
+        'generation_id',
+        'region',
+        'streamed',
+        'status',
+        'latency_ms',
+        'time_to_first_token_ms',
+        service.runtime.db.raw('overhead_ms::text AS overhead_ms'),
+        'conversation_id',
+      );
+    const byId = new Map(rows.map(({ generation_id: id, ...rest }) => [id, rest]));
+    expect(byId.get(full.generationId)).toEqual({
+      region: 'cn',
+      streamed: true,
+      status: 'client_closed',
+      latency_ms: 812,
+      time_to_first_token_ms: 95,
+      overhead_ms: '1.234',
+      conversation_id: 'conv_facts',
+    });
+    expect(byId.get(bare.generationId)).toEqual({
+      region: null,
+      streamed: null,
+      status: null,
+      latency_ms: null,
+      time_to_first_token_ms: null,
+      overhead_ms: null,
+      conversation_id: null,
+    });
+    expect(byId.get(odd.generationId)).toMatchObject({ region: null, status: null, latency_ms: null, time_to_first_token_ms: 95, overhead_ms: null });
+    expect(await account(workspaceId)).toEqual({ balance: '0.9991', version: '1' });
+  });
 });

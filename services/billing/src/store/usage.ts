@@ -32,6 +32,19 @@ export interface NewUsage {
   pricingVersion: string;
   reservationId: string | null;
   occurredAt: Date;
+  /** What the data plane reports beside the usage (docs/api/generations.md); absent through RecordUsage. */
+  facts?: GenerationFacts;
+}
+
+/** The facts of a generation the activity log shows; each null when the data plane did not report it. */
+export interface GenerationFacts {
+  region: string | null;
+  streamed: boolean | null;
+  status: string | null;
+  latencyMs: number | null;
+  timeToFirstTokenMs: number | null;
+  overheadMs: number | null;
+  conversationId: string | null;
 }
 
 const usageColumns = 'id, generation_id, workspace_id, key_id, model, routed_model, tier, cost_usd::text AS cost_usd, occurred_at';
@@ -97,6 +110,13 @@ export async function insertUsages(trx: Knex.Transaction, usages: NewUsage[]): P
         pricing_version: usage.pricingVersion,
         reservation_id: usage.reservationId,
         occurred_at: usage.occurredAt,
+        region: usage.facts?.region ?? null,
+        streamed: usage.facts?.streamed ?? null,
+        status: usage.facts?.status ?? null,
+        latency_ms: usage.facts?.latencyMs ?? null,
+        time_to_first_token_ms: usage.facts?.timeToFirstTokenMs ?? null,
+        overhead_ms: usage.facts?.overheadMs ?? null,
+        conversation_id: usage.facts?.conversationId ?? null,
       })),
     )
     .onConflict('generation_id')
