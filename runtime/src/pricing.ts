@@ -137,26 +137,6 @@ export class Pricing {
     };
   }
 
-  /** The service tiers' per-token prices as `planId` bills them: the file's prices less the plan's discount. */
-  tierPricesOf(planId: string): Array<{ tier: ServiceTier; inputUsdPer1m: string; outputUsdPer1m: string }> {
-    const { discounts } = this.plan(planId);
-    return (['fast', 'balanced'] as const).map((tier) => {
-      const factor = new Money(1).minus(new Money(tier === 'fast' ? discounts.fastPct : discounts.balancedPct).div(100));
-      const price = this.tierPrices[tier];
-      return {
-        tier,
-        inputUsdPer1m: new Money(price.inputUsdPer1m).times(factor).toFixed(),
-        outputUsdPer1m: new Money(price.outputUsdPer1m).times(factor).toFixed(),
-      };
-    });
-  }
-
-  /** A catalog model's per-token prices as `planId` bills them through passthrough: plus the plan's markup. */
-  passthroughPricesOf(model: ModelPrices, planId: string): ModelPrices {
-    const factor = new Money(this.plan(planId).discounts.passthroughMarkupPct).div(100).plus(1);
-    return { inputUsdPer1m: new Money(model.inputUsdPer1m).times(factor).toFixed(), outputUsdPer1m: new Money(model.outputUsdPer1m).times(factor).toFixed() };
-  }
-
   /**
    * The most `tokens` can cost under any plan (the price list's bounds) through a service tier or,
    * passthrough, through any of `models` (the catalog's models of the requested id: the region is

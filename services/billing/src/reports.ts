@@ -126,8 +126,8 @@ export class Reports {
     const { planId } = await this.deps.accounts.get(workspaceId);
     return {
       version: pricing.version,
-      tiers: pricing.tierPricesOf(planId),
-      models: catalog.models.map((model) => ({ id: model.id, region: model.region, tiers: model.tiers, ...pricing.passthroughPricesOf(model, planId) })),
+      tiers: (['fast', 'balanced'] as const).map((tier) => ({ tier, ...pricing.pricesPer1m({ tier }, planId) })),
+      models: catalog.models.map((model) => ({ id: model.id, region: model.region, tiers: model.tiers, ...pricing.pricesPer1m({ model }, planId) })),
     };
   }
 
