@@ -43,7 +43,18 @@ export const redactPaths = secretFields.flatMap((field) => {
   return [key, `*${dot}${key}`, `*.*${dot}${key}`, `*.*.*${dot}${key}`];
 });
 
-/** A component's logger: JSON lines on stdout, or on `destination` (`npm start` renders its own at a terminal). */
+/**
+ * A component's logger: JSON lines on stdout, or on `destination` (`npm start` renders its own at a terminal).
+ *
+ * Stdout is written synchronously, each line as it is logged, as Node writes its own stdout to a
+ * pipe. pino's default (asynchronous) destination left the lines of the last moments in flight and
+ * flushed them at `process.exit` with a synchronous loop that retries every failed write, not
+ * only EAGAIN (sonic-boom 4): when the reader was gone (`npm start`'s runner killed), a component
+ * that stopped quickly (the gateway, in 3 ms) reached the exit before its broken pipe was reported,
+ * and retried the write every 100 ms forever, deaf to SIGTERM. Written synchronously, the first
+ * line after the reader died meets EPIPE at once, pino drops the lines from then on, and nothing
+ * is left to flush at the exit (docs/decisions.md#a-dead-runner-and-the-logs).
+ */
 export function createLogger(component: string, level = process.env.LOG_LEVEL ?? 'info', destination?: { write(line: string): void }): Logger {
   const options = {
     level,
@@ -53,5 +64,5 @@ export function createLogger(component: string, level = process.env.LOG_LEVEL ??
     // The request id stays the correlation key; when tracing, a line written in a span names it too.
     mixin: tracingOn() ? activeTraceFields : undefined,
   };
-  return destination ? pino(options, destination) : pino(options);
+  return pino(options, destination ?? pino.destination({ dest: 1, sync: true }));
 }
