@@ -45,3 +45,17 @@ export function roundToCents(amount: string): string {
   const rounded = `${digits.slice(0, -2)}.${digits.slice(-2)}`;
   return cents === 0n ? rounded : `${sign}${rounded}`;
 }
+
+/**
+ * Whether `part` is at least `percent` % of `whole` (non-negative decimal strings), decided
+ * exactly: `isAtLeastPercent("8", "10", 80)` is true, `"7.9999"` is not. A whole of zero is
+ * reached by any part.
+ */
+export function isAtLeastPercent(part: string, whole: string, percent: number): boolean {
+  const [wholeA, fractionA] = split(part);
+  const [wholeB, fractionB] = split(whole);
+  const width = Math.max(fractionA.length, fractionB.length);
+  const a = BigInt(wholeA + fractionA.padEnd(width, '0') || '0');
+  const b = BigInt(wholeB + fractionB.padEnd(width, '0') || '0');
+  return a * 100n >= b * BigInt(percent);
+}
