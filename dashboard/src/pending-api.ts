@@ -7,23 +7,24 @@ import type { SwitchboardClient } from '@switchboard/sdk';
  * (docs/decisions.md#dashboard-pages).
  */
 
+/** A model request as billing recorded it; the data plane's facts are null on records made before it sent them. */
 export interface Generation {
   generation_id: string;
   key_id: string;
   model: string;
   routed_model: string;
   tier: string;
-  region: string;
+  region: string | null;
   input_tokens: number;
   output_tokens: number;
   cost_usd: string;
-  upstream_cost_usd: string;
-  streamed: boolean;
-  status: 'completed' | 'client_closed' | 'upstream_error';
-  latency_ms: number;
-  time_to_first_token_ms: number;
-  overhead_ms: number;
-  conversation_id: string;
+  upstream_cost_usd: string | null;
+  streamed: boolean | null;
+  status: string | null;
+  latency_ms: number | null;
+  time_to_first_token_ms: number | null;
+  overhead_ms: number | null;
+  conversation_id: string | null;
   feedback: { rating: number; tags: string[] } | null;
   created_at: string;
 }
@@ -31,7 +32,7 @@ export interface Generation {
 export interface GenerationPage {
   data: Generation[];
   has_more: boolean;
-  next_cursor: string;
+  next_cursor: string | null;
 }
 
 export interface PriceList {

@@ -47,9 +47,8 @@ export const routes: Route[] = [
   { path: '/keys', page: KeysPage, nav: 'Keys', action: 'keys.read' },
   { path: '/keys/:keyId', page: KeyPage, action: 'keys.read' },
   { path: '/billing', page: BillingPage, nav: 'Billing', action: 'billing.read' },
-  // Every role reads its workspace's generations and prices (docs/decisions.md#dashboard-pages).
-  { path: '/activity', page: ActivityPage, nav: 'Activity' },
-  { path: '/models', page: ModelsPage, nav: 'Models' },
+  { path: '/activity', page: ActivityPage, nav: 'Activity', action: 'billing.read' },
+  { path: '/models', page: ModelsPage, nav: 'Models', action: 'billing.read' },
   { path: '/playground', page: PlaygroundPage, nav: 'Playground' },
   { path: '/conversations', page: ConversationsPage, nav: 'Conversations', action: 'conversations.read' },
   { path: '/conversations/:conversationId', page: ConversationsPage, action: 'conversations.read' },

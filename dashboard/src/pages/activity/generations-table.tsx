@@ -2,7 +2,7 @@ import { Money } from '../../components/money';
 import { formatDateTime } from '../../format';
 import type { Generation } from '../../pending-api';
 
-const statuses: Record<Generation['status'], { label: string; badge: string }> = {
+const statuses: Record<string, { label: string; badge: string }> = {
   completed: { label: 'completed', badge: 'badge ok' },
   client_closed: { label: 'client closed', badge: 'badge warn' },
   upstream_error: { label: 'upstream error', badge: 'badge bad' },
@@ -32,7 +32,8 @@ export function GenerationsTable({ generations, keyNames }: { generations: Gener
       </thead>
       <tbody>
         {generations.map((generation) => {
-          const status = statuses[generation.status] ?? { label: generation.status, badge: 'badge' };
+          // Records made before the data plane reported these facts have none.
+          const status = generation.status === null ? undefined : (statuses[generation.status] ?? { label: generation.status, badge: 'badge' });
           return (
             <tr key={generation.generation_id}>
               <th scope="row">
@@ -50,8 +51,7 @@ export function GenerationsTable({ generations, keyNames }: { generations: Gener
                   </div>
                 )}
                 <div className="muted small">
-                  {generation.tier}, {generation.region}
-                  {generation.streamed && ', streamed'}
+                  {[generation.tier, generation.region, generation.streamed ? 'streamed' : undefined].filter(Boolean).join(', ')}
                 </div>
               </td>
               <td className="nowrap">
@@ -61,12 +61,12 @@ export function GenerationsTable({ generations, keyNames }: { generations: Gener
                 <Money amount={generation.cost_usd} />
               </td>
               <td className="nowrap">
-                {generation.latency_ms} ms
-                {generation.streamed && <div className="muted small">first token {generation.time_to_first_token_ms} ms</div>}
+                {generation.latency_ms === null ? '—' : `${generation.latency_ms} ms`}
+                {generation.streamed && generation.time_to_first_token_ms !== null && (
+                  <div className="muted small">first token {generation.time_to_first_token_ms} ms</div>
+                )}
               </td>
-              <td>
-                <span className={status.badge}>{status.label}</span>
-              </td>
+              <td>{status ? <span className={status.badge}>{status.label}</span> : '—'}</td>
               <td>{feedbackText(generation.feedback)}</td>
             </tr>
           );
