@@ -41,20 +41,21 @@ describe('money', () => {
 });
 
 describe('field labels in API errors', () => {
-  it('names the field by its label, at the start and inside a sentence', () => {
+  it('names a snake_case field by its label, at the start and inside a sentence', () => {
     expect(labelFieldMessage('monthly_spend_cap_usd must be a decimal of at most 2 places.', 'monthly_spend_cap_usd', 'Monthly cap (USD)')).toBe(
       'Monthly cap (USD) must be a decimal of at most 2 places.',
     );
     expect(labelFieldMessage('The value of amount_usd is below the minimum.', 'amount_usd', 'Amount (USD)')).toBe(
       'The value of amount (USD) is below the minimum.',
     );
-    expect(labelFieldMessage('url must use https.', 'url', 'Endpoint URL')).toBe('Endpoint URL must use https.');
-    expect(labelFieldMessage('It must be a url.', 'url', 'URL')).toBe('It must be a URL.');
+    expect(labelFieldMessage('Set threshold_pct with alert_url.', 'alert_url', 'URL of the alerts')).toBe('Set threshold_pct with URL of the alerts.');
   });
 
-  it('leaves words that merely contain the name, and messages without it, alone', () => {
-    expect(labelFieldMessage('curl_url and urls are other words.', 'url', 'Endpoint URL')).toBe('curl_url and urls are other words.');
-    expect(labelFieldMessage('Too short.', 'password', 'New password')).toBe('Too short.');
-    expect(labelFieldMessage('events[0] is unknown.', 'events', 'Events')).toBe('Events[0] is unknown.');
+  it('leaves one-word names, words that merely contain the name, and messages without it alone', () => {
+    expect(labelFieldMessage('The invitation token is not valid.', 'token', 'Invitation token')).toBe('The invitation token is not valid.');
+    expect(labelFieldMessage('url must use https.', 'url', 'Endpoint URL')).toBe('url must use https.');
+    expect(labelFieldMessage('my_amount_usd and amount_usds are other words.', 'amount_usd', 'Amount')).toBe('my_amount_usd and amount_usds are other words.');
+    expect(labelFieldMessage('Too short.', 'new_password', 'New password')).toBe('Too short.');
+    expect(labelFieldMessage('grace_period_seconds[0] is unknown.', 'grace_period_seconds', 'Grace period')).toBe('Grace period[0] is unknown.');
   });
 });
