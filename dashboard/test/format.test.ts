@@ -1,8 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { compareDecimals, formatMoney, isAtLeastPercent, roundToCents } from '../src/decimal.js';
 import { labelFieldMessage } from '../src/field-label.js';
+import { nextAttemptWording } from '../src/pages/webhooks/next-attempt.js';
 
-/** The dashboard's pure rules: money shown exactly or to cents (never through floats), and API field names in an error replaced by the form's labels. */
+/**
+ * The dashboard's pure rules: money shown exactly or to cents (never through floats), API field
+ * names in an error replaced by the form's labels, and the tense of a webhook delivery's next attempt.
+ */
 
 describe('money', () => {
   it('formats decimal strings exactly, grouped, with at least two decimals', () => {
@@ -57,5 +61,18 @@ describe('field labels in API errors', () => {
     expect(labelFieldMessage('my_amount_usd and amount_usds are other words.', 'amount_usd', 'Amount')).toBe('my_amount_usd and amount_usds are other words.');
     expect(labelFieldMessage('Too short.', 'new_password', 'New password')).toBe('Too short.');
     expect(labelFieldMessage('grace_period_seconds[0] is unknown.', 'grace_period_seconds', 'Grace period')).toBe('Grace period[0] is unknown.');
+  });
+});
+
+describe("a webhook delivery's next attempt", () => {
+  const now = Date.parse('2026-11-25T19:00:00Z');
+  it('is a retry to come, or one under way, for a failed delivery', () => {
+    expect(nextAttemptWording('failed', '2026-11-25T19:09:00Z', now)).toBe('next retry at');
+    expect(nextAttemptWording('failed', '2026-11-25T18:59:00Z', now)).toBe('retrying since');
+  });
+  it('is an attempt for any other, and nothing when none is planned', () => {
+    expect(nextAttemptWording('pending', '2026-11-25T19:00:30Z', now)).toBe('next attempt at');
+    expect(nextAttemptWording('succeeded', '2026-11-25T18:00:00Z', now)).toBe('next attempt due since');
+    expect(nextAttemptWording('exhausted', null, now)).toBeUndefined();
   });
 });
