@@ -187,6 +187,13 @@ describe('the Conversations and Feedback pages', () => {
     expect(service).toMatch(new RegExp(`Generation\\s+gen_\\S+\\s+Tier\\s+passthrough\\s+Served by\\s+${MODEL_A}\\s+Region\\s+overseas\\s+Cost\\s+\\$\\d`));
     await checkPage(dashboard, 'playground');
 
+    // Streamed: the same answer from the chunks, and a service object of its own from the last one.
+    await request.getByLabel(/^Stream the answer/).check();
+    await request.getByRole('button', { name: 'Send' }).click();
+    await expect.poll(() => page.getByTestId('playground-service').innerText(), settles).not.toContain(/gen_\S+/.exec(service)?.[0] ?? '');
+    expect(await page.getByTestId('playground-answer').innerText()).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
+    expect(await page.getByTestId('playground-service').innerText()).toMatch(/Tier\s+passthrough\s+Served by/);
+
     // The key lived in the page's memory only.
     const stored = await page.evaluate(() => {
       const { localStorage, sessionStorage, document } = globalThis as unknown as {

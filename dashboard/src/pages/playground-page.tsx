@@ -1,4 +1,5 @@
 import { useState } from 'react';
+import { Checkbox } from '../components/checkbox';
 import { CopyOnce } from '../components/copy-once';
 import { Field } from '../components/field';
 import { Form, fieldError } from '../components/form';
@@ -29,7 +30,9 @@ export function PlaygroundPage() {
   const [choice, setChoice] = useState('service/fast');
   const [modelId, setModelId] = useState('');
   const [message, setMessage] = useState('');
+  const [stream, setStream] = useState(false);
   const [completion, setCompletion] = useState<Completion>();
+  const [streaming, setStreaming] = useState(false);
   const send = async () => {
     const key = apiKey.trim();
     if (!key) throw fieldError('api_key', 'Paste an API key of this workspace, or create a playground key below.');
@@ -37,7 +40,13 @@ export function PlaygroundPage() {
     if (!model) throw fieldError('model', 'Give the id of a model (the Models page lists them).');
     if (!message.trim()) throw fieldError('messages', 'Write a message to send.');
     setCompletion(undefined);
-    setCompletion(await sendChat(key, model, message, AbortSignal.timeout(120_000)));
+    const onDelta = stream ? (answer: string) => setCompletion({ answer, model }) : undefined;
+    setStreaming(stream);
+    try {
+      setCompletion(await sendChat(key, model, message, { signal: AbortSignal.timeout(120_000), onDelta }));
+    } finally {
+      setStreaming(false);
+    }
   };
   return (
     <Page title="Playground">
@@ -63,15 +72,16 @@ export function PlaygroundPage() {
             <Field name="model" label="Model id" hint={<Link to="/models">The Models page lists them.</Link>} value={modelId} onChange={setModelId} required />
           )}
           <Field name="messages" label="Message" rows={4} value={message} onChange={setMessage} required />
+          <Checkbox name="stream" label="Stream the answer (its text shows as it comes)" checked={stream} onChange={setStream} />
         </Form>
       </Section>
-      {completion && <Answer completion={completion} />}
+      {completion && <Answer completion={completion} streaming={streaming} />}
       {can(role, 'keys.create') && <PlaygroundKeySection onCreated={setApiKey} />}
     </Page>
   );
 }
 
-function Answer({ completion }: { completion: Completion }) {
+function Answer({ completion, streaming }: { completion: Completion; streaming: boolean }) {
   const { service, usage } = completion;
   return (
     <Section title="Answer">
@@ -106,7 +116,7 @@ function Answer({ completion }: { completion: Completion }) {
           )}
         </dl>
       ) : (
-        <p className="muted">The answer carried no service object.</p>
+        <p className="muted">{streaming ? 'Streaming: the service object comes with the last chunk.' : 'The answer carried no service object.'}</p>
       )}
     </Section>
   );
