@@ -115,6 +115,13 @@ describe('the Billing page', () => {
     await page.getByLabel('Workspace', { exact: true }).selectOption({ label: name });
     await expect.poll(() => page.locator('.role').innerText()).toBe('Role: developer');
     expect(await nav(page).getByRole('link').allInnerTexts()).not.toContain('Webhooks');
+    // The overview shows what the role reads: money and keys, no webhook deliveries.
+    await nav(page).getByRole('link', { name: 'Overview' }).click();
+    await expectHeading(page, 'Overview');
+    await page.getByRole('region', { name: 'Keys near their caps' }).waitFor();
+    await expect.poll(() => page.getByTestId('overview-balance').innerText()).toBe('$1.00');
+    expect(await page.getByRole('region', { name: 'Failing webhook deliveries' }).count()).toBe(0);
+    await checkPage(dashboard, 'overview-developer');
 
     await goWithinApp(page, '/app/billing');
     await expectHeading(page, 'Billing');
