@@ -5,13 +5,14 @@ import path from 'node:path';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkPage, dashboardSuiteOfFile, expectHeading, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
+import { checkPage, dashboardSuiteOfFile, expectHeading, invalidFieldText, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
 
 /**
  * The Conversations and Feedback pages in Chromium, against the whole mesh and a local
  * OpenAI-compatible upstream: a conversation written through REST and through a chat completion
  * of the data plane is found on the second page of the list and read message by message; the
- * ratings given to two generations show in the feedback summary, per model and per tag.
+ * ratings given to two generations show in the feedback summary, per model and per tag. The
+ * Playground sends a chat request through the front door with a key created on the spot.
  */
 
 // Model ids of this run only: feedback and routing scores of other runs stay apart.
@@ -151,4 +152,58 @@ describe('the Conversations and Feedback pages', () => {
 
     await Promise.all([dashboard.context.close(), empty.context.close()]);
   }, 60_000);
+
+  it('sends a chat request from the Playground with a playground key, and shows the answer and its service object', async () => {
+    const user = await signUp(suite.call);
+    const dashboard = await openDashboard(suite, '/app/sign-in');
+    const { page } = dashboard;
+    await signInThroughUi(page, user.email, user.password);
+    await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link', { name: 'Playground' }).click();
+    await expectHeading(page, 'Playground');
+    await checkPage(dashboard, 'playground-empty');
+
+    // No key yet: the form says so at its field.
+    const request = page.getByRole('region', { name: 'Request' });
+    await request.getByLabel('Message').fill('Say hi');
+    await request.getByRole('button', { name: 'Send' }).click();
+    expect(await invalidFieldText(page, 'api_key')).toContain('Paste an API key');
+
+    // A key the API refuses: its error, in words.
+    await request.getByLabel('API key').fill('sb_not_a_real_key');
+    await request.getByRole('button', { name: 'Send' }).click();
+    await request.getByRole('alert').waitFor();
+
+    // A playground key, shown once and filled in.
+    await page.getByRole('button', { name: 'Create a playground key' }).click();
+    const fullKey = await page.getByLabel('Your playground key').inputValue();
+    expect(fullKey).toMatch(/^sb_/);
+    expect(await request.getByLabel('API key').inputValue()).toBe(fullKey);
+
+    await request.getByLabel('Model', { exact: true }).selectOption({ label: 'A model by its id…' });
+    await request.getByLabel('Model id').fill(MODEL_A);
+    await request.getByRole('button', { name: 'Send' }).click();
+    await expect.poll(() => page.getByTestId('playground-answer').innerText(), settles).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
+    const service = await page.getByTestId('playground-service').innerText();
+    expect(service).toMatch(new RegExp(`Generation\\s+gen_\\S+\\s+Tier\\s+passthrough\\s+Served by\\s+${MODEL_A}\\s+Region\\s+overseas\\s+Cost\\s+\\$\\d`));
+    await checkPage(dashboard, 'playground');
+
+    // Streamed: the same answer from the chunks, and a service object of its own from the last one.
+    await request.getByLabel(/^Stream the answer/).check();
+    await request.getByRole('button', { name: 'Send' }).click();
+    await expect.poll(() => page.getByTestId('playground-service').innerText(), settles).not.toContain(/gen_\S+/.exec(service)?.[0] ?? '');
+    expect(await page.getByTestId('playground-answer').innerText()).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
+    expect(await page.getByTestId('playground-service').innerText()).toMatch(/Tier\s+passthrough\s+Served by/);
+
+    // The key lived in the page's memory only.
+    const stored = await page.evaluate(() => {
+      const { localStorage, sessionStorage, document } = globalThis as unknown as {
+        localStorage: Record<string, string>;
+        sessionStorage: Record<string, string>;
+        document: { cookie: string };
+      };
+      return JSON.stringify([{ ...localStorage }, { ...sessionStorage }, document.cookie]);
+    });
+    expect(stored).not.toContain(fullKey);
+    await dashboard.context.close();
+  });
 });
