@@ -12,7 +12,8 @@ import { checkPage, dashboardSuiteOfFile, expectHeading, invalidFieldText, openD
  * OpenAI-compatible upstream: a conversation written through REST and through a chat completion
  * of the data plane is found on the second page of the list and read message by message; the
  * ratings given to two generations show in the feedback summary, per model and per tag. The
- * Playground sends a chat request through the front door with a key created on the spot.
+ * Playground sends a chat request through the front door with a key created on the spot; the
+ * Activity shows it with its feedback, and Models the catalog's prices on the workspace's plan.
  */
 
 // Model ids of this run only: feedback and routing scores of other runs stay apart.
@@ -153,7 +154,7 @@ describe('the Conversations and Feedback pages', () => {
     await Promise.all([dashboard.context.close(), empty.context.close()]);
   }, 60_000);
 
-  it('sends a chat request from the Playground with a playground key, and shows the answer and its service object', async () => {
+  it('sends a chat request from the Playground with a playground key, shows its service object, then the request in the Activity and the prices in Models', async () => {
     const user = await signUp(suite.call);
     const dashboard = await openDashboard(suite, '/app/sign-in');
     const { page } = dashboard;
@@ -204,6 +205,38 @@ describe('the Conversations and Feedback pages', () => {
       return JSON.stringify([{ ...localStorage }, { ...sessionStorage }, document.cookie]);
     });
     expect(stored).not.toContain(fullKey);
+
+    // The request in the Activity, with the feedback given on it.
+    const generationId = /gen_\S+/.exec(service)?.[0] ?? '';
+    await rest(user, 'POST', '/v1/feedback', { generation_id: generationId, rating: 1, tags: ['accurate'] });
+    const nav = page.getByRole('navigation', { name: 'Dashboard' });
+    await nav.getByRole('link', { name: 'Activity' }).click();
+    await expectHeading(page, 'Activity');
+    const row = page.getByRole('row', { name: new RegExp(generationId) });
+    await row.waitFor();
+    // Feedback reaches billing through an event: shown a moment after the rating.
+    await expect
+      .poll(async () => {
+        await nav.getByRole('link', { name: 'Models' }).click();
+        await nav.getByRole('link', { name: 'Activity' }).click();
+        return row.innerText();
+      }, settles)
+      .toMatch(/Good: accurate$/);
+    expect(await row.innerText()).toMatch(new RegExp(`${MODEL_A}\\s+passthrough, overseas\\s+\\d+ / 8\\s+\\$0\\.\\d+\\s+\\d+ ms\\s+completed`));
+    await checkPage(dashboard, 'activity');
+
+    // The models of the catalog with the plan's price: the catalog's plus the 5% markup of pay as you go.
+    await nav.getByRole('link', { name: 'Models' }).click();
+    await expectHeading(page, 'Models');
+    const models = page.getByRole('region', { name: 'Models by region' });
+    expect(await models.getByRole('row', { name: new RegExp(MODEL_A) }).innerText()).toMatch(/overseas\s+passthrough only\s+\$0\.105\s+\$0\.42$/);
+    expect(
+      await page
+        .getByRole('region', { name: 'Service tiers' })
+        .getByRole('row', { name: /service\/fast/ })
+        .count(),
+    ).toBe(1);
+    await checkPage(dashboard, 'models');
     await dashboard.context.close();
   });
 });

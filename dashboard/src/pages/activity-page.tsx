@@ -4,7 +4,6 @@ import { LoadMore } from '../components/load-more';
 import { Loaded } from '../components/loaded';
 import { Page } from '../components/page';
 import { SelectControl } from '../components/select-control';
-import { getPending } from '../pending-api';
 import { can } from '../permissions';
 import { Link } from '../router';
 import { useSignedIn } from '../session';
@@ -22,7 +21,10 @@ export function ActivityPage() {
   const readsKeys = can(role, 'keys.read');
   const keys = useLoad(async () => (readsKeys ? (await client.get('/v1/keys', { params: { query: { limit: 100 } } })).data : []), [client, readsKeys]);
   const keyNames = new Map(keys.status === 'done' ? keys.data.map((key) => [key.key_id, key.name]) : []);
-  const generations = usePages((after) => getPending(client, '/v1/generations', { limit: 25, after, ...(keyId ? { key_id: keyId } : {}) }), [client, keyId]);
+  const generations = usePages(
+    (after) => client.get('/v1/generations', { params: { query: { limit: 25, after, ...(keyId ? { key_id: keyId } : {}) } } }),
+    [client, keyId],
+  );
   return (
     <Page title="Activity">
       <p>The model requests made with the keys of {workspace.name}, newest first. Costs are exact, as billed.</p>

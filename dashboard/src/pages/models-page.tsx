@@ -2,7 +2,6 @@ import { Loaded } from '../components/loaded';
 import { Money } from '../components/money';
 import { Page } from '../components/page';
 import { Section } from '../components/section';
-import { getPending } from '../pending-api';
 import { useSignedIn } from '../session';
 import { useLoad } from '../use-load';
 import { tiers } from './billing/tiers';
@@ -14,7 +13,7 @@ import { tiers } from './billing/tiers';
  */
 export function ModelsPage() {
   const { client, workspace } = useSignedIn();
-  const prices = useLoad(() => getPending(client, '/v1/billing/prices'), [client]);
+  const prices = useLoad(() => client.get('/v1/billing/prices'), [client]);
   return (
     <Page title="Models">
       <p>

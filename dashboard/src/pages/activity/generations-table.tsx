@@ -1,6 +1,8 @@
+import type { Schemas } from '@switchboard/sdk';
 import { Money } from '../../components/money';
 import { formatDateTime } from '../../format';
-import type { Generation } from '../../pending-api';
+
+type Generation = Schemas['switchboard.billing.v1.GenerationRecord'];
 
 const statuses: Record<string, { label: string; badge: string }> = {
   completed: { label: 'completed', badge: 'badge ok' },
