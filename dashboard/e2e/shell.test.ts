@@ -169,7 +169,19 @@ describe('the dashboard in Chromium', () => {
     // The organization, as a developer: no webhooks (the API would answer 403).
     await switcher.selectOption({ label: organizationName });
     await expect.poll(() => page.locator('.role').innerText()).toBe('Role: developer');
-    expect(await links()).toEqual(['Overview', 'Account', 'Sessions', 'Organization', 'Keys', 'Billing', 'Activity', 'Models', 'Playground', 'Conversations', 'Feedback']);
+    expect(await links()).toEqual([
+      'Overview',
+      'Account',
+      'Sessions',
+      'Organization',
+      'Keys',
+      'Billing',
+      'Activity',
+      'Models',
+      'Playground',
+      'Conversations',
+      'Feedback',
+    ]);
     // Typed in by hand, the page says why it is not there.
     await nav.getByRole('link', { name: 'Keys' }).click();
     await expectHeading(page, 'API keys');
