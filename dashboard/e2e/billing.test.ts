@@ -107,7 +107,7 @@ describe('the Billing page', () => {
     // A reload keeps the user signed in, on this page.
     await page.reload();
     await expectHeading(page, 'Billing');
-    await expect.poll(() => page.getByTestId('balance').innerText()).toBe('$5.7897');
+    await expect.poll(() => page.getByTestId('balance').innerText()).toBe('$5.79');
     expect(await page.locator('.user-email').innerText()).toBe(owner.email);
     await dashboard.context.close();
   });
