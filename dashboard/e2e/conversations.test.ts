@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import type { Request as PlaywrightRequest } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkPage, dashboardSuiteOfFile, expectHeading, invalidFieldText, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
 
@@ -190,10 +191,22 @@ describe('the Conversations and Feedback pages', () => {
 
     // Streamed: the same answer from the chunks, and a service object of its own from the last one.
     await request.getByLabel(/^Stream the answer/).check();
+    // The stream's request ends in one of two events (see below): waited for, so the check that follows is deterministic.
+    const isStreamed = (sent: PlaywrightRequest) => sent.url().endsWith('/v1/chat/completions') && (sent.postData() ?? '').includes('"stream":true');
+    const streamEnd = Promise.race([
+      page.waitForEvent('requestfinished', isStreamed).then(() => 'finished'),
+      page.waitForEvent('requestfailed', isStreamed).then((sent) => sent.failure()?.errorText ?? 'failed'),
+    ]);
     await request.getByRole('button', { name: 'Send' }).click();
     await expect.poll(() => page.getByTestId('playground-service').innerText(), settles).not.toContain(/gen_\S+/.exec(service)?.[0] ?? '');
     expect(await page.getByTestId('playground-answer').innerText()).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
     expect(await page.getByTestId('playground-service').innerText()).toMatch(/Tier\s+passthrough\s+Served by/);
+    // Chromium may report a no-store stream the page read to its end as aborted (microsoft/playwright#42742):
+    // the whole answer and the last chunk's service object are above, so that report is no problem of the page.
+    if ((await streamEnd) === 'net::ERR_ABORTED') {
+      const spurious = dashboard.problems.findIndex((problem) => problem.endsWith('/v1/chat/completions net::ERR_ABORTED'));
+      dashboard.problems.splice(spurious, 1);
+    }
 
     // The key lived in the page's memory only.
     const stored = await page.evaluate(() => {
