@@ -9,6 +9,7 @@ export default defineConfig({
       'data-plane/test/**/*.test.ts',
       'gateway/test/**/*.test.ts',
       'sdk/test/**/*.test.ts',
+      'dashboard/test/**/*.test.ts',
       'dashboard/e2e/**/*.test.ts',
       'e2e/**/*.test.ts',
     ],

@@ -59,6 +59,13 @@ describe('the account pages', () => {
     expect(await qr.getAttribute('src')).toMatch(/^data:image\/png;base64,[A-Za-z0-9+/]+=*$/);
     const secret = (await twoFactor.getByTestId('totp-secret').innerText()).trim();
     expect(secret).toMatch(/^[A-Z2-7]{32}$/);
+    // A Copy button next to it, which fills the clipboard.
+    await dashboard.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: suite.mesh.gatewayUrl });
+    await twoFactor.getByRole('button', { name: 'Copy' }).click();
+    await twoFactor.getByText('Copied to the clipboard.').waitFor();
+    expect(
+      await page.evaluate(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText()),
+    ).toBe(secret);
     await checkPage(dashboard, 'two-factor-setup');
     const authenticator = new TestAuthenticator(secret);
     await twoFactor.getByLabel('Code from the authenticator app').fill(await authenticator.code());
@@ -91,6 +98,7 @@ describe('the account pages', () => {
     await checkPage(dashboard, 'sign-in-code');
     await page.getByLabel('Code from the authenticator app').fill(await authenticator.code());
     await page.getByRole('button', { name: 'Continue' }).click();
+    // Back on the page that was open when the session ended.
     await expectHeading(page, 'Account');
     await page.getByText(/Two-factor authentication is on since/).waitFor();
 
@@ -115,6 +123,8 @@ describe('the account pages', () => {
     const dashboard = await openDashboard(suite, '/app/sign-in');
     const { page } = dashboard;
     await signInThroughUi(page, user.email, user.password);
+    await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link', { name: 'Account' }).click();
+    await expectHeading(page, 'Account');
 
     const profile = page.getByRole('region', { name: 'Profile' });
     await profile.getByLabel('Full name').fill('   ');

@@ -44,7 +44,9 @@ describe('the Billing page', () => {
     await expect.poll(() => page.locator('.role').innerText()).toBe('Role: owner');
     await nav(page).getByRole('link', { name: 'Billing' }).click();
     await expectHeading(page, 'Billing');
-    await expect.poll(() => page.getByTestId('balance').innerText()).toBe('$0.7897');
+    // The headline balance to cents, the exact amount in its title.
+    await expect.poll(() => page.getByTestId('balance').innerText()).toBe('$0.79');
+    expect(await page.getByTestId('balance').locator('.money').getAttribute('title')).toBe('$0.7897 exactly');
     const usageRegion = page.getByRole('region', { name: 'Usage' });
     await usageRegion.getByText('$0.2103 over the last 30 days').waitFor();
     // One day, stacked: a bar per tier used.
@@ -57,7 +59,8 @@ describe('the Billing page', () => {
 
     await input(page, 'amount_usd').fill('0');
     await page.getByRole('button', { name: 'Continue to payment' }).click();
-    expect(await invalidFieldText(page, 'amount_usd')).toContain('amount_usd');
+    // The API names the field amount_usd; the page names it by its label.
+    expect(await invalidFieldText(page, 'amount_usd')).toContain('Amount in USD must be greater than 0.');
 
     // The first answer is lost on its way back (the API did start the checkout); the retry gets the same one.
     await page.route('**/v1/billing/topup', async (route) => {
@@ -95,7 +98,7 @@ describe('the Billing page', () => {
     // Back in the workspace of the top-up, not the personal one the sign-in opens.
     await expect.poll(() => page.getByLabel('Workspace', { exact: true }).inputValue()).toBe(orgId);
     await page.getByText('Paid: $5.00 was added to the balance.').waitFor();
-    await expect.poll(() => page.getByTestId('balance').innerText()).toBe('$5.7897');
+    await expect.poll(() => page.getByTestId('balance').innerText()).toBe('$5.79');
     const topup = page.getByRole('region', { name: 'Top-ups' }).getByRole('row', { name: /\$5\.00/ });
     expect(await topup.innerText()).toContain('completed');
     expect(new URL(page.url()).search).toBe(`?checkout_id=${started[0].checkout_id}`);
@@ -104,7 +107,7 @@ describe('the Billing page', () => {
     // A reload keeps the user signed in, on this page.
     await page.reload();
     await expectHeading(page, 'Billing');
-    await expect.poll(() => page.getByTestId('balance').innerText()).toBe('$5.7897');
+    await expect.poll(() => page.getByTestId('balance').innerText()).toBe('$5.79');
     expect(await page.locator('.user-email').innerText()).toBe(owner.email);
     await dashboard.context.close();
   });
@@ -126,6 +129,13 @@ describe('the Billing page', () => {
     await page.getByLabel('Workspace', { exact: true }).selectOption({ label: name });
     await expect.poll(() => page.locator('.role').innerText()).toBe('Role: developer');
     expect(await nav(page).getByRole('link').allInnerTexts()).not.toContain('Webhooks');
+    // The overview shows what the role reads: money and keys, no webhook deliveries.
+    await nav(page).getByRole('link', { name: 'Overview' }).click();
+    await expectHeading(page, 'Overview');
+    await page.getByRole('region', { name: 'Keys near their caps' }).waitFor();
+    await expect.poll(() => page.getByTestId('overview-balance').innerText()).toBe('$1.00');
+    expect(await page.getByRole('region', { name: 'Failing webhook deliveries' }).count()).toBe(0);
+    await checkPage(dashboard, 'overview-developer');
 
     await goWithinApp(page, '/app/billing');
     await expectHeading(page, 'Billing');

@@ -102,8 +102,8 @@ export async function invalidFieldText(page: Page | Locator, name: string): Prom
   return (await Promise.all(ids.map((id) => page.locator(`[id="${id}"]`).innerText()))).join('\n');
 }
 
-/** Signs in through the sign-in page (no 2FA); ends on the page titled `landing` (the account page, unless the sign-in was asked with `?next=`). */
-export async function signInThroughUi(page: Page, email: string, password: string, landing = 'Account'): Promise<void> {
+/** Signs in through the sign-in page (no 2FA); ends on the page titled `landing` (the overview, unless the sign-in was asked with `?next=`). */
+export async function signInThroughUi(page: Page, email: string, password: string, landing = 'Overview'): Promise<void> {
   await expectHeading(page, 'Sign in');
   await page.getByLabel('Email address', { exact: true }).fill(email);
   await page.getByLabel('Password', { exact: true }).fill(password);

@@ -34,7 +34,10 @@ describe('the Keys pages', () => {
     await input(page, 'name').fill('Production');
     await input(page, 'monthly_spend_cap_usd').fill('-5');
     await page.getByRole('button', { name: 'Create key' }).click();
-    expect(await invalidFieldText(page, 'monthly_spend_cap_usd')).toMatch(/monthly_spend_cap_usd/);
+    // The API names the field monthly_spend_cap_usd; the page names it by its label.
+    const capError = await invalidFieldText(page, 'monthly_spend_cap_usd');
+    expect(capError).toMatch(/^Monthly spend cap in USD /m);
+    expect(capError).not.toContain('monthly_spend_cap_usd');
     await checkPage(dashboard, 'keys-invalid');
     await input(page, 'monthly_spend_cap_usd').fill('');
     await page.getByRole('button', { name: 'Create key' }).click();

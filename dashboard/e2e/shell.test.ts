@@ -150,13 +150,38 @@ describe('the dashboard in Chromium', () => {
     const switcher = page.getByLabel('Workspace', { exact: true });
     expect(await switcher.locator('option').allInnerTexts()).toEqual([expect.stringMatching(/\(personal\)$/), organizationName]);
     expect(await page.locator('.role').innerText()).toBe('Role: owner');
-    expect(await links()).toEqual(['Account', 'Sessions', 'Organization', 'Keys', 'Billing', 'Conversations', 'Feedback', 'Webhooks']);
+    expect(await links()).toEqual([
+      'Overview',
+      'Account',
+      'Sessions',
+      'Organization',
+      'Keys',
+      'Billing',
+      'Activity',
+      'Models',
+      'Playground',
+      'Conversations',
+      'Feedback',
+      'Webhooks',
+    ]);
     await checkPage(dashboard, 'account-shell');
 
     // The organization, as a developer: no webhooks (the API would answer 403).
     await switcher.selectOption({ label: organizationName });
     await expect.poll(() => page.locator('.role').innerText()).toBe('Role: developer');
-    expect(await links()).toEqual(['Account', 'Sessions', 'Organization', 'Keys', 'Billing', 'Conversations', 'Feedback']);
+    expect(await links()).toEqual([
+      'Overview',
+      'Account',
+      'Sessions',
+      'Organization',
+      'Keys',
+      'Billing',
+      'Activity',
+      'Models',
+      'Playground',
+      'Conversations',
+      'Feedback',
+    ]);
     // Typed in by hand, the page says why it is not there.
     await nav.getByRole('link', { name: 'Keys' }).click();
     await expectHeading(page, 'API keys');

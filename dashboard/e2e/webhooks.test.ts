@@ -1,7 +1,9 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { createLocalCertificate } from '@switchboard/runtime/dev/local-certificate';
+import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { signUp } from '@switchboard/testkit/mesh';
 import { type Received, verifyDelivery, WebhookReceiver } from '@switchboard/testkit/webhook-receiver';
 import type { Locator, Page } from 'playwright-core';
@@ -13,7 +15,8 @@ import { checkPage, dashboardSuiteOfFile, expectHeading, input, invalidFieldText
  * endpoint (its secret shown once), send a test and see the delivery succeed with its attempt and
  * the receiver's answer, redeliver, watch a delivery fail until exhausted and recover it, disable
  * and re-enable the endpoint, rotate the secret, delete the endpoint. Retries run on a
- * millisecond schedule.
+ * millisecond schedule. The Overview, where a new user lands, sums the workspace up: its money,
+ * the keys near their caps and the deliveries failing.
  */
 
 let receiver: WebhookReceiver;
@@ -120,7 +123,10 @@ describe('the Webhooks pages', () => {
     const failed = await newestDelivery(page, 'exhausted');
     expect(await failed.innerText()).toMatch(/exhausted\s+3/);
     const failedAttempts = await attemptsOf(page, failed);
-    await expect.poll(() => failedAttempts.innerText(), settles).toMatch(/failed \(http\)\s+Status code\s+503/);
+    // The error class, and what it means.
+    await expect
+      .poll(() => failedAttempts.innerText(), settles)
+      .toMatch(/failed \(http\)\s+The endpoint answered with a status code other than 2xx\.\s+Status code\s+503/);
     expect(await failedAttempts.locator('.response-body').first().innerText()).toBe('down for maintenance');
     await checkPage(dashboard, 'webhook-failed');
 
@@ -183,4 +189,71 @@ describe('the Webhooks pages', () => {
     expect((await suite.call('GET', `/v1/workspaces/${owner.workspaceId}/webhooks`, { token: owner.token })).json.data).toEqual([]);
     await dashboard.context.close();
   }, 60_000);
+
+  it('opens on the overview: the balance, this month, the keys near their caps and the failing deliveries', async () => {
+    const owner = await signUp(suite.call);
+    const auth = { token: owner.token };
+    const hookPath = '/overview-hook';
+    receiver.reply(hookPath, () => ({ status: 503, body: 'down' }));
+    const hook = await suite.call('POST', `/v1/workspaces/${owner.workspaceId}/webhooks`, {
+      ...auth,
+      // An event type this test never causes: the test event is the endpoint's one delivery.
+      body: { url: receiver.url(hookPath), events: ['agent.completed'], description: 'Order system' },
+    });
+    expect(hook.status, hook.text).toBe(201);
+    const test = await suite.call('POST', `/v1/workspaces/${owner.workspaceId}/webhooks/${hook.json.webhook_id}/test`, { ...auth, body: {} });
+    expect(test.status, test.text).toBe(202);
+
+    // Two capped keys: 0.21 USD spent of 0.25 (84%, near) and of 10 (2%, not).
+    const keyWithCap = async (name: string, cap: string) => {
+      const created = await suite.call('POST', '/v1/keys', { ...auth, body: { name, monthly_spend_cap_usd: cap } });
+      expect(created.status, created.text).toBe(201);
+      return created.json.key.key_id as string;
+    };
+    const near = await keyWithCap('Nightly batch', '0.25');
+    const far = await keyWithCap('Website', '10');
+    const usage = meshClient(UsageService, suite.mesh.urls.billing, 'billing', { caller: 'data-plane' });
+    for (const keyId of [near, far]) {
+      await usage.recordUsage({
+        generationId: `gen_overview_${keyId}`,
+        keyId,
+        workspaceId: owner.workspaceId,
+        model: 'acme/large',
+        upstreamCostUsd: '0.2',
+        inputTokens: 1000n,
+        outputTokens: 500n,
+      });
+    }
+    await eventually(async () => {
+      const { data } = (await suite.call('GET', '/v1/keys', auth)).json as { data: { month_to_date_spend_usd: string }[] };
+      return data.every((key) => key.month_to_date_spend_usd === '0.21');
+    }, 'the keys spend');
+    await eventually(
+      async () =>
+        (await suite.call('GET', `/v1/workspaces/${owner.workspaceId}/webhooks/${hook.json.webhook_id}/deliveries`, auth)).json.data[0]?.status === 'exhausted',
+      'the delivery exhausted',
+    );
+
+    const dashboard = await openDashboard(suite, '/app/');
+    const { page } = dashboard;
+    await signInThroughUi(page, owner.email, owner.password);
+    expect(new URL(page.url()).pathname).toBe('/app/overview');
+    // The starting credit of 1.00 less 0.42, to cents; this month's spend and today's requests.
+    await expect.poll(() => page.getByTestId('overview-balance').innerText()).toBe('$0.58');
+    expect(await page.getByTestId('overview-month-spend').innerText()).toBe('$0.42');
+    expect(await page.getByTestId('overview-requests-today').innerText()).toBe('2');
+    const keys = page.getByRole('region', { name: 'Keys near their caps' });
+    await keys.getByRole('row', { name: /Nightly batch/ }).waitFor();
+    expect(await keys.getByRole('row', { name: /Nightly batch/ }).innerText()).toContain('$0.21 of $0.25 · 84%');
+    expect(await keys.getByRole('row', { name: /Website/ }).count()).toBe(0);
+    const failing = page.getByRole('region', { name: 'Failing webhook deliveries' });
+    const delivery = failing.getByRole('row', { name: /webhook\.test/ });
+    await delivery.waitFor();
+    expect(await delivery.innerText()).toMatch(/Order system\s+exhausted\s+3 · last: http/);
+    await checkPage(dashboard, 'overview');
+
+    await delivery.getByRole('link', { name: 'Order system' }).click();
+    await expectHeading(page, 'Webhook endpoint');
+    await dashboard.context.close();
+  });
 });

@@ -1,11 +1,15 @@
 import type { ComponentType } from 'react';
 import { AccountPage } from './pages/account-page';
+import { ActivityPage } from './pages/activity-page';
 import { BillingPage } from './pages/billing-page';
 import { ConversationsPage } from './pages/conversations-page';
 import { FeedbackPage } from './pages/feedback-page';
 import { KeyPage } from './pages/key-page';
 import { KeysPage } from './pages/keys-page';
+import { ModelsPage } from './pages/models-page';
 import { OrganizationPage } from './pages/organization-page';
+import { OverviewPage } from './pages/overview-page';
+import { PlaygroundPage } from './pages/playground-page';
 import { ResetPasswordConfirmPage } from './pages/reset-password-confirm-page';
 import { ResetPasswordPage } from './pages/reset-password-page';
 import { SessionsPage } from './pages/sessions-page';
@@ -38,12 +42,16 @@ export const routes: Route[] = [
   { path: '/verify-email', page: VerifyEmailPage, audience: 'anyone' },
   { path: '/reset-password', page: ResetPasswordPage, audience: 'anyone' },
   { path: '/reset-password/confirm', page: ResetPasswordConfirmPage, audience: 'anyone' },
+  { path: '/overview', page: OverviewPage, nav: 'Overview' },
   { path: '/account', page: AccountPage, nav: 'Account' },
   { path: '/sessions', page: SessionsPage, nav: 'Sessions' },
   { path: '/organization', page: OrganizationPage, nav: 'Organization', action: 'members.read' },
   { path: '/keys', page: KeysPage, nav: 'Keys', action: 'keys.read' },
   { path: '/keys/:keyId', page: KeyPage, action: 'keys.read' },
   { path: '/billing', page: BillingPage, nav: 'Billing', action: 'billing.read' },
+  { path: '/activity', page: ActivityPage, nav: 'Activity', action: 'billing.read' },
+  { path: '/models', page: ModelsPage, nav: 'Models', action: 'billing.read' },
+  { path: '/playground', page: PlaygroundPage, nav: 'Playground' },
   { path: '/conversations', page: ConversationsPage, nav: 'Conversations', action: 'conversations.read' },
   { path: '/conversations/:conversationId', page: ConversationsPage, action: 'conversations.read' },
   { path: '/feedback', page: FeedbackPage, nav: 'Feedback', action: 'feedback.read' },
@@ -52,4 +60,4 @@ export const routes: Route[] = [
 ];
 
 /** Where a signed-in user lands. */
-export const homePath = '/account';
+export const homePath = '/overview';

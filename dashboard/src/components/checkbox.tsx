@@ -6,7 +6,7 @@ export function Checkbox({ name, label, checked, onChange }: { name: string; lab
   const id = useId();
   const input = useRef<HTMLInputElement>(null);
   useRegisterField(name, input);
-  const error = useFieldError(name);
+  const error = useFieldError(name, typeof label === 'string' ? label : undefined);
   return (
     <div className={error ? 'field checkbox invalid' : 'field checkbox'}>
       <input

@@ -1,4 +1,5 @@
-import { useId, useRef, useState } from 'react';
+import { useId, useRef } from 'react';
+import { useCopy } from '../use-copy';
 
 /**
  * A secret the API shows only in this answer (an API key, a signing secret): a read-only field
@@ -7,17 +8,7 @@ import { useId, useRef, useState } from 'react';
 export function CopyOnce({ label, value, warning }: { label: string; value: string; warning?: string }) {
   const id = useId();
   const input = useRef<HTMLInputElement>(null);
-  const [status, setStatus] = useState('');
-  const copy = async () => {
-    input.current?.select();
-    try {
-      await navigator.clipboard.writeText(value);
-      setStatus('Copied to the clipboard.');
-    } catch {
-      // No clipboard access (a page served without HTTPS, or permission refused): the text is selected.
-      setStatus('Copying is not allowed here: the text is selected, press Ctrl+C (⌘C on a Mac) to copy it.');
-    }
-  };
+  const { copy, status } = useCopy(value, () => input.current?.select());
   return (
     <div className="copy-once">
       <p className="warning">

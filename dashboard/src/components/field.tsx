@@ -22,14 +22,14 @@ export interface FieldProps {
 
 /**
  * A labelled input of a Form. When the form's last error names this field, the input is marked
- * `aria-invalid`, the message is shown under it (and read with it: `aria-describedby`), and the
- * input gets the focus.
+ * `aria-invalid`, the message is shown under it (and read with it: `aria-describedby`) with the
+ * field named by its label rather than its API name, and the input gets the focus.
  */
 export function Field({ name, label, value, onChange, type = 'text', hint, required, autoComplete, inputMode, options, rows, spellCheck }: FieldProps) {
   const id = useId();
   const input = useRef<HTMLInputElement & HTMLSelectElement & HTMLTextAreaElement>(null);
   useRegisterField(name, input);
-  const error = useFieldError(name);
+  const error = useFieldError(name, label);
   const describedBy = [hint ? `${id}-hint` : '', error ? `${id}-error` : ''].filter(Boolean).join(' ') || undefined;
   const common = {
     ref: input,

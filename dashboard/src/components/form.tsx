@@ -1,5 +1,6 @@
 import { SwitchboardError } from '@switchboard/sdk';
 import { createContext, type FormEvent, type ReactNode, useCallback, useContext, useEffect, useMemo, useRef, useState } from 'react';
+import { labelFieldMessage } from '../field-label';
 import { ErrorMessage } from './error-message';
 
 interface FormContextValue {
@@ -19,10 +20,14 @@ export function fieldError(field: string, message: string): SwitchboardError {
   return new SwitchboardError({ status: 400, code: 'invalid_request', message, field });
 }
 
-/** The form's error as it concerns the field `name`: its message when the API's `field` names it. */
-export function useFieldError(name: string): string | undefined {
+/**
+ * The form's error as it concerns the field `name`: its message when the API's `field` names it,
+ * with the API's name of the field replaced by `label`, the name the reader knows it by.
+ */
+export function useFieldError(name: string, label?: string): string | undefined {
   const error = useContext(FormContext)?.error;
-  return error instanceof SwitchboardError && error.field === name ? error.message : undefined;
+  if (!(error instanceof SwitchboardError) || error.field !== name) return undefined;
+  return label ? labelFieldMessage(error.message, name, label) : error.message;
 }
 
 /** Registers a field's input with the enclosing Form (if any). */

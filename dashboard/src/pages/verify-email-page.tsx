@@ -4,7 +4,6 @@ import { Form } from '../components/form';
 import { Notice } from '../components/notice';
 import { Page } from '../components/page';
 import { Link, useRouter } from '../router';
-import { homePath } from '../routes';
 import { useSession } from '../session';
 
 /** Confirms the email address with the token of the mail sent at registration (no sign-in needed: the token is the proof). */
@@ -23,7 +22,7 @@ export function VerifyEmailPage() {
     return (
       <Page title="Email address confirmed">
         <Notice>Your email address is confirmed.</Notice>
-        <p>{signedIn ? <Link to={homePath}>Go to your account</Link> : <Link to="/sign-in">Sign in</Link>}</p>
+        <p>{signedIn ? <Link to="/account">Go to your account</Link> : <Link to="/sign-in">Sign in</Link>}</p>
       </Page>
     );
   }
@@ -40,7 +39,7 @@ export function VerifyEmailPage() {
       </Form>
       {signedIn && (
         <p>
-          <Link to={homePath}>Later: go to your account</Link>
+          <Link to="/account">Later: go to your account</Link>
         </p>
       )}
     </Page>

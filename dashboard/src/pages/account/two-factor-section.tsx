@@ -1,4 +1,4 @@
-import { useState } from 'react';
+import { useRef, useState } from 'react';
 import { CodeField } from '../../components/code-field';
 import { Field } from '../../components/field';
 import { Form } from '../../components/form';
@@ -8,6 +8,7 @@ import { QrCode } from '../../components/qr-code';
 import { Section } from '../../components/section';
 import { formatDateTime } from '../../format';
 import { useSignedIn } from '../../session';
+import { useCopy } from '../../use-copy';
 import { useLoad } from '../../use-load';
 import { RecoveryCodes } from './recovery-codes';
 
@@ -113,11 +114,7 @@ function Activate({ enrollment, onActivated, onCancel }: { enrollment: Enrollmen
         </li>
         <li>
           <p>Or type this secret into the app (time-based, 6 digits, every 30 seconds):</p>
-          <p>
-            <code className="secret-text" data-testid="totp-secret">
-              {enrollment.secret}
-            </code>
-          </p>
+          <TotpSecret secret={enrollment.secret} />
         </li>
         <li>
           <p>Then enter the code the app shows. Sign-in does not change until this step succeeds.</p>
@@ -136,6 +133,29 @@ function Activate({ enrollment, onActivated, onCancel }: { enrollment: Enrollmen
       >
         <CodeField value={code} onChange={setCode} />
       </Form>
+    </>
+  );
+}
+
+/** The secret as text, with a Copy button: pasting it beats typing 32 characters (on a phone, into a desktop app). */
+function TotpSecret({ secret }: { secret: string }) {
+  const text = useRef<HTMLElement>(null);
+  const { copy, status } = useCopy(secret, () => {
+    if (text.current) window.getSelection()?.selectAllChildren(text.current);
+  });
+  return (
+    <>
+      <p className="copy-row">
+        <code ref={text} className="secret-text" data-testid="totp-secret">
+          {secret}
+        </code>
+        <button type="button" className="button" onClick={copy}>
+          Copy
+        </button>
+      </p>
+      <p className="copy-status" role="status">
+        {status}
+      </p>
     </>
   );
 }

@@ -18,7 +18,7 @@ export function BalanceSection({ balance }: { balance: LoadState<Balance> }) {
           return (
             <>
               <p className="balance" data-testid="balance">
-                <Money amount={balance_usd} currency={currency} />
+                <Money amount={balance_usd} currency={currency} rounded />
               </p>
               <p className="muted">Last changed {formatDateTime(updated_at)}. Model requests are paid from it as they are made.</p>
               {empty && (

@@ -1,6 +1,6 @@
 import type { Schemas } from '@switchboard/sdk';
 import { Bar, BarChart, CartesianGrid, Legend, Tooltip, XAxis, YAxis } from 'recharts';
-import { formatMoney, Money } from '../../components/money';
+import { Money } from '../../components/money';
 import { tiers } from './tiers';
 
 type UsageDay = Schemas['switchboard.billing.v1.UsageDay'];
@@ -13,6 +13,8 @@ interface ChartRow {
   passthrough: number;
   byok: number;
 }
+
+const axisMoney = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD', maximumSignificantDigits: 3 });
 
 /** "2026-11-24" → "Nov 24", read as a UTC day. */
 function dayLabel(date: string): string {
@@ -54,10 +56,11 @@ export function UsageChart({ days, summary }: { days: UsageDay[]; summary: strin
   }));
   return (
     <figure className="usage-chart">
-      <BarChart responsive data={rows} style={{ width: '100%', height: 280 }} margin={{ top: 8, right: 8, bottom: 0, left: 8 }} title={summary}>
+      <BarChart responsive data={rows} style={{ width: '100%', height: 280 }} margin={{ top: 8, right: 16, bottom: 8, left: 8 }} title={summary}>
         <CartesianGrid strokeDasharray="3 3" vertical={false} />
-        <XAxis dataKey="label" tickLine={false} minTickGap={12} />
-        <YAxis tickFormatter={(value: number) => `$${formatMoney(String(value))}`} width={72} allowDecimals />
+        <XAxis dataKey="label" tickLine={false} minTickGap={12} interval="preserveStartEnd" />
+        {/* Ticks are round numbers of the drawing, never an amount billed: three significant digits are enough, and "auto" sizes the axis to its longest label. */}
+        <YAxis tickFormatter={(value: number) => axisMoney.format(value)} width="auto" allowDecimals />
         <Tooltip content={DayTooltip} />
         {/* The tiers in their own order (fast to byok), as in the table, not sorted by name. */}
         <Legend itemSorter={null} />

@@ -3,6 +3,7 @@ import { formatDateTime } from '../../format';
 import { can } from '../../permissions';
 import { useSignedIn } from '../../session';
 import type { Delivery } from './delivery-status';
+import { explainErrorClass } from './error-classes';
 
 const triggers: Record<string, string> = { event: 'first attempt', retry: 'automatic retry', manual: 'redelivery', test: 'test' };
 
@@ -32,6 +33,7 @@ export function DeliveryAttempts({ delivery, webhookId, onRedelivered }: { deliv
                 <dd>
                   <span className={attempt.status === 'success' ? 'badge ok' : 'badge bad'}>{attempt.status}</span>
                   {attempt.error_class && ` (${attempt.error_class})`}
+                  {attempt.error_class && explainErrorClass(attempt.error_class) && <div className="hint">{explainErrorClass(attempt.error_class)}</div>}
                 </dd>
                 <dt>Status code</dt>
                 <dd>{attempt.response_status_code === 0 ? 'no response' : attempt.response_status_code}</dd>

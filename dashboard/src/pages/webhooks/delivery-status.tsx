@@ -1,18 +1,20 @@
 import type { Schemas } from '@switchboard/sdk';
 import { formatDateTime } from '../../format';
+import { nextAttemptWording } from './next-attempt';
 
 export type Delivery = Schemas['switchboard.webhooks.v1.Delivery'];
 
 const badges: Record<string, string> = { pending: 'badge warn', succeeded: 'badge ok', failed: 'badge warn', exhausted: 'badge bad' };
 
-/** A delivery's state, with when it is retried while it failed. */
+/** A delivery's state, with when it is tried again while it failed. */
 export function DeliveryStatus({ delivery }: { delivery: Delivery }) {
+  const wording = nextAttemptWording(delivery.status, delivery.next_attempt_at, Date.now());
   return (
     <>
       <span className={badges[delivery.status] ?? 'badge'}>{delivery.status}</span>
-      {delivery.next_attempt_at && (
+      {wording && (
         <div className="hint">
-          {delivery.status === 'failed' ? 'retried' : 'next attempt'} at {formatDateTime(delivery.next_attempt_at)}
+          {wording} {formatDateTime(delivery.next_attempt_at)}
         </div>
       )}
     </>

@@ -23,7 +23,7 @@ export function EventsField({ value, onChange }: { value: EventsChoice; onChange
   const id = useId();
   const group = useRef<HTMLFieldSetElement>(null);
   useRegisterField('events', group);
-  const error = useFieldError('events');
+  const error = useFieldError('events', 'Events');
   const toggle = (type: string, checked: boolean) =>
     onChange({ all: false, types: checked ? [...value.types, type] : value.types.filter((candidate) => candidate !== type) });
   return (
