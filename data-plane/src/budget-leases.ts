@@ -65,6 +65,8 @@ interface Lease<Facts> {
   lastUsedAt: number;
   facts: Facts;
   unlimited: boolean;
+  /** The owner's last answer granted less than the least asked: it has no room left to share. */
+  exhausted: boolean;
 }
 
 export interface BudgetLeasesDeps<Facts> {
@@ -83,6 +85,12 @@ export interface BudgetLeasesDeps<Facts> {
 const zero = new Money(0);
 /** The least a keep-alive renewal asks for: the owner wants a positive amount. */
 const keepAliveMin = new Money('0.000000000001');
+/**
+ * How many grants a request waits for before it is refused though the owner still had room: other
+ * requests took each grant's room first. A grant is sized for every request waiting, so a second
+ * one is rare and a third rarer; the bound only keeps a request from waiting without end.
+ */
+const maxGrantRounds = 8;
 
 export class BudgetLeases<Facts> {
   private readonly leases = new Map<string, Lease<Facts>>();
@@ -92,6 +100,8 @@ export class BudgetLeases<Facts> {
    * of the grant as used, so whatever they reserve meanwhile stays within what the owner holds.
    */
   private readonly granting = new Map<string, Promise<Lease<Facts> | Refusal<Facts>>>();
+  /** Requests per subject that its lease could not cover, waiting for a grant: the next grant is sized for them all. */
+  private readonly waiting = new Map<string, number>();
   private sweeper?: { stop(): Promise<void> };
   private readonly expiryMarginMs: number;
   private readonly idleMs: number;
@@ -135,15 +145,30 @@ export class BudgetLeases<Facts> {
   /** Reserves `amount` against the lease of `subject`, asking the owner when the lease cannot cover it. */
   async reserve(subject: string, amount: Money): Promise<Reservation<Facts> | Refusal<Facts>> {
     let refusal: Refusal<Facts> | undefined;
-    // Two rounds: another request may take the room a grant made before this one gets to it.
-    for (let round = 0; round < 2; round++) {
-      const lease = this.leases.get(subject);
-      // A renewal under way never holds up a request the lease covers (it claims all of the grant: see ask).
-      if (lease && this.covers(lease, amount, Date.now())) return this.take(subject, lease, amount);
-      const answer = await this.grant(subject, amount);
-      if ('ok' in answer) return answer;
-      if (this.covers(answer, amount, Date.now())) return this.take(subject, answer, amount);
-      refusal = { ok: false, facts: answer.facts };
+    let waiting = false;
+    try {
+      for (let round = 0; round < maxGrantRounds; round++) {
+        const lease = this.leases.get(subject);
+        // A renewal under way never holds up a request the lease covers (it claims all of the grant: see ask).
+        if (lease && this.covers(lease, amount, Date.now())) return this.take(subject, lease, amount);
+        if (!waiting) {
+          waiting = true;
+          this.waiting.set(subject, (this.waiting.get(subject) ?? 0) + 1);
+        }
+        const answer = await this.grant(subject, amount);
+        if ('ok' in answer) return answer;
+        if (this.covers(answer, amount, Date.now())) return this.take(subject, answer, amount);
+        refusal = { ok: false, facts: answer.facts };
+        // No room left at the owner: refused. Else other requests took the room this grant made
+        // before this one got to it (64 in flight against a lease sized for fewer): ask again.
+        if (answer.exhausted) break;
+      }
+    } finally {
+      if (waiting) {
+        const left = (this.waiting.get(subject) ?? 1) - 1;
+        if (left > 0) this.waiting.set(subject, left);
+        else this.waiting.delete(subject);
+      }
     }
     return refusal!;
   }
@@ -199,9 +224,10 @@ export class BudgetLeases<Facts> {
     const now = Date.now();
     const current = this.leases.get(subject);
     const alive = current && !current.unlimited && current.id && current.expiresAt > now ? current : undefined;
-    // Sized on the spend since the last grant (at least a few requests' worth): a busy replica renews rarely.
+    // Sized on the spend since the last grant (at least a few requests' worth, and one estimate per
+    // request waiting for it): a busy replica renews rarely, and a burst is served by one grant.
     const recent = alive ? alive.used.minus(alive.usedAtGrant) : zero;
-    const target = Money.max(amount.mul(this.requestsPerGrant), recent.mul(2));
+    const target = Money.max(amount.mul(this.requestsPerGrant), recent.mul(2), amount.mul(this.waiting.get(subject) ?? 0));
     // A renewal claims the whole grant as used: requests keep reserving against it while the call
     // is under way, so the owner must go on holding all of it. It asks for a top-up to the target's
     // free room; what is never used goes back when the lease is given back (idle, or at shutdown).
@@ -228,9 +254,12 @@ export class BudgetLeases<Facts> {
       lastUsedAt: now,
       facts: answer.facts,
       unlimited: false,
+      exhausted: false,
     };
     // A renewed lease keeps its used and its requests in flight: only settlements ran meanwhile.
-    lease.granted = new Money(answer.grantedUsd || '0');
+    const granted = new Money(answer.grantedUsd || '0');
+    lease.exhausted = granted.minus(renewed ? renewed.granted : zero).lt(min);
+    lease.granted = granted;
     lease.expiresAt = answer.expiresAt.getTime();
     lease.ttlMs = Math.max(1, lease.expiresAt - now);
     lease.usedAtGrant = lease.used;

@@ -91,6 +91,15 @@ describe('budget leases', () => {
     }
   });
 
+  it('lets a burst through against a cap with room to spare, whatever the first grant held: a grant is sized for every request waiting', async () => {
+    // 64 at once, a first grant of 16 estimates: the 48 left wait for one more grant, never a 402.
+    const replica = capLeases('burst');
+    const keyId = await keyWithCap('50.00');
+    expect(await reserveAtOnce([replica], keyId)).toHaveLength(64);
+    expect((await outstanding(keys, 'cap_leases', 'key_id', keyId)).lte('50.00')).toBe(true);
+    await replica.stop();
+  });
+
   it('let exactly the requests a balance covers through, on two replicas', async () => {
     const workspaceId = newId('org');
     const replicas = [balanceLeases('a'), balanceLeases('b')];
