@@ -91,6 +91,8 @@ const keepAliveMin = new Money('0.000000000001');
  * one is rare and a third rarer; the bound only keeps a request from waiting without end.
  */
 const maxGrantRounds = 8;
+/** A burst sizes a grant for at most this many requests waiting: one replica never takes a whole budget other replicas share. */
+const maxWaitingPerGrant = 64;
 
 export class BudgetLeases<Facts> {
   private readonly leases = new Map<string, Lease<Facts>>();
@@ -227,7 +229,7 @@ export class BudgetLeases<Facts> {
     // Sized on the spend since the last grant (at least a few requests' worth, and one estimate per
     // request waiting for it): a busy replica renews rarely, and a burst is served by one grant.
     const recent = alive ? alive.used.minus(alive.usedAtGrant) : zero;
-    const target = Money.max(amount.mul(this.requestsPerGrant), recent.mul(2), amount.mul(this.waiting.get(subject) ?? 0));
+    const target = Money.max(amount.mul(this.requestsPerGrant), recent.mul(2), amount.mul(Math.min(this.waiting.get(subject) ?? 0, maxWaitingPerGrant)));
     // A renewal claims the whole grant as used: requests keep reserving against it while the call
     // is under way, so the owner must go on holding all of it. It asks for a top-up to the target's
     // free room; what is never used goes back when the lease is given back (idle, or at shutdown).

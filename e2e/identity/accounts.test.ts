@@ -250,6 +250,12 @@ describe('the dashboard session cookie', () => {
     expect(login.json.session.refresh_token).toEqual(expect.any(String));
     expect(refreshCookie(login)).toBeUndefined();
 
+    // Two cookies of the name (one planted beside ours by a sibling subdomain): neither is used.
+    const planted = await call('POST', '/v1/auth/refresh', {
+      headers: { ...cookieMode, cookie: `sb_refresh=${login.json.session.refresh_token}; sb_refresh=${next.slice('sb_refresh='.length, next.indexOf(';'))}` },
+    });
+    expectErrorBody(planted, 400, 'invalid_request', 'refresh_token');
+
     // A refresh token that does not work (unknown, rotated, revoked) ends the cookie.
     const reused = await call('POST', '/v1/auth/refresh', { headers: { ...cookieMode, cookie: `sb_refresh=${token}x` } });
     expectErrorBody(reused, 401, 'invalid_token');

@@ -215,8 +215,13 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
       abort.signal,
     );
   } catch (err) {
-    // A refresh token that no longer works (revoked, reused, ended) leaves no cookie behind.
-    if (cookieMode && isRefresh(route) && ConnectError.from(err).code === Code.Unauthenticated) clearRefreshCookie(req, res, tls);
+    // A refresh token that no longer works (revoked, reused, ended) leaves no cookie behind. Only
+    // identity's own refusal (it carries the error detail) says so: a refused mesh token is the
+    // gateway's fault, answered 503 below, and must not sign every dashboard user out.
+    const refused = ConnectError.from(err);
+    if (cookieMode && isRefresh(route) && refused.code === Code.Unauthenticated && refused.findDetails(ErrorDetailSchema).length > 0) {
+      clearRefreshCookie(req, res, tls);
+    }
     throw err;
   }
   const revoked = response.header[revokedSessionsHeader];

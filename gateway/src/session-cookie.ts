@@ -44,19 +44,20 @@ export const isRefresh = (route: Route) => (route.method as DescMethod) === Auth
 export const endsOwnSession = (route: Route, input: Message) =>
   (route.method as DescMethod) === AuthService.method.logout && (input as Message & { scope?: string }).scope !== 'others';
 
-/** The refresh token of the request's cookie, if it carries one. */
+/**
+ * The refresh token of the request's cookie, if it carries exactly one. Two mean one was planted
+ * beside ours (a sibling subdomain can set a `Domain=` cookie on the same path, and browsers send
+ * the older first): neither is used, so nobody is signed into a session someone else chose.
+ */
 export function refreshTokenOfCookie(req: http.IncomingMessage): string | undefined {
   const header = req.headers.cookie;
   if (!header) return undefined;
-  for (const part of header.split(';')) {
+  const values = header.split(';').flatMap((part) => {
     const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === refreshCookieName) {
-      const value = part.slice(eq + 1).trim();
-      // Our tokens are base64url; anything else is not one of ours.
-      return /^[A-Za-z0-9_-]{1,200}$/.test(value) ? value : undefined;
-    }
-  }
-  return undefined;
+    return eq > 0 && part.slice(0, eq).trim() === refreshCookieName ? [part.slice(eq + 1).trim()] : [];
+  });
+  // Our tokens are base64url; anything else is not one of ours.
+  return values.length === 1 && /^[A-Za-z0-9_-]{1,200}$/.test(values[0]) ? values[0] : undefined;
 }
 
 /**
