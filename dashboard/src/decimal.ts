@@ -17,12 +17,15 @@ function split(value: string): [string, string] {
   return [whole.replace(/^0+/, ''), fraction];
 }
 
+/** A decimal string of the API: sign, whole digits, fraction digits. */
+const decimalString = /^(-?)(\d+)(?:\.(\d+))?$/;
+
 /**
  * Formats a decimal string of the API (`"1234.5"`, `"-0.000125"`) without ever turning it into a
  * float: thousands separated, at least two decimals, every further digit kept.
  */
 export function formatMoney(amount: string): string {
-  const match = /^(-?)(\d+)(?:\.(\d+))?$/.exec(amount.trim());
+  const match = decimalString.exec(amount.trim());
   if (!match) return amount;
   const [, sign, whole, fraction = ''] = match;
   const grouped = whole.replace(/^0+(?=\d)/, '').replace(/\B(?=(\d{3})+(?!\d))/g, ',');
@@ -36,7 +39,7 @@ export function formatMoney(amount: string): string {
  */
 export function roundToCents(amount: string): string {
   const trimmed = amount.trim();
-  const match = /^(-?)(\d+)(?:\.(\d+))?$/.exec(trimmed);
+  const match = decimalString.exec(trimmed);
   if (!match) return amount;
   const [, sign, whole, fraction = ''] = match;
   if (fraction.length <= 2) return trimmed;

@@ -218,10 +218,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     // A refresh token that no longer works (revoked, reused, ended) leaves no cookie behind. Only
     // identity's own refusal (it carries the error detail) says so: a refused mesh token is the
     // gateway's fault, answered 503 below, and must not sign every dashboard user out.
-    const refused = ConnectError.from(err);
-    if (cookieMode && isRefresh(route) && refused.code === Code.Unauthenticated && refused.findDetails(ErrorDetailSchema).length > 0) {
-      clearRefreshCookie(req, res, tls);
-    }
+    if (cookieMode && isRefresh(route) && refusedCredentials(ConnectError.from(err))) clearRefreshCookie(req, res, tls);
     throw err;
   }
   const revoked = response.header[revokedSessionsHeader];
@@ -365,6 +362,14 @@ export function sendJson(res: http.ServerResponse, status: number, json: unknown
   res.end(text);
 }
 
+/**
+ * A 401 of the service about the client's credentials: it carries the service's error detail. A
+ * bare Unauthenticated is the service refusing the gateway's own mesh token (our fault: a 503).
+ */
+function refusedCredentials(err: ConnectError): boolean {
+  return err.code === Code.Unauthenticated && err.findDetails(ErrorDetailSchema).length > 0;
+}
+
 function sendError(res: http.ServerResponse, err: unknown, requestId: string, log: Logger): void {
   let status: number;
   let body: ErrorBody;
@@ -378,7 +383,7 @@ function sendError(res: http.ServerResponse, err: unknown, requestId: string, lo
     body = errorBody('invalid_request', err.message, requestId, err.field);
   } else {
     let connectError = ConnectError.from(err);
-    if (connectError.code === Code.Unauthenticated && connectError.findDetails(ErrorDetailSchema).length === 0) {
+    if (connectError.code === Code.Unauthenticated && !refusedCredentials(connectError)) {
       // A service refused the gateway's own mesh token (secret or clock mismatch): our fault, not
       // the client's credentials, so never a 401 that would sign users out.
       log.error({ request_id: requestId, err: connectError.rawMessage }, 'a service refused the mesh token');
