@@ -1011,7 +1011,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
          */
         get: operations["BillingService_GetBalance"];
         put?: never;
@@ -1037,7 +1037,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
          */
         get: operations["BillingService_GetUsage"];
         put?: never;
@@ -1065,7 +1065,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
          */
         get: operations["BillingService_GetUsageByTier"];
         put?: never;
@@ -1091,7 +1091,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
          */
         get: operations["BillingService_GetPlan"];
         put?: never;
@@ -1118,7 +1118,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
          */
         get: operations["BillingService_GetUpgradeHint"];
         put?: never;
@@ -1201,7 +1201,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
          */
         get: operations["BillingService_ListTopups"];
         put?: never;
@@ -1228,9 +1228,178 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
          */
         get: operations["BillingService_GetPrices"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/payment-methods/setup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start saving a payment method (returns the page to open)
+         * @description Starts saving a card for the workspace and returns the page where the user enters it:
+         *     Stripe Checkout in setup mode when the deployment uses Stripe (the card is saved to the
+         *     workspace's Stripe customer; nothing is charged), else the sandbox's page, which saves a test
+         *     card. The saved card is listed by `GET /v1/billing/payment-methods` once the page completes,
+         *     and is what auto top-up charges. The page expires after 24 hours.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, set auto top-up.
+         */
+        post: operations["BillingService_CreatePaymentMethodSetup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/payment-methods": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The workspace's saved payment methods
+         * @description Lists the workspace's saved payment methods, newest first. The newest is the default: the
+         *     one auto top-up charges.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         */
+        get: operations["BillingService_ListPaymentMethods"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/payment-methods/{payment_method_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a saved payment method
+         * @description Removes a saved payment method (it is detached from the workspace's Stripe customer). When the
+         *     last one goes, auto top-up is switched off (`billing.auto_topup.updated`).
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, set auto top-up.
+         */
+        delete: operations["BillingService_DeletePaymentMethod"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/auto-topup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The auto top-up settings
+         * @description Returns the workspace's auto top-up settings and how they stand this month.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         */
+        get: operations["BillingService_GetAutoTopup"];
+        /**
+         * Set auto top-up
+         * @description Sets auto top-up: when a debit takes the balance below `threshold_usd`, the default payment
+         *     method is charged `amount_usd` off-session, once per crossing and never twice at once, at
+         *     most `monthly_limit_usd` per calendar month (UTC). Saving it enabled while the balance is
+         *     already below the threshold counts as a crossing. Three failed charges in a row switch it off.
+         *     `low_balance_threshold_usd` (optional, independent of `enabled`) sends `billing.balance.low`
+         *     once each time the balance falls below it. A field left out keeps its saved value; null
+         *     clears `low_balance_threshold_usd`.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, set auto top-up.
+         */
+        put: operations["BillingService_UpdateAutoTopup"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/ledger": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every change of the balance
+         * @description Lists every change of the workspace's balance, newest first: credits (free credit, top-ups,
+         *     auto top-ups), usage (one entry per UTC day and pricing tier, growing through the day),
+         *     refunds, lost disputes and adjustments, each with the balance right after it. Pages of `limit`
+         *     entries (default 20): pass `next_cursor` as `after` for the next page.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         */
+        get: operations["BillingService_ListLedgerEntries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/statements/{month}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A month's statement
+         * @description Returns the statement of a calendar month (UTC): the balance at its start and end and what
+         *     moved it. `opening_balance_usd + credits_usd − usage_usd − refunds_usd = closing_balance_usd`,
+         *     exactly. The current month's statement runs to now.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         */
+        get: operations["BillingService_GetStatement"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1256,7 +1425,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
          */
         get: operations["BillingService_ListGenerations"];
         put?: never;
@@ -1281,7 +1450,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
          */
         get: operations["BillingService_GetGenerationRecord"];
         put?: never;
@@ -1342,6 +1511,57 @@ export interface paths {
          *     Access: public.
          */
         post: operations["CheckoutService_CompleteSandboxCheckout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/sandbox/setup/{token}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sandbox payment-method page
+         * @description The page of a sandbox payment-method setup (the `setup_url` when the deployment uses the
+         *     built-in sandbox provider): an HTML page with test cards to save. No real card is involved.
+         *
+         *     Credentials: No credentials.
+         *
+         *     Access: public.
+         */
+        get: operations["CheckoutService_GetSandboxSetup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/sandbox/setup/{token}/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Save a sandbox test card
+         * @description Saves a sandbox test card, as the page's buttons do: `card` "4242" (charges succeed, the
+         *     default) or "0341" (saved, but every charge is declined). Completing a setup twice saves one
+         *     card and answers it again.
+         *
+         *     Credentials: No credentials.
+         *
+         *     Access: public.
+         */
+        post: operations["CheckoutService_CompleteSandboxSetup"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1831,6 +2051,66 @@ export interface components {
             };
         };
         /**
+         * AutoTopup
+         * @description The auto top-up settings and how they stand.
+         * @example {
+         *       "enabled": true,
+         *       "threshold_usd": "5.00",
+         *       "amount_usd": "20.00",
+         *       "monthly_limit_usd": "100.00",
+         *       "low_balance_threshold_usd": "10.00",
+         *       "payment_method_id": "pm_7hR2kW9xLq4NcT8vBz3MsJ",
+         *       "charged_this_month_usd": "20.00",
+         *       "consecutive_failures": 0,
+         *       "disabled_reason": null,
+         *       "updated_at": "2026-11-24T09:30:00Z"
+         *     }
+         */
+        "switchboard.billing.v1.AutoTopup": {
+            enabled: boolean;
+            /**
+             * @description Decimal strings; null until set.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            threshold_usd: string | null;
+            /** @description Decimal string (USD), e.g. "12.50". */
+            amount_usd: string | null;
+            /** @description Decimal string (USD), e.g. "12.50". */
+            monthly_limit_usd: string | null;
+            /**
+             * @description Null: no low-balance notice.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            low_balance_threshold_usd: string | null;
+            /** @description The method charged (the default); null without a saved method. */
+            payment_method_id: string | null;
+            /**
+             * @description What auto top-up charged (or is charging) in the current calendar month (UTC).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            charged_this_month_usd: string;
+            /**
+             * Format: int32
+             * @description Failed charges since the last successful one; at 3 auto top-up switches off.
+             */
+            consecutive_failures: number;
+            /**
+             * @description Why auto top-up was switched off by the service: `charge_failures` or
+             *     `payment_method_removed`; null when it is on or was switched off by a user.
+             */
+            disabled_reason: string | null;
+            /**
+             * Format: date-time
+             * @description When the settings last changed; null if never set.
+             *
+             *     RFC 3339, UTC.
+             */
+            updated_at: string | null;
+        };
+        /**
          * Balance
          * @description The workspace's prepaid balance.
          * @example {
@@ -1939,6 +2219,17 @@ export interface components {
          */
         "switchboard.billing.v1.CompleteSandboxCheckoutRequest": Record<string, never>;
         /**
+         * CompleteSandboxSetupRequest
+         * @description The sandbox test card to save.
+         * @example {
+         *       "card": "4242"
+         *     }
+         */
+        "switchboard.billing.v1.CompleteSandboxSetupRequest": {
+            /** @description "4242" (charges succeed; the default) or "0341" (every charge is declined). */
+            card?: string;
+        };
+        /**
          * CreateCheckoutRequest
          * @description A top-up to start.
          * @example {
@@ -1961,6 +2252,12 @@ export interface components {
              */
             idempotency_key: string;
         };
+        /**
+         * CreatePaymentMethodSetupRequest
+         * @description No parameters: a setup for the workspace of the request.
+         * @example {}
+         */
+        "switchboard.billing.v1.CreatePaymentMethodSetupRequest": Record<string, never>;
         /**
          * CreateTopupRequest
          * @description A top-up to start (same as for `POST /v1/billing/checkout`).
@@ -2131,6 +2428,49 @@ export interface components {
             hint: components["schemas"]["switchboard.billing.v1.UpgradeHint"];
         };
         /**
+         * LedgerEntry
+         * @description A change of the balance.
+         * @example {
+         *       "entry_id": "led_2xK9mQ4wLp7NcR8tVb3ZsD",
+         *       "type": "topup",
+         *       "amount_usd": "25.00",
+         *       "balance_after_usd": "26.00",
+         *       "reference": "chk_9pW2sK7dLm4QrX8tVb3NcJ",
+         *       "occurred_at": "2026-11-24T09:31:12Z"
+         *     }
+         */
+        "switchboard.billing.v1.LedgerEntry": {
+            /** @description `led_` followed by 22 letters and digits. */
+            entry_id: string;
+            /** @description free_credit, topup, auto_topup, usage, refund, dispute, adjustment or plan_fee. */
+            type: string;
+            /**
+             * @description Signed decimal string: credits are positive, debits negative. Usage is unrounded.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            amount_usd: string;
+            /**
+             * @description The balance right after the entry (for usage, after its latest debit).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            balance_after_usd: string;
+            /**
+             * @description What the entry is about: the top-up's checkout id, the auto top-up's charge id, the
+             *     provider's refund or dispute id, `usage:<YYYY-MM-DD>:<tier>`, or the user the free credit was
+             *     granted for.
+             */
+            reference: string;
+            /**
+             * Format: date-time
+             * @description When it happened (for usage, its latest debit).
+             *
+             *     RFC 3339, UTC.
+             */
+            occurred_at: string;
+        };
+        /**
          * ListGenerationsResponse
          * @description A page of generations, newest first.
          * @example {
@@ -2174,6 +2514,50 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * ListLedgerEntriesResponse
+         * @description A page of ledger entries, newest first.
+         * @example {
+         *       "data": [
+         *         {
+         *           "entry_id": "led_2xK9mQ4wLp7NcR8tVb3ZsD",
+         *           "type": "topup",
+         *           "amount_usd": "25.00",
+         *           "balance_after_usd": "26.00",
+         *           "reference": "chk_9pW2sK7dLm4QrX8tVb3NcJ",
+         *           "occurred_at": "2026-11-24T09:31:12Z"
+         *         }
+         *       ],
+         *       "has_more": false,
+         *       "next_cursor": null
+         *     }
+         */
+        "switchboard.billing.v1.ListLedgerEntriesResponse": {
+            data: components["schemas"]["switchboard.billing.v1.LedgerEntry"][];
+            has_more: boolean;
+            /** @description The cursor of the next page, to pass as `after`; null on the last page. */
+            next_cursor: string | null;
+        };
+        /**
+         * ListPaymentMethodsResponse
+         * @description The saved payment methods, newest first.
+         * @example {
+         *       "data": [
+         *         {
+         *           "payment_method_id": "pm_7hR2kW9xLq4NcT8vBz3MsJ",
+         *           "brand": "visa",
+         *           "last4": "4242",
+         *           "exp_month": 12,
+         *           "exp_year": 2030,
+         *           "default": true,
+         *           "created_at": "2026-11-24T09:30:00Z"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.billing.v1.ListPaymentMethodsResponse": {
+            data: components["schemas"]["switchboard.billing.v1.PaymentMethod"][];
+        };
+        /**
          * ListTopupsResponse
          * @description A page of top-ups, newest first.
          * @example {
@@ -2199,6 +2583,65 @@ export interface components {
             has_more: boolean;
             /** @description The cursor of the next page, to pass as `after`; null on the last page. */
             next_cursor: string | null;
+        };
+        /**
+         * PaymentMethod
+         * @description A saved card.
+         * @example {
+         *       "payment_method_id": "pm_7hR2kW9xLq4NcT8vBz3MsJ",
+         *       "brand": "visa",
+         *       "last4": "4242",
+         *       "exp_month": 12,
+         *       "exp_year": 2030,
+         *       "default": true,
+         *       "created_at": "2026-11-24T09:30:00Z"
+         *     }
+         */
+        "switchboard.billing.v1.PaymentMethod": {
+            /** @description The method's id here, `pm_` followed by 22 letters and digits (not the provider's id). */
+            payment_method_id: string;
+            /** @description The card's brand as the provider reports it: visa, mastercard, amex, ... */
+            brand: string;
+            /** @description The card number's last four digits. */
+            last4: string;
+            /**
+             * Format: int32
+             * @description The card's expiry.
+             */
+            exp_month: number;
+            /** Format: int32 */
+            exp_year: number;
+            /** @description Whether auto top-up charges this method (the newest saved). */
+            default: boolean;
+            /**
+             * Format: date-time
+             * @description When it was saved.
+             *
+             *     RFC 3339, UTC.
+             */
+            created_at: string;
+        };
+        /**
+         * PaymentMethodSetup
+         * @description Where the user saves a card.
+         * @example {
+         *       "setup_id": "pms_4fT8kQ2mWn7LcR9xVb1ZsD",
+         *       "setup_url": "https://switchboard.example.com/v1/billing/sandbox/setup/c2FuZGJveC1zZXR1cC10b2tlbi1leGFtcGxlLTAwMA",
+         *       "expires_at": "2026-11-25T09:30:00Z"
+         *     }
+         */
+        "switchboard.billing.v1.PaymentMethodSetup": {
+            /** @description The setup's id, `pms_` followed by 22 letters and digits. */
+            setup_id: string;
+            /** @description The page to open: Stripe Checkout in setup mode, or the sandbox's page. */
+            setup_url: string;
+            /**
+             * Format: date-time
+             * @description When the page stops accepting a card.
+             *
+             *     RFC 3339, UTC.
+             */
+            expires_at: string;
         };
         /**
          * Plan
@@ -2272,6 +2715,74 @@ export interface components {
             models: components["schemas"]["switchboard.billing.v1.BilledModelPrice"][];
         };
         /**
+         * Statement
+         * @description A month's statement.
+         * @example {
+         *       "month": "2026-11",
+         *       "currency": "USD",
+         *       "opening_balance_usd": "0",
+         *       "credits_usd": "46.00",
+         *       "usage_usd": "3.25",
+         *       "usage_by_tier_usd": {
+         *         "fast": "1.00",
+         *         "balanced": "2.00",
+         *         "passthrough": "0.25",
+         *         "byok": "0"
+         *       },
+         *       "refunds_usd": "5.00",
+         *       "closing_balance_usd": "37.75"
+         *     }
+         */
+        "switchboard.billing.v1.Statement": {
+            /** @description YYYY-MM. */
+            month: string;
+            /** @description Always "USD". */
+            currency: string;
+            /**
+             * @description Decimal strings: opening + credits − usage − refunds = closing, exactly.
+             *     The balance at the start of the month.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            opening_balance_usd: string;
+            /**
+             * @description Free credit, top-ups, auto top-ups and adjustments.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            credits_usd: string;
+            /**
+             * @description Usage (and plan fees), positive.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            usage_usd: string;
+            /** @description usage_usd per pricing tier. */
+            usage_by_tier_usd: components["schemas"]["switchboard.billing.v1.TierAmounts"] | null;
+            /**
+             * @description Refunds and lost disputes, positive.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            refunds_usd: string;
+            /**
+             * @description The balance at the end of the month (now, for the current month).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            closing_balance_usd: string;
+        };
+        /**
+         * TierAmounts
+         * @description Usage per pricing tier, decimal strings.
+         */
+        "switchboard.billing.v1.TierAmounts": {
+            fast: string;
+            balanced: string;
+            passthrough: string;
+            byok: string;
+        };
+        /**
          * TierBreakdown
          * @description Every tier is always present (zero when unused).
          */
@@ -2304,6 +2815,47 @@ export interface components {
              * @description How many requests of the tier were charged.
              */
             requests: number;
+        };
+        /**
+         * UpdateAutoTopupRequest
+         * @description New auto top-up settings; a field left out keeps its saved value.
+         * @example {
+         *       "enabled": true,
+         *       "threshold_usd": "5.00",
+         *       "amount_usd": "20.00",
+         *       "monthly_limit_usd": "100.00",
+         *       "low_balance_threshold_usd": "10.00"
+         *     }
+         */
+        "switchboard.billing.v1.UpdateAutoTopupRequest": {
+            /** @description Whether to charge automatically when the balance falls below `threshold_usd`. */
+            enabled?: boolean;
+            /**
+             * @description The balance below which a charge starts, in USD: above 0, at most 2 decimals and at most the
+             *     largest top-up allowed; a JSON number or a decimal string.
+             *
+             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
+             */
+            threshold_usd?: number | string;
+            /**
+             * @description What each charge adds, in USD (same rules).
+             *
+             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
+             */
+            amount_usd?: number | string;
+            /**
+             * @description The most charged automatically per calendar month (UTC), at least `amount_usd` (same rules).
+             *
+             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
+             */
+            monthly_limit_usd?: number | string;
+            /**
+             * @description When set, `billing.balance.low` is sent each time the balance falls below it (same rules);
+             *     null switches the notice off.
+             *
+             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
+             */
+            low_balance_threshold_usd?: number | string;
         };
         /**
          * UpgradeHint
@@ -12570,6 +13122,1101 @@ export interface operations {
             };
         };
     };
+    BillingService_CreatePaymentMethodSetup: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["switchboard.billing.v1.CreatePaymentMethodSetupRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "setup_id": "pms_4fT8kQ2mWn7LcR9xVb1ZsD",
+                     *       "setup_url": "https://switchboard.example.com/v1/billing/sandbox/setup/c2FuZGJveC1zZXR1cC10b2tlbi1leGFtcGxlLTAwMA",
+                     *       "expires_at": "2026-11-25T09:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.PaymentMethodSetup"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             *     - `invalid_json`: The body is not valid JSON.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             *     - `payment_provider_unavailable`: The payment provider could not start the setup, or no payment provider is configured on this deployment; retry after `Retry-After` seconds.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    BillingService_ListPaymentMethods: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "payment_method_id": "pm_7hR2kW9xLq4NcT8vBz3MsJ",
+                     *           "brand": "visa",
+                     *           "last4": "4242",
+                     *           "exp_month": 12,
+                     *           "exp_year": 2030,
+                     *           "default": true,
+                     *           "created_at": "2026-11-24T09:30:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.ListPaymentMethodsResponse"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    BillingService_DeletePaymentMethod: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path: {
+                /** @description The method's `payment_method_id`. */
+                payment_method_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             *     - `payment_method_not_found`: The workspace has no saved payment method with this id.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             *     - `payment_provider_unavailable`: The payment provider could not detach the card; nothing was removed. Retry after `Retry-After` seconds.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    BillingService_GetAutoTopup: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "enabled": true,
+                     *       "threshold_usd": "5.00",
+                     *       "amount_usd": "20.00",
+                     *       "monthly_limit_usd": "100.00",
+                     *       "low_balance_threshold_usd": "10.00",
+                     *       "payment_method_id": "pm_7hR2kW9xLq4NcT8vBz3MsJ",
+                     *       "charged_this_month_usd": "20.00",
+                     *       "consecutive_failures": 0,
+                     *       "disabled_reason": null,
+                     *       "updated_at": "2026-11-24T09:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.AutoTopup"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    BillingService_UpdateAutoTopup: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "enabled": true,
+                 *       "threshold_usd": "5.00",
+                 *       "amount_usd": "20.00",
+                 *       "monthly_limit_usd": "100.00",
+                 *       "low_balance_threshold_usd": "10.00"
+                 *     }
+                 */
+                "application/json": components["schemas"]["switchboard.billing.v1.UpdateAutoTopupRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "enabled": true,
+                     *       "threshold_usd": "5.00",
+                     *       "amount_usd": "20.00",
+                     *       "monthly_limit_usd": "100.00",
+                     *       "low_balance_threshold_usd": "10.00",
+                     *       "payment_method_id": "pm_7hR2kW9xLq4NcT8vBz3MsJ",
+                     *       "charged_this_month_usd": "20.00",
+                     *       "consecutive_failures": 0,
+                     *       "disabled_reason": null,
+                     *       "updated_at": "2026-11-24T09:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.AutoTopup"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_json`: The body is not valid JSON.
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): an amount is not above 0, has more than 2 decimals or exceeds the largest top-up allowed, `monthly_limit_usd` is below `amount_usd`, or `enabled` is true without `threshold_usd`, `amount_usd` and `monthly_limit_usd`.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A well-formed request that breaks a business rule.
+             *
+             *     - `payment_method_required`: Auto top-up cannot be enabled before a payment method is saved (`POST /v1/billing/payment-methods/setup`).
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    BillingService_ListLedgerEntries: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 (default 20). */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty for the first page. */
+                after?: string;
+            };
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "entry_id": "led_2xK9mQ4wLp7NcR8tVb3ZsD",
+                     *           "type": "topup",
+                     *           "amount_usd": "25.00",
+                     *           "balance_after_usd": "26.00",
+                     *           "reference": "chk_9pW2sK7dLm4QrX8tVb3NcJ",
+                     *           "occurred_at": "2026-11-24T09:31:12Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.ListLedgerEntriesResponse"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    BillingService_GetStatement: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path: {
+                /** @description YYYY-MM, a UTC calendar month not after the current one. */
+                month: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "month": "2026-11",
+                     *       "currency": "USD",
+                     *       "opening_balance_usd": "0",
+                     *       "credits_usd": "46.00",
+                     *       "usage_usd": "3.25",
+                     *       "usage_by_tier_usd": {
+                     *         "fast": "1.00",
+                     *         "balanced": "2.00",
+                     *         "passthrough": "0.25",
+                     *         "byok": "0"
+                     *       },
+                     *       "refunds_usd": "5.00",
+                     *       "closing_balance_usd": "37.75"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.Statement"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: `month` is not a month in the form YYYY-MM, or is after the current month.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     BillingService_ListGenerations: {
         parameters: {
             query?: {
@@ -13048,6 +14695,231 @@ export interface operations {
              * @description Conflicts with the current state.
              *
              *     - `checkout_expired`: The checkout expired before it was paid; start a new top-up.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    CheckoutService_GetSandboxSetup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The page's token: the last segment of the setup's `setup_url`. */
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `setup_not_found`: No sandbox setup has this token, or the deployment uses Stripe.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    CheckoutService_CompleteSandboxSetup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The page's token: the last segment of the setup's `setup_url`. */
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "card": "4242"
+                 *     }
+                 */
+                "application/json": components["schemas"]["switchboard.billing.v1.CompleteSandboxSetupRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "payment_method_id": "pm_7hR2kW9xLq4NcT8vBz3MsJ",
+                     *       "brand": "visa",
+                     *       "last4": "4242",
+                     *       "exp_month": 12,
+                     *       "exp_year": 2030,
+                     *       "default": true,
+                     *       "created_at": "2026-11-24T09:30:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.PaymentMethod"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_json`: The body is not valid JSON.
+             *     - `invalid_request`: `card` is not one of the test cards "4242" and "0341".
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `setup_not_found`: No sandbox setup has this token, or the deployment uses Stripe.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Conflicts with the current state.
+             *
+             *     - `setup_expired`: The setup page expired before a card was saved; start a new one.
              */
             409: {
                 headers: {

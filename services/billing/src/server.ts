@@ -1,5 +1,5 @@
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from '@connectrpc/connect';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import type { Pricing } from '@switchboard/runtime/pricing';
@@ -28,6 +28,11 @@ export interface BillingHandlers {
   stripeWebhooks: StripeWebhooks;
 }
 
+// TODO(issue-24): placeholder until the payment modules land.
+const unimplemented = async (): Promise<never> => {
+  throw new ConnectError('not implemented yet', Code.Unimplemented);
+};
+
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
   const { pricing, usage, leases, reports, generations, topups, stripeWebhooks } = handlers;
 
@@ -43,11 +48,21 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
     getPrices: (_req, ctx) => reports.prices(workspaceCaller(ctx).workspaceId),
     listGenerations: (req, ctx) => generations.list(workspaceCaller(ctx), { limit: req.limit, after: req.after, keyId: req.keyId }),
     getGenerationRecord: (req, ctx) => generations.get(workspaceCaller(ctx), req.generationId),
+    // TODO(issue-24): placeholders until the payment modules land.
+    createPaymentMethodSetup: unimplemented,
+    listPaymentMethods: unimplemented,
+    deletePaymentMethod: unimplemented,
+    getAutoTopup: unimplemented,
+    updateAutoTopup: unimplemented,
+    listLedgerEntries: unimplemented,
+    getStatement: unimplemented,
   };
 
   const checkout: ServiceImpl<typeof CheckoutService> = {
     getSandboxCheckout: (req, ctx) => sandboxCheckoutPage(topups, req.token, ctx),
     completeSandboxCheckout: (req, ctx) => topups.completeSandbox(req.token, requestIdOf(ctx)),
+    getSandboxSetup: unimplemented,
+    completeSandboxSetup: unimplemented,
     handleStripeWebhook: async (req, ctx) => {
       await stripeWebhooks.handle({ body: req.body?.data, signature: req.stripeSignature, requestId: requestIdOf(ctx) });
       return {};
