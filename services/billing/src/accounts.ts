@@ -1,17 +1,23 @@
 import type { Knex } from '@switchboard/runtime/db';
+import { newId } from '@switchboard/runtime/ids';
 import type { Pricing } from '@switchboard/runtime/pricing';
+import type { Db } from '@switchboard/runtime/sql';
 import { ensureAccounts, findAccount } from './store/accounts.js';
 
 /**
- * Billing accounts: one per workspace, created on first touch with the free credit (docs/api/billing.md#balance-and-free-credit:
- * `FREE_CREDIT_USD`, default "1.00"), personal workspaces and organizations alike. The insert is
- * idempotent, so the credit is granted once whichever call comes first.
+ * Billing accounts: one per workspace, created on first touch at 0 (docs/api/billing.md#balance-and-free-credit),
+ * or with `openingCreditUsd` where the sandbox runs with SANDBOX_OPENING_CREDIT_USD (a development
+ * convenience worth a paid sandbox checkout, with its own ledger entry). The insert is idempotent,
+ * so an opening credit is granted once whichever call comes first.
  */
 export interface AccountsDeps {
   db: Knex;
   pricing: Pricing;
-  freeCreditUsd: string;
+  openingCreditUsd: string;
 }
+
+/** The ledger reference of an opening credit. */
+export const openingCreditReference = 'opening credit (sandbox)';
 
 export class Accounts {
   /** Workspaces known to have an account: no insert attempt per call. Bounded. */
@@ -22,14 +28,23 @@ export class Accounts {
 
   async ensure(workspaceId: string): Promise<void> {
     if (this.known.has(workspaceId)) return;
-    await ensureAccounts(this.deps.db, [workspaceId], this.deps.freeCreditUsd, this.deps.pricing.defaultPlan);
+    await this.open(this.deps.db, [workspaceId]);
     if (this.known.size >= 100_000) this.known.clear();
     this.known.add(workspaceId);
   }
 
   /** Opens the accounts of `workspaceIds` that have none, inside `trx` (a batch's). */
   async ensureIn(trx: Knex.Transaction, workspaceIds: string[]): Promise<void> {
-    await ensureAccounts(trx, workspaceIds, this.deps.freeCreditUsd, this.deps.pricing.defaultPlan);
+    await this.open(trx, workspaceIds);
+  }
+
+  private async open(db: Db, workspaceIds: string[]): Promise<void> {
+    await ensureAccounts(
+      db,
+      { workspaceIds, entryIds: workspaceIds.map(() => newId('led')) },
+      { creditUsd: this.deps.openingCreditUsd, reference: openingCreditReference },
+      this.deps.pricing.defaultPlan,
+    );
   }
 
   /**

@@ -10,10 +10,12 @@ import { BalanceLeases } from './balance-leases.js';
 import type { BillingConfig } from './config.js';
 import { Generations } from './generations.js';
 import { KeyDirectory } from './key-directory.js';
+import { Ledger } from './ledger.js';
 import { SandboxProvider } from './providers/sandbox.js';
 import { StripeProvider } from './providers/stripe.js';
 import { Reports } from './reports.js';
 import type { BillingHandlers } from './server.js';
+import { Statements } from './statements.js';
 import { StripeWebhooks } from './stripe-webhooks.js';
 import { Topups } from './topups.js';
 import { UsageLedger } from './usage.js';
@@ -32,6 +34,8 @@ export const usageDurable = 'billing-usage';
 /** The handlers, and what settles the usage of the work stream in the background. */
 export interface PreparedBilling extends BillingHandlers {
   settlement: UsageSettlement;
+  /** Every change of a balance goes through it (the payment modules, the tests' assertions). */
+  ledger: Ledger;
 }
 
 /** The domain modules behind the billing handlers and consumers, as main.ts (and the in-process tests) builds them. */
@@ -41,7 +45,8 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   const pricing = Pricing.load(config.pricingFile);
   // SWITCHBOARD_MODELS_FILE: the model catalog whose prices GET /v1/billing/prices shows (a malformed one stops the start).
   const catalog = ModelCatalog.load();
-  const accounts = new Accounts({ db, pricing, freeCreditUsd: config.freeCreditUsd });
+  const accounts = new Accounts({ db, pricing, openingCreditUsd: config.freeCreditUsd }); // MERGE: guards' openingCreditUsd
+  const ledger = new Ledger({ recordEvent });
   const keys = new KeyDirectory(createPeerClient(KeyService, { name: 'keys', url: config.keysUrl }, meshTokens, { caller: 'billing' }));
   const sandbox = new SandboxProvider({ dataKeys, publicUrl: config.publicUrl });
   const stripe = config.stripe && new StripeProvider(config.stripe, log);
@@ -57,6 +62,7 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     db,
     log,
     accounts,
+    ledger,
     provider,
     sandbox,
     recordEvent,
@@ -65,12 +71,14 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   });
   return {
     pricing,
-    usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent, usageSettled }),
+    usage: new UsageLedger({ db, pricing, accounts, ledger, keys, recordEvent, usageSettled }),
     leases: new BalanceLeases({ db, pricing, accounts, leaseTtlMs: config.leaseTtlMs }),
     reports: new Reports({ db, pricing, accounts, catalog, usageSettled }),
     generations: new Generations({ db, usageSettled }),
     topups,
     stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
-    settlement: new UsageSettlement({ pricing, accounts, log, recordEvents }),
+    settlement: new UsageSettlement({ pricing, accounts, ledger, log, recordEvents }),
+    statements: new Statements({ db, accounts, usageSettled }),
+    ledger,
   };
 }

@@ -8,6 +8,7 @@ import type { BalanceLeases } from './balance-leases.js';
 import { sandboxCheckoutPage } from './checkout-page.js';
 import type { Generations } from './generations.js';
 import type { Reports } from './reports.js';
+import type { Statements } from './statements.js';
 import type { StripeWebhooks } from './stripe-webhooks.js';
 import type { Topups } from './topups.js';
 import type { UsageLedger } from './usage.js';
@@ -26,6 +27,7 @@ export interface BillingHandlers {
   generations: Generations;
   topups: Topups;
   stripeWebhooks: StripeWebhooks;
+  statements: Statements;
 }
 
 // TODO(issue-24): placeholder until the payment modules land.
@@ -34,7 +36,7 @@ const unimplemented = async (): Promise<never> => {
 };
 
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
-  const { pricing, usage, leases, reports, generations, topups, stripeWebhooks } = handlers;
+  const { pricing, usage, leases, reports, generations, topups, stripeWebhooks, statements } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
     getBalance: (_req, ctx) => reports.balance(workspaceCaller(ctx).workspaceId),
@@ -54,8 +56,8 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
     deletePaymentMethod: unimplemented,
     getAutoTopup: unimplemented,
     updateAutoTopup: unimplemented,
-    listLedgerEntries: unimplemented,
-    getStatement: unimplemented,
+    listLedgerEntries: (req, ctx) => statements.entries(workspaceCaller(ctx).workspaceId, { limit: req.limit, after: req.after }),
+    getStatement: (req, ctx) => statements.statement(workspaceCaller(ctx).workspaceId, req.month),
   };
 
   const checkout: ServiceImpl<typeof CheckoutService> = {

@@ -13,9 +13,9 @@ import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/paginatio
 import { sha256Hex } from '@switchboard/runtime/secrets';
 import type { EventWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
+import type { Ledger } from './ledger.js';
 import type { PaymentProvider } from './providers/provider.js';
 import type { SandboxProvider } from './providers/sandbox.js';
-import { adjustBalance } from './store/accounts.js';
 import {
   type CheckoutRow,
   findCheckoutByKey,
@@ -44,6 +44,7 @@ export interface TopupsDeps {
   db: Knex;
   log: Logger;
   accounts: Accounts;
+  ledger: Ledger;
   /** The provider new checkouts go to. */
   provider: PaymentProvider;
   /** Sandbox checkouts answer their URL whichever provider is configured now. */
@@ -189,7 +190,13 @@ export class Topups {
       throw apiError(Code.FailedPrecondition, code, `This checkout is ${checkout.status}; start a new top-up.`, { httpStatus: 409 });
     }
     const completedAt = await markCompleted(trx, checkout.id);
-    const balance = await adjustBalance(trx, checkout.workspace_id, checkout.amount_usd);
+    const balance = await this.deps.ledger.post(trx, {
+      workspaceId: checkout.workspace_id,
+      type: 'topup',
+      amountUsd: checkout.amount_usd,
+      reference: checkout.id,
+      requestId,
+    });
     await this.deps.recordEvent(trx, TopupCompletedSchema, {
       workspaceId: checkout.workspace_id,
       data: {
@@ -200,6 +207,7 @@ export class Topups {
         balanceVersion: BigInt(balance.version),
         provider: checkout.provider,
         completedAt: timestampFromDate(completedAt),
+        trigger: 'manual',
       },
       requestId,
     });

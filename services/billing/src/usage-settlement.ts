@@ -13,7 +13,8 @@ import type { EventsWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
 import { optionalId, requiredId, tokenCount } from './fields.js';
 import { generationStatuses } from './generations.js';
-import { debitAccounts, lockAccounts } from './store/accounts.js';
+import type { Ledger } from './ledger.js';
+import { lockAccounts } from './store/accounts.js';
 import { settleLeases } from './store/balance-leases.js';
 import { type GenerationFacts, insertUsages, type NewUsage } from './store/usage.js';
 
@@ -22,7 +23,8 @@ import { type GenerationFacts, insertUsages, type NewUsage } from './store/usage
  * consumer's transaction: the new rows inserted in one statement (a generation already recorded,
  * or twice in the batch, is skipped: billed once however often it is delivered), each workspace
  * debited once by the sum of its new rows, the balance leases they were reserved against settled,
- * and one `billing.usage.recorded` per new row. The cost debited is the record's `cost_usd`, the
+ * and one `billing.usage.recorded` per new row; the debits grow the day's usage entries of the
+ * ledger (docs/api/billing.md#ledger). The cost debited is the record's `cost_usd`, the
  * one the answer showed (priced by the data plane with the shared pricing module), never priced
  * again: the sum of answered costs is the balances' decrease, exactly. A record that fails its
  * checks is logged and dropped; it never holds up the others. The facts the activity log shows
@@ -33,6 +35,7 @@ import { type GenerationFacts, insertUsages, type NewUsage } from './store/usage
 export interface UsageSettlementDeps {
   pricing: Pricing;
   accounts: Accounts;
+  ledger: Ledger;
   log: Logger;
   recordEvents: EventsWriter;
   clock?: Clock;
@@ -85,12 +88,10 @@ export class UsageSettlement {
     if (fresh.length === 0) return;
 
     const costOf = ({ usage }: Checked) => usage.costUsd;
-    const debits = sumBy(fresh, ({ usage }) => usage.workspaceId, costOf);
-    const debited = await debitAccounts(
+    const balances = await this.deps.ledger.postUsage(
       trx,
-      debits.map(({ first, sum }) => ({ workspaceId: first.usage.workspaceId, amountUsd: formatMoney(sum) })),
+      fresh.map(({ usage }) => ({ workspaceId: usage.workspaceId, tier: usage.tier, amountUsd: usage.costUsd })),
     );
-    const balances = new Map(debited.map((balance) => [balance.workspaceId, balance]));
     // A lease settles the usage of its own workspace only (the statement checks it too).
     const leased = fresh.filter((item) => item.balanceLeaseId !== undefined);
     const leaseSums = sumBy(leased, (item) => JSON.stringify([item.balanceLeaseId, item.usage.workspaceId]), costOf);
@@ -117,7 +118,7 @@ export class UsageSettlement {
             inputTokens: BigInt(usage.inputTokens),
             outputTokens: BigInt(usage.outputTokens),
             occurredAt: timestampFromDate(usage.occurredAt),
-            balanceUsd: balance.balanceUsd,
+            balanceUsd: balance.afterUsd,
             balanceVersion: BigInt(balance.version),
             capLeaseId,
           },

@@ -13,7 +13,9 @@ import type { EventWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
 import { optionalId, requiredId, tokenCount } from './fields.js';
 import type { KeyDirectory } from './key-directory.js';
-import { findUsageByGeneration, insertUsageAndDebit, type UsageRow } from './store/usage.js';
+import type { Ledger } from './ledger.js';
+import { lockAccounts } from './store/accounts.js';
+import { findUsageByGeneration, insertUsages, type UsageRow } from './store/usage.js';
 
 /**
  * Usage from the data plane (docs/api/billing.md#usage-ingestion, docs/api/internal-calls.md#recordusage): each generation is priced once, under the
@@ -45,6 +47,7 @@ export interface UsageLedgerDeps {
   db: Knex;
   pricing: Pricing;
   accounts: Accounts;
+  ledger: Ledger;
   keys: KeyDirectory;
   recordEvent: EventWriter;
   clock?: Clock;
@@ -89,24 +92,28 @@ export class UsageLedger {
     const usageId = newId('usg');
 
     const recorded = await db.transaction(async (trx) => {
-      const balance = await insertUsageAndDebit(trx, {
-        id: usageId,
-        generationId,
-        workspaceId,
-        keyId,
-        model,
-        routedModel,
-        tier,
-        inputTokens: inputTokens.toString(),
-        outputTokens: outputTokens.toString(),
-        upstreamCostUsd: upstreamCostUsd ?? null,
-        costUsd,
-        planId,
-        pricingVersion: pricing.version,
-        reservationId: input.reservationId || null,
-        occurredAt,
-      });
-      if (balance === undefined) return false;
+      await lockAccounts(trx, [workspaceId]);
+      const inserted = await insertUsages(trx, [
+        {
+          id: usageId,
+          generationId,
+          workspaceId,
+          keyId,
+          model,
+          routedModel,
+          tier,
+          inputTokens: inputTokens.toString(),
+          outputTokens: outputTokens.toString(),
+          upstreamCostUsd: upstreamCostUsd ?? null,
+          costUsd,
+          planId,
+          pricingVersion: pricing.version,
+          reservationId: input.reservationId || null,
+          occurredAt,
+        },
+      ]);
+      if (!inserted.has(generationId)) return false;
+      const balance = (await this.deps.ledger.postUsage(trx, [{ workspaceId, tier, amountUsd: costUsd }])).get(workspaceId)!;
       await recordEvent(trx, UsageRecordedSchema, {
         workspaceId,
         data: {
@@ -122,7 +129,7 @@ export class UsageLedger {
           outputTokens,
           occurredAt: timestampFromDate(occurredAt),
           reservationId: input.reservationId || undefined,
-          balanceUsd: balance.balanceUsd,
+          balanceUsd: balance.afterUsd,
           balanceVersion: BigInt(balance.version),
         },
         requestId: input.requestId,

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { Accounts } from '@switchboard/billing/accounts';
 import { Generations } from '@switchboard/billing/generations';
 import { Reports } from '@switchboard/billing/reports';
-import { insertUsageAndDebit } from '@switchboard/billing/store/usage';
+import { insertUsages } from '@switchboard/billing/store/usage';
 import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
@@ -37,7 +37,7 @@ let reports: Reports;
 beforeAll(async () => {
   db = createDb(requireEnv('DATABASE_URL'), schema, 4);
   await migrate(db, schema, path.join(fileURLToPath(new URL('../dist/migrations/', import.meta.url))));
-  accounts = new Accounts({ db, pricing, freeCreditUsd: '1.00' });
+  accounts = new Accounts({ db, pricing, openingCreditUsd: '1.00' });
   reports = new Reports({ db, pricing, accounts, catalog, clock: () => now });
 });
 
@@ -56,23 +56,25 @@ async function record(
   const priced = { tier: usage.tier, inputTokens: usage.input ?? 0n, outputTokens: usage.output ?? 0n, upstreamCostUsd: usage.upstream };
   const costUsd = pricing.cost(priced, 'payg').toFixed();
   await db.transaction((trx) =>
-    insertUsageAndDebit(trx, {
-      id: newId('usg'),
-      generationId: newId('gen'),
-      workspaceId,
-      keyId: 'key_test',
-      model: usage.tier === 'fast' ? 'service/fast' : usage.tier === 'balanced' ? 'service/balanced' : 'acme/model',
-      routedModel: null,
-      tier: usage.tier,
-      inputTokens: priced.inputTokens.toString(),
-      outputTokens: priced.outputTokens.toString(),
-      upstreamCostUsd: usage.upstream ?? null,
-      costUsd,
-      planId: 'payg',
-      pricingVersion: pricing.version,
-      reservationId: null,
-      occurredAt: new Date(at),
-    }),
+    insertUsages(trx, [
+      {
+        id: newId('usg'),
+        generationId: newId('gen'),
+        workspaceId,
+        keyId: 'key_test',
+        model: usage.tier === 'fast' ? 'service/fast' : usage.tier === 'balanced' ? 'service/balanced' : 'acme/model',
+        routedModel: null,
+        tier: usage.tier,
+        inputTokens: priced.inputTokens.toString(),
+        outputTokens: priced.outputTokens.toString(),
+        upstreamCostUsd: usage.upstream ?? null,
+        costUsd,
+        planId: 'payg',
+        pricingVersion: pricing.version,
+        reservationId: null,
+        occurredAt: new Date(at),
+      },
+    ]),
   );
   return costUsd;
 }
@@ -121,10 +123,18 @@ describe('reports', () => {
     now = new Date('2026-03-02T10:00:00Z');
   });
 
-  it('starts every workspace with the free credit, once, and the default plan', async () => {
+  it('opens every account once, with its opening credit and the ledger entry of that credit, and the default plan', async () => {
     const ws = newId('org');
-    await Promise.all(Array.from({ length: 10 }, () => new Accounts({ db, pricing, freeCreditUsd: '1.00' }).ensure(ws)));
+    await Promise.all(Array.from({ length: 10 }, () => new Accounts({ db, pricing, openingCreditUsd: '1.00' }).ensure(ws)));
     expect(await reports.balance(ws)).toMatchObject({ balanceUsd: '1.00', currency: 'USD' });
+    expect(await db('ledger_entries').where({ workspace_id: ws }).select('type', db.raw('amount_usd::text AS amount_usd'))).toEqual([
+      { type: 'free_credit', amount_usd: '1.00' },
+    ]);
+    // Without an opening credit an account opens at 0, with no entry.
+    const empty = newId('org');
+    await new Accounts({ db, pricing, openingCreditUsd: '0' }).ensure(empty);
+    expect(await reports.balance(empty)).toMatchObject({ balanceUsd: '0' });
+    expect(await db('ledger_entries').where({ workspace_id: empty }).select('id')).toEqual([]);
     expect((await reports.plan(ws)).plan).toMatchObject({ planId: 'payg', monthlyFeeUsd: '0', discounts: { passthroughMarkupPct: '5' } });
   });
 });
@@ -177,23 +187,25 @@ describe('generation feedback', () => {
     await db.transaction((trx) => generations().feedbackRecorded(trx, [rated(generationId, ws, -1, '2026-03-02T10:00:01Z', ['slow'])]));
     await accounts.ensure(ws);
     await db.transaction((trx) =>
-      insertUsageAndDebit(trx, {
-        id: newId('usg'),
-        generationId,
-        workspaceId: ws,
-        keyId: 'key_test',
-        model: 'service/fast',
-        routedModel: 'm-one',
-        tier: 'fast',
-        inputTokens: '2',
-        outputTokens: '8',
-        upstreamCostUsd: null,
-        costUsd: '0.0000034',
-        planId: 'payg',
-        pricingVersion: pricing.version,
-        reservationId: null,
-        occurredAt: new Date('2026-03-02T10:00:00Z'),
-      }),
+      insertUsages(trx, [
+        {
+          id: newId('usg'),
+          generationId,
+          workspaceId: ws,
+          keyId: 'key_test',
+          model: 'service/fast',
+          routedModel: 'm-one',
+          tier: 'fast',
+          inputTokens: '2',
+          outputTokens: '8',
+          upstreamCostUsd: null,
+          costUsd: '0.0000034',
+          planId: 'payg',
+          pricingVersion: pricing.version,
+          reservationId: null,
+          occurredAt: new Date('2026-03-02T10:00:00Z'),
+        },
+      ]),
     );
     const feedbackOf = async () => (await generations().get(caller(ws), generationId)).feedback ?? null;
     expect(await feedbackOf()).toEqual({ rating: -1, tags: ['slow'] });

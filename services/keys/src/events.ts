@@ -1,7 +1,7 @@
 import {
+  BalanceChangedSchema,
   OrganizationDeletedSchema,
   OrganizationMemberRemovedSchema,
-  TopupCompletedSchema,
   UsageRecordedSchema,
   UserDeactivatedSchema,
 } from '@switchboard/contracts/switchboard/events/v1/events_pb';
@@ -20,7 +20,7 @@ export function startEventConsumers(runtime: EventConsumerHost, handlers: { spen
   // key and month, however many usages it holds.
   return consumeEvents(runtime, [
     onEventBatch(UsageRecordedSchema, (events, trx) => spend.usageRecorded(trx, events)),
-    onEvent(TopupCompletedSchema, (event, trx) => spend.topupCompleted(trx, event)),
+    onEvent(BalanceChangedSchema, (event, trx) => spend.balanceChanged(trx, event)),
     onEvent(UserDeactivatedSchema, (event, trx) => revocations.userDeactivated(trx, event)),
     onEvent(OrganizationMemberRemovedSchema, (event, trx) => revocations.memberRemoved(trx, event)),
     onEvent(OrganizationDeletedSchema, (event, trx) => revocations.organizationDeleted(trx, event)),

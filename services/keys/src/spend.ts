@@ -1,8 +1,8 @@
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import {
+  type BalanceChangedSchema,
   KeyUpdatedSchema,
   SpendAlertSchema,
-  type TopupCompletedSchema,
   type UsageRecordedSchema,
 } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { ReceivedEvent } from '@switchboard/runtime/consumer';
@@ -45,7 +45,7 @@ export interface SpendDeps {
 const plainDecimal = /^-?\d+(\.\d+)?$/;
 
 type UsageEvent = ReceivedEvent<typeof UsageRecordedSchema>;
-type BalanceEvent = ReceivedEvent<typeof UsageRecordedSchema | typeof TopupCompletedSchema>;
+type BalanceEvent = ReceivedEvent<typeof UsageRecordedSchema | typeof BalanceChangedSchema>;
 
 /** The usage of one key in one month within a batch. */
 interface KeyMonth {
@@ -118,8 +118,8 @@ export class Spend {
     );
   }
 
-  /** `billing.topup.completed`: only its balance matters here. */
-  async topupCompleted(trx: Knex.Transaction, event: ReceivedEvent<typeof TopupCompletedSchema>): Promise<void> {
+  /** `billing.balance.changed` (a credit, a refund, a lost dispute: docs/api/billing.md#ledger): only its balance matters here. */
+  async balanceChanged(trx: Knex.Transaction, event: ReceivedEvent<typeof BalanceChangedSchema>): Promise<void> {
     await this.balancesReported(trx, [event]);
   }
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { TopupCompletedSchema, UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import { BalanceChangedSchema, UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { CapLeases } from '@switchboard/keys/cap-leases';
 import { parseKeyName, parseSpendCap } from '@switchboard/keys/key-input';
 import { KeyStateFeed } from '@switchboard/keys/key-state-feed';
@@ -274,23 +274,23 @@ describe('balances', () => {
     const workspaceId = newId('org');
     const report = (balance: string, version: string, at: Date) =>
       decodeEvent(
-        TopupCompletedSchema,
+        BalanceChangedSchema,
         parseEventEnvelope(
           JSON.stringify(
             buildEventPayload(
               newId('evt'),
-              { type: 'billing.topup.completed', workspaceId, data: { workspace_id: workspaceId, balance_usd: balance, balance_version: version } },
+              { type: 'billing.balance.changed', workspaceId, data: { workspace_id: workspaceId, balance_usd: balance, balance_version: version } },
               'billing',
               at,
             ),
           ),
         ),
       );
-    // The top-up (version 2) is applied first; the debit before it (version 1) arrives later, with a later clock.
-    await db.transaction((trx) => spend.topupCompleted(trx, report('5.00', '2', new Date('2026-01-01T00:00:00Z'))));
-    await db.transaction((trx) => spend.topupCompleted(trx, report('-0.01', '1', new Date('2026-01-01T00:00:01Z'))));
+    // The credit (version 2) is applied first; the debit before it (version 1) arrives later, with a later clock.
+    await db.transaction((trx) => spend.balanceChanged(trx, report('5.00', '2', new Date('2026-01-01T00:00:00Z'))));
+    await db.transaction((trx) => spend.balanceChanged(trx, report('-0.01', '1', new Date('2026-01-01T00:00:01Z'))));
     expect(await findBalance(db, workspaceId)).toBe('5.00');
-    await db.transaction((trx) => spend.topupCompleted(trx, report('4.50', '3', new Date('2025-12-31T00:00:00Z'))));
+    await db.transaction((trx) => spend.balanceChanged(trx, report('4.50', '3', new Date('2025-12-31T00:00:00Z'))));
     expect(await findBalance(db, workspaceId)).toBe('4.50');
     // A batch of usage reports its balances out of order too: the newest of the batch is kept.
     const key = { id: newId('key'), workspaceId };

@@ -11,14 +11,27 @@ export interface AccountRow {
 }
 
 /**
- * Creates the accounts with the free credit unless they exist (credited once, whoever comes
- * first), in workspace order so that concurrent batches wait for each other instead of deadlocking.
+ * Creates the accounts unless they exist, opening each with `openingCreditUsd` and, when that is
+ * not zero, its ledger entry in the same statement (`entryIds[i]` for `workspaceIds[i]`). In
+ * workspace order, so that concurrent batches wait for each other instead of deadlocking.
  */
-export async function ensureAccounts(db: Db, workspaceIds: string[], freeCreditUsd: string, planId: string): Promise<void> {
+export async function ensureAccounts(
+  db: Db,
+  accounts: { workspaceIds: string[]; entryIds: string[] },
+  opening: { creditUsd: string; reference: string },
+  planId: string,
+): Promise<void> {
   await db.raw(
-    `INSERT INTO accounts (workspace_id, balance_usd, plan_id)
-     SELECT workspace_id, ?::numeric, ? FROM unnest(?::text[]) AS workspace_id ORDER BY workspace_id ON CONFLICT DO NOTHING`,
-    [freeCreditUsd, planId, workspaceIds],
+    `WITH opened AS (
+       INSERT INTO accounts (workspace_id, balance_usd, plan_id)
+       SELECT workspace_id, ?::numeric, ? FROM unnest(?::text[]) AS workspace_id ORDER BY workspace_id ON CONFLICT DO NOTHING
+       RETURNING workspace_id, balance_usd
+     )
+     INSERT INTO ledger_entries (id, workspace_id, type, amount_usd, balance_after_usd, reference)
+     SELECT e.id, opened.workspace_id, 'free_credit', opened.balance_usd, opened.balance_usd, ?
+       FROM opened JOIN unnest(?::text[], ?::text[]) AS e(id, workspace_id) USING (workspace_id)
+      WHERE opened.balance_usd <> 0`,
+    [opening.creditUsd, planId, accounts.workspaceIds, opening.reference, accounts.entryIds, accounts.workspaceIds],
   );
 }
 

@@ -1,6 +1,5 @@
 import type { Knex } from '@switchboard/runtime/db';
 import type { Db } from '@switchboard/runtime/sql';
-import type { BalanceChange } from './accounts.js';
 
 // Priced usage, one row per generation (the generation registry).
 
@@ -48,44 +47,6 @@ export interface GenerationFacts {
 }
 
 const usageColumns = 'id, generation_id, workspace_id, key_id, model, routed_model, tier, cost_usd::text AS cost_usd, occurred_at';
-
-/**
- * Inserts the usage and debits its cost from the workspace balance, in one statement, unless the
- * generation is recorded already; returns the balance after the debit, or undefined for a repeat.
- */
-export async function insertUsageAndDebit(trx: Knex.Transaction, usage: NewUsage): Promise<BalanceChange | undefined> {
-  const { rows } = await trx.raw<{ rows: Array<{ balance_usd: string | null; balance_version: string | null }> }>(
-    `WITH inserted AS (
-       INSERT INTO usage_records (id, generation_id, workspace_id, key_id, model, routed_model, tier, input_tokens, output_tokens,
-         upstream_cost_usd, cost_usd, plan_id, pricing_version, reservation_id, occurred_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?::bigint, ?::bigint, ?::numeric, ?::numeric, ?, ?, ?, ?)
-       ON CONFLICT (generation_id) DO NOTHING RETURNING workspace_id, cost_usd
-     ), debited AS (
-       UPDATE accounts a SET balance_usd = a.balance_usd - inserted.cost_usd, balance_version = a.balance_version + 1, updated_at = now()
-         FROM inserted WHERE a.workspace_id = inserted.workspace_id RETURNING a.balance_usd, a.balance_version
-     )
-     SELECT (SELECT balance_usd::text FROM debited) AS balance_usd, (SELECT balance_version::text FROM debited) AS balance_version`,
-    [
-      usage.id,
-      usage.generationId,
-      usage.workspaceId,
-      usage.keyId,
-      usage.model,
-      usage.routedModel,
-      usage.tier,
-      usage.inputTokens,
-      usage.outputTokens,
-      usage.upstreamCostUsd,
-      usage.costUsd,
-      usage.planId,
-      usage.pricingVersion,
-      usage.reservationId,
-      usage.occurredAt,
-    ],
-  );
-  const { balance_usd: balanceUsd, balance_version: version } = rows[0];
-  return balanceUsd === null || version === null ? undefined : { balanceUsd, version };
-}
 
 /**
  * Inserts a batch of usage rows in one statement, skipping generations recorded already (or
