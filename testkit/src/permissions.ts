@@ -520,6 +520,36 @@ export const routeCases: RouteCase[] = [
       if (response.status === 200) expect(response.json).toMatchObject({ generation_id: ws.generationId, model: 'service/fast', tier: 'fast' });
     },
   },
+  {
+    rpc: 'ListLedgerEntries',
+    method: 'GET',
+    template: '/v1/billing/ledger',
+    path: () => '/v1/billing/ledger?limit=100',
+    expect: everyWorkspace,
+    check: async (response, ws, as, world) => {
+      expect(response.json).toMatchObject({ data: expect.any(Array), has_more: false });
+      // The entries sum to the balance of the workspace the caller acts in (the outsider: its own).
+      const sum = response.json.data.reduce((total: number, entry: { amount_usd: string }) => total + Number(entry.amount_usd), 0);
+      const balance = await world.callAs(ws, as, 'GET', '/v1/billing/balance');
+      expect(sum).toBeCloseTo(Number(balance.json.balance_usd), 9);
+    },
+  },
+  {
+    rpc: 'GetStatement',
+    method: 'GET',
+    template: '/v1/billing/statements/{month}',
+    path: () => `/v1/billing/statements/${new Date().toISOString().slice(0, 7)}`,
+    expect: everyWorkspace,
+    check: async (response, ws, as, world) => {
+      expect(response.json).toMatchObject({
+        month: new Date().toISOString().slice(0, 7),
+        currency: 'USD',
+        closing_balance_usd: expect.stringMatching(decimal),
+      });
+      const balance = await world.callAs(ws, as, 'GET', '/v1/billing/balance');
+      expect(Number(response.json.closing_balance_usd)).toBeCloseTo(Number(balance.json.balance_usd), 9);
+    },
+  },
   topupStart('CreateCheckout', '/v1/billing/checkout'),
   topupStart('CreateTopup', '/v1/billing/topup'),
   {
