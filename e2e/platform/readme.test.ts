@@ -19,6 +19,8 @@ const walkThroughs = readFileSync(path.join(repoRoot, 'README.md'), 'utf8')
   .filter((block) => block.startsWith('API='));
 /** The front door's, which calls it with the official `openai` client (the demo upstream answers it). */
 const frontDoor = walkThroughs.find((block) => block.includes("from 'openai'"));
+/** Auto top-up's, whose charge runs in the background: its ledger entry and the month's statement are checked. */
+const autoTopup = walkThroughs.find((block) => block.includes('/v1/billing/auto-topup'));
 
 describe('the README walk-throughs work as written', () => {
   let mesh: Mesh;
@@ -47,11 +49,15 @@ describe('the README walk-throughs work as written', () => {
   it('has walk-throughs to run', () => {
     expect(walkThroughs.length).toBeGreaterThanOrEqual(2);
     expect(frontDoor).toBeDefined();
+    expect(autoTopup).toBeDefined();
   });
 
-  it.each(walkThroughs.filter((script) => script !== frontDoor).map((script, index) => [index + 1, script]))('walk-through %i', async (_index, script) => {
-    await runWalkThrough(script as string);
-  });
+  it.each(walkThroughs.filter((script) => script !== frontDoor && script !== autoTopup).map((script, index) => [index + 1, script]))(
+    'walk-through %i',
+    async (_index, script) => {
+      await runWalkThrough(script as string);
+    },
+  );
 
   it('the front door: the openai client and curl print demo completions, billed, with no provider key', async () => {
     const { stdout, stderr } = await runWalkThrough(frontDoor!);
@@ -64,6 +70,31 @@ describe('the README walk-throughs work as written', () => {
     expect(stdout).toMatch(/^data: \[DONE\]$/m);
     // No progress meter: -sS keeps curl quiet unless it fails.
     expect(stderr).toBe('');
+  });
+
+  it('auto top-up with the sandbox: a test card saved, charged at once below the threshold, in the ledger and the statement', async () => {
+    const { stdout } = await runWalkThrough(autoTopup!);
+    const lines = stdout.split('\n').filter((line) => line.startsWith('{'));
+    const parsed = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const [before, card, listed, settings, after, standing] = parsed;
+    expect(card).toMatchObject({ payment_method_id: expect.stringMatching(/^pm_/), last4: '4242', default: true });
+    expect(listed).toMatchObject({ last4: '4242', default: true });
+    expect(settings).toMatchObject({ enabled: true, payment_method_id: card.payment_method_id });
+    // Charged once, 10.00: the balance has exactly that much more.
+    expect(new Money(after.balance_usd as string).eq(new Money(before.balance_usd as string).plus('10'))).toBe(true);
+    expect(new Money(standing.charged_this_month_usd as string).eq('10')).toBe(true);
+    expect(standing).toMatchObject({ enabled: true, consecutive_failures: 0 });
+    const entries = parsed.filter((line) => 'type' in line);
+    expect(entries[0]).toMatchObject({ type: 'auto_topup' });
+    expect(new Money(entries[0].amount_usd as string).eq('10')).toBe(true);
+    expect(new Money(entries[0].balance_after_usd as string).eq(after.balance_usd as string)).toBe(true);
+    expect(entries.filter((entry) => entry.type === 'auto_topup')).toHaveLength(1);
+    // The statement adds up, exactly, to the balance now.
+    const statement = parsed.at(-1) as Record<string, string>;
+    expect(statement.month).toBe(new Date().toISOString().slice(0, 7));
+    const closing = new Money(statement.opening_balance_usd).plus(statement.credits_usd).minus(statement.usage_usd).minus(statement.refunds_usd);
+    expect(closing.eq(statement.closing_balance_usd)).toBe(true);
+    expect(new Money(statement.closing_balance_usd).eq(after.balance_usd as string)).toBe(true);
   });
 
   it('the demo upstream: its models marked in /v1/models, its answers billed at the usual prices', async () => {
