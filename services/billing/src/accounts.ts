@@ -3,14 +3,16 @@ import type { Pricing } from '@switchboard/runtime/pricing';
 import { ensureAccounts, findAccount } from './store/accounts.js';
 
 /**
- * Billing accounts: one per workspace, created on first touch with the free credit (docs/api/billing.md#balance-and-free-credit:
- * `FREE_CREDIT_USD`, default "1.00"), personal workspaces and organizations alike. The insert is
- * idempotent, so the credit is granted once whichever call comes first.
+ * Billing accounts: one per workspace, created on first touch with the opening credit
+ * (docs/api/billing.md#free-credit-and-the-sandbox: 0, unless the sandbox runs with
+ * SANDBOX_OPENING_CREDIT_USD), personal workspaces and organizations alike. The insert is
+ * idempotent, so the credit is given once whichever call comes first. The free credit is not
+ * this: it comes per user, on email verification (free-credit.ts).
  */
 export interface AccountsDeps {
   db: Knex;
   pricing: Pricing;
-  freeCreditUsd: string;
+  openingCreditUsd: string;
 }
 
 export class Accounts {
@@ -22,14 +24,14 @@ export class Accounts {
 
   async ensure(workspaceId: string): Promise<void> {
     if (this.known.has(workspaceId)) return;
-    await ensureAccounts(this.deps.db, [workspaceId], this.deps.freeCreditUsd, this.deps.pricing.defaultPlan);
+    await ensureAccounts(this.deps.db, [workspaceId], this.deps.openingCreditUsd, this.deps.pricing.defaultPlan);
     if (this.known.size >= 100_000) this.known.clear();
     this.known.add(workspaceId);
   }
 
   /** Opens the accounts of `workspaceIds` that have none, inside `trx` (a batch's). */
   async ensureIn(trx: Knex.Transaction, workspaceIds: string[]): Promise<void> {
-    await ensureAccounts(trx, workspaceIds, this.deps.freeCreditUsd, this.deps.pricing.defaultPlan);
+    await ensureAccounts(trx, workspaceIds, this.deps.openingCreditUsd, this.deps.pricing.defaultPlan);
   }
 
   /**

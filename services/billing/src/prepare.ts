@@ -8,12 +8,14 @@ import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { Accounts } from './accounts.js';
 import { BalanceLeases } from './balance-leases.js';
 import type { BillingConfig } from './config.js';
+import { FreeCredits, type PostLedgerEntry } from './free-credit.js';
 import { Generations } from './generations.js';
 import { KeyDirectory } from './key-directory.js';
 import { SandboxProvider } from './providers/sandbox.js';
 import { StripeProvider } from './providers/stripe.js';
 import { Reports } from './reports.js';
 import type { BillingHandlers } from './server.js';
+import { adjustBalance, lockAccount } from './store/accounts.js';
 import { StripeWebhooks } from './stripe-webhooks.js';
 import { Topups } from './topups.js';
 import { UsageLedger } from './usage.js';
@@ -29,10 +31,20 @@ export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' |
 /** The durable consumer that settles the data planes' usage (main.ts), which reads wait for. */
 export const usageDurable = 'billing-usage';
 
-/** The handlers, and what settles the usage of the work stream in the background. */
+/** The handlers, and what settles the usage of the work stream and grants the free credit in the background. */
 export interface PreparedBilling extends BillingHandlers {
   settlement: UsageSettlement;
+  freeCredits: FreeCredits;
 }
+
+// LEDGER: a stand-in for Ledger.post (ledger.ts) until the ledger lands: the balance change alone,
+// no entry, no billing.balance.changed. The lead replaces it with `ledger.post`.
+const postWithoutLedger: PostLedgerEntry = async (trx, entry) => {
+  const before = await lockAccount(trx, entry.workspaceId);
+  if (!before) throw new Error(`no billing account for ${entry.workspaceId}`);
+  const after = await adjustBalance(trx, entry.workspaceId, entry.amountUsd);
+  return { entryId: '', balanceUsd: after.balanceUsd, beforeUsd: before.balance_usd, version: after.version };
+};
 
 /** The domain modules behind the billing handlers and consumers, as main.ts (and the in-process tests) builds them. */
 export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): PreparedBilling {
@@ -41,12 +53,17 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   const pricing = Pricing.load(config.pricingFile);
   // SWITCHBOARD_MODELS_FILE: the model catalog whose prices GET /v1/billing/prices shows (a malformed one stops the start).
   const catalog = ModelCatalog.load();
-  const accounts = new Accounts({ db, pricing, freeCreditUsd: config.freeCreditUsd });
+  const accounts = new Accounts({ db, pricing, openingCreditUsd: config.openingCreditUsd });
   const keys = new KeyDirectory(createPeerClient(KeyService, { name: 'keys', url: config.keysUrl }, meshTokens, { caller: 'billing' }));
-  const sandbox = new SandboxProvider({ dataKeys, publicUrl: config.publicUrl });
+  // The sandbox exists only when it runs (docs/api/billing.md#free-credit-and-the-sandbox): without it its pages are 404.
+  const sandbox = config.sandbox ? new SandboxProvider({ dataKeys, publicUrl: config.publicUrl }) : undefined;
   const stripe = config.stripe && new StripeProvider(config.stripe, log);
   const provider = stripe ?? sandbox;
-  log.info({ pricing_version: pricing.version, provider: provider.name }, 'billing prices loaded');
+  log.info({ pricing_version: pricing.version, provider: provider?.name ?? 'none', opening_credit_usd: config.openingCreditUsd }, 'billing prices loaded');
+  if (!provider) {
+    log.warn('no payment provider: top-ups answer 503 until STRIPE_SECRET_KEY (with STRIPE_WEBHOOK_SECRET) or BILLING_SANDBOX=true is set');
+  }
+  if (config.openingCreditIgnored) log.warn('SANDBOX_OPENING_CREDIT_USD is ignored: it only applies with BILLING_SANDBOX=true');
   const { nats, config: common } = runtime;
   const barrier =
     nats && common.workStream && common.workSubjectPrefix
@@ -72,5 +89,6 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     topups,
     stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
     settlement: new UsageSettlement({ pricing, accounts, log, recordEvents }),
+    freeCredits: new FreeCredits({ log, accounts, post: postWithoutLedger, recordEvent, amountUsd: config.freeCreditUsd }),
   };
 }

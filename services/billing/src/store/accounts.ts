@@ -11,14 +11,14 @@ export interface AccountRow {
 }
 
 /**
- * Creates the accounts with the free credit unless they exist (credited once, whoever comes
+ * Creates the accounts with the opening credit unless they exist (credited once, whoever comes
  * first), in workspace order so that concurrent batches wait for each other instead of deadlocking.
  */
-export async function ensureAccounts(db: Db, workspaceIds: string[], freeCreditUsd: string, planId: string): Promise<void> {
+export async function ensureAccounts(db: Db, workspaceIds: string[], openingCreditUsd: string, planId: string): Promise<void> {
   await db.raw(
     `INSERT INTO accounts (workspace_id, balance_usd, plan_id)
      SELECT workspace_id, ?::numeric, ? FROM unnest(?::text[]) AS workspace_id ORDER BY workspace_id ON CONFLICT DO NOTHING`,
-    [freeCreditUsd, planId, workspaceIds],
+    [openingCreditUsd, planId, workspaceIds],
   );
 }
 
