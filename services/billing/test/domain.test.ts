@@ -37,7 +37,7 @@ let reports: Reports;
 beforeAll(async () => {
   db = createDb(requireEnv('DATABASE_URL'), schema, 4);
   await migrate(db, schema, path.join(fileURLToPath(new URL('../dist/migrations/', import.meta.url))));
-  accounts = new Accounts({ db, pricing, freeCreditUsd: '1.00' });
+  accounts = new Accounts({ db, pricing, openingCreditUsd: '1.00' });
   reports = new Reports({ db, pricing, accounts, catalog, clock: () => now });
 });
 
@@ -121,9 +121,9 @@ describe('reports', () => {
     now = new Date('2026-03-02T10:00:00Z');
   });
 
-  it('starts every workspace with the free credit, once, and the default plan', async () => {
+  it('opens every workspace with the opening credit, once, and the default plan', async () => {
     const ws = newId('org');
-    await Promise.all(Array.from({ length: 10 }, () => new Accounts({ db, pricing, freeCreditUsd: '1.00' }).ensure(ws)));
+    await Promise.all(Array.from({ length: 10 }, () => new Accounts({ db, pricing, openingCreditUsd: '1.00' }).ensure(ws)));
     expect(await reports.balance(ws)).toMatchObject({ balanceUsd: '1.00', currency: 'USD' });
     expect((await reports.plan(ws)).plan).toMatchObject({ planId: 'payg', monthlyFeeUsd: '0', discounts: { passthroughMarkupPct: '5' } });
   });
