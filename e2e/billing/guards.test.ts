@@ -44,7 +44,10 @@ describe('a production start of billing', () => {
       STRIPE_WEBHOOK_SECRET: 'whsec_guards',
       STRIPE_API_BASE: `http://127.0.0.1:${await freePort()}`,
     };
-    const startingEnvs: Record<string, string>[] = [{ NODE_ENV: 'production', ...stripe }, { NODE_ENV: 'production', BILLING_SANDBOX: 'true' }];
+    const startingEnvs: Record<string, string>[] = [
+      { NODE_ENV: 'production', ...stripe },
+      { NODE_ENV: 'production', BILLING_SANDBOX: 'true' },
+    ];
     for (const env of startingEnvs) {
       const running = await startService(billingMain, { env });
       await running.stop();

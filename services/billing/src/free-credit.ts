@@ -48,7 +48,10 @@ export class FreeCredits {
     const { userId, personalWorkspaceId: workspaceId } = event.data;
     const requestId = event.request_id || undefined;
     if (userId === '' || workspaceId === '') {
-      this.deps.log.warn({ event_id: event.event_id, user_id: userId, workspace_id: workspaceId }, 'user.email_verified without a user or workspace; no free credit');
+      this.deps.log.warn(
+        { event_id: event.event_id, user_id: userId, workspace_id: workspaceId },
+        'user.email_verified without a user or workspace; no free credit',
+      );
       return;
     }
     await this.grant(trx, { userId, workspaceId, requestId });
