@@ -18,9 +18,10 @@ export const relaxedActionLimits: Record<string, string> = {
 };
 
 /**
- * What the tests' billing runs with unless a test says otherwise: the sandbox provider, and every
- * new account opened with 1.00 (as if a sandbox checkout of 1.00 had been paid), so a new user
- * can make requests without verifying an email first (docs/api/billing.md#free-credit-and-the-sandbox).
+ * What the tests' billing runs with unless a test says otherwise, as under `npm start`: the
+ * sandbox provider, and every new account opened with 1.00 (as if a sandbox checkout of 1.00 had
+ * been paid), so a new user can make requests without verifying an email first
+ * (docs/api/billing.md#free-credit-and-the-sandbox).
  */
 export const sandboxBilling: Record<string, string> = {
   BILLING_SANDBOX: 'true',

@@ -29,9 +29,14 @@ const database = `switchboard_${createHash('sha256').update(dataDir).digest('hex
 
 // Without a provider key a newcomer still gets answers, from the data plane's demo upstream (docs/operations.md#the-demo-upstream).
 if (process.env.DEMO_UPSTREAM === undefined && process.env.NODE_ENV !== 'production') process.env.DEMO_UPSTREAM = 'true';
-// Top-ups through the built-in sandbox provider unless said otherwise (Stripe's keys take over when set):
+// Top-ups through the built-in sandbox provider unless said otherwise (Stripe's keys take over when set),
+// and every new workspace opened with 1.00 of sandbox credit, so a newcomer's first requests are
+// answered before any email is verified, as the README's walk-throughs (and the tests) run them:
 // docs/api/billing.md#free-credit-and-the-sandbox. Production must choose explicitly, so never there.
-if (process.env.BILLING_SANDBOX === undefined && process.env.NODE_ENV !== 'production') process.env.BILLING_SANDBOX = 'true';
+if (process.env.NODE_ENV !== 'production') {
+  process.env.BILLING_SANDBOX ??= 'true';
+  if (process.env.BILLING_SANDBOX === 'true') process.env.SANDBOX_OPENING_CREDIT_USD ??= '1.00';
+}
 
 let mesh: Mesh | undefined;
 let stopping = false;
