@@ -179,6 +179,8 @@ describe('npm start', () => {
       const [gatewayA, gatewayB] = [readyA.gateway, readyB.gateway];
       // Without a provider key, the demo upstream answers (DEMO_UPSTREAM, set by npm start).
       expect(a.output()).toContain('the demo upstream answers overseas and cn');
+      // Top-ups through the sandbox, new workspaces opened with 1.00 (BILLING_SANDBOX, SANDBOX_OPENING_CREDIT_USD, set by npm start).
+      expect(a.output()).toMatch(/"provider":"sandbox","opening_credit_usd":"1.00".*"msg":"billing prices loaded"/);
       expect(componentPids(a.dataDir)).toHaveLength(7);
       expect(componentPids(b.dataDir)).toHaveLength(7);
 
