@@ -37,7 +37,7 @@ beforeAll(async () => {
   ]);
   keysHandlers = prepareKeys(keys.runtime, readKeysConfig({}));
   keysAs = keys.serve((router) => keysRoutes(router, keysHandlers));
-  const billingHandlers = prepareBilling(billing.runtime, readBillingConfig({}));
+  const billingHandlers = prepareBilling(billing.runtime, readBillingConfig({ BILLING_SANDBOX: 'true', SANDBOX_OPENING_CREDIT_USD: '1.00' }));
   billingAs = billing.serve((router) => billingRoutes(router, billingHandlers));
 });
 
@@ -103,7 +103,7 @@ describe('budget leases', () => {
   it('let exactly the requests a balance covers through, on two replicas', async () => {
     const workspaceId = newId('org');
     const replicas = [balanceLeases('a'), balanceLeases('b')];
-    // The free credit of 1.00 covers ten estimates of 0.1 and not eleven.
+    // The opening credit of 1.00 (SANDBOX_OPENING_CREDIT_USD) covers ten estimates of 0.1 and not eleven.
     const outcomes = await Promise.all(Array.from({ length: 64 }, (_, i) => replicas[i % 2].reserve(workspaceId, new Money('0.1'))));
     expect(outcomes.filter((outcome) => outcome.ok)).toHaveLength(10);
     expect((await outstanding(billing, 'balance_leases', 'workspace_id', workspaceId)).lte('1.00')).toBe(true);

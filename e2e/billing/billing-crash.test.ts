@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * A crash between a debit and its event is impossible by construction (docs/api/billing.md#usage-ingestion: the usage row,
  * the debit and the `billing.usage.recorded` outbox row commit in one transaction). Shown by
  * killing billing (SIGKILL: no shutdown hook runs) in the middle of a burst of RecordUsage, then
- * checking in billing's own tables that the balance is the free credit minus the sum of the usage
+ * checking in billing's own tables that the balance is the opening credit minus the sum of the usage
  * rows, that every usage row has exactly one event and every event its row, and that retrying the
  * whole burst charges exactly what was lost and nothing twice, up to the keys service's spend.
  */
@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const burst = 300;
 /** Answers to wait for before the kill: the rest of the burst is in flight or queued in billing. */
 const killAfterAnswers = 50;
-const freeCreditUsd = '1.00';
+const openingCreditUsd = '1.00';
 /** service/fast, 1000 × 0.10/1M + 500 × 0.40/1M (pricing.json). */
 const costPerUsage = '0.0003';
 
@@ -28,7 +28,7 @@ let dataPlane: ReturnType<typeof meshClient<typeof UsageService>>;
 let db: Knex;
 
 beforeAll(async () => {
-  mesh = await bootMesh({ FREE_CREDIT_USD: freeCreditUsd });
+  mesh = await bootMesh({ SANDBOX_OPENING_CREDIT_USD: openingCreditUsd });
   call = restClient(mesh.gatewayUrl);
   dataPlane = meshClient(UsageService, mesh.urls.billing, 'billing', { caller: 'data-plane' });
   db = createDb(mesh.env.DATABASE_URL, 'billing');
@@ -47,14 +47,14 @@ interface Invariant {
   sum: string;
 }
 
-/** Balance against free credit − Σ cost_usd of the workspace's usage rows, in Postgres numeric arithmetic. */
+/** Balance against opening credit − Σ cost_usd of the workspace's usage rows, in Postgres numeric arithmetic. */
 async function balanceInvariant(workspaceId: string): Promise<Invariant> {
   const { rows } = await db.raw<{ rows: Array<{ balance: string; expected: string; holds: boolean; rows: number; sum: string }> }>(
     `SELECT a.balance_usd::text AS balance, (?::numeric - u.sum)::text AS expected, a.balance_usd = ?::numeric - u.sum AS holds, u.rows, u.sum::text AS sum
        FROM accounts a,
             LATERAL (SELECT count(*) AS rows, COALESCE(sum(cost_usd), 0) AS sum FROM usage_records WHERE workspace_id = a.workspace_id) u
       WHERE a.workspace_id = ?`,
-    [freeCreditUsd, freeCreditUsd, workspaceId],
+    [openingCreditUsd, openingCreditUsd, workspaceId],
   );
   expect(rows, `billing account of ${workspaceId}`).toHaveLength(1);
   return rows[0];
@@ -95,13 +95,13 @@ async function usageRows(workspaceId: string): Promise<Map<string, { id: string;
 /** Both invariants at once: the balance, and one event per usage row. */
 async function expectConsistent(workspaceId: string, when: string): Promise<Invariant> {
   const invariant = await balanceInvariant(workspaceId);
-  expect(invariant.holds, `${when}: balance ${invariant.balance}, free credit − Σ usage = ${invariant.expected}`).toBe(true);
+  expect(invariant.holds, `${when}: balance ${invariant.balance}, opening credit − Σ usage = ${invariant.expected}`).toBe(true);
   expect(await outboxMismatches(workspaceId), when).toEqual({ rowsWithoutOneEvent: [], eventsWithoutRow: [] });
   return invariant;
 }
 
 describe('billing killed in the middle of a burst of usage', () => {
-  it('keeps balance = free credit − Σ usage and one event per usage row; a retry of the burst charges what was lost, once', async () => {
+  it('keeps balance = opening credit − Σ usage and one event per usage row; a retry of the burst charges what was lost, once', async () => {
     const registered = await call('POST', '/v1/auth/register', { body: newUser() });
     expect(registered.status, registered.text).toBe(201);
     const token: string = registered.json.session.access_token;
@@ -184,7 +184,7 @@ describe('billing killed in the middle of a burst of usage', () => {
     // 300 × 0.0003 = 0.09 charged in all; 1.00 − 0.09 = 0.91.
     const { rows: totals } = await db.raw<{ rows: Array<{ sum_ok: boolean; balance_ok: boolean }> }>(
       'SELECT ?::numeric = ?::numeric * ? AS sum_ok, ?::numeric = ?::numeric - ?::numeric * ? AS balance_ok',
-      [final.sum, costPerUsage, burst, final.balance, freeCreditUsd, costPerUsage, burst],
+      [final.sum, costPerUsage, burst, final.balance, openingCreditUsd, costPerUsage, burst],
     );
     expect(totals[0], `Σ usage ${final.sum}, balance ${final.balance}`).toEqual({ sum_ok: true, balance_ok: true });
 

@@ -95,7 +95,7 @@ interface Account {
 
 const clientFor = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${mesh.gatewayUrl}/v1`, maxRetries: 0 });
 
-/** A new user (a new workspace with the free credit of 1.00) and an API key of it. */
+/** A new user (a new workspace with the tests' opening credit of 1.00) and an API key of it. */
 async function account(key: { monthly_spend_cap_usd?: string; routing_policy?: string } = {}): Promise<Account> {
   const user = await signUp(call);
   const created = await call('POST', '/v1/keys', { token: user.token, body: { name: 'data plane', ...key } });

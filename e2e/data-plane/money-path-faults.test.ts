@@ -112,7 +112,7 @@ describe('NATS down', () => {
 
   it('requests go on with usage queued; a full queue is 503 before the upstream; once NATS is back each answer is billed once', async () => {
     const ws = await account();
-    await eventually(async () => (await balanceOf(ws.token)).eq('1.00'), 'the free credit');
+    await eventually(async () => (await balanceOf(ws.token)).eq('1.00'), 'the opening credit');
     const answered: Array<{ generationId: string; cost: string }> = [];
     await nats.kill();
     try {

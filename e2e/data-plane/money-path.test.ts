@@ -132,11 +132,11 @@ async function createKey(token: string, key: { monthly_spend_cap_usd?: string; r
   return { keyId: created.json.key.key_id, fullKey: created.json.full_key, client: clientAt(mesh.gatewayUrl, created.json.full_key) };
 }
 
-/** A new user (a new workspace, with the free credit of 1.00 once billing has it) and an API key of it. */
+/** A new user (a new workspace, with the tests' opening credit of 1.00 once billing has it) and an API key of it. */
 async function account(key: { monthly_spend_cap_usd?: string; routing_policy?: string } = {}): Promise<Account> {
   const user = await signUp(call);
   const created = await createKey(user.token, key);
-  await eventually(async () => (await balanceOf(user.token)).eq('1.00'), 'the free credit of the new workspace');
+  await eventually(async () => (await balanceOf(user.token)).eq('1.00'), 'the opening credit of the new workspace');
   return { token: user.token, workspaceId: user.workspaceId, ...created };
 }
 
@@ -254,7 +254,7 @@ const capEstimate = estimateOf('fast', capBody);
 /** Covers 10 estimates, not 11. */
 const capOfTen = capEstimate.mul('10.5').toDecimalPlaces(12, Money.ROUND_DOWN);
 
-/** A balanced request whose estimate fits 10 times in the free credit of 1.00 and not 11 times (a large max_tokens). */
+/** A balanced request whose estimate fits 10 times in the tests' opening credit of 1.00 and not 11 times (a large max_tokens). */
 const balanceBody: ChatCompletionCreateParamsStreaming & Body = (() => {
   const body = (maxTokens: number) => ({
     model: 'service/balanced',
@@ -316,7 +316,7 @@ async function expectBalanceHeld(ws: Account, outcome: Awaited<ReturnType<typeof
   for (const err of refused) {
     expect(err.error).toMatchObject({ code: 'insufficient_balance', metadata: { balance_usd: expect.any(String), required_usd: expect.any(String) } });
     const metadata = (err.error as { metadata: { balance_usd: string; required_usd: string } }).metadata;
-    // Nothing was settled yet when they were decided: the balance is the free credit, and the request needs its estimate.
+    // Nothing was settled yet when they were decided: the balance is the opening credit, and the request needs its estimate.
     expect(new Money(metadata.balance_usd).eq('1.00'), metadata.balance_usd).toBe(true);
     expect(new Money(metadata.required_usd).eq(balanceEstimate), `${metadata.required_usd} ≠ ${balanceEstimate}`).toBe(true);
   }

@@ -33,14 +33,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  */
 const leaseTtlMs = 5000;
 /** Every workspace's credit: small, so that a balance runs out under the load. */
-const freeCreditUsd = '0.01';
+const openingCreditUsd = '0.01';
 const steadyMs = 2000;
 const downMs = 1500;
 
 let world: ChaosWorld;
 
 beforeAll(async () => {
-  world = await startChaosWorld({ env: { LEASE_TTL: `${leaseTtlMs}ms` }, freeCreditUsd });
+  world = await startChaosWorld({ env: { LEASE_TTL: `${leaseTtlMs}ms` }, openingCreditUsd });
   // Answers of 50 tokens; a stream sends one every 20 ms, so one is under way for a second.
   world.upstream.words = 50;
   world.upstream.mode(chaosModel, { kind: 'slow', delayMs: 20 });
@@ -161,7 +161,7 @@ describe('chaos: the money path under kill -9, NATS and service restarts', () =>
       await load.stop();
     }
 
-    const invariants: InvariantResult[] = await checkMoneyInvariants(world, load, { freeCreditUsd, settleMs: 30_000, cutWindows });
+    const invariants: InvariantResult[] = await checkMoneyInvariants(world, load, { openingCreditUsd, settleMs: 30_000, cutWindows });
     const report = [
       `faults: ${faults.join('; ')}`,
       ...invariants.map((invariant) => `${invariant.holds ? '✓' : '✗'} ${invariant.name}: ${invariant.detail}`),

@@ -26,8 +26,8 @@ describe('the README walk-throughs work as written', () => {
   let mesh: Mesh;
 
   beforeAll(async () => {
-    // As `npm start` runs for a newcomer: the demo upstream on, no provider key.
-    mesh = await bootMesh({ DEMO_UPSTREAM: 'true', OVERSEAS_API_KEY: '', CN_API_KEY: '' });
+    // As npm start runs it: the demo upstream, the sandbox, workspaces opening at 0.
+    mesh = await bootMesh({ DEMO_UPSTREAM: 'true', OVERSEAS_API_KEY: '', CN_API_KEY: '', SANDBOX_OPENING_CREDIT_USD: '0' });
   });
 
   afterAll(async () => {

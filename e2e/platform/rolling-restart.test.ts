@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * Asserted: every attempt is answered with a success or a clean 503 + Retry-After (or a refused
  * connection, nothing sent) within its 10 s deadline, never a reset, a hang or another error;
  * every operation is acknowledged after retries; every acknowledged usage is charged exactly once
- * (balance = free credit − Σ usage); the key's spend has every usage event; every acknowledged
+ * (balance = opening credit − Σ usage); the key's spend has every usage event; every acknowledged
  * append is stored exactly once (a graceful stop finishes what it started, so a retried append
  * was never stored before); every acknowledged event is delivered once; no outbox keeps an
  * event; and each component is back in use within 10 s of its restart. The gateway is not

@@ -179,6 +179,8 @@ describe('npm start', () => {
       const [gatewayA, gatewayB] = [readyA.gateway, readyB.gateway];
       // Without a provider key, the demo upstream answers (DEMO_UPSTREAM, set by npm start).
       expect(a.output()).toContain('the demo upstream answers overseas and cn');
+      // Top-ups through the sandbox (BILLING_SANDBOX, set by npm start); new workspaces open at 0.
+      expect(a.output()).toMatch(/"provider":"sandbox","opening_credit_usd":"0".*"msg":"billing prices loaded"/);
       expect(componentPids(a.dataDir)).toHaveLength(7);
       expect(componentPids(b.dataDir)).toHaveLength(7);
 

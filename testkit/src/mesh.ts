@@ -17,10 +17,21 @@ export const relaxedActionLimits: Record<string, string> = {
   INVITATIONS_PER_IP_PER_HOUR: '100000',
 };
 
+/**
+ * What the tests' billing runs with unless a test says otherwise, as under `npm start`: the
+ * sandbox provider, and every new account opened with 1.00 (as if a sandbox checkout of 1.00 had
+ * been paid), so a new user can make requests without verifying an email first
+ * (docs/api/billing.md#free-credit-and-the-sandbox).
+ */
+export const sandboxBilling: Record<string, string> = {
+  BILLING_SANDBOX: 'true',
+  SANDBOX_OPENING_CREDIT_USD: '1.00',
+};
+
 /** Boots the whole mesh (every service and the gateway) on free ports for one test file. */
 export async function bootMesh(env: Record<string, string> = {}): Promise<Mesh> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'switchboard-mesh-'));
-  return startMesh({ dataDir, randomPorts: true, allowContainers: true, env: { LOG_LEVEL: 'info', ...relaxedActionLimits, ...env } });
+  return startMesh({ dataDir, randomPorts: true, allowContainers: true, env: { LOG_LEVEL: 'info', ...relaxedActionLimits, ...sandboxBilling, ...env } });
 }
 
 /** The mesh of one test file and a REST client of its gateway, filled in once the mesh has booted. */

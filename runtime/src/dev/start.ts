@@ -29,6 +29,11 @@ const database = `switchboard_${createHash('sha256').update(dataDir).digest('hex
 
 // Without a provider key a newcomer still gets answers, from the data plane's demo upstream (docs/operations.md#the-demo-upstream).
 if (process.env.DEMO_UPSTREAM === undefined && process.env.NODE_ENV !== 'production') process.env.DEMO_UPSTREAM = 'true';
+// Top-ups through the built-in sandbox provider unless said otherwise (Stripe's keys take over when
+// set), so a newcomer funds a workspace without a payment account. Workspaces still open at 0, as
+// users of the product see them (the free credit waits for a verified email):
+// docs/api/billing.md#free-credit-and-the-sandbox. Production must choose explicitly, so never there.
+if (process.env.NODE_ENV !== 'production') process.env.BILLING_SANDBOX ??= 'true';
 
 let mesh: Mesh | undefined;
 let stopping = false;

@@ -5,10 +5,11 @@ import type { Db } from '@switchboard/runtime/sql';
 import { ensureAccounts, findAccount } from './store/accounts.js';
 
 /**
- * Billing accounts: one per workspace, created on first touch at 0 (docs/api/billing.md#balance-and-free-credit),
- * or with `openingCreditUsd` where the sandbox runs with SANDBOX_OPENING_CREDIT_USD (a development
- * convenience worth a paid sandbox checkout, with its own ledger entry). The insert is idempotent,
- * so an opening credit is granted once whichever call comes first.
+ * Billing accounts: one per workspace, created on first touch with the opening credit
+ * (docs/api/billing.md#free-credit-and-the-sandbox: 0, unless the sandbox runs with
+ * SANDBOX_OPENING_CREDIT_USD, with its own ledger entry), personal workspaces and organizations
+ * alike. The insert is idempotent, so the credit is given once whichever call comes first. The
+ * free credit is not this: it comes per user, on email verification (free-credit.ts).
  */
 export interface AccountsDeps {
   db: Knex;

@@ -2,8 +2,8 @@ import { fileURLToPath } from 'node:url';
 import { fromBinary } from '@bufbuild/protobuf';
 import { servicePorts } from '@switchboard/contracts/components';
 import { UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
-import { FeedbackRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { consumeEvents, onEventBatch } from '@switchboard/runtime/consumer';
+import { FeedbackRecordedSchema, UserEmailVerifiedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import { consumeEvents, onEvent, onEventBatch } from '@switchboard/runtime/consumer';
 import { workSubjects } from '@switchboard/runtime/nats';
 import { startPeriodic } from '@switchboard/runtime/periodic';
 import { runService } from '@switchboard/runtime/service';
@@ -21,9 +21,13 @@ await runService({
     return { config, ...prepareBilling(runtime, config) };
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
-  background: (runtime, { config, leases, settlement, generations }) => [
-    // Ratings for the activity log (docs/api/generations.md#feedback), the latest of each generation.
-    ...consumeEvents(runtime, [onEventBatch(FeedbackRecordedSchema, (events, trx) => generations.feedbackRecorded(trx, events))]),
+  background: (runtime, { config, leases, settlement, generations, freeCredits }) => [
+    ...consumeEvents(runtime, [
+      // Ratings for the activity log (docs/api/generations.md#feedback), the latest of each generation.
+      onEventBatch(FeedbackRecordedSchema, (events, trx) => generations.feedbackRecorded(trx, events)),
+      // The free credit, once per user, when the email is verified (docs/api/billing.md#free-credit-and-the-sandbox).
+      onEvent(UserEmailVerifiedSchema, (event, trx) => freeCredits.emailVerified(trx, event)),
+    ]),
     // The data planes' usage records (docs/money-path.md#usage), a transaction per batch.
     consumeWork(runtime, {
       durable: usageDurable,

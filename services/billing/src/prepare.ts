@@ -8,6 +8,7 @@ import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { Accounts } from './accounts.js';
 import { BalanceLeases } from './balance-leases.js';
 import type { BillingConfig } from './config.js';
+import { FreeCredits } from './free-credit.js';
 import { Generations } from './generations.js';
 import { KeyDirectory } from './key-directory.js';
 import { Ledger } from './ledger.js';
@@ -31,11 +32,12 @@ export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' |
 /** The durable consumer that settles the data planes' usage (main.ts), which reads wait for. */
 export const usageDurable = 'billing-usage';
 
-/** The handlers, and what settles the usage of the work stream in the background. */
+/** The handlers, and what settles the usage of the work stream and grants the free credit in the background. */
 export interface PreparedBilling extends BillingHandlers {
   settlement: UsageSettlement;
   /** Every change of a balance goes through it (the payment modules, the tests' assertions). */
   ledger: Ledger;
+  freeCredits: FreeCredits;
 }
 
 /** The domain modules behind the billing handlers and consumers, as main.ts (and the in-process tests) builds them. */
@@ -45,13 +47,18 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   const pricing = Pricing.load(config.pricingFile);
   // SWITCHBOARD_MODELS_FILE: the model catalog whose prices GET /v1/billing/prices shows (a malformed one stops the start).
   const catalog = ModelCatalog.load();
-  const accounts = new Accounts({ db, pricing, openingCreditUsd: config.freeCreditUsd }); // MERGE: guards' openingCreditUsd
+  const accounts = new Accounts({ db, pricing, openingCreditUsd: config.openingCreditUsd });
   const ledger = new Ledger({ recordEvent });
   const keys = new KeyDirectory(createPeerClient(KeyService, { name: 'keys', url: config.keysUrl }, meshTokens, { caller: 'billing' }));
-  const sandbox = new SandboxProvider({ dataKeys, publicUrl: config.publicUrl });
+  // The sandbox exists only when it runs (docs/api/billing.md#free-credit-and-the-sandbox): without it its pages are 404.
+  const sandbox = config.sandbox ? new SandboxProvider({ dataKeys, publicUrl: config.publicUrl }) : undefined;
   const stripe = config.stripe && new StripeProvider(config.stripe, log);
   const provider = stripe ?? sandbox;
-  log.info({ pricing_version: pricing.version, provider: provider.name }, 'billing prices loaded');
+  log.info({ pricing_version: pricing.version, provider: provider?.name ?? 'none', opening_credit_usd: config.openingCreditUsd }, 'billing prices loaded');
+  if (!provider) {
+    log.warn('no payment provider: top-ups answer 503 until STRIPE_SECRET_KEY (with STRIPE_WEBHOOK_SECRET) or BILLING_SANDBOX=true is set');
+  }
+  if (config.openingCreditIgnored) log.warn('SANDBOX_OPENING_CREDIT_USD is ignored: it only applies with BILLING_SANDBOX=true');
   const { nats, config: common } = runtime;
   const barrier =
     nats && common.workStream && common.workSubjectPrefix
@@ -80,5 +87,6 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     settlement: new UsageSettlement({ pricing, accounts, ledger, log, recordEvents }),
     statements: new Statements({ db, accounts, usageSettled }),
     ledger,
+    freeCredits: new FreeCredits({ log, accounts, post: (trx, entry) => ledger.post(trx, entry), recordEvent, amountUsd: config.freeCreditUsd }),
   };
 }

@@ -45,10 +45,10 @@ export interface TopupsDeps {
   log: Logger;
   accounts: Accounts;
   ledger: Ledger;
-  /** The provider new checkouts go to. */
-  provider: PaymentProvider;
-  /** Sandbox checkouts answer their URL whichever provider is configured now. */
-  sandbox: SandboxProvider;
+  /** The provider new checkouts go to; none configured: creating one is 503 `payment_provider_unavailable`. */
+  provider?: PaymentProvider;
+  /** Only when the sandbox runs (BILLING_SANDBOX=true, no Stripe): its checkout pages answer, else they are 404. */
+  sandbox?: SandboxProvider;
   recordEvent: EventWriter;
   /** The largest top-up accepted (TOPUP_MAX_USD). */
   maxAmountUsd: string;
@@ -85,13 +85,22 @@ export function parseIdempotencyKey(raw: string, field = 'idempotency_key'): str
 
 const checkoutNotFound = () => apiError(Code.NotFound, 'checkout_not_found', 'No such checkout.');
 
+/** No provider configured (docs/api/billing.md#free-credit-and-the-sandbox): the operator has to choose one. */
+export const noPaymentProvider = () =>
+  apiError(
+    Code.Unavailable,
+    'payment_provider_unavailable',
+    'No payment provider is configured on this deployment: the operator sets STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET (Stripe), or BILLING_SANDBOX=true (the sandbox, no real money).',
+  );
+
 export class Topups {
   constructor(private readonly deps: TopupsDeps) {}
 
   toRecord(row: CheckoutRow): CheckoutRecord {
     return {
       checkoutId: row.id,
-      checkoutUrl: row.checkout_url ?? this.deps.sandbox.urlOf(row),
+      // A sandbox checkout of before Stripe was configured has no page any more (its route is 404).
+      checkoutUrl: row.checkout_url ?? this.deps.sandbox?.urlOf(row) ?? '',
       amountUsd: row.amount_usd,
       status: row.status,
       idempotencyKey: row.idempotency_key,
@@ -107,6 +116,7 @@ export class Topups {
     const amountUsd = parseAmount(input.amount, this.deps.maxAmountUsd);
     const idempotencyKey = parseIdempotencyKey(input.idempotencyKey);
     const { db, provider, accounts } = this.deps;
+    if (!provider) throw noPaymentProvider();
     await accounts.ensure(caller.workspaceId);
     const id = newId('chk');
     const expiresAt = new Date(Date.now() + this.deps.checkoutTtlMs);
@@ -151,14 +161,15 @@ export class Topups {
 
   /** The sandbox checkout a page token opens (404 for any other token); a plain read, no lock. */
   async sandboxCheckout(token: string): Promise<CheckoutRow> {
-    const row = token ? await findCheckoutByTokenHash(this.deps.db, sha256Hex(token)) : undefined;
+    const row = token && this.deps.sandbox ? await findCheckoutByTokenHash(this.deps.db, sha256Hex(token)) : undefined;
     if (!row) throw checkoutNotFound();
     return row;
   }
 
   /** Completes the sandbox checkout of a page token: credits once, however often it is called. */
   async completeSandbox(token: string, requestId?: string): Promise<CheckoutRecord> {
-    if (!token) throw checkoutNotFound();
+    // With the sandbox off (Stripe configured, or no provider) no token opens anything, old ones neither.
+    if (!token || !this.deps.sandbox) throw checkoutNotFound();
     const row = await this.deps.db.transaction(async (trx) => {
       const checkout = await lockCheckout(trx, { tokenHash: sha256Hex(token) });
       if (!checkout) throw checkoutNotFound();

@@ -13,8 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 /**
  * Balance leases through billing's handlers (in-process, built as main.ts builds them, on the test
  * Postgres): concurrent grants never hold more than the balance, renewals keep what is in flight,
- * releases give back the rest, and an expired lease holds nothing. Workspaces start with the free
- * credit of 1.00 (FREE_CREDIT_USD's default), opened by their first lease.
+ * releases give back the rest, and an expired lease holds nothing. Workspaces open with 1.00 (the
+ * sandbox's SANDBOX_OPENING_CREDIT_USD), opened by their first lease.
  */
 
 let service: InProcessService;
@@ -22,7 +22,7 @@ let usage: ReturnType<typeof clients>;
 let shortLived: ReturnType<typeof clients>;
 
 function clients(leaseTtl: string) {
-  const handlers = prepareBilling(service.runtime, readBillingConfig({ LEASE_TTL: leaseTtl }));
+  const handlers = prepareBilling(service.runtime, readBillingConfig({ LEASE_TTL: leaseTtl, BILLING_SANDBOX: 'true', SANDBOX_OPENING_CREDIT_USD: '1.00' }));
   const clientAs = service.serve((router) => registerRoutes(router, handlers));
   return { dataPlane: clientAs(UsageService, { caller: 'data-plane' }), gateway: clientAs(UsageService, { caller: 'gateway' }) };
 }

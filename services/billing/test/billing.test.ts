@@ -16,7 +16,8 @@ const amount = (value: string) => ({ kind: { case: 'stringValue' as const, value
 
 /** The billing service on its own: it boots, migrates, guards every RPC by its proto rule, and answers past it. */
 describe('billing service', () => {
-  beforeAll(() => service.start());
+  // The sandbox provider takes the top-ups, and accounts open with 1.00 (docs/api/billing.md#free-credit-and-the-sandbox).
+  beforeAll(() => service.start({ env: { BILLING_SANDBOX: 'true', SANDBOX_OPENING_CREDIT_USD: '1.00' } }));
   afterAll(() => service.stop());
 
   it('refuses calls without a mesh token or principal, applies the access rules, and answers past them', async () => {

@@ -22,14 +22,14 @@ const amount = (value: string) => ({ kind: { case: 'stringValue' as const, value
 
 beforeAll(async () => {
   service = await inProcessService('billing', new URL('../dist/migrations/', import.meta.url));
-  const handlers = prepareBilling(service.runtime, readBillingConfig({}));
+  const handlers = prepareBilling(service.runtime, readBillingConfig({ BILLING_SANDBOX: 'true', SANDBOX_OPENING_CREDIT_USD: '1.00' }));
   clientAs = service.serve((router) => registerRoutes(router, handlers));
 });
 
 afterAll(() => service?.stop());
 
 describe('the billing handlers', () => {
-  it('show the free credit, and credit a sandbox top-up completed through its page token', async () => {
+  it('show the opening credit, and credit a sandbox top-up completed through its page token', async () => {
     const billing = clientAs(BillingService, member('owner'));
     expect((await billing.getBalance({})).balanceUsd).toBe('1.00');
     const checkout = await billing.createTopup({ amountUsd: amount('5'), idempotencyKey: 'topup-1' });

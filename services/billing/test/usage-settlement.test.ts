@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 /**
  * Usage records settled a batch at a time, as billing's work consumer hands them over: the
  * settlement built as main.ts builds it, called in a transaction of its own on the test Postgres.
- * Workspaces start with the free credit of 1.00, opened by their first record.
+ * Workspaces open with 1.00 (the sandbox's SANDBOX_OPENING_CREDIT_USD), opened by their first record.
  */
 
 let service: InProcessService;
@@ -19,7 +19,7 @@ let billing: PreparedBilling;
 
 beforeAll(async () => {
   service = await inProcessService('billing', new URL('../dist/migrations/', import.meta.url));
-  billing = prepareBilling(service.runtime, readBillingConfig({}));
+  billing = prepareBilling(service.runtime, readBillingConfig({ BILLING_SANDBOX: 'true', SANDBOX_OPENING_CREDIT_USD: '1.00' }));
 });
 
 afterAll(() => service?.stop());

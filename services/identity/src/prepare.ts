@@ -49,7 +49,7 @@ export async function prepareIdentity(runtime: IdentityRuntime, config: Identity
   const twoFactor = new TwoFactor({ db, dataKeys, clock });
   const challenges = new LoginChallenges({ db, log, sessions, twoFactor, throttle, clock, ttlMs: config.mfaTokenTtlMs });
   const reauth = new Reauthentication({ db, log, passwords, twoFactor, throttle });
-  const verifications = new EmailVerifications({ db, mailer, log });
+  const verifications = new EmailVerifications({ db, mailer, log, recordEvent });
   const limits = new ActionLimits({ db, clock, limits: config.actionLimits });
   const accounts = new Accounts({ db, log, passwords, sessions, verifications, recordEvent, throttle, challenges, limits });
   return {

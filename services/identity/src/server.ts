@@ -119,9 +119,9 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       return {};
     },
 
-    async verifyEmail(req) {
+    async verifyEmail(req, ctx) {
       if (req.token === '') throw invalidArgument('token', 'token is required.');
-      await handlers.verifications.verify(req.token);
+      await handlers.verifications.verify(req.token, { requestId: requestIdOf(ctx) });
       return {};
     },
 

@@ -130,7 +130,7 @@ describe('identity: registration, login, tokens', () => {
     expect(org.name).toBe(`${email.split('@')[0]}'s workspace`);
   });
 
-  it('mails a verification token (hashed in the database, valid 24 h) as an .eml file', async () => {
+  it('mails a verification token (hashed in the database, valid 24 h) as an .eml file; redeeming it emits user.email_verified once', async () => {
     const email = uniqueEmail('mail');
     const { user } = await register(email, 'Mail Tester');
     const [mail] = await eventually(async () => {
@@ -152,6 +152,20 @@ describe('identity: registration, login, tokens', () => {
     const hours = (row.expires_at.getTime() - row.created_at.getTime()) / 3_600_000;
     expect(hours).toBeCloseTo(24, 1);
     expect(JSON.stringify(await db('email_verifications').where({ user_id: user!.userId }))).not.toContain(token);
+
+    // Redeemed: user.email_verified in the same transaction (billing grants the free credit on it); a second try emits nothing.
+    await auth.verifyEmail({ token: token! });
+    expect((await failure(auth.verifyEmail({ token: token! }))).code).toBe(Code.InvalidArgument);
+    const events = await db('outbox')
+      .whereRaw("payload->>'type' = 'user.email_verified' AND payload->'data'->>'user_id' = ?", [user!.userId])
+      .select('payload');
+    expect(events.map((event) => event.payload)).toEqual([
+      expect.objectContaining({
+        workspace_id: user!.personalWorkspaceId,
+        producer: 'identity',
+        data: { user_id: user!.userId, personal_workspace_id: user!.personalWorkspaceId, verified_at: expect.any(String) },
+      }),
+    ]);
   });
 
   it('orders mailbox file names by time', async () => {

@@ -36,7 +36,7 @@ export async function checkInvariants(world: ChaosWorld, load: MixedLoad, accoun
   try {
     const results: InvariantResult[] = [answeredCleanly(load), nothingLost(load)];
     results.push(await usageCharged(db, load, account, options.settleMs));
-    results.push(await balanceInStep(db, account, world.freeCreditUsd));
+    results.push(await balanceInStep(db, account, world.openingCreditUsd));
     results.push(await spendInStep(db, world, account, options.settleMs));
     results.push(await appendsStored(db, load, account, options.retriedAppendsMayRepeat));
     results.push(await eventsDelivered(world, load, options.settleMs));
@@ -103,8 +103,8 @@ async function usageCharged(db: pg.Client, load: MixedLoad, account: LoadAccount
   };
 }
 
-/** Balance = free credit − Σ usage, in Postgres numeric arithmetic (a double charge would break it). */
-async function balanceInStep(db: pg.Client, account: LoadAccount, freeCreditUsd: string): Promise<InvariantResult> {
+/** Balance = opening credit − Σ usage, in Postgres numeric arithmetic (a double charge would break it). */
+async function balanceInStep(db: pg.Client, account: LoadAccount, openingCreditUsd: string): Promise<InvariantResult> {
   const { rows } = await db.query<{ balance: string; expected: string; holds: boolean; rows: number; distinct_generations: number }>(
     `SELECT a.balance_usd::text AS balance, ($1::numeric - u.sum)::text AS expected, a.balance_usd = $1::numeric - u.sum AS holds,
             u.rows, u.distinct_generations
@@ -112,12 +112,12 @@ async function balanceInStep(db: pg.Client, account: LoadAccount, freeCreditUsd:
             LATERAL (SELECT count(*)::int AS rows, count(DISTINCT generation_id)::int AS distinct_generations, COALESCE(sum(cost_usd), 0) AS sum
                        FROM billing.usage_records WHERE workspace_id = a.workspace_id) u
       WHERE a.workspace_id = $2`,
-    [freeCreditUsd, account.workspaceId],
+    [openingCreditUsd, account.workspaceId],
   );
   const row = rows[0];
   const holds = Boolean(row?.holds) && row.rows === row.distinct_generations;
   return {
-    name: 'no double charge: balance = free credit − Σ usage, one row per generation',
+    name: 'no double charge: balance = opening credit − Σ usage, one row per generation',
     holds,
     detail: row ? `balance ${row.balance}, expected ${row.expected}, ${row.rows} rows / ${row.distinct_generations} generations` : 'no billing account',
   };

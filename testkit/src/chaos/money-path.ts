@@ -27,7 +27,7 @@ export interface MoneyAccount {
   workers?: number;
 }
 
-/** Registers one user per spec (each its own workspace, starting with the world's free credit) and an API key of it. */
+/** Registers one user per spec (each its own workspace, starting with the world's opening credit) and an API key of it. */
 export async function prepareMoneyAccounts(gatewayUrl: string, specs: Array<{ label: string; capUsd?: string; workers?: number }>): Promise<MoneyAccount[]> {
   const accounts: MoneyAccount[] = [];
   for (const spec of specs) {
@@ -205,7 +205,7 @@ export class MoneyLoad {
 
 export interface MoneyInvariantOptions {
   /** The credit every workspace of the run started with. */
-  freeCreditUsd: string;
+  openingCreditUsd: string;
   /** How long usage and spend may take to settle after the load stopped. */
   settleMs: number;
   /** Date.now() intervals during which a data plane was killed: a stream under way then may be cut. */
@@ -222,7 +222,7 @@ export async function checkMoneyInvariants(world: ChaosWorld, load: MoneyLoad, o
   try {
     const results: InvariantResult[] = [answeredCleanly(load, options.cutWindows)];
     results.push(await usageOnce(db, load, options));
-    results.push(await balancesInStep(db, load, options.freeCreditUsd));
+    results.push(await balancesInStep(db, load, options.openingCreditUsd));
     results.push(await spendInStep(db, world, load, options.settleMs));
     results.push(await capsHeld(db, load));
     return results;
@@ -298,22 +298,22 @@ async function usageOnce(db: pg.Client, load: MoneyLoad, options: MoneyInvariant
   };
 }
 
-/** Balance = free credit − Σ usage for every workspace, exactly (a double debit breaks it), and never below zero. */
-async function balancesInStep(db: pg.Client, load: MoneyLoad, freeCreditUsd: string): Promise<InvariantResult> {
+/** Balance = opening credit − Σ usage for every workspace, exactly (a double debit breaks it), and never below zero. */
+async function balancesInStep(db: pg.Client, load: MoneyLoad, openingCreditUsd: string): Promise<InvariantResult> {
   const { rows } = await db.query<{ workspace_id: string; balance: string; expected: string; rows: number; generations: number }>(
     `SELECT a.workspace_id, a.balance_usd::text AS balance, ($1::numeric - u.sum)::text AS expected, u.rows, u.generations
        FROM billing.accounts a,
             LATERAL (SELECT count(*)::int AS rows, count(DISTINCT generation_id)::int AS generations, COALESCE(sum(cost_usd), 0) AS sum
                        FROM billing.usage_records WHERE workspace_id = a.workspace_id) u
       WHERE a.workspace_id = ANY($2)`,
-    [freeCreditUsd, load.accounts.map((account) => account.workspaceId)],
+    [openingCreditUsd, load.accounts.map((account) => account.workspaceId)],
   );
   const wrong = load.accounts.filter((account) => {
     const row = rows.find((r) => r.workspace_id === account.workspaceId);
     return !row || !new Money(row.balance).eq(row.expected) || new Money(row.balance).lt(0) || row.rows !== row.generations;
   });
   return {
-    name: 'no double charge, no overdraft: balance = free credit − Σ usage ≥ 0, one row per generation',
+    name: 'no double charge, no overdraft: balance = opening credit − Σ usage ≥ 0, one row per generation',
     holds: wrong.length === 0,
     detail: load.accounts
       .map((account) => {

@@ -19,8 +19,8 @@ export interface ChaosWorld {
   mesh: Mesh;
   /** The path of the receiver the load's webhook endpoint points at. */
   webhookUrl: string;
-  /** Credit a new workspace starts with (FREE_CREDIT_USD), for the balance invariant. */
-  freeCreditUsd: string;
+  /** Credit a new workspace opens with (SANDBOX_OPENING_CREDIT_USD, the sandbox on), for the balance invariant. */
+  openingCreditUsd: string;
   stop(): Promise<void>;
 }
 
@@ -35,7 +35,7 @@ export async function startChaosWorld(
     env?: Record<string, string>;
     onComponentExit?: (component: Component, code: number | string | null, lastLines: string[]) => void;
     /** The credit a new workspace starts with (default 100.00): small, to run budgets out. */
-    freeCreditUsd?: string;
+    openingCreditUsd?: string;
   } = {},
 ): Promise<ChaosWorld> {
   const log = createLogger('chaos', 'warn');
@@ -66,7 +66,7 @@ export async function startChaosWorld(
         models: [{ id: chaosModel, region: 'overseas', tiers: [], input_usd_per_1m: '1.00', output_usd_per_1m: '2.00' }],
       }),
     );
-    const freeCreditUsd = options.freeCreditUsd ?? '100.00';
+    const openingCreditUsd = options.openingCreditUsd ?? '100.00';
     const mesh = await startMesh({
       dataDir: path.join(dir, 'mesh'),
       randomPorts: true,
@@ -77,7 +77,9 @@ export async function startChaosWorld(
         LOG_LEVEL: 'warn',
         SWITCHBOARD_MODELS_FILE: catalogFile,
         CHAOS_UPSTREAM_KEY: 'sk-chaos',
-        FREE_CREDIT_USD: freeCreditUsd,
+        // Every workspace opens funded (no email is verified, so no free credit comes on top).
+        BILLING_SANDBOX: 'true',
+        SANDBOX_OPENING_CREDIT_USD: openingCreditUsd,
         // The load registers its sign-in users from one address.
         REGISTRATIONS_PER_IP_PER_HOUR: '100000',
         WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true',
@@ -91,7 +93,7 @@ export async function startChaosWorld(
       },
     });
     started.push(() => mesh.stop());
-    return { dir, postgres, nats, upstream, receiver, mesh, webhookUrl: receiver.url(webhookPath), freeCreditUsd, stop: stopAll };
+    return { dir, postgres, nats, upstream, receiver, mesh, webhookUrl: receiver.url(webhookPath), openingCreditUsd, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;

@@ -18,8 +18,21 @@ export async function lockEmailVerification(
   return db('email_verifications').select('user_id', 'email', 'expires_at', 'used_at').where({ token_hash: tokenHash }).forUpdate().first();
 }
 
-export async function completeEmailVerification(db: Db, tokenHash: string, userId: string, email: string, at: Date): Promise<boolean> {
+/**
+ * Marks the token used and the user's address verified; the user's personal workspace, or
+ * undefined when the user no longer has that address.
+ */
+export async function completeEmailVerification(
+  db: Db,
+  tokenHash: string,
+  userId: string,
+  email: string,
+  at: Date,
+): Promise<{ personalWorkspaceId: string } | undefined> {
   await db('email_verifications').where({ token_hash: tokenHash }).update({ used_at: at });
-  const updated = await db('users').where({ id: userId, email }).update({ email_verified_at: at, updated_at: db.fn.now() });
-  return updated === 1;
+  const [updated] = await db('users')
+    .where({ id: userId, email })
+    .update({ email_verified_at: at, updated_at: db.fn.now() })
+    .returning<Array<{ personal_workspace_id: string }>>('personal_workspace_id');
+  return updated && { personalWorkspaceId: updated.personal_workspace_id };
 }
