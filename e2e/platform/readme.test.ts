@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
 import { Money } from '@switchboard/runtime/money';
 import { eventually } from '@switchboard/runtime/testing';
-import { bootMesh, restClient, signUp } from '@switchboard/testkit/mesh';
+import { bootMesh, restClient, signUp, topUp } from '@switchboard/testkit/mesh';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -100,6 +100,7 @@ describe('the README walk-throughs work as written', () => {
   it('the demo upstream: its models marked in /v1/models, its answers billed at the usual prices', async () => {
     const call = restClient(mesh.gatewayUrl);
     const user = await signUp(call);
+    await topUp(call, user.token, '1.00');
     const created = await call('POST', '/v1/keys', { token: user.token, body: { name: 'demo' } });
     expect(created.status, created.text).toBe(201);
     const client = new OpenAI({ apiKey: created.json.full_key, baseURL: `${mesh.gatewayUrl}/v1`, maxRetries: 0 });

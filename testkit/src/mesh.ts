@@ -133,6 +133,22 @@ export async function signUp(call: RestCall): Promise<SignedUp> {
   };
 }
 
+let topupCounter = 0;
+/**
+ * Funds a workspace as a newcomer would (docs/api/billing.md#free-credit-and-the-sandbox): a top-up
+ * paid on the sandbox provider, which the test meshes run. `workspaceId` picks an organization;
+ * the default is the token's personal workspace.
+ */
+export async function topUp(call: RestCall, token: string, amountUsd: string, workspaceId?: string): Promise<void> {
+  topupCounter += 1;
+  const headers = workspaceId ? { 'x-workspace-id': workspaceId } : undefined;
+  const body = { amount_usd: amountUsd, idempotency_key: `test-top-up-${Date.now().toString(36)}-${topupCounter}` };
+  const started = await call('POST', '/v1/billing/topup', { token, body, headers });
+  expect(started.status, started.text).toBe(201);
+  const paid = await fetch(`${started.json.checkout_url}/complete`, { method: 'POST', signal: AbortSignal.timeout(15_000) });
+  expect(paid.status, await paid.text()).toBe(200);
+}
+
 /** Asserts the error body of docs/conventions.md#errors: status, code, field, and the request id of the response. */
 export function expectErrorBody(response: ApiResponse, status: number, code?: string, field?: string | null) {
   expect(response.status, response.text).toBe(status);
