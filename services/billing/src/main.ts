@@ -21,7 +21,9 @@ await runService({
     return { config, ...prepareBilling(runtime, config) };
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
-  background: (runtime, { config, leases, settlement, generations }) => [
+  background: (runtime, { config, leases, settlement, generations, autoTopups }) => [
+    // Auto top-up charges (docs/api/billing.md#auto-top-up): at once after the crossing's commit, and a sweep retrying the unanswered.
+    autoTopups.start(),
     // Ratings for the activity log (docs/api/generations.md#feedback), the latest of each generation.
     ...consumeEvents(runtime, [onEventBatch(FeedbackRecordedSchema, (events, trx) => generations.feedbackRecorded(trx, events))]),
     // The data planes' usage records (docs/money-path.md#usage), a transaction per batch.

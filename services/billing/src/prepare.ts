@@ -1,11 +1,15 @@
+import { Code } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { ConsumerBarrier } from '@switchboard/runtime/consumer-barrier';
+import { retryLater } from '@switchboard/runtime/errors';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { Money } from '@switchboard/runtime/money';
 import { workSubjects } from '@switchboard/runtime/nats';
 import { Pricing } from '@switchboard/runtime/pricing';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { Accounts } from './accounts.js';
+import { AutoTopups } from './auto-topups.js';
 import { BalanceLeases } from './balance-leases.js';
 import type { BillingConfig } from './config.js';
 import { Generations } from './generations.js';
@@ -14,6 +18,7 @@ import { SandboxProvider } from './providers/sandbox.js';
 import { StripeProvider } from './providers/stripe.js';
 import { Reports } from './reports.js';
 import type { BillingHandlers } from './server.js';
+import { adjustBalance } from './store/accounts.js';
 import { StripeWebhooks } from './stripe-webhooks.js';
 import { Topups } from './topups.js';
 import { UsageLedger } from './usage.js';
@@ -53,6 +58,30 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
       ? new ConsumerBarrier({ nats, stream: common.workStream, subject: workSubjects(common.workSubjectPrefix).usage, durable: usageDurable, log })
       : undefined;
   const usageSettled = barrier && (() => barrier.caughtUp());
+  const autoTopups = new AutoTopups({
+    db,
+    log,
+    accounts,
+    recordEvent,
+    // MERGE: ledger.post (type 'auto_topup'), which also writes the ledger entry and billing.balance.changed.
+    post: async (trx, entry) => {
+      const after = await adjustBalance(trx, entry.workspaceId, entry.amountUsd);
+      return { entryId: '', balanceUsd: after.balanceUsd, beforeUsd: new Money(after.balanceUsd).minus(entry.amountUsd).toFixed(), version: after.version };
+    },
+    // MERGE: paymentMethods.defaultOf(db, workspaceId).
+    defaultMethod: async () => undefined,
+    // MERGE: provider.chargeOffSession(charge).
+    charge: async () => {
+      throw retryLater('payment_provider_unavailable', 'Off-session charges are not wired yet.', 60, Code.Unavailable);
+    },
+    // MERGE: recordProviderPayment of store/provider-payments.ts.
+    recordProviderPayment: async () => undefined,
+    providerName: provider.name,
+    maxAmountUsd: config.topupMaxUsd,
+    // The provider's own timeouts and retry end sooner; this bounds a call that never returns.
+    chargeTimeoutMs: 3 * (config.stripe?.timeoutMs ?? 5000) + 1000,
+    retryIntervalMs: config.autoTopupRetryIntervalMs,
+  });
   const topups = new Topups({
     db,
     log,
@@ -65,12 +94,14 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   });
   return {
     pricing,
-    usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent, usageSettled }),
+    // MERGE: the ledger calls the watchers (ledger.watch(autoTopups)); drop `watcher` here and in the settlement.
+    usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent, usageSettled, watcher: autoTopups }),
     leases: new BalanceLeases({ db, pricing, accounts, leaseTtlMs: config.leaseTtlMs }),
     reports: new Reports({ db, pricing, accounts, catalog, usageSettled }),
     generations: new Generations({ db, usageSettled }),
     topups,
     stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
-    settlement: new UsageSettlement({ pricing, accounts, log, recordEvents }),
+    settlement: new UsageSettlement({ pricing, accounts, log, recordEvents, watcher: autoTopups }),
+    autoTopups,
   };
 }

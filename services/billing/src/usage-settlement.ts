@@ -11,6 +11,7 @@ import { formatMoney, Money, parsePlainDecimal } from '@switchboard/runtime/mone
 import { type Pricing, type Tier, tiers } from '@switchboard/runtime/pricing';
 import type { EventsWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
+import type { BalanceWatcher } from './auto-topups.js';
 import { optionalId, requiredId, tokenCount } from './fields.js';
 import { generationStatuses } from './generations.js';
 import { debitAccounts, lockAccounts } from './store/accounts.js';
@@ -36,6 +37,8 @@ export interface UsageSettlementDeps {
   log: Logger;
   recordEvents: EventsWriter;
   clock?: Clock;
+  /** MERGE: until the ledger calls its watchers for usage too: told of each debit in the batch's transaction (auto top-up). */
+  watcher?: BalanceWatcher;
 }
 
 /** A record that passed its checks: its usage row and the leases it was reserved against. */
@@ -91,6 +94,17 @@ export class UsageSettlement {
       debits.map(({ first, sum }) => ({ workspaceId: first.usage.workspaceId, amountUsd: formatMoney(sum) })),
     );
     const balances = new Map(debited.map((balance) => [balance.workspaceId, balance]));
+    // MERGE: the ledger's usage entry calls the watchers; drop this then.
+    const debitOf = new Map(debits.map(({ first, sum }) => [first.usage.workspaceId, sum]));
+    await this.deps.watcher?.balanceChanged(
+      trx,
+      debited.map((after) => ({
+        workspaceId: after.workspaceId,
+        afterUsd: after.balanceUsd,
+        beforeUsd: formatMoney(debitOf.get(after.workspaceId)!.plus(after.balanceUsd)),
+        version: after.version,
+      })),
+    );
     // A lease settles the usage of its own workspace only (the statement checks it too).
     const leased = fresh.filter((item) => item.balanceLeaseId !== undefined);
     const leaseSums = sumBy(leased, (item) => JSON.stringify([item.balanceLeaseId, item.usage.workspaceId]), costOf);

@@ -7,10 +7,11 @@ import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
-import { formatMoney, parsePlainDecimal } from '@switchboard/runtime/money';
+import { formatMoney, Money, parsePlainDecimal } from '@switchboard/runtime/money';
 import { Pricing, type Tier } from '@switchboard/runtime/pricing';
 import type { EventWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
+import type { BalanceWatcher } from './auto-topups.js';
 import { optionalId, requiredId, tokenCount } from './fields.js';
 import type { KeyDirectory } from './key-directory.js';
 import { findUsageByGeneration, insertUsageAndDebit, type UsageRow } from './store/usage.js';
@@ -50,6 +51,8 @@ export interface UsageLedgerDeps {
   clock?: Clock;
   /** Resolves once the usage published before the call is settled (a generation just answered is found). */
   usageSettled?: () => Promise<unknown>;
+  /** MERGE: until the ledger calls its watchers for usage too: told of the debit in its transaction (auto top-up). */
+  watcher?: BalanceWatcher;
 }
 
 /** Usage may be reported late (a retried call), never from the future beyond clock skew. */
@@ -107,6 +110,10 @@ export class UsageLedger {
         occurredAt,
       });
       if (balance === undefined) return false;
+      // MERGE: the ledger's usage entry calls the watchers; drop this then.
+      await this.deps.watcher?.balanceChanged(trx, [
+        { workspaceId, afterUsd: balance.balanceUsd, beforeUsd: formatMoney(new Money(balance.balanceUsd).plus(costUsd)), version: balance.version },
+      ]);
       await recordEvent(trx, UsageRecordedSchema, {
         workspaceId,
         data: {
