@@ -269,3 +269,48 @@ describe('auto top-up charges through Stripe', () => {
     }
   });
 });
+
+describe('auto top-up with the sandbox provider', () => {
+  let sandbox: Mesh;
+  let sandboxCall: ReturnType<typeof restClient>;
+
+  beforeAll(async () => {
+    sandbox = await bootMesh({ AUTO_TOPUP_RETRY_INTERVAL: '1s' });
+    sandboxCall = restClient(sandbox.gatewayUrl);
+  });
+
+  afterAll(async () => {
+    await sandbox?.stop();
+  });
+
+  /** A workspace whose sandbox card (saved on the sandbox's setup page) is `card`. */
+  async function withSandboxCard(card: '4242' | '0341'): Promise<{ token: string }> {
+    const registered = await sandboxCall('POST', '/v1/auth/register', { body: newUser() });
+    expect(registered.status, registered.text).toBe(201);
+    const token: string = registered.json.session.access_token;
+    const setup = await sandboxCall('POST', '/v1/billing/payment-methods/setup', { token, body: {} });
+    expect(setup.status, setup.text).toBe(201);
+    const pageToken = new URL(setup.json.setup_url).pathname.split('/').pop()!;
+    const saved = await sandboxCall('POST', `/v1/billing/sandbox/setup/${pageToken}/complete`, { body: { card } });
+    expect(saved.status, saved.text).toBeLessThan(300);
+    return { token };
+  }
+
+  const sandboxBalance = async (token: string) => (await sandboxCall('GET', '/v1/billing/balance', { token })).json.balance_usd as string;
+
+  it('credits a charge of the 4242 card and reports the 0341 card declined', async () => {
+    const paying = await withSandboxCard('4242');
+    const opening = await sandboxBalance(paying.token);
+    expect((await sandboxCall('PUT', '/v1/billing/auto-topup', { token: paying.token, body: settings })).status).toBe(200);
+    await eventually(async () => same(await sandboxBalance(paying.token), new Money(opening).plus(20)), 'the sandbox charge to be credited');
+
+    const declining = await withSandboxCard('0341');
+    const before = await sandboxBalance(declining.token);
+    expect((await sandboxCall('PUT', '/v1/billing/auto-topup', { token: declining.token, body: settings })).status).toBe(200);
+    await eventually(
+      async () => (await sandboxCall('GET', '/v1/billing/auto-topup', { token: declining.token })).json.consecutive_failures === 1,
+      'the sandbox charge to be declined',
+    );
+    expect(same(await sandboxBalance(declining.token), before)).toBe(true);
+  });
+});
