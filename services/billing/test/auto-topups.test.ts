@@ -4,10 +4,12 @@ import { Code } from '@connectrpc/connect';
 import { Accounts } from '@switchboard/billing/accounts';
 import { AutoTopups, type AutoTopupsDeps, type ChargeOutcome, type SavedMethodRef } from '@switchboard/billing/auto-topups';
 import { readBillingConfig } from '@switchboard/billing/config';
+import type { KeyDirectory } from '@switchboard/billing/key-directory';
 import { prepareBilling } from '@switchboard/billing/prepare';
 import { registerRoutes } from '@switchboard/billing/server';
 import { adjustBalance } from '@switchboard/billing/store/accounts';
 import { listCharges } from '@switchboard/billing/store/auto-topups';
+import { UsageLedger } from '@switchboard/billing/usage';
 import { UsageSettlement } from '@switchboard/billing/usage-settlement';
 import { BillingService, type UsageRecord, UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { retryLater } from '@switchboard/runtime/errors';
@@ -284,6 +286,27 @@ describe('auto top-up charges', () => {
     expect(await events('billing.topup.completed', workspaceId)).toHaveLength(1);
     expect(await autoTopups.chargeSucceeded('atp_unknown', 'pi_x')).toBe(false);
     expect(await autoTopups.chargeFailed('atp_unknown', 'card_declined')).toBe(false);
+  });
+
+  it('start one charge when concurrent RecordUsage calls cross the threshold (the RPC path of usage)', async () => {
+    const workspaceId = await enabledWorkspace({ threshold: '0.80' });
+    const keys = { workspaceOf: async () => workspaceId } as unknown as KeyDirectory;
+    const { db, recordEvent } = service.runtime;
+    const usage = new UsageLedger({ db, pricing, accounts, keys, recordEvent, watcher: autoTopups });
+    const record = () =>
+      usage.record({
+        generationId: newId('gen'),
+        keyId: 'key_rpc',
+        workspaceId,
+        model: 'acme/model',
+        inputTokens: 1n,
+        outputTokens: 1n,
+        upstreamCostUsd: '0.02',
+      });
+    const answers = await Promise.all(Array.from({ length: 20 }, record)); // 20 × 0.021 = 0.42
+    expect(answers.every((answer) => answer.costUsd === '0.021')).toBe(true);
+    expect(await balance(workspaceId)).toBe('0.580');
+    expect(await listCharges(db, workspaceId)).toHaveLength(1);
   });
 
   it('start exactly one charge for 50 concurrent debits crossing the threshold, and none more while it is pending', async () => {
