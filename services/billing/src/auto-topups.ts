@@ -186,11 +186,13 @@ export class AutoTopups implements BalanceWatcher {
     };
     const workspaceId = caller.workspaceId;
     await accounts.ensure(workspaceId);
-    // Read before the transaction: a provider-backed lookup must not hold the account's lock.
-    const method = await this.deps.defaultMethod(db, workspaceId);
+    let method: SavedMethodRef | undefined;
     const row = await db.transaction(async (trx) => {
       await lockAccounts(trx, [workspaceId]);
       const current = await lockAutoTopup(trx, workspaceId);
+      // Read with the settings locked: removing the last method (paymentMethodsGone) locks them
+      // too, so a method removed concurrently either is not seen here or switches this off after.
+      method = await this.deps.defaultMethod(trx, workspaceId);
       const keep = <K extends keyof typeof parsed>(field: K) => (parsed[field] === undefined ? (current?.[field] ?? null) : parsed[field]);
       const settings: AutoTopupSettings = {
         enabled: input.enabled ?? current?.enabled ?? false,
