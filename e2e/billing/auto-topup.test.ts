@@ -170,7 +170,7 @@ describe('auto top-up charges through Stripe', () => {
 
     // Usage takes it below the threshold: a second charge.
     const before = await balance(ws);
-    const cost = await spend(ws, '15.00'); // 15.75
+    const cost = await spend(ws, '17.00'); // 17.85: from 20 or 21 to below 5
     await eventually(async () => (await charges(ws)).filter((c) => c.status === 'succeeded').length === 2, 'the second auto top-up');
     expect(same(await balance(ws), new Money(before).minus(cost).plus(20))).toBe(true);
     expect((await call('GET', '/v1/billing/auto-topup', { token: ws.token })).json).toMatchObject({ charged_this_month_usd: '40.00', consecutive_failures: 0 });
@@ -233,6 +233,21 @@ describe('auto top-up charges through Stripe', () => {
     ]);
     expect((await outboxEvents('billing.auto_topup.updated', ws)).at(-1)).toMatchObject({ enabled: false, reason: 'charge_failures' });
     expect(same(await balance(ws), opening)).toBe(true);
+  });
+
+  it('switch off when the last payment method is removed', async () => {
+    const ws = await workspace();
+    const methodId = await saveCard(ws, '4242');
+    await putAutoTopup(ws, { ...settings, threshold_usd: '0.01' });
+    const removed = await call('DELETE', `/v1/billing/payment-methods/${methodId}`, { token: ws.token });
+    expect(removed.status, removed.text).toBe(204);
+    expect((await call('GET', '/v1/billing/auto-topup', { token: ws.token })).json).toMatchObject({
+      enabled: false,
+      disabled_reason: 'payment_method_removed',
+      payment_method_id: null,
+    });
+    expect((await outboxEvents('billing.auto_topup.updated', ws)).at(-1)).toMatchObject({ enabled: false, reason: 'payment_method_removed' });
+    expectErrorBody(await putAutoTopup(ws, { enabled: true }), 422, 'payment_method_required', 'enabled');
   });
 
   it('credit a charge once when billing is killed between the charge and its credit', async () => {
