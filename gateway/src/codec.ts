@@ -97,11 +97,16 @@ function scalarFromText(field: DescField, scalar: ScalarType, text: string): Jso
   return text;
 }
 
-/** Drops unknown fields and nulls, and checks every JSON type against the message. */
+/**
+ * Drops unknown fields and nulls, and checks every JSON type against the message. A null for a
+ * `google.protobuf.Value` field is kept: it is that Value's null (an input that "null clears",
+ * such as the auto top-up's `low_balance_threshold_usd`), told apart from a field left out.
+ */
 function checkMessage(desc: DescMessage, value: JsonObject, prefix: string): JsonObject {
   const out: JsonObject = {};
   for (const [key, item] of Object.entries(value)) {
     const field = desc.fields.find((f) => f.name === key || f.jsonName === key);
+    if (field?.fieldKind === 'message' && field.message.typeName === 'google.protobuf.Value' && item === null) out[field.name] = null;
     if (!field || item === null) continue;
     const path = prefix ? `${prefix}.${field.name}` : field.name;
     out[field.name] = checkField(field, item, path);

@@ -92,6 +92,10 @@ describe('decodeRequest', () => {
     expect(decode('PATCH', '/v1/account', { full_name: '' }).fullName).toBe('');
     expect(decode('POST', '/v1/auth/register', { email: null, password: null })).toMatchObject({ email: '', password: '' });
     expect(decode('POST', '/v1/conversations', { title: null, metadata: null }).metadata).toBeUndefined();
+    // A google.protobuf.Value holds null itself: null there is not "left out".
+    const autoTopup = decode('PUT', '/v1/billing/auto-topup', { low_balance_threshold_usd: null, amount_usd: '5' });
+    expect(autoTopup.lowBalanceThresholdUsd?.kind.case).toBe('nullValue');
+    expect(autoTopup.thresholdUsd).toBeUndefined();
   });
 
   it('names the list element of the wrong type (feedback tags)', () => {

@@ -571,6 +571,34 @@ export const routeCases: RouteCase[] = [
       }
     },
   },
+  // Auto top-up (docs/api/billing.md#auto-top-up): every member reads the settings, owners and admins
+  // change them (billing.manage); the outsider reads and sets its own workspace's.
+  {
+    rpc: 'GetAutoTopup',
+    method: 'GET',
+    template: '/v1/billing/auto-topup',
+    path: () => '/v1/billing/auto-topup',
+    expect: everyWorkspace,
+    check: (response) =>
+      expect(response.json).toMatchObject({ enabled: false, charged_this_month_usd: expect.stringMatching(decimal), consecutive_failures: 0 }),
+  },
+  {
+    rpc: 'UpdateAutoTopup',
+    method: 'PUT',
+    template: '/v1/billing/auto-topup',
+    path: () => '/v1/billing/auto-topup',
+    // Saved switched off: no payment method is needed for that.
+    body: () => ({ enabled: false, threshold_usd: '5.00', amount_usd: '20.00', monthly_limit_usd: '100.00' }),
+    expect: { owner: 200, admin: 200, developer: 403, outsider: 200 },
+    mutates: true,
+    subject: () => '/v1/billing/auto-topup',
+    check: async (response, ws, as, world) => {
+      if (response.status !== 200) return;
+      expect(response.json).toMatchObject({ enabled: false, threshold_usd: '5.00', amount_usd: '20.00', monthly_limit_usd: '100.00' });
+      const read = await world.callAs(ws, as, 'GET', '/v1/billing/auto-topup');
+      expect(read.json).toMatchObject({ threshold_usd: '5.00' });
+    },
+  },
   // --- conversations, messages, feedback ----------------------------------------------------
   // docs/conventions.md#roles: every member reads and writes the workspace's conversations, messages and feedback.
   // The outsider acts in its own personal workspace: it creates and lists conversations there

@@ -39,6 +39,8 @@ export interface BillingConfig {
   leaseTtlMs: number;
   /** HOUSEKEEPING_INTERVAL: how often long-expired leases are deleted. */
   housekeepingIntervalMs: number;
+  /** AUTO_TOPUP_RETRY_INTERVAL: how long an unanswered auto top-up charge waits before it is attempted again (same idempotency key). */
+  autoTopupRetryIntervalMs: number;
 }
 
 /**
@@ -86,5 +88,6 @@ export function readBillingConfig(env: Record<string, string | undefined> = proc
     // Below a second a lease would lapse between two renewals of a busy replica.
     leaseTtlMs: readDuration('LEASE_TTL', '30s', env, 1000),
     housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env, 1),
+    autoTopupRetryIntervalMs: readDuration('AUTO_TOPUP_RETRY_INTERVAL', '30s', env, 100),
   };
 }

@@ -21,7 +21,9 @@ await runService({
     return { config, ...prepareBilling(runtime, config) };
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
-  background: (runtime, { config, leases, settlement, generations, freeCredits }) => [
+  background: (runtime, { config, leases, settlement, generations, freeCredits, autoTopups }) => [
+    // Auto top-up charges (docs/api/billing.md#auto-top-up): at once after the crossing's commit, and a sweep retrying the unanswered.
+    autoTopups.start(),
     ...consumeEvents(runtime, [
       // Ratings for the activity log (docs/api/generations.md#feedback), the latest of each generation.
       onEventBatch(FeedbackRecordedSchema, (events, trx) => generations.feedbackRecorded(trx, events)),

@@ -1,11 +1,14 @@
+import { Code } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { ConsumerBarrier } from '@switchboard/runtime/consumer-barrier';
+import { retryLater } from '@switchboard/runtime/errors';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { workSubjects } from '@switchboard/runtime/nats';
 import { Pricing } from '@switchboard/runtime/pricing';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { Accounts } from './accounts.js';
+import { AutoTopups } from './auto-topups.js';
 import { BalanceLeases } from './balance-leases.js';
 import type { BillingConfig } from './config.js';
 import { FreeCredits } from './free-credit.js';
@@ -65,6 +68,28 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
       ? new ConsumerBarrier({ nats, stream: common.workStream, subject: workSubjects(common.workSubjectPrefix).usage, durable: usageDurable, log })
       : undefined;
   const usageSettled = barrier && (() => barrier.caughtUp());
+  const autoTopups = new AutoTopups({
+    db,
+    log,
+    accounts,
+    recordEvent,
+    post: (trx, entry) => ledger.post(trx, entry),
+    // MERGE: paymentMethods.defaultOf(db, workspaceId).
+    defaultMethod: async () => undefined,
+    // MERGE: provider.chargeOffSession(charge).
+    charge: async () => {
+      throw retryLater('payment_provider_unavailable', 'Off-session charges are not wired yet.', 60, Code.Unavailable);
+    },
+    // MERGE: recordProviderPayment of store/provider-payments.ts.
+    recordProviderPayment: async () => undefined,
+    providerName: provider?.name,
+    maxAmountUsd: config.topupMaxUsd,
+    // The provider's own timeouts and retry end sooner; this bounds a call that never returns.
+    chargeTimeoutMs: 3 * (config.stripe?.timeoutMs ?? 5000) + 1000,
+    retryIntervalMs: config.autoTopupRetryIntervalMs,
+  });
+  // Every debit's move reaches auto top-up in the debit's transaction (docs/api/billing.md#auto-top-up).
+  ledger.watch(autoTopups);
   const topups = new Topups({
     db,
     log,
@@ -88,5 +113,6 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     statements: new Statements({ db, accounts, usageSettled }),
     ledger,
     freeCredits: new FreeCredits({ log, accounts, post: (trx, entry) => ledger.post(trx, entry), recordEvent, amountUsd: config.freeCreditUsd }),
+    autoTopups,
   };
 }

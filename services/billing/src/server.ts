@@ -4,6 +4,7 @@ import { BillingService, CheckoutService, UsageService } from '@switchboard/cont
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import type { Pricing } from '@switchboard/runtime/pricing';
 import { requestIdOf } from '@switchboard/runtime/server';
+import type { AutoTopups } from './auto-topups.js';
 import type { BalanceLeases } from './balance-leases.js';
 import { sandboxCheckoutPage } from './checkout-page.js';
 import type { Generations } from './generations.js';
@@ -28,6 +29,7 @@ export interface BillingHandlers {
   topups: Topups;
   stripeWebhooks: StripeWebhooks;
   statements: Statements;
+  autoTopups: AutoTopups;
 }
 
 // TODO(issue-24): placeholder until the payment modules land.
@@ -36,7 +38,7 @@ const unimplemented = async (): Promise<never> => {
 };
 
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
-  const { pricing, usage, leases, reports, generations, topups, stripeWebhooks, statements } = handlers;
+  const { pricing, usage, leases, reports, generations, topups, stripeWebhooks, statements, autoTopups } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
     getBalance: (_req, ctx) => reports.balance(workspaceCaller(ctx).workspaceId),
@@ -54,8 +56,15 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
     createPaymentMethodSetup: unimplemented,
     listPaymentMethods: unimplemented,
     deletePaymentMethod: unimplemented,
-    getAutoTopup: unimplemented,
-    updateAutoTopup: unimplemented,
+    getAutoTopup: (_req, ctx) => autoTopups.get(workspaceCaller(ctx).workspaceId),
+    updateAutoTopup: (req, ctx) =>
+      autoTopups.update(workspaceCaller(ctx), {
+        enabled: req.enabled,
+        thresholdUsd: req.thresholdUsd,
+        amountUsd: req.amountUsd,
+        monthlyLimitUsd: req.monthlyLimitUsd,
+        lowBalanceThresholdUsd: req.lowBalanceThresholdUsd,
+      }),
     listLedgerEntries: (req, ctx) => statements.entries(workspaceCaller(ctx).workspaceId, { limit: req.limit, after: req.after }),
     getStatement: (req, ctx) => statements.statement(workspaceCaller(ctx).workspaceId, req.month),
   };
