@@ -1,7 +1,9 @@
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { ConsumerBarrier } from '@switchboard/runtime/consumer-barrier';
+import { newId } from '@switchboard/runtime/ids';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
+import { formatMoney, Money } from '@switchboard/runtime/money';
 import { workSubjects } from '@switchboard/runtime/nats';
 import { Pricing } from '@switchboard/runtime/pricing';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
@@ -10,10 +12,13 @@ import { BalanceLeases } from './balance-leases.js';
 import type { BillingConfig } from './config.js';
 import { Generations } from './generations.js';
 import { KeyDirectory } from './key-directory.js';
+import { PaymentMethods } from './payment-methods.js';
 import { SandboxProvider } from './providers/sandbox.js';
 import { StripeProvider } from './providers/stripe.js';
+import { type LedgerPost, Refunds } from './refunds.js';
 import { Reports } from './reports.js';
 import type { BillingHandlers } from './server.js';
+import { adjustBalance } from './store/accounts.js';
 import { StripeWebhooks } from './stripe-webhooks.js';
 import { Topups } from './topups.js';
 import { UsageLedger } from './usage.js';
@@ -28,6 +33,20 @@ export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' |
 
 /** The durable consumer that settles the data planes' usage (main.ts), which reads wait for. */
 export const usageDurable = 'billing-usage';
+
+/** How long a payment-method setup page accepts a card (Stripe's longest Checkout Session). */
+const setupTtlMs = 24 * 3_600_000;
+
+// LEDGER: a stand-in of Ledger.post until the ledger lands; the lead swaps it for `ledger.post`.
+const postToBalance: LedgerPost = async (trx, entry) => {
+  const change = await adjustBalance(trx, entry.workspaceId, entry.amountUsd);
+  return {
+    entryId: newId('led'),
+    balanceUsd: change.balanceUsd,
+    beforeUsd: formatMoney(new Money(change.balanceUsd).minus(entry.amountUsd)),
+    version: change.version,
+  };
+};
 
 /** The handlers, and what settles the usage of the work stream in the background. */
 export interface PreparedBilling extends BillingHandlers {
@@ -63,6 +82,18 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     maxAmountUsd: config.topupMaxUsd,
     checkoutTtlMs: config.checkoutTtlMs,
   });
+  const paymentMethods = new PaymentMethods({
+    db,
+    log,
+    accounts,
+    provider,
+    sandbox,
+    stripe,
+    recordEvent,
+    setupTtlMs,
+    // AUTO-TOPUP: AutoTopups.paymentMethodsGone is wired here when it lands.
+    onLastRemoved: undefined,
+  });
   return {
     pricing,
     usage: new UsageLedger({ db, pricing, accounts, keys, recordEvent, usageSettled }),
@@ -70,7 +101,17 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     reports: new Reports({ db, pricing, accounts, catalog, usageSettled }),
     generations: new Generations({ db, usageSettled }),
     topups,
-    stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
+    paymentMethods,
+    stripeWebhooks: new StripeWebhooks({
+      stripe,
+      db,
+      topups,
+      paymentMethods,
+      refunds: new Refunds({ db, log, post: postToBalance, recordEvent }),
+      // AUTO-TOPUP: AutoTopups (chargeSucceeded / chargeFailed) is wired here when it lands.
+      autoTopups: undefined,
+      log,
+    }),
     settlement: new UsageSettlement({ pricing, accounts, log, recordEvents }),
   };
 }

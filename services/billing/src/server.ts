@@ -7,7 +7,9 @@ import { requestIdOf } from '@switchboard/runtime/server';
 import type { BalanceLeases } from './balance-leases.js';
 import { sandboxCheckoutPage } from './checkout-page.js';
 import type { Generations } from './generations.js';
+import type { PaymentMethods } from './payment-methods.js';
 import type { Reports } from './reports.js';
+import { sandboxSetupPage } from './sandbox-setup-page.js';
 import type { StripeWebhooks } from './stripe-webhooks.js';
 import type { Topups } from './topups.js';
 import type { UsageLedger } from './usage.js';
@@ -25,6 +27,7 @@ export interface BillingHandlers {
   reports: Reports;
   generations: Generations;
   topups: Topups;
+  paymentMethods: PaymentMethods;
   stripeWebhooks: StripeWebhooks;
 }
 
@@ -34,7 +37,7 @@ const unimplemented = async (): Promise<never> => {
 };
 
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
-  const { pricing, usage, leases, reports, generations, topups, stripeWebhooks } = handlers;
+  const { pricing, usage, leases, reports, generations, topups, paymentMethods, stripeWebhooks } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
     getBalance: (_req, ctx) => reports.balance(workspaceCaller(ctx).workspaceId),
@@ -49,9 +52,12 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
     listGenerations: (req, ctx) => generations.list(workspaceCaller(ctx), { limit: req.limit, after: req.after, keyId: req.keyId }),
     getGenerationRecord: (req, ctx) => generations.get(workspaceCaller(ctx), req.generationId),
     // TODO(issue-24): placeholders until the payment modules land.
-    createPaymentMethodSetup: unimplemented,
-    listPaymentMethods: unimplemented,
-    deletePaymentMethod: unimplemented,
+    createPaymentMethodSetup: (_req, ctx) => paymentMethods.createSetup(workspaceCaller(ctx)),
+    listPaymentMethods: (_req, ctx) => paymentMethods.list(workspaceCaller(ctx).workspaceId),
+    deletePaymentMethod: async (req, ctx) => {
+      await paymentMethods.remove(workspaceCaller(ctx), req.paymentMethodId);
+      return {};
+    },
     getAutoTopup: unimplemented,
     updateAutoTopup: unimplemented,
     listLedgerEntries: unimplemented,
@@ -61,8 +67,8 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
   const checkout: ServiceImpl<typeof CheckoutService> = {
     getSandboxCheckout: (req, ctx) => sandboxCheckoutPage(topups, req.token, ctx),
     completeSandboxCheckout: (req, ctx) => topups.completeSandbox(req.token, requestIdOf(ctx)),
-    getSandboxSetup: unimplemented,
-    completeSandboxSetup: unimplemented,
+    getSandboxSetup: (req, ctx) => sandboxSetupPage(paymentMethods, req.token, ctx),
+    completeSandboxSetup: (req, ctx) => paymentMethods.completeSandboxSetup(req.token, req.card, requestIdOf(ctx)),
     handleStripeWebhook: async (req, ctx) => {
       await stripeWebhooks.handle({ body: req.body?.data, signature: req.stripeSignature, requestId: requestIdOf(ctx) });
       return {};
