@@ -51,11 +51,12 @@ export class Refunds {
       const delta = cumulative.minus(payment.refunded_usd);
       if (delta.lte(0)) return 'nothing';
       await setRefunded(trx, payment.provider_payment_id, formatMoney(cumulative));
-      const amountUsd = formatMoney(delta);
+      // Whole cents, shown as such ("5.50").
+      const amountUsd = delta.toFixed(2);
       const posted = await this.deps.post(trx, {
         workspaceId: payment.workspace_id,
         type: 'refund',
-        amountUsd: formatMoney(delta.neg()),
+        amountUsd: delta.neg().toFixed(2),
         reference: input.chargeId,
         requestId: input.requestId,
       });
@@ -77,13 +78,13 @@ export class Refunds {
     return this.deps.db.transaction(async (trx) => {
       const payment = await lockProviderPayment(trx, input.paymentId);
       if (!payment) return 'unknown';
-      const amountUsd = formatMoney(centsToUsd(input.amountCents));
+      const amountUsd = centsToUsd(input.amountCents);
       if (new Money(amountUsd).lte(0)) return 'nothing';
       if (!(await recordDispute(trx, { disputeId: input.disputeId, providerPaymentId: payment.provider_payment_id, amountUsd }))) return 'nothing';
       const posted = await this.deps.post(trx, {
         workspaceId: payment.workspace_id,
         type: 'dispute',
-        amountUsd: formatMoney(new Money(amountUsd).neg()),
+        amountUsd: `-${amountUsd}`,
         reference: input.disputeId,
         requestId: input.requestId,
       });
