@@ -1580,15 +1580,18 @@ export interface paths {
         /**
          * Stripe event receiver (signature-verified; credits exactly once)
          * @description Receives Stripe's events when the deployment uses Stripe Checkout: register this URL as a
-         *     Stripe webhook endpoint for `checkout.session.completed` and
-         *     `checkout.session.async_payment_succeeded`. Each delivery is checked against its
+         *     Stripe webhook endpoint for `checkout.session.completed`,
+         *     `checkout.session.async_payment_succeeded`, `payment_intent.succeeded`,
+         *     `payment_intent.payment_failed`, `charge.refunded` and `charge.dispute.closed`. Each delivery is checked against its
          *     `Stripe-Signature` header and the endpoint's signing secret, and refused when older than the
          *     tolerance (5 minutes by default); nothing of a refused body is read.
          *
          *     A paid session credits its top-up to the workspace's balance exactly once, however often
-         *     Stripe delivers or replays the event, even when the checkout has expired meanwhile. Other
-         *     events, unpaid sessions and sessions of no top-up here are accepted (204) and ignored, so
-         *     Stripe stops delivering them.
+         *     Stripe delivers or replays the event, even when the checkout has expired meanwhile. A
+         *     completed setup session saves its card once; the outcome of an auto top-up charge is applied
+         *     once; a refund or a lost dispute debits the balance once per amount. Other events, unpaid
+         *     sessions and sessions of no top-up here are accepted (204) and ignored, so Stripe stops
+         *     delivering them.
          *
          *     Credentials: No credentials.
          *
@@ -2555,6 +2558,7 @@ export interface components {
          *     }
          */
         "switchboard.billing.v1.ListPaymentMethodsResponse": {
+            /** @description The saved methods, newest (the default) first. */
             data: components["schemas"]["switchboard.billing.v1.PaymentMethod"][];
         };
         /**
@@ -2606,10 +2610,13 @@ export interface components {
             last4: string;
             /**
              * Format: int32
-             * @description The card's expiry.
+             * @description The card's expiry month, 1 to 12.
              */
             exp_month: number;
-            /** Format: int32 */
+            /**
+             * Format: int32
+             * @description The card's expiry year, four digits.
+             */
             exp_year: number;
             /** @description Whether auto top-up charges this method (the newest saved). */
             default: boolean;
@@ -15061,6 +15068,8 @@ export interface operations {
              * @description A dependency is down or busy; retry later.
              *
              *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             *     - `payment_not_recorded`: A refund or dispute of a payment whose own event has not arrived yet; Stripe delivers it again later.
+             *     - `payment_provider_unavailable`: Reading the saved card of a completed setup from Stripe failed; Stripe delivers the event again later.
              */
             503: {
                 headers: {
