@@ -1,9 +1,13 @@
+import { renderSetupPage } from '@switchboard/billing/sandbox-setup-page';
+import type { SetupRow } from '@switchboard/billing/store/payment-methods';
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
+import { launchChromium, openPage } from '@switchboard/testkit/browser';
 import { EventBus } from '@switchboard/testkit/events';
 import { deliver, FakeStripe } from '@switchboard/testkit/fake-stripe';
 import { bootMesh, expectErrorBody, newUser, type RestCall, restClient } from '@switchboard/testkit/mesh';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -268,5 +272,61 @@ describe('saving a sandbox test card', () => {
     expect((await sandboxCall('GET', pathOf(setup.setup_url))).text).toContain('status-expired');
     expectErrorBody(await sandboxCall('POST', `${pathOf(setup.setup_url)}/complete`, { body: {} }), 409, 'setup_expired');
     expect(await methodsOf(sandboxCall, ws)).toEqual([]);
+  });
+});
+
+describe('the sandbox setup page', () => {
+  let browser: Browser;
+
+  beforeAll(async () => {
+    browser = await launchChromium();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  it('saves the card of the button clicked, without a CSP violation', async () => {
+    const ws = await workspace(sandboxCall);
+    const setup = await startSetup(sandboxCall, ws);
+    const context = await browser.newContext();
+    try {
+      const { page, problems } = await openPage(context);
+      const opened = await page.goto(setup.setup_url);
+      expect(opened?.status()).toBe(200);
+      expect(await page.locator('#status').textContent()).toBe('pending');
+      const completion = page.waitForRequest((request) => request.method() === 'POST' && request.url().endsWith('/complete'));
+      await page.locator('form[data-card="0341"] button').click();
+      expect((await completion).resourceType()).toBe('fetch');
+      await page.locator('#status', { hasText: 'completed' }).waitFor({ timeout: 10_000 });
+      expect(await page.locator('#message').textContent()).toBe('Saved: visa ending in 0341.');
+      expect(problems).toEqual([]);
+    } finally {
+      await context.close();
+    }
+    expect((await methodsOf(sandboxCall, ws)).map((m) => m.last4)).toEqual(['0341']);
+  });
+
+  it('escapes everything it puts into the HTML', () => {
+    const evil = '"><script>alert(1)</script><img src=x onerror=alert(2)>';
+    const row: SetupRow = {
+      id: `pms_${evil}`,
+      workspace_id: `org_${evil}`,
+      provider: 'sandbox',
+      status: 'pending',
+      setup_url: null,
+      token_key_id: null,
+      provider_session_id: null,
+      payment_method_id: null,
+      created_by: null,
+      created_at: new Date('2026-01-01T00:00:00Z'),
+      expires_at: new Date('2026-01-02T00:00:00Z'),
+      completed_at: null,
+    };
+    const html = renderSetupPage(row, `tok'${evil}`, `n0nce${evil}`);
+    expect(html).not.toContain(evil);
+    expect(html).not.toContain('<img');
+    expect(html).not.toContain('<script>');
+    expect(html.match(/<script\b[^>]*>/g)).toHaveLength(1);
   });
 });
