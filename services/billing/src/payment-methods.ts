@@ -106,15 +106,11 @@ export class PaymentMethods {
     const { db } = this.deps;
     const row = paymentMethodId ? await findPaymentMethod(db, caller.workspaceId, paymentMethodId) : undefined;
     if (!row) throw methodNotFound();
-    // At the provider first: a method we forgot but Stripe still held could be charged by nobody,
-    // but a method we list must be one Stripe can charge.
-    if (row.provider === 'stripe') {
-      if (!this.deps.stripe)
-        throw apiError(Code.FailedPrecondition, 'provider_not_configured', 'Stripe is no longer configured here; the card cannot be detached.');
-      await this.deps.stripe.detach(refOf(row));
-    } else {
-      await this.deps.sandbox.detach();
-    }
+    // Detached at the provider first: when that fails the card stays listed (and chargeable),
+    // never the other way round, a card the user removed still chargeable at Stripe.
+    if (row.provider === 'sandbox') await this.deps.sandbox.detach();
+    else if (this.deps.stripe) await this.deps.stripe.detach(refOf(row));
+    else this.deps.log.warn({ payment_method_id: row.id }, 'Stripe is no longer configured: the card is forgotten here but stays at Stripe');
     await db.transaction(async (trx) => {
       const { deleted, left } = await deletePaymentMethod(trx, caller.workspaceId, row.id);
       if (!deleted) return; // a concurrent removal did it

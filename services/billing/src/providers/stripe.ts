@@ -161,7 +161,12 @@ export class StripeProvider implements PaymentProvider {
       if (!session.url) throw new Error(`Stripe answered session ${session.id} without a URL`);
       return { checkoutUrl: session.url, providerSessionId: session.id };
     } catch (err) {
-      throw this.unavailable(err, 'creating the Stripe Checkout Session failed', { checkout_id: checkout.id });
+      throw this.unavailable(
+        err,
+        'creating the Stripe Checkout Session failed',
+        { checkout_id: checkout.id },
+        'The payment provider could not start this payment; try again shortly (same idempotency_key).',
+      );
     }
   }
 
@@ -256,8 +261,8 @@ export class StripeProvider implements PaymentProvider {
       throw retryLater('payment_provider_unavailable', `The payment ${intent.id} is ${intent.status}; it is checked again later.`, 5, Code.Unavailable);
     } catch (err) {
       if (err instanceof Stripe.errors.StripeCardError) {
-        const intent = (err.raw as { payment_intent?: { id?: string } } | undefined)?.payment_intent ?? err.payment_intent;
-        return { status: 'failed', reason: err.decline_code ?? err.code ?? 'card_declined', ...(intent?.id && { providerPaymentId: intent.id }) };
+        const intentId = err.payment_intent?.id;
+        return { status: 'failed', reason: err.decline_code ?? err.code ?? 'card_declined', ...(intentId && { providerPaymentId: intentId }) };
       }
       if (
         err instanceof Stripe.errors.StripeInvalidRequestError &&
@@ -291,7 +296,12 @@ export class StripeProvider implements PaymentProvider {
   }
 
   /** Logs what Stripe answered (or that it did not) and returns the 503 the caller answers. */
-  private unavailable(err: unknown, message: string, facts: Record<string, unknown>) {
+  private unavailable(
+    err: unknown,
+    message: string,
+    facts: Record<string, unknown>,
+    answer = 'The payment provider did not answer or failed; try again shortly (a retry never charges twice).',
+  ) {
     if (err instanceof ConnectError) return err;
     const stripeError = err instanceof Stripe.errors.StripeError ? err : undefined;
     this.log.error(
@@ -308,12 +318,7 @@ export class StripeProvider implements PaymentProvider {
       },
       message,
     );
-    return retryLater(
-      'payment_provider_unavailable',
-      'The payment provider did not answer or failed; try again shortly (a retry never charges twice).',
-      5,
-      Code.Unavailable,
-    );
+    return retryLater('payment_provider_unavailable', answer, 5, Code.Unavailable);
   }
 
   /**
