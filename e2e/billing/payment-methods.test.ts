@@ -300,11 +300,23 @@ describe('the sandbox setup page', () => {
       expect((await completion).resourceType()).toBe('fetch');
       await page.locator('#status', { hasText: 'completed' }).waitFor({ timeout: 10_000 });
       expect(await page.locator('#message').textContent()).toBe('Saved: visa ending in 0341.');
+
+      // The default card's button: one request, by the script.
+      const next = await startSetup(sandboxCall, ws);
+      const posts: string[] = [];
+      page.on('request', (request) => {
+        if (request.method() === 'POST') posts.push(request.resourceType());
+      });
+      await page.goto(next.setup_url);
+      await page.locator('form[data-card="4242"] button').click();
+      await page.locator('#status', { hasText: 'completed' }).waitFor({ timeout: 10_000 });
+      expect(await page.locator('#message').textContent()).toBe('Saved: visa ending in 4242.');
+      expect(posts).toEqual(['fetch']);
       expect(problems).toEqual([]);
     } finally {
       await context.close();
     }
-    expect((await methodsOf(sandboxCall, ws)).map((m) => m.last4)).toEqual(['0341']);
+    expect((await methodsOf(sandboxCall, ws)).map((m) => m.last4)).toEqual(['4242', '0341']);
   });
 
   it('escapes everything it puts into the HTML', () => {

@@ -11,7 +11,9 @@ import type { SetupRow } from './store/payment-methods.js';
  * The sandbox provider's card page (docs/api/billing.md#sandbox-payment-methods), `GET /v1/billing/sandbox/setup/{token}`:
  * while pending, one button per test card ("4242" pays, "0341" is declined at every charge), each
  * a form posting to `…/{token}/complete`; the inline script sends the chosen card as JSON and
- * shows the saved card in place (without script the form saves the default card, 4242). Same
+ * shows the saved card in place. Without script only the default card's form works (a form can
+ * post no JSON; its empty body saves 4242), so the 0341 button is a plain button the script
+ * drives. Same
  * strict CSP as the checkout page: nothing loads but this answer's nonce'd script and style, and
  * the page cannot be framed. Everything interpolated is escaped.
  */
@@ -44,7 +46,7 @@ const script = `"use strict";
     for (var i = 0; i < forms.length; i++) forms[i].hidden = true;
   }
   Array.prototype.forEach.call(forms, function (form) {
-    form.addEventListener("submit", function (event) {
+    function save(event) {
       event.preventDefault();
       setDisabled(true);
       message.textContent = "Saving\\u2026";
@@ -84,7 +86,9 @@ const script = `"use strict";
           message.textContent = "The card could not be sent; check the connection and try again.";
           setDisabled(false);
         });
-    });
+    }
+    form.addEventListener("submit", save);
+    form.querySelector("button").addEventListener("click", save);
   });
 })();
 `;
@@ -111,7 +115,7 @@ export function renderSetupPage(row: SetupRow, token: string, nonce: string): st
     row.status === 'pending'
       ? [
           `<form class="card" data-card="4242" method="post" action="${completeUrl}"><button type="submit">Save test card 4242 (charges succeed)</button></form>`,
-          `<form class="card" data-card="0341" method="post" action="${completeUrl}"><button class="decline" type="submit">Save test card 0341 (charges are declined)</button></form>`,
+          `<form class="card" data-card="0341" method="post" action="${completeUrl}"><button class="decline" type="button">Save test card 0341 (charges are declined)</button></form>`,
         ].join('\n')
       : '';
   const back = `/app/billing?${new URLSearchParams({ workspace_id: row.workspace_id, setup_id: row.id })}`;
