@@ -1,12 +1,11 @@
 import { spawn } from 'node:child_process';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { freePort } from '@switchboard/runtime/infra';
 import { eventually } from '@switchboard/runtime/testing';
 import { EventBus } from '@switchboard/testkit/events';
+import { FakeStripe } from '@switchboard/testkit/fake-stripe';
 import { bootMesh, expectErrorBody, newUser, restClient } from '@switchboard/testkit/mesh';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,95 +17,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * checkout exactly once, whatever is replayed, redelivered concurrently, or forged.
  */
 
-const webhookSecret = 'whsec_test_switchboard_0123456789abcdef';
 const webhookPath = '/v1/billing/providers/stripe/webhook';
-
-/** What the stand-in saw of one `POST /v1/checkout/sessions`. */
-interface SessionRequest {
-  idempotencyKey: string | undefined;
-  authorization: string | undefined;
-  params: URLSearchParams;
-  sessionId: string;
-}
-
-/**
- * Answers `POST /v1/checkout/sessions` the way Stripe does (form-encoded params in, the session
- * JSON out; the same Idempotency-Key answers the same session), or fails / hangs on demand.
- */
-class FakeStripe {
-  readonly requests: SessionRequest[] = [];
-  mode: 'ok' | 'fail' | 'hang' = 'ok';
-  private readonly byKey = new Map<string, string>();
-  private counter = 0;
-  private readonly server = http.createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => (body += chunk));
-    req.on('end', () => this.answer(req, res, body));
-  });
-
-  async listen(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-
-  of(checkoutId: string): SessionRequest[] {
-    return this.requests.filter((r) => r.params.get('client_reference_id') === checkoutId);
-  }
-
-  private answer(req: http.IncomingMessage, res: http.ServerResponse, body: string) {
-    const send = (status: number, json: unknown) => {
-      res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_fake_${this.counter}` }).end(JSON.stringify(json));
-    };
-    if (req.method !== 'POST' || req.url !== '/v1/checkout/sessions') return send(404, { error: { type: 'invalid_request_error', message: 'no such route' } });
-    const params = new URLSearchParams(body);
-    const idempotencyKey = req.headers['idempotency-key'] as string | undefined;
-    const known = idempotencyKey ? this.byKey.get(idempotencyKey) : undefined;
-    const sessionId = known ?? `cs_test_${Date.now().toString(36)}${++this.counter}`;
-    this.requests.push({ idempotencyKey, authorization: req.headers.authorization, params, sessionId });
-    if (this.mode === 'hang') return; // the client's timeout must end it
-    if (this.mode === 'fail') return send(400, { error: { type: 'invalid_request_error', message: 'Something is wrong with this request.' } });
-    if (idempotencyKey) this.byKey.set(idempotencyKey, sessionId);
-    send(200, {
-      id: sessionId,
-      object: 'checkout.session',
-      mode: params.get('mode'),
-      status: 'open',
-      payment_status: 'unpaid',
-      client_reference_id: params.get('client_reference_id'),
-      amount_total: Number(params.get('line_items[0][price_data][unit_amount]')),
-      currency: params.get('line_items[0][price_data][currency]'),
-      metadata: { checkout_id: params.get('metadata[checkout_id]'), workspace_id: params.get('metadata[workspace_id]') },
-      success_url: params.get('success_url'),
-      cancel_url: params.get('cancel_url'),
-      expires_at: Number(params.get('expires_at')),
-      url: `https://checkout.stripe.test/c/pay/${sessionId}`,
-    });
-  }
-}
 
 let mesh: Mesh;
 let call: ReturnType<typeof restClient>;
 let fake: FakeStripe;
 let bus: EventBus;
 let db: Knex;
+let webhookSecret: string;
 
 beforeAll(async () => {
-  fake = new FakeStripe();
-  const apiBase = await fake.listen();
-  mesh = await bootMesh({
-    STRIPE_SECRET_KEY: 'sk_test_switchboard_fake',
-    STRIPE_WEBHOOK_SECRET: webhookSecret,
-    STRIPE_API_BASE: apiBase,
-    STRIPE_TIMEOUT: '1s',
-    STRIPE_SUCCESS_URL: 'https://app.example.test/billing?paid=1',
-    STRIPE_SUPPRESS_NOTICES: 'true',
-  });
+  fake = await FakeStripe.start();
+  webhookSecret = fake.webhookSecret;
+  mesh = await bootMesh({ ...fake.env(), STRIPE_SUCCESS_URL: 'https://app.example.test/billing?paid=1' });
   call = restClient(mesh.gatewayUrl);
   bus = await EventBus.connect();
   db = createDb(mesh.env.DATABASE_URL, 'billing', 2);
@@ -137,7 +60,7 @@ async function checkout(ws: Workspace, amount: string | number) {
   expect(created.status, created.text).toBe(201);
   const [request] = fake.of(created.json.checkout_id);
   expect(request, 'the session request of the checkout').toBeDefined();
-  return { checkout: created.json, sessionId: request.sessionId, request };
+  return { checkout: created.json, sessionId: request.objectId as string, request };
 }
 
 let events = 0;

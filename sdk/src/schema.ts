@@ -1001,9 +1001,10 @@ export interface paths {
         };
         /**
          * The workspace balance
-         * @description Returns the workspace's prepaid balance. Every workspace starts with a free credit (1.00 USD
-         *     unless the deployment sets another amount); model requests are debited from it and
-         *     completed top-ups added to it.
+         * @description Returns the workspace's prepaid balance. A workspace starts at 0; the user's personal workspace
+         *     gets the free credit (1.00 USD unless the deployment sets another amount) once the email is
+         *     verified. Model requests are debited from it and completed top-ups added to it; every change
+         *     is in `GET /v1/billing/ledger`.
          *
          *     The balance may drop below zero by the cost of requests already under way. While it is zero
          *     or below, the workspace's keys are refused for model requests (`insufficient_balance`);
@@ -1580,15 +1581,18 @@ export interface paths {
         /**
          * Stripe event receiver (signature-verified; credits exactly once)
          * @description Receives Stripe's events when the deployment uses Stripe Checkout: register this URL as a
-         *     Stripe webhook endpoint for `checkout.session.completed` and
-         *     `checkout.session.async_payment_succeeded`. Each delivery is checked against its
+         *     Stripe webhook endpoint for `checkout.session.completed`,
+         *     `checkout.session.async_payment_succeeded`, `payment_intent.succeeded`,
+         *     `payment_intent.payment_failed`, `charge.refunded` and `charge.dispute.closed`. Each delivery is checked against its
          *     `Stripe-Signature` header and the endpoint's signing secret, and refused when older than the
          *     tolerance (5 minutes by default); nothing of a refused body is read.
          *
          *     A paid session credits its top-up to the workspace's balance exactly once, however often
-         *     Stripe delivers or replays the event, even when the checkout has expired meanwhile. Other
-         *     events, unpaid sessions and sessions of no top-up here are accepted (204) and ignored, so
-         *     Stripe stops delivering them.
+         *     Stripe delivers or replays the event, even when the checkout has expired meanwhile. A
+         *     completed setup session saves its card once; the outcome of an auto top-up charge is applied
+         *     once; a refund or a lost dispute debits the balance once per amount. Other events, unpaid
+         *     sessions and sessions of no top-up here are accepted (204) and ignored, so Stripe stops
+         *     delivering them.
          *
          *     Credentials: No credentials.
          *
@@ -2067,6 +2071,7 @@ export interface components {
          *     }
          */
         "switchboard.billing.v1.AutoTopup": {
+            /** @description Whether a charge starts when the balance falls below `threshold_usd`. */
             enabled: boolean;
             /**
              * @description Decimal strings; null until set.
@@ -2532,7 +2537,9 @@ export interface components {
          *     }
          */
         "switchboard.billing.v1.ListLedgerEntriesResponse": {
+            /** @description The entries of this page, newest change first. */
             data: components["schemas"]["switchboard.billing.v1.LedgerEntry"][];
+            /** @description Whether more entries follow this page. */
             has_more: boolean;
             /** @description The cursor of the next page, to pass as `after`; null on the last page. */
             next_cursor: string | null;
@@ -2555,6 +2562,7 @@ export interface components {
          *     }
          */
         "switchboard.billing.v1.ListPaymentMethodsResponse": {
+            /** @description The saved methods, newest (the default) first. */
             data: components["schemas"]["switchboard.billing.v1.PaymentMethod"][];
         };
         /**
@@ -2606,10 +2614,13 @@ export interface components {
             last4: string;
             /**
              * Format: int32
-             * @description The card's expiry.
+             * @description The card's expiry month, 1 to 12.
              */
             exp_month: number;
-            /** Format: int32 */
+            /**
+             * Format: int32
+             * @description The card's expiry year, four digits.
+             */
             exp_year: number;
             /** @description Whether auto top-up charges this method (the newest saved). */
             default: boolean;
@@ -2777,9 +2788,13 @@ export interface components {
          * @description Usage per pricing tier, decimal strings.
          */
         "switchboard.billing.v1.TierAmounts": {
+            /** @description `service/fast`. */
             fast: string;
+            /** @description `service/balanced`. */
             balanced: string;
+            /** @description Other models, at the provider's price plus the markup. */
             passthrough: string;
+            /** @description Requests with the workspace's own provider key (the fee). */
             byok: string;
         };
         /**
@@ -12589,7 +12604,7 @@ export interface operations {
              * @description A dependency is down or busy; retry later.
              *
              *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             *     - `payment_provider_unavailable`: The payment provider could not start the payment; retry after `Retry-After` seconds with the same `idempotency_key`.
+             *     - `payment_provider_unavailable`: The payment provider could not start the payment (retry after `Retry-After` seconds with the same `idempotency_key`), or none is configured on this deployment (`STRIPE_SECRET_KEY` or `BILLING_SANDBOX`).
              */
             503: {
                 headers: {
@@ -12784,7 +12799,7 @@ export interface operations {
              * @description A dependency is down or busy; retry later.
              *
              *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             *     - `payment_provider_unavailable`: The payment provider could not start the payment; retry after `Retry-After` seconds with the same `idempotency_key`.
+             *     - `payment_provider_unavailable`: The payment provider could not start the payment (retry after `Retry-After` seconds with the same `idempotency_key`), or none is configured on this deployment (`STRIPE_SECRET_KEY` or `BILLING_SANDBOX`).
              */
             503: {
                 headers: {
@@ -15061,6 +15076,8 @@ export interface operations {
              * @description A dependency is down or busy; retry later.
              *
              *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             *     - `payment_not_recorded`: A refund or dispute of a payment whose own event has not arrived yet; Stripe delivers it again later.
+             *     - `payment_provider_unavailable`: Reading the saved card of a completed setup from Stripe failed; Stripe delivers the event again later.
              */
             503: {
                 headers: {

@@ -599,6 +599,47 @@ export const routeCases: RouteCase[] = [
       expect(read.json).toMatchObject({ threshold_usd: '5.00' });
     },
   },
+  // docs/api/billing.md#payment-methods: every member lists the saved cards; only owners and admins save or remove one.
+  {
+    rpc: 'CreatePaymentMethodSetup',
+    method: 'POST',
+    template: '/v1/billing/payment-methods/setup',
+    path: () => '/v1/billing/payment-methods/setup',
+    body: () => ({}),
+    // The outsider starts one in its own workspace.
+    expect: { owner: 201, admin: 201, developer: 403, outsider: 201 },
+    mutates: true,
+    subject: () => '/v1/billing/payment-methods',
+    check: (response) => {
+      if (response.status !== 201) return;
+      expect(response.json).toMatchObject({
+        setup_id: expect.stringMatching(/^pms_/),
+        setup_url: expect.stringContaining('/v1/billing/sandbox/setup/'),
+        expires_at: expect.any(String),
+      });
+    },
+  },
+  {
+    rpc: 'ListPaymentMethods',
+    method: 'GET',
+    template: '/v1/billing/payment-methods',
+    path: () => '/v1/billing/payment-methods',
+    expect: everyWorkspace,
+    check: (response) => {
+      expect(response.json).toMatchObject({ data: expect.any(Array) });
+    },
+  },
+  {
+    rpc: 'DeletePaymentMethod',
+    method: 'DELETE',
+    template: '/v1/billing/payment-methods/{payment_method_id}',
+    // No workspace of the walk has a saved card: the managers get past the role check to 404, the developer not.
+    path: () => '/v1/billing/payment-methods/pm_0000000000000000000000',
+    expect: { owner: 404, admin: 404, developer: 403, outsider: 404 },
+    notFoundCode: 'payment_method_not_found',
+    mutates: true,
+    subject: () => '/v1/billing/payment-methods',
+  },
   // --- conversations, messages, feedback ----------------------------------------------------
   // docs/conventions.md#roles: every member reads and writes the workspace's conversations, messages and feedback.
   // The outsider acts in its own personal workspace: it creates and lists conversations there

@@ -16,6 +16,7 @@ import type { Db } from '@switchboard/runtime/sql';
 import { withTimeout } from '@switchboard/runtime/timing';
 import type { Accounts } from './accounts.js';
 import type { BalanceMove, BalanceWatcher, Ledger } from './ledger.js';
+import type { ChargeOutcome, SavedMethodRef } from './providers/provider.js';
 import { findAccount, lockAccounts } from './store/accounts.js';
 import {
   type AutoTopupRow,
@@ -56,14 +57,6 @@ import { parseAmount } from './topups.js';
  *  - Lock order everywhere: the account, then the charge, then the settings (no deadlock with a
  *    debit, which holds the account and waits on the pending-charge index).
  */
-
-// MERGE: helper A's providers/provider.ts exports SavedMethodRef and ChargeOutcome.
-export interface SavedMethodRef {
-  id: string;
-  providerMethodId: string;
-  providerCustomerId: string | null;
-}
-export type ChargeOutcome = { status: 'succeeded'; providerPaymentId: string } | { status: 'failed'; reason: string; providerPaymentId?: string };
 
 export type AutoTopupRecord = MessageInitShape<typeof AutoTopupSchema>;
 

@@ -1,8 +1,6 @@
-import { Code } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { ConsumerBarrier } from '@switchboard/runtime/consumer-barrier';
-import { retryLater } from '@switchboard/runtime/errors';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
 import { workSubjects } from '@switchboard/runtime/nats';
 import { Pricing } from '@switchboard/runtime/pricing';
@@ -15,11 +13,15 @@ import { FreeCredits } from './free-credit.js';
 import { Generations } from './generations.js';
 import { KeyDirectory } from './key-directory.js';
 import { Ledger } from './ledger.js';
+import { PaymentMethods } from './payment-methods.js';
+import { noPaymentProvider } from './providers/provider.js';
 import { SandboxProvider } from './providers/sandbox.js';
 import { StripeProvider } from './providers/stripe.js';
+import { Refunds } from './refunds.js';
 import { Reports } from './reports.js';
 import type { BillingHandlers } from './server.js';
 import { Statements } from './statements.js';
+import { recordProviderPayment } from './store/provider-payments.js';
 import { StripeWebhooks } from './stripe-webhooks.js';
 import { Topups } from './topups.js';
 import { UsageLedger } from './usage.js';
@@ -34,6 +36,9 @@ export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' |
 
 /** The durable consumer that settles the data planes' usage (main.ts), which reads wait for. */
 export const usageDurable = 'billing-usage';
+
+/** How long a payment-method setup page accepts a card (Stripe's longest Checkout Session). */
+const setupTtlMs = 24 * 3_600_000;
 
 /** The handlers, and what settles the usage of the work stream and grants the free credit in the background. */
 export interface PreparedBilling extends BillingHandlers {
@@ -68,20 +73,18 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
       ? new ConsumerBarrier({ nats, stream: common.workStream, subject: workSubjects(common.workSubjectPrefix).usage, durable: usageDurable, log })
       : undefined;
   const usageSettled = barrier && (() => barrier.caughtUp());
-  const autoTopups = new AutoTopups({
+  const autoTopups: AutoTopups = new AutoTopups({
     db,
     log,
     accounts,
     recordEvent,
     post: (trx, entry) => ledger.post(trx, entry),
-    // MERGE: paymentMethods.defaultOf(db, workspaceId).
-    defaultMethod: async () => undefined,
-    // MERGE: provider.chargeOffSession(charge).
-    charge: async () => {
-      throw retryLater('payment_provider_unavailable', 'Off-session charges are not wired yet.', 60, Code.Unavailable);
+    defaultMethod: (db, workspaceId) => paymentMethods.defaultOf(db, workspaceId),
+    charge: (charge) => {
+      if (!provider) throw noPaymentProvider();
+      return provider.chargeOffSession(charge);
     },
-    // MERGE: recordProviderPayment of store/provider-payments.ts.
-    recordProviderPayment: async () => undefined,
+    recordProviderPayment,
     providerName: provider?.name,
     maxAmountUsd: config.topupMaxUsd,
     // The provider's own timeouts and retry end sooner; this bounds a call that never returns.
@@ -101,6 +104,17 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     maxAmountUsd: config.topupMaxUsd,
     checkoutTtlMs: config.checkoutTtlMs,
   });
+  const paymentMethods: PaymentMethods = new PaymentMethods({
+    db,
+    log,
+    accounts,
+    provider,
+    sandbox,
+    stripe,
+    recordEvent,
+    setupTtlMs,
+    onLastRemoved: (trx, workspaceId, userId) => autoTopups.paymentMethodsGone(trx, workspaceId, userId),
+  });
   return {
     pricing,
     usage: new UsageLedger({ db, pricing, accounts, ledger, keys, recordEvent, usageSettled }),
@@ -108,7 +122,16 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     reports: new Reports({ db, pricing, accounts, catalog, usageSettled }),
     generations: new Generations({ db, usageSettled }),
     topups,
-    stripeWebhooks: new StripeWebhooks({ stripe, topups, log }),
+    paymentMethods,
+    stripeWebhooks: new StripeWebhooks({
+      stripe,
+      db,
+      topups,
+      paymentMethods,
+      refunds: new Refunds({ db, log, post: (trx, entry) => ledger.post(trx, entry), recordEvent }),
+      autoTopups,
+      log,
+    }),
     settlement: new UsageSettlement({ pricing, accounts, ledger, log, recordEvents }),
     statements: new Statements({ db, accounts, usageSettled }),
     ledger,

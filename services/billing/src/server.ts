@@ -1,5 +1,5 @@
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from '@connectrpc/connect';
+import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import type { Pricing } from '@switchboard/runtime/pricing';
@@ -8,7 +8,9 @@ import type { AutoTopups } from './auto-topups.js';
 import type { BalanceLeases } from './balance-leases.js';
 import { sandboxCheckoutPage } from './checkout-page.js';
 import type { Generations } from './generations.js';
+import type { PaymentMethods } from './payment-methods.js';
 import type { Reports } from './reports.js';
+import { sandboxSetupPage } from './sandbox-setup-page.js';
 import type { Statements } from './statements.js';
 import type { StripeWebhooks } from './stripe-webhooks.js';
 import type { Topups } from './topups.js';
@@ -27,18 +29,14 @@ export interface BillingHandlers {
   reports: Reports;
   generations: Generations;
   topups: Topups;
+  paymentMethods: PaymentMethods;
   stripeWebhooks: StripeWebhooks;
   statements: Statements;
   autoTopups: AutoTopups;
 }
 
-// TODO(issue-24): placeholder until the payment modules land.
-const unimplemented = async (): Promise<never> => {
-  throw new ConnectError('not implemented yet', Code.Unimplemented);
-};
-
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
-  const { pricing, usage, leases, reports, generations, topups, stripeWebhooks, statements, autoTopups } = handlers;
+  const { pricing, usage, leases, reports, generations, topups, paymentMethods, stripeWebhooks, statements, autoTopups } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
     getBalance: (_req, ctx) => reports.balance(workspaceCaller(ctx).workspaceId),
@@ -53,9 +51,12 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
     listGenerations: (req, ctx) => generations.list(workspaceCaller(ctx), { limit: req.limit, after: req.after, keyId: req.keyId }),
     getGenerationRecord: (req, ctx) => generations.get(workspaceCaller(ctx), req.generationId),
     // TODO(issue-24): placeholders until the payment modules land.
-    createPaymentMethodSetup: unimplemented,
-    listPaymentMethods: unimplemented,
-    deletePaymentMethod: unimplemented,
+    createPaymentMethodSetup: (_req, ctx) => paymentMethods.createSetup(workspaceCaller(ctx)),
+    listPaymentMethods: (_req, ctx) => paymentMethods.list(workspaceCaller(ctx).workspaceId),
+    deletePaymentMethod: async (req, ctx) => {
+      await paymentMethods.remove(workspaceCaller(ctx), req.paymentMethodId);
+      return {};
+    },
     getAutoTopup: (_req, ctx) => autoTopups.get(workspaceCaller(ctx).workspaceId),
     updateAutoTopup: (req, ctx) =>
       autoTopups.update(workspaceCaller(ctx), {
@@ -72,8 +73,8 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
   const checkout: ServiceImpl<typeof CheckoutService> = {
     getSandboxCheckout: (req, ctx) => sandboxCheckoutPage(topups, req.token, ctx),
     completeSandboxCheckout: (req, ctx) => topups.completeSandbox(req.token, requestIdOf(ctx)),
-    getSandboxSetup: unimplemented,
-    completeSandboxSetup: unimplemented,
+    getSandboxSetup: (req, ctx) => sandboxSetupPage(paymentMethods, req.token, ctx),
+    completeSandboxSetup: (req, ctx) => paymentMethods.completeSandboxSetup(req.token, req.card, requestIdOf(ctx)),
     handleStripeWebhook: async (req, ctx) => {
       await stripeWebhooks.handle({ body: req.body?.data, signature: req.stripeSignature, requestId: requestIdOf(ctx) });
       return {};

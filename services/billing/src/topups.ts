@@ -14,7 +14,7 @@ import { sha256Hex } from '@switchboard/runtime/secrets';
 import type { EventWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
 import type { Ledger } from './ledger.js';
-import type { PaymentProvider } from './providers/provider.js';
+import { noPaymentProvider, type PaymentProvider } from './providers/provider.js';
 import type { SandboxProvider } from './providers/sandbox.js';
 import {
   type CheckoutRow,
@@ -84,14 +84,6 @@ export function parseIdempotencyKey(raw: string, field = 'idempotency_key'): str
 }
 
 const checkoutNotFound = () => apiError(Code.NotFound, 'checkout_not_found', 'No such checkout.');
-
-/** No provider configured (docs/api/billing.md#free-credit-and-the-sandbox): the operator has to choose one. */
-export const noPaymentProvider = () =>
-  apiError(
-    Code.Unavailable,
-    'payment_provider_unavailable',
-    'No payment provider is configured on this deployment: the operator sets STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET (Stripe), or BILLING_SANDBOX=true (the sandbox, no real money).',
-  );
 
 export class Topups {
   constructor(private readonly deps: TopupsDeps) {}

@@ -73,10 +73,13 @@ describe('readStripeSettings', () => {
   });
 });
 
+/** What these sessions never reach (no payment intent, no setup, no refund). */
+const unusedDeps = { db: {} as never, paymentMethods: {} as never, refunds: {} as never };
+
 describe('StripeWebhooks', () => {
   it('answers 404 provider_not_configured when Stripe is not configured', async () => {
     const { topups, calls } = topupsSpy();
-    const webhooks = new StripeWebhooks({ topups, log });
+    const webhooks = new StripeWebhooks({ topups, log, ...unusedDeps });
     const err = await webhooks.handle({ body: new TextEncoder().encode('{}'), signature: 't=1,v1=00' }).catch((e: unknown) => e);
     expect(errorCodeOf(err)).toEqual({ code: Code.NotFound, errorCode: 'provider_not_configured' });
     expect(calls).toEqual([]);
@@ -84,7 +87,7 @@ describe('StripeWebhooks', () => {
 
   it('completes paid sessions by event id and session id, and refuses bad signatures', async () => {
     const { topups, calls } = topupsSpy(false);
-    const webhooks = new StripeWebhooks({ stripe: new StripeProvider(settings, log), topups, log });
+    const webhooks = new StripeWebhooks({ stripe: new StripeProvider(settings, log), topups, log, ...unusedDeps });
     const payload = JSON.stringify({
       id: 'evt_1',
       object: 'event',

@@ -1,9 +1,9 @@
-import { Code } from '@connectrpc/connect';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { ConfigError, readDuration, readString } from '@switchboard/runtime/config';
 import { apiError, retryLater } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import Stripe from 'stripe';
-import type { PaymentProvider, ProviderDetails } from './provider.js';
+import type { ChargeOutcome, PaymentProvider, ProviderDetails, SavedMethodRef, SetupDetails } from './provider.js';
 
 /**
  * Stripe Checkout (docs/api/billing.md#stripe-checkout), on when STRIPE_SECRET_KEY is set: `start` creates a Checkout Session
@@ -15,6 +15,9 @@ import type { PaymentProvider, ProviderDetails } from './provider.js';
  *    ends within the gateway's 10 s deadline; a retry (ours or the library's) reuses Stripe's
  *    idempotency key, our checkout id, so it never makes a second session.
  *  - Amounts go to Stripe in cents, converted from the decimal string digit by digit (no float).
+ *  - Saved cards (docs/api/billing.md#payment-methods): a Customer per workspace (idempotency key
+ *    `customer-<workspace>`), Checkout in setup mode for it, off-session PaymentIntents keyed by
+ *    the auto top-up charge id. Stripe failing or not answering is 503 `payment_provider_unavailable`.
  */
 
 export interface StripeSettings {
@@ -68,6 +71,23 @@ export function readStripeSettings(publicUrl: string, env: Record<string, string
   };
 }
 
+/** 1250 → "12.50": cents back to a decimal string, exactly. */
+export function centsToUsd(cents: number): string {
+  if (!Number.isSafeInteger(cents) || cents < 0) throw new Error(`not an amount in cents: ${cents}`);
+  const digits = String(cents).padStart(3, '0');
+  return `${digits.slice(0, -2)}.${digits.slice(-2)}`;
+}
+
+/** What Stripe tells of a saved card. */
+export interface SavedCard {
+  providerMethodId: string;
+  providerCustomerId: string | null;
+  brand: string;
+  last4: string;
+  expMonth: number;
+  expYear: number;
+}
+
 /** "12.5" → 1250: an amount of at most 2 decimals in USD cents, exactly (never through a float). */
 export function usdToCents(amountUsd: string): number {
   const match = /^(\d+)(?:\.(\d{1,2}))?$/.exec(amountUsd);
@@ -86,6 +106,14 @@ function returnUrl(url: string, checkout: { id: string; workspaceId: string }): 
   const parsed = new URL(url);
   parsed.searchParams.set('workspace_id', checkout.workspaceId);
   parsed.searchParams.set('checkout_id', checkout.id);
+  return parsed.toString();
+}
+
+/** `url` with the setup's workspace and id added to its query (the dashboard shows the saved card). */
+function setupReturnUrl(url: string, setup: { id: string; workspaceId: string }): string {
+  const parsed = new URL(url);
+  parsed.searchParams.set('workspace_id', setup.workspaceId);
+  parsed.searchParams.set('setup_id', setup.id);
   return parsed.toString();
 }
 
@@ -133,28 +161,164 @@ export class StripeProvider implements PaymentProvider {
       if (!session.url) throw new Error(`Stripe answered session ${session.id} without a URL`);
       return { checkoutUrl: session.url, providerSessionId: session.id };
     } catch (err) {
-      const stripeError = err instanceof Stripe.errors.StripeError ? err : undefined;
-      this.log.error(
-        {
-          err: stripeError ? undefined : err,
-          stripe_error: stripeError && {
-            type: stripeError.type,
-            code: stripeError.code,
-            status: stripeError.statusCode,
-            request_id: stripeError.requestId,
-            message: stripeError.message,
-          },
-          checkout_id: checkout.id,
-        },
+      throw this.unavailable(
+        err,
         'creating the Stripe Checkout Session failed',
-      );
-      throw retryLater(
-        'payment_provider_unavailable',
+        { checkout_id: checkout.id },
         'The payment provider could not start this payment; try again shortly (same idempotency_key).',
-        5,
-        Code.Unavailable,
       );
     }
+  }
+
+  async createCustomer(workspaceId: string): Promise<string> {
+    try {
+      const customer = await this.stripe.customers.create(
+        { metadata: { workspace_id: workspaceId }, description: `Switchboard workspace ${workspaceId}` },
+        { idempotencyKey: `customer-${workspaceId}` },
+      );
+      return customer.id;
+    } catch (err) {
+      throw this.unavailable(err, 'creating the Stripe Customer failed', { workspace_id: workspaceId });
+    }
+  }
+
+  async startSetup(setup: { id: string; workspaceId: string; expiresAt: Date; customerId?: string }): Promise<SetupDetails> {
+    if (!setup.customerId) throw new Error('a Stripe setup needs the workspace customer');
+    const metadata = { setup_id: setup.id, workspace_id: setup.workspaceId };
+    const now = Date.now();
+    const until = Math.min(Math.max(setup.expiresAt.getTime() - now, minSessionMs), maxSessionMs);
+    const back = { id: setup.id, workspaceId: setup.workspaceId };
+    try {
+      const session = await this.stripe.checkout.sessions.create(
+        {
+          mode: 'setup',
+          customer: setup.customerId,
+          currency: 'usd',
+          // Auto top-up charges cards off-session; other methods may need the payer present.
+          allowed_payment_method_types: ['card'],
+          client_reference_id: setup.id,
+          metadata,
+          setup_intent_data: { metadata },
+          success_url: setupReturnUrl(this.settings.successUrl, back),
+          cancel_url: setupReturnUrl(this.settings.cancelUrl, back),
+          expires_at: Math.floor((now + until) / 1000),
+        },
+        { idempotencyKey: setup.id },
+      );
+      if (!session.url) throw new Error(`Stripe answered session ${session.id} without a URL`);
+      return { setupUrl: session.url, providerSessionId: session.id };
+    } catch (err) {
+      throw this.unavailable(err, 'creating the Stripe setup session failed', { setup_id: setup.id });
+    }
+  }
+
+  /** The card a completed setup saved: its SetupIntent's PaymentMethod. */
+  async savedCard(setupIntentId: string): Promise<SavedCard> {
+    try {
+      const intent = await this.stripe.setupIntents.retrieve(setupIntentId);
+      const methodId = typeof intent.payment_method === 'string' ? intent.payment_method : intent.payment_method?.id;
+      if (!methodId) throw new Error(`SetupIntent ${setupIntentId} has no payment method`);
+      const method = await this.stripe.paymentMethods.retrieve(methodId);
+      const customer = typeof method.customer === 'string' ? method.customer : (method.customer?.id ?? null);
+      return {
+        providerMethodId: method.id,
+        providerCustomerId: customer ?? (typeof intent.customer === 'string' ? intent.customer : null),
+        brand: method.card?.brand ?? method.type,
+        last4: method.card?.last4 ?? '',
+        expMonth: method.card?.exp_month ?? 0,
+        expYear: method.card?.exp_year ?? 0,
+      };
+    } catch (err) {
+      throw this.unavailable(err, 'reading the saved card from Stripe failed', { setup_intent: setupIntentId });
+    }
+  }
+
+  async chargeOffSession(charge: { id: string; workspaceId: string; amountUsd: string; method: SavedMethodRef }): Promise<ChargeOutcome> {
+    const metadata = { auto_topup_charge_id: charge.id, workspace_id: charge.workspaceId };
+    try {
+      const intent = await this.stripe.paymentIntents.create(
+        {
+          amount: usdToCents(charge.amountUsd),
+          currency: 'usd',
+          ...(charge.method.providerCustomerId && { customer: charge.method.providerCustomerId }),
+          payment_method: charge.method.providerMethodId,
+          off_session: true,
+          confirm: true,
+          description: 'Switchboard auto top-up',
+          metadata,
+        },
+        { idempotencyKey: charge.id },
+      );
+      if (intent.status === 'succeeded') return { status: 'succeeded', providerPaymentId: intent.id };
+      if (intent.status === 'requires_payment_method' || intent.status === 'canceled') {
+        return {
+          status: 'failed',
+          reason: intent.last_payment_error?.decline_code ?? intent.last_payment_error?.code ?? intent.status,
+          providerPaymentId: intent.id,
+        };
+      }
+      // processing, requires_action…: not settled yet; the webhook (payment_intent.*) or a retry tells.
+      throw retryLater('payment_provider_unavailable', `The payment ${intent.id} is ${intent.status}; it is checked again later.`, 5, Code.Unavailable);
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeCardError) {
+        const intentId = err.payment_intent?.id;
+        return { status: 'failed', reason: err.decline_code ?? err.code ?? 'card_declined', ...(intentId && { providerPaymentId: intentId }) };
+      }
+      if (
+        err instanceof Stripe.errors.StripeInvalidRequestError &&
+        err.statusCode !== undefined &&
+        err.statusCode < 500 &&
+        err.statusCode !== 409 &&
+        err.statusCode !== 429
+      ) {
+        // The method cannot be charged at all (detached, deleted, not the customer's).
+        this.log.warn(
+          { stripe_error: { type: err.type, code: err.code, status: err.statusCode, message: err.message }, charge_id: charge.id },
+          'Stripe refused the off-session charge',
+        );
+        return { status: 'failed', reason: err.code ?? 'payment_method_unusable' };
+      }
+      throw this.unavailable(err, 'the off-session Stripe charge failed', { charge_id: charge.id });
+    }
+  }
+
+  async detach(method: SavedMethodRef): Promise<void> {
+    try {
+      await this.stripe.paymentMethods.detach(method.providerMethodId, {}, { idempotencyKey: `detach-${method.id}` });
+    } catch (err) {
+      // Already detached or gone at Stripe: what we wanted.
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && (err.statusCode === 400 || err.statusCode === 404)) {
+        this.log.info({ payment_method_id: method.id, stripe_code: err.code }, 'Stripe payment method already detached');
+        return;
+      }
+      throw this.unavailable(err, 'detaching the Stripe payment method failed', { payment_method_id: method.id });
+    }
+  }
+
+  /** Logs what Stripe answered (or that it did not) and returns the 503 the caller answers. */
+  private unavailable(
+    err: unknown,
+    message: string,
+    facts: Record<string, unknown>,
+    answer = 'The payment provider did not answer or failed; try again shortly (a retry never charges twice).',
+  ) {
+    if (err instanceof ConnectError) return err;
+    const stripeError = err instanceof Stripe.errors.StripeError ? err : undefined;
+    this.log.error(
+      {
+        err: stripeError ? undefined : err,
+        stripe_error: stripeError && {
+          type: stripeError.type,
+          code: stripeError.code,
+          status: stripeError.statusCode,
+          request_id: stripeError.requestId,
+          message: stripeError.message,
+        },
+        ...facts,
+      },
+      message,
+    );
+    return retryLater('payment_provider_unavailable', answer, 5, Code.Unavailable);
   }
 
   /**
