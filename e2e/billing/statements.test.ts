@@ -75,19 +75,20 @@ describe('the ledger and the statement', () => {
     await use('service/balanced');
     await use('acme/large', '2.00');
 
-    // A card, and auto top-up saved above the balance: charged at once, 25.00.
+    // A card, and auto top-up saved with its threshold above the balance: charged at once, 25.00.
     const setup = await call('POST', '/v1/billing/payment-methods/setup', { token, body: {} });
     expect(setup.status, setup.text).toBe(201);
     const setupSession = new URL(setup.json.setup_url).pathname.split('/').pop()!;
     expect((await deliver(mesh.gatewayUrl, fake.completeSession(setupSession))).status).toBe(204);
     const saved = await call('PUT', '/v1/billing/auto-topup', {
       token,
-      body: { enabled: true, threshold_usd: '50.00', amount_usd: '25.00', monthly_limit_usd: '100.00' },
+      body: { enabled: true, threshold_usd: '45.00', amount_usd: '25.00', monthly_limit_usd: '100.00' },
     });
     expect(saved.status, saved.text).toBe(200);
     await eventually(async () => new Money(await balance()).eq('65.3982'), 'the auto top-up credited', 20_000);
 
-    // 5.00 of the first top-up refunded (the event delivered twice), the second one's dispute lost.
+    // 5.00 of the first top-up refunded (the event delivered twice), the second one's dispute lost:
+    // 47.8982 stays above the threshold, so no second charge.
     const refund = fake.refund(paid[0], 500);
     expect((await deliver(mesh.gatewayUrl, refund)).status).toBe(204);
     expect((await deliver(mesh.gatewayUrl, refund)).status).toBe(204);
@@ -99,7 +100,7 @@ describe('the ledger and the statement', () => {
     expect(ledger.status, ledger.text).toBe(200);
     const entries: Array<{ type: string; amount_usd: string; balance_after_usd: string }> = ledger.json.data;
     expect(entries.map((entry) => entry.type).sort()).toEqual(['auto_topup', 'dispute', 'refund', 'topup', 'topup', 'usage', 'usage', 'usage']);
-    expect(sum(entries.map((entry) => entry.amount_usd)).eq(await balance())).toBe(true);
+    expect(sum(entries.map((entry) => entry.amount_usd)).toFixed(), JSON.stringify(entries)).toBe(new Money(await balance()).toFixed());
     expectUsd(entries[0].balance_after_usd, '47.8982');
 
     const statement = await call('GET', `/v1/billing/statements/${thisMonth()}`, { token });
