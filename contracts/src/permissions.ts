@@ -50,9 +50,9 @@ export const permissions = {
   /** Change (name, cap, alert webhook, routing policy) or revoke a key: any key, or one's own. */
   'keys.manage': { roles: managers, ownRoles: everyone, describes: 'change or revoke any key of the workspace' },
   // billing
-  'billing.read': { roles: everyone, describes: 'read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up)' },
+  'billing.read': { roles: everyone, describes: 'read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods)' },
   'billing.topup': { roles: managers, describes: 'top up or check out' },
-  'billing.manage': { roles: managers, describes: 'save or remove payment methods, set auto top-up' },
+  'billing.manage': { roles: managers, describes: 'save or remove payment methods, read and set auto top-up' },
   // webhooks
   'webhooks.read': { roles: managers, describes: 'read webhooks and deliveries' },
   'webhooks.manage': { roles: managers, describes: 'manage webhooks' },

@@ -42,7 +42,8 @@ describe('a production start of billing', () => {
     const stripe = {
       STRIPE_SECRET_KEY: 'sk_test_guards',
       STRIPE_WEBHOOK_SECRET: 'whsec_guards',
-      STRIPE_API_BASE: `http://127.0.0.1:${await freePort()}`,
+      // https in production (the secret key never in clear text); no call is made at start.
+      STRIPE_API_BASE: `https://127.0.0.1:${await freePort()}`,
     };
     const startingEnvs: Record<string, string>[] = [
       { NODE_ENV: 'production', ...stripe },

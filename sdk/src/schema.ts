@@ -1012,7 +1012,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_GetBalance"];
         put?: never;
@@ -1038,7 +1038,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_GetUsage"];
         put?: never;
@@ -1066,7 +1066,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_GetUsageByTier"];
         put?: never;
@@ -1092,7 +1092,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_GetPlan"];
         put?: never;
@@ -1119,7 +1119,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_GetUpgradeHint"];
         put?: never;
@@ -1202,7 +1202,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_ListTopups"];
         put?: never;
@@ -1229,7 +1229,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_GetPrices"];
         put?: never;
@@ -1259,7 +1259,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, set auto top-up.
+         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
         post: operations["BillingService_CreatePaymentMethodSetup"];
         delete?: never;
@@ -1282,7 +1282,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_ListPaymentMethods"];
         put?: never;
@@ -1310,7 +1310,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, set auto top-up.
+         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
         delete: operations["BillingService_DeletePaymentMethod"];
         options?: never;
@@ -1326,12 +1326,13 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The auto top-up settings
-         * @description Returns the workspace's auto top-up settings and how they stand this month.
+         * The auto top-up settings (owners and admins)
+         * @description Returns the workspace's auto top-up settings and how they stand this month. Owners and admins
+         *     only, like changing them.
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
         get: operations["BillingService_GetAutoTopup"];
         /**
@@ -1346,7 +1347,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, set auto top-up.
+         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
         put: operations["BillingService_UpdateAutoTopup"];
         post?: never;
@@ -1372,7 +1373,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_ListLedgerEntries"];
         put?: never;
@@ -1398,7 +1399,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_GetStatement"];
         put?: never;
@@ -1426,7 +1427,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_ListGenerations"];
         put?: never;
@@ -1451,7 +1452,7 @@ export interface paths {
          *
          *     Credentials: A user access token or an API key.
          *
-         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods, auto top-up).
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_GetGenerationRecord"];
         put?: never;

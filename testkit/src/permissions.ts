@@ -571,14 +571,14 @@ export const routeCases: RouteCase[] = [
       }
     },
   },
-  // Auto top-up (docs/api/billing.md#auto-top-up): every member reads the settings, owners and admins
-  // change them (billing.manage); the outsider reads and sets its own workspace's.
+  // Auto top-up (docs/api/billing.md#auto-top-up): owners and admins read and change the settings
+  // (billing.manage); the outsider reads and sets its own workspace's.
   {
     rpc: 'GetAutoTopup',
     method: 'GET',
     template: '/v1/billing/auto-topup',
     path: () => '/v1/billing/auto-topup',
-    expect: everyWorkspace,
+    expect: { owner: 200, admin: 200, developer: 403, outsider: 200 },
     check: (response) =>
       expect(response.json).toMatchObject({ enabled: false, charged_this_month_usd: expect.stringMatching(decimal), consecutive_failures: 0 }),
   },

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from 'react';
 import { Loading } from '../components/loading';
 import { Page } from '../components/page';
 import { compareDecimals } from '../decimal';
+import { can } from '../permissions';
 import { useRouter } from '../router';
 import { useSignedIn } from '../session';
 import { useLoad } from '../use-load';
@@ -54,18 +55,20 @@ export function BillingPage() {
 }
 
 function Billing({ checkoutId }: { checkoutId: string | null }) {
-  const { client } = useSignedIn();
+  const { client, role } = useSignedIn();
+  // The auto top-up settings are the managers' (billing.manage): other roles do not ask for them.
+  const mayManage = can(role, 'billing.manage');
   const balance = useLoad(() => client.get('/v1/billing/balance'), [client]);
   const topups = usePages((after) => client.get('/v1/billing/topups', { params: { query: { limit: 20, after } } }), [client]);
   const methods = useLoad(() => client.get('/v1/billing/payment-methods'), [client]);
-  const autoTopup = useLoad(() => client.get('/v1/billing/auto-topup'), [client]);
+  const autoTopup = useLoad(() => (mayManage ? client.get('/v1/billing/auto-topup') : Promise.resolve(null)), [client, mayManage]);
   const ledger = usePages((after) => client.get('/v1/billing/ledger', { params: { query: { limit: ledgerPageSize, after } } }), [client]);
   const [statementRefresh, setStatementRefresh] = useState(0);
   const [polls, setPolls] = useState(0);
   const [chargePolls, setChargePolls] = useState(0);
   const returned = checkoutId && topups.status === 'done' ? topups.data.find((checkout) => checkout.checkout_id === checkoutId) : undefined;
   const awaiting = returned?.status === 'pending' && polls < confirmationPolls;
-  const settings = autoTopup.status === 'done' ? autoTopup.data : undefined;
+  const settings = autoTopup.status === 'done' ? (autoTopup.data ?? undefined) : undefined;
   const charging =
     settings?.enabled === true &&
     settings.threshold_usd !== null &&

@@ -5,7 +5,8 @@ import type { Knex } from '@switchboard/runtime/db';
  * transaction of the change, so the entries of a workspace always sum to its balance. Usage is
  * one entry per workspace, UTC day (of the debit) and tier, growing through the day; `seq`
  * orders the list and is renumbered when a usage entry grows, so the newest change is first.
- * Accounts older than the ledger open it with one `adjustment` entry of their balance.
+ * Accounts older than the ledger open it with one `adjustment` entry of their balance, whose
+ * reference (`beforeTheLedger` of src/store/ledger.ts) also tells that they had their free credit.
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('CREATE SEQUENCE ledger_entries_seq');

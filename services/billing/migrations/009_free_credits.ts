@@ -9,7 +9,8 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw(`
     CREATE TABLE free_credit_grants (
       user_id text PRIMARY KEY,
-      workspace_id text NOT NULL REFERENCES accounts (workspace_id),
+      -- A personal workspace has one owner: a second grant to it would be a bug, refused here too.
+      workspace_id text NOT NULL UNIQUE REFERENCES accounts (workspace_id),
       amount_usd numeric NOT NULL CHECK (amount_usd > 0),
       granted_at timestamptz NOT NULL DEFAULT now()
     )`);

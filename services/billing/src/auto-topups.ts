@@ -93,8 +93,25 @@ export const maxConsecutiveFailures = 3;
 const maxAttempts = 5;
 /** Charges one claim takes. */
 const claimBatch = 10;
+/**
+ * Failed charges in 24 hours after which no crossing starts another, whatever the settings: a
+ * user switching auto top-up off and on again cannot make it try a card without end (card testing).
+ */
+const maxFailuresPerDay = 6;
+/**
+ * A charge unanswered this long is counted failed: the provider keeps an idempotency key 24 hours,
+ * so a later attempt could charge again. A success the provider reports after that is credited.
+ */
+const maxChargeAgeMs = 23 * 3_600_000;
 
-const chargeFailedReasons = { missingMethod: 'payment_method_missing', processing: 'processing_error' } as const;
+const chargeFailedReasons = {
+  missingMethod: 'payment_method_missing',
+  processing: 'processing_error',
+  unanswered: 'provider_unanswered',
+  // Charges dropped before they were made, not counted as failures:
+  disabled: 'auto_topup_disabled',
+  providerChanged: 'provider_changed',
+} as const;
 
 /** The first day of the UTC month of `at`, as Postgres reads a date. */
 export function monthOf(at: Date): string {
@@ -262,24 +279,34 @@ export class AutoTopups implements BalanceWatcher {
           data: { workspaceId: move.workspaceId, balanceUsd: move.afterUsd, thresholdUsd: low, balanceVersion: BigInt(move.version) },
         });
       }
-      if (settings.enabled && settings.threshold_usd !== null && crossed(move, settings.threshold_usd)) await this.startCharge(trx, settings, 'crossing');
+      // Money given back to the payer (a refund, a lost dispute) is not charged again at once.
+      const givenBack = move.type === 'refund' || move.type === 'dispute';
+      if (settings.enabled && settings.threshold_usd !== null && !givenBack && crossed(move, settings.threshold_usd)) {
+        await this.startCharge(trx, settings, 'crossing');
+      }
     }
   }
 
   /** One pending charge of `amount_usd`, unless one is pending or the monthly limit would be passed. */
   private async startCharge(trx: Knex.Transaction, settings: AutoTopupRow, why: string): Promise<void> {
+    const facts = { workspace_id: settings.workspace_id, amount_usd: settings.amount_usd, why };
+    const provider = this.deps.providerName;
+    if (!provider) {
+      this.deps.log.warn(facts, 'auto top-up not started: no payment provider is configured');
+      return;
+    }
     const id = newId('atp');
     const started = await insertPendingCharge(trx, {
       id,
       workspaceId: settings.workspace_id,
       amountUsd: settings.amount_usd!,
       month: monthOf(this.now()),
-      provider: this.deps.providerName ?? 'none',
+      provider,
       monthlyLimitUsd: settings.monthly_limit_usd!,
+      maxFailuresPerDay,
     });
-    const facts = { workspace_id: settings.workspace_id, amount_usd: settings.amount_usd, why };
     if (!started) {
-      this.deps.log.info(facts, 'auto top-up not started: a charge is pending, or the monthly limit would be passed');
+      this.deps.log.info(facts, 'auto top-up not started: a charge is pending, the monthly limit would be passed, or too many charges failed today');
       return;
     }
     this.deps.log.info({ ...facts, charge_id: id }, 'auto top-up charge started');
@@ -369,6 +396,20 @@ export class AutoTopups implements BalanceWatcher {
     return true;
   }
 
+  /** A pending charge given up before it was made: no failure counted, no event. */
+  private async dropCharge(chargeId: string, reason: string): Promise<void> {
+    const { db, log } = this.deps;
+    const found = await findCharge(db, chargeId);
+    if (!found) return;
+    await db.transaction(async (trx) => {
+      await lockAccounts(trx, [found.workspace_id]);
+      const charge = await lockCharge(trx, chargeId);
+      if (charge?.status !== 'pending') return;
+      await markChargeFailed(trx, chargeId, reason, null);
+      log.info({ charge_id: chargeId, workspace_id: charge.workspace_id, reason }, 'auto top-up charge dropped before it was made');
+    });
+  }
+
   // --- the worker ----------------------------------------------------------------------------
 
   /** The charge worker (main.ts): charges started here run at once after their commit; a sweep retries the rest. */
@@ -430,7 +471,22 @@ export class AutoTopups implements BalanceWatcher {
     const facts = { charge_id: claimed.id, workspace_id: claimed.workspace_id, attempt: claimed.attempts };
     try {
       let charge = claimed;
+      // Another provider takes the payments now: the charge cannot be made with what it pinned.
+      if (charge.provider !== this.deps.providerName) {
+        await this.dropCharge(charge.id, chargeFailedReasons.providerChanged);
+        return;
+      }
+      // Real time, as the database stamped created_at (the injected clock only moves months in tests).
+      if (Date.now() - charge.created_at.getTime() > maxChargeAgeMs) {
+        await this.chargeFailed(charge.id, chargeFailedReasons.unanswered);
+        return;
+      }
       if (!charge.provider_method_id) {
+        // Never sent yet: a user who switched auto top-up off since the crossing is not charged.
+        if (!(await findAutoTopup(db, charge.workspace_id))?.enabled) {
+          await this.dropCharge(charge.id, chargeFailedReasons.disabled);
+          return;
+        }
         const method = await this.deps.defaultMethod(db, charge.workspace_id);
         if (!method) {
           await this.chargeFailed(charge.id, chargeFailedReasons.missingMethod);

@@ -7,6 +7,7 @@ import type { EventWriter } from '@switchboard/runtime/service';
 import type { Accounts } from './accounts.js';
 import type { Ledger } from './ledger.js';
 import { insertFreeCreditGrant } from './store/free-credits.js';
+import { openedBeforeTheLedger } from './store/ledger.js';
 
 /**
  * The free credit (docs/api/billing.md#free-credit-and-the-sandbox): FREE_CREDIT_USD, granted once
@@ -56,6 +57,14 @@ export class FreeCredits {
     const { userId, workspaceId, requestId } = input;
     // The account first: the grant row references it, and the ledger needs it.
     await accounts.ensureIn(trx, [workspaceId]);
+    // Accounts opened before the credit moved to verification got it when they opened.
+    if (await openedBeforeTheLedger(trx, workspaceId)) {
+      log.info(
+        { user_id: userId, workspace_id: workspaceId, request_id: requestId },
+        'free credit granted when the account opened (before the ledger); nothing more',
+      );
+      return false;
+    }
     if (!(await insertFreeCreditGrant(trx, { userId, workspaceId, amountUsd }))) {
       log.info({ user_id: userId, workspace_id: workspaceId, request_id: requestId }, 'free credit granted before; nothing more');
       return false;

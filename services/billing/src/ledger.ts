@@ -22,6 +22,8 @@ export type LedgerType = (typeof ledgerTypes)[number];
 /** A balance before and after a change, and the version that change made. */
 export interface BalanceMove {
   workspaceId: string;
+  /** What moved it: a refund or a lost dispute must not start an auto top-up charge. */
+  type: LedgerType;
   beforeUsd: string;
   afterUsd: string;
   version: string;
@@ -78,7 +80,7 @@ export class Ledger {
       },
       requestId: entry.requestId,
     });
-    await this.notify(trx, [{ workspaceId, beforeUsd, afterUsd: change.balanceUsd, version: change.version }]);
+    await this.notify(trx, [{ workspaceId, type, beforeUsd, afterUsd: change.balanceUsd, version: change.version }]);
     return { entryId, balanceUsd: change.balanceUsd, beforeUsd, version: change.version };
   }
 
@@ -98,6 +100,7 @@ export class Ledger {
         balance.workspaceId,
         {
           workspaceId: balance.workspaceId,
+          type: 'usage' as const,
           beforeUsd: formatMoney(new Money(balance.balanceUsd).plus(totals.get(balance.workspaceId)!)),
           afterUsd: balance.balanceUsd,
           version: balance.version,

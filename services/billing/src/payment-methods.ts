@@ -15,6 +15,7 @@ import type { Accounts } from './accounts.js';
 import { noPaymentProvider, type PaymentProvider, type SavedMethodRef } from './providers/provider.js';
 import { type SandboxCard, type SandboxProvider, sandboxCards, sandboxMethodId } from './providers/sandbox.js';
 import type { SavedCard, StripeProvider } from './providers/stripe.js';
+import { lockAccounts } from './store/accounts.js';
 import {
   deletePaymentMethod,
   findCustomer,
@@ -115,6 +116,9 @@ export class PaymentMethods {
     else if (this.deps.stripe) await this.deps.stripe.detach(refOf(row));
     else this.deps.log.warn({ payment_method_id: row.id }, 'Stripe is no longer configured: the card is forgotten here but stays at Stripe');
     await db.transaction(async (trx) => {
+      // The account first, as auto top-up's saves lock it: a save enabling it and the removal of
+      // the last card run one after the other, so the save sees no card or the removal switches it off.
+      await lockAccounts(trx, [caller.workspaceId]);
       const { deleted, left } = await deletePaymentMethod(trx, caller.workspaceId, row.id);
       if (!deleted) return; // a concurrent removal did it
       await this.deps.recordEvent(trx, PaymentMethodRemovedSchema, {

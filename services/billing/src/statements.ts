@@ -21,7 +21,8 @@ export interface StatementsDeps {
   usageSettled?: () => Promise<unknown>;
 }
 
-const monthPattern = /^(\d{4})-(0[1-9]|1[0-2])$/;
+// From 1970: no account is older, and Date.UTC reads years below 100 as 19xx.
+const monthPattern = /^(19[7-9]\d|[2-9]\d{3})-(0[1-9]|1[0-2])$/;
 
 export class Statements {
   constructor(private readonly deps: StatementsDeps) {}

@@ -386,6 +386,38 @@ describe('auto top-up charges', () => {
     expect(await balance(workspaceId)).toBe('14.90');
   });
 
+  it('start no charge when a refund or a lost dispute takes the balance below the threshold (the low-balance notice still fires)', async () => {
+    const workspaceId = await enabledWorkspace({ threshold: '0.50', low: '0.80' });
+    for (const type of ['refund', 'dispute'] as const) {
+      await service.runtime.db.transaction((trx) => ledger.post(trx, { workspaceId, type, amountUsd: '-0.60', reference: `${type}-1` }));
+      await credit(workspaceId, '0.60');
+    }
+    expect(await listCharges(service.runtime.db, workspaceId)).toEqual([]);
+    expect(await events('billing.balance.low', workspaceId)).toHaveLength(2);
+  });
+
+  it('drop a charge not yet made when auto top-up was switched off since, counting no failure', async () => {
+    const workspaceId = await enabledWorkspace({ threshold: '5' }); // saved below: a pending charge
+    await autoTopups.update({ workspaceId, userId: 'usr_owner' }, { enabled: false });
+    await autoTopups.drain();
+    expect(callsOf(workspaceId)).toEqual([]);
+    expect(await listCharges(service.runtime.db, workspaceId)).toMatchObject([{ status: 'failed', failure_reason: 'auto_topup_disabled' }]);
+    expect(await autoTopups.get(workspaceId)).toMatchObject({ consecutiveFailures: 0 });
+    expect(await events('billing.auto_topup.failed', workspaceId)).toEqual([]);
+  });
+
+  it('stop trying a declining card after 6 failed charges in a day, however often auto top-up is switched on again', async () => {
+    provider.answer = async (id) => ({ status: 'failed', reason: 'card_declined', providerPaymentId: `pi_${id}` });
+    const workspaceId = await enabledWorkspace({ threshold: '5' });
+    await autoTopups.drain();
+    for (let i = 0; i < 8; i++) {
+      await autoTopups.update({ workspaceId, userId: 'usr_owner' }, { enabled: false });
+      await autoTopups.update({ workspaceId, userId: 'usr_owner' }, { enabled: true });
+      await autoTopups.drain();
+    }
+    expect(callsOf(workspaceId)).toHaveLength(6);
+  });
+
   it('keep an unanswered charge pending and retry it with the same idempotency key, crediting once', async () => {
     const workspaceId = await enabledWorkspace({ threshold: '5' });
     let answers = 0;
@@ -458,7 +490,7 @@ describe('billing.balance.low', () => {
 });
 
 describe('the auto top-up handlers', () => {
-  it('let every member read the settings and only owners and admins change them', async () => {
+  it('let only owners and admins read and change the settings', async () => {
     const handlers = prepareBilling(service.runtime, readBillingConfig({}));
     const clientAs = service.serve((router) => registerRoutes(router, { ...handlers, autoTopups }));
     const workspaceId = newId('org');
@@ -466,7 +498,8 @@ describe('the auto top-up handlers', () => {
     const input = { thresholdUsd: amount('5'), amountUsd: amount('20'), monthlyLimitUsd: amount('100') };
     expect(await refusalOf(clientAs(BillingService, member('developer')).updateAutoTopup(input))).toMatchObject({ code: Code.PermissionDenied });
     expect(await clientAs(BillingService, member('admin')).updateAutoTopup(input)).toMatchObject({ enabled: false, thresholdUsd: '5' });
-    expect(await clientAs(BillingService, member('developer')).getAutoTopup({})).toMatchObject({ thresholdUsd: '5', chargedThisMonthUsd: '0.00' });
+    expect(await refusalOf(clientAs(BillingService, member('developer')).getAutoTopup({}))).toMatchObject({ code: Code.PermissionDenied });
+    expect(await clientAs(BillingService, member('admin')).getAutoTopup({})).toMatchObject({ thresholdUsd: '5', chargedThisMonthUsd: '0.00' });
     expect(await refusalOf(clientAs(BillingService, member('owner')).updateAutoTopup({ enabled: true }))).toMatchObject({
       code: Code.FailedPrecondition,
       error: 'payment_method_required',

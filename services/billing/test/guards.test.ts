@@ -2,6 +2,7 @@ import { Code } from '@connectrpc/connect';
 import { readBillingConfig } from '@switchboard/billing/config';
 import { prepareBilling } from '@switchboard/billing/prepare';
 import { registerRoutes } from '@switchboard/billing/server';
+import { beforeTheLedger } from '@switchboard/billing/store/ledger';
 import { BillingService, CheckoutService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { ConfigError } from '@switchboard/runtime/config';
 import { newId } from '@switchboard/runtime/ids';
@@ -97,5 +98,22 @@ describe('the billing handlers without a payment provider', () => {
     expect(await db.transaction((trx) => handlers.freeCredits.grant(trx, { userId, workspaceId: newId('org') }))).toBe(false);
     const events = await db('outbox').whereRaw("payload->>'type' = 'billing.free_credit.granted' AND payload->'data'->>'user_id' = ?", [userId]);
     expect(events).toHaveLength(1);
+  });
+
+  it('grant nothing to an account opened before the ledger: it had its free credit when it opened', async () => {
+    const { db } = service.runtime;
+    const workspaceId = newId('org');
+    // As migration 006 opened the ledger of an account of the time: its balance, the credit included.
+    await db('accounts').insert({ workspace_id: workspaceId, balance_usd: '1.00' });
+    await db('ledger_entries').insert({
+      id: newId('led'),
+      workspace_id: workspaceId,
+      type: 'adjustment',
+      amount_usd: '1.00',
+      balance_after_usd: '1.00',
+      reference: beforeTheLedger,
+    });
+    expect(await db.transaction((trx) => handlers.freeCredits.grant(trx, { userId: newId('usr'), workspaceId }))).toBe(false);
+    expect((await clientAs(BillingService, { ...owner, workspaceId }).getBalance({})).balanceUsd).toBe('1.00');
   });
 });

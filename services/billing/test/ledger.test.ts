@@ -142,7 +142,7 @@ describe('ledger', () => {
 
   it('refuses a month that is not YYYY-MM or is after the current one', async () => {
     const ws = newId('org');
-    for (const month of ['2026-13', '2026-1', '26-11', '', '2026-11-01']) {
+    for (const month of ['2026-13', '2026-1', '26-11', '', '2026-11-01', '0099-01', '1969-12']) {
       await expect(billing.statements.statement(ws, month), month).rejects.toThrow(/month must be/);
     }
     const next = new Date();

@@ -55,6 +55,11 @@ describe('readStripeSettings', () => {
     expect(() => readStripeSettings('http://x', { STRIPE_SECRET_KEY: 'sk_test_1', STRIPE_WEBHOOK_SECRET: 'w', STRIPE_API_BASE: 'localhost:1' })).toThrow(
       /STRIPE_API_BASE/,
     );
+    const production = { STRIPE_SECRET_KEY: 'sk_live_1', STRIPE_WEBHOOK_SECRET: 'w', NODE_ENV: 'production' };
+    expect(() => readStripeSettings('http://x', { ...production, STRIPE_API_BASE: 'http://stripe.internal:12111' })).toThrow(
+      /https URL with NODE_ENV=production/,
+    );
+    expect(readStripeSettings('http://x', { ...production, STRIPE_API_BASE: 'https://stripe.internal' })?.apiBase).toBe('https://stripe.internal');
     expect(() => readStripeSettings('http://x', { STRIPE_SECRET_KEY: 'sk_test_1', STRIPE_WEBHOOK_SECRET: 'w', STRIPE_SUCCESS_URL: '/done' })).toThrow(
       /STRIPE_SUCCESS_URL/,
     );

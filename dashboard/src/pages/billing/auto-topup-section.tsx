@@ -19,21 +19,30 @@ export type AutoTopup = Schemas['switchboard.billing.v1.AutoTopup'];
 /**
  * Auto top-up: when a debit takes the balance below the threshold, the default card is charged
  * the amount, at most the monthly limit per calendar month (UTC); three failed charges in a row
- * switch it off. Owners and admins change it; every member sees how it stands.
+ * switch it off. Owners and admins set it and see how it stands (billing.manage); other roles see neither.
  */
-export function AutoTopupSection({ settings, onSaved }: { settings: LoadState<AutoTopup>; onSaved(): void }) {
+export function AutoTopupSection({ settings, onSaved }: { settings: LoadState<AutoTopup | null>; onSaved(): void }) {
   const { role, workspace } = useSignedIn();
   const mayManage = can(role, 'billing.manage');
   // Here, not in the form: a save starts the form again from what is saved.
   const [saved, setSaved] = useState(false);
+  if (!mayManage) {
+    return (
+      <Section title="Auto top-up">
+        <p className="muted">
+          Your role in {workspace.name} ({role}) does not allow auto top-up. The owner or an admin of the workspace sets it and sees how it stands.
+        </p>
+      </Section>
+    );
+  }
   return (
     <Section title="Auto top-up">
       <Loaded state={settings} what="Loading the auto top-up settings">
-        {(current) => (
-          <>
-            <AutoTopupState settings={current} />
-            {mayManage ? (
-              // Keyed by the saved version: a save or a change elsewhere (a card removed) starts the form again from what is saved.
+        {(current) =>
+          current && (
+            <>
+              <AutoTopupState settings={current} />
+              {/* Keyed by the saved version: a save or a change elsewhere (a card removed) starts the form again from what is saved. */}
               <AutoTopupForm
                 key={current.updated_at ?? 'never'}
                 settings={current}
@@ -43,13 +52,9 @@ export function AutoTopupSection({ settings, onSaved }: { settings: LoadState<Au
                   onSaved();
                 }}
               />
-            ) : (
-              <p className="muted">
-                Your role in {workspace.name} ({role}) does not allow changing auto top-up. The owner or an admin of the workspace can.
-              </p>
-            )}
-          </>
-        )}
+            </>
+          )
+        }
       </Loaded>
       {saved && <Notice>Auto top-up saved.</Notice>}
     </Section>

@@ -51,6 +51,9 @@ export function readStripeSettings(publicUrl: string, env: Record<string, string
   const apiBase = env.STRIPE_API_BASE || undefined;
   if (apiBase && !/^https?:\/\/[^/]+\/?$/.test(apiBase))
     throw new ConfigError(`STRIPE_API_BASE must be a URL such as http://127.0.0.1:12111, got "${apiBase}"`);
+  // The secret key travels with every call: never in clear text in production.
+  if (apiBase?.startsWith('http:') && env.NODE_ENV === 'production')
+    throw new ConfigError(`STRIPE_API_BASE must be an https URL with NODE_ENV=production, got "${apiBase}"`);
   // The dashboard's billing page shows how the top-up went, whether it was paid or not.
   const successUrl = readString('STRIPE_SUCCESS_URL', `${publicUrl}/app/billing`, env);
   const cancelUrl = readString('STRIPE_CANCEL_URL', `${publicUrl}/app/billing`, env);

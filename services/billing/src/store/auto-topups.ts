@@ -122,19 +122,23 @@ const chargeColumns = `id, workspace_id, amount_usd::text AS amount_usd, to_char
   payment_method_id, provider_method_id, provider_customer_id, provider_payment_id, failure_reason, attempts, created_at, completed_at`;
 
 /**
- * Inserts a pending charge unless the workspace has one pending (the partial unique index) or it
- * would take the month's charges (pending and succeeded) past `monthlyLimitUsd`; true when inserted.
+ * Inserts a pending charge unless the workspace has one pending (the partial unique index), it
+ * would take the month's charges (pending and succeeded) past `monthlyLimitUsd`, or the workspace
+ * had `maxFailuresPerDay` charges fail in the last 24 hours; true when inserted.
  * Callers hold the account's lock, which serializes the month's sum.
  */
 export async function insertPendingCharge(
   trx: Knex.Transaction,
-  charge: { id: string; workspaceId: string; amountUsd: string; month: string; provider: string; monthlyLimitUsd: string },
+  charge: { id: string; workspaceId: string; amountUsd: string; month: string; provider: string; monthlyLimitUsd: string; maxFailuresPerDay: number },
 ): Promise<boolean> {
   const { rows } = await trx.raw<{ rows: unknown[] }>(
     `INSERT INTO auto_topup_charges (id, workspace_id, amount_usd, month, provider)
      SELECT ?, ?, ?::numeric, ?::date, ?
       WHERE (SELECT coalesce(sum(amount_usd), 0) FROM auto_topup_charges
               WHERE workspace_id = ? AND month = ?::date AND status IN ('pending', 'succeeded')) + ?::numeric <= ?::numeric
+        AND (SELECT count(*) FROM auto_topup_charges
+              WHERE workspace_id = ? AND status = 'failed' AND completed_at > now() - interval '24 hours'
+                AND failure_reason NOT IN ('auto_topup_disabled', 'provider_changed')) < ?
      ON CONFLICT (workspace_id) WHERE status = 'pending' DO NOTHING
      RETURNING id`,
     [
@@ -147,6 +151,8 @@ export async function insertPendingCharge(
       charge.month,
       charge.amountUsd,
       charge.monthlyLimitUsd,
+      charge.workspaceId,
+      charge.maxFailuresPerDay,
     ],
   );
   return rows.length === 1;

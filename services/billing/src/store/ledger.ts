@@ -14,6 +14,21 @@ export interface LedgerRow {
   occurred_at: Date;
 }
 
+/**
+ * The reference of the entry that opened the ledger of an account older than it (migration 006):
+ * such an account was opened with the free credit of the time, per workspace.
+ */
+export const beforeTheLedger = 'balance before the ledger';
+
+/** Whether the account existed before the ledger (it had its free credit when it opened). */
+export async function openedBeforeTheLedger(db: Db, workspaceId: string): Promise<boolean> {
+  const { rows } = await db.raw<{ rows: unknown[] }>(`SELECT 1 FROM ledger_entries WHERE workspace_id = ? AND type = 'adjustment' AND reference = ? LIMIT 1`, [
+    workspaceId,
+    beforeTheLedger,
+  ]);
+  return rows.length > 0;
+}
+
 export interface NewEntry {
   id: string;
   workspaceId: string;
