@@ -212,10 +212,11 @@ describe('balances', () => {
     });
     await eventually(async () => (await dataPlane.authorizeKey({ fullKey })).reason === 'insufficient_balance', 'insufficient_balance');
     expect((await call('GET', '/v1/keys', { token: fullKey })).status).toBe(200);
+    // A credit (billing.balance.changed, which every top-up's ledger entry emits).
     await bus.publish(
-      'billing.topup.completed',
+      'billing.balance.changed',
       user.workspaceId,
-      { checkout_id: 'chk_test', workspace_id: user.workspaceId, amount_usd: '5.00', balance_usd: '5.00', provider: 'sandbox' },
+      { workspace_id: user.workspaceId, entry_id: 'led_test', type: 'topup', amount_usd: '5.00', balance_usd: '5.00' },
       { occurredAt: new Date(t0 + 2000) },
     );
     await eventually(async () => (await dataPlane.authorizeKey({ fullKey })).allowed, 'the top-up to reach AuthorizeKey');

@@ -195,7 +195,7 @@ describe('graceful shutdown on SIGTERM', () => {
       await eventually(async () => {
         const { rows } = await billingDb.raw<{ rows: Array<{ n: number }> }>(
           `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-            WHERE NOT l.granted AND a.datname = current_database() AND a.query ILIKE '%UPDATE accounts%'`,
+            WHERE NOT l.granted AND a.datname = current_database() AND a.query ILIKE '%accounts%'`,
         );
         return rows[0].n > 0;
       }, 'RecordUsage to wait on the lock');

@@ -30,6 +30,7 @@ const table: Array<[string, Action[], Record<(typeof roles)[number], boolean>]> 
   ['change or revoke any key', ['keys.manage'], { owner: true, admin: true, developer: false }],
   ['billing reads', ['billing.read'], { owner: true, admin: true, developer: true }],
   ['top-up / checkout', ['billing.topup'], { owner: true, admin: true, developer: false }],
+  ['save or remove cards; read and set auto top-up', ['billing.manage'], { owner: true, admin: true, developer: false }],
   ['webhooks', ['webhooks.read', 'webhooks.manage'], { owner: true, admin: true, developer: false }],
   [
     'invite, remove members; change roles',
