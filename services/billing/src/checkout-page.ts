@@ -1,9 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { HandlerContext } from '@connectrpc/connect';
 import type { HttpBodySchema } from '@switchboard/contracts/google/api/httpbody_pb';
 import { Money } from '@switchboard/runtime/money';
-import { contentSecurityPolicyHeader } from '@switchboard/runtime/server';
+import { displayTime, escapeHtml, renderSandboxPage, sandboxPageAnswer } from './sandbox-page.js';
 import type { CheckoutRow } from './store/checkouts.js';
 import type { Topups } from './topups.js';
 
@@ -11,54 +10,14 @@ import type { Topups } from './topups.js';
  * The sandbox provider's payment page (docs/api/billing.md#sandbox), `GET /v1/billing/sandbox/checkout/{token}`: the
  * amount, the status (pending, completed, expired, failed), while pending a Pay button, and a
  * link back to the dashboard's billing page. The button's form posts to `…/{token}/complete`;
- * its inline script does the same with fetch() and shows the outcome in place. The page carries its own strict CSP (contentSecurityPolicyHeader):
- * nothing loads but the nonce'd inline script and style of this very answer, the only connection
- * is back to the gateway, and the page can never be framed (the Pay button is no clickjacking
- * target). Everything interpolated into the HTML is escaped.
+ * its inline script does the same with fetch() and shows the outcome in place. The frame, the
+ * look and the strict CSP are every sandbox page's (sandbox-page.ts).
  */
-
-/** The page's Content-Security-Policy for one answer's nonce. */
-export function checkoutPagePolicy(nonce: string): string {
-  return [
-    "default-src 'none'",
-    `script-src 'nonce-${nonce}'`,
-    `style-src 'nonce-${nonce}'`,
-    "connect-src 'self'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-    "base-uri 'none'",
-  ].join('; ');
-}
-
-const htmlEscapes: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-
-/** Text safe inside HTML content and quoted attribute values. */
-export function escapeHtml(value: string): string {
-  return value.replace(/[&<>"']/g, (char) => htmlEscapes[char]);
-}
 
 /** "12.5" → "12.50": top-ups have at most 2 decimals, so this is exact. */
 function displayAmount(amountUsd: string): string {
   return new Money(amountUsd).toFixed(2);
 }
-
-function displayTime(date: Date): string {
-  return `<time datetime="${escapeHtml(date.toISOString())}">${escapeHtml(`${date.toISOString().slice(0, 16).replace('T', ' ')} UTC`)}</time>`;
-}
-
-const styles = `
-:root{color-scheme:light;font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2328;background:#f6f8fa}
-body{margin:0;min-height:100vh;display:flex;align-items:center;justify-content:center}
-main{background:#fff;border:1px solid #d0d7de;border-radius:12px;padding:32px;width:min(420px,calc(100vw - 32px));box-sizing:border-box}
-.sandbox{display:inline-block;margin:0 0 16px;padding:2px 10px;border-radius:999px;background:#fff8c5;color:#7d4e00;font-size:13px}
-h1{margin:0 0 20px;font-size:22px}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:8px 16px;margin:0 0 24px}
-dt{color:#59636e}dd{margin:0;overflow-wrap:anywhere}
-.status{font-weight:600}.status-pending{color:#9a6700}.status-completed{color:#1a7f37}.status-expired,.status-failed{color:#cf222e}
-button{width:100%;padding:12px;border:0;border-radius:8px;background:#1f6feb;color:#fff;font-size:16px;font-weight:600;cursor:pointer}
-button:disabled{background:#8c959f;cursor:default}
-#message{margin:16px 0 0;min-height:1.5em}
-`;
 
 /** Sends the form with fetch() and shows the answer in place of the JSON a plain form post would show. */
 const script = `"use strict";
@@ -119,10 +78,9 @@ export function dashboardReturnPath(row: Pick<CheckoutRow, 'id' | 'workspace_id'
 
 /** The page of one checkout; `token` is the page's own (the completion URL is relative to it). */
 export function renderCheckoutPage(row: CheckoutRow, token: string, nonce: string): string {
-  const amount = escapeHtml(displayAmount(row.amount_usd));
-  const n = escapeHtml(nonce);
+  const amount = displayAmount(row.amount_usd);
   const rows = [
-    `<dt>Amount</dt><dd><span id="amount">${amount}</span> USD</dd>`,
+    `<dt>Amount</dt><dd><span id="amount">${escapeHtml(amount)}</span> USD</dd>`,
     `<dt>Status</dt><dd id="status" class="status status-${escapeHtml(row.status)}">${escapeHtml(row.status)}</dd>`,
     `<dt>Checkout</dt><dd><code>${escapeHtml(row.id)}</code></dd>`,
   ];
@@ -138,36 +96,25 @@ export function renderCheckoutPage(row: CheckoutRow, token: string, nonce: strin
   const completeUrl = `./${encodeURIComponent(token)}/complete`;
   const pay =
     row.status === 'pending'
-      ? `<form id="pay" method="post" action="${escapeHtml(completeUrl)}"><button id="pay-button" type="submit">Pay ${amount} USD</button></form>\n`
+      ? `<form id="pay" method="post" action="${escapeHtml(completeUrl)}"><button id="pay-button" type="submit">Pay ${escapeHtml(amount)} USD</button></form>`
       : '';
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>Top-up of ${amount} USD · Switchboard sandbox checkout</title>
-<style nonce="${n}">${styles}</style>
-</head>
-<body>
-<main>
-<p class="sandbox">Sandbox payment: no real money moves</p>
-<h1>Top-up of ${amount} USD</h1>
-<dl>
-${rows.join('\n')}
-</dl>
-${pay}<p id="message" role="status" aria-live="polite">${escapeHtml(outcome[row.status] ?? '')}</p>
-<p><a id="back" href="${escapeHtml(dashboardReturnPath(row))}">Back to billing</a></p>
-</main>
-${pay ? `<script nonce="${n}">${script}</script>\n` : ''}</body>
-</html>
-`;
+  return renderSandboxPage(
+    {
+      title: `Top-up of ${amount} USD · Switchboard sandbox checkout`,
+      banner: 'Sandbox payment: no real money moves',
+      heading: `Top-up of ${amount} USD`,
+      rows,
+      actions: pay,
+      message: outcome[row.status] ?? '',
+      back: dashboardReturnPath(row),
+      script,
+    },
+    nonce,
+  );
 }
 
 /** The GetSandboxCheckout answer: the page, with its CSP (a fresh nonce) for the gateway to send. */
 export async function sandboxCheckoutPage(topups: Topups, token: string, ctx: HandlerContext): Promise<MessageInitShape<typeof HttpBodySchema>> {
   const row = await topups.sandboxCheckout(token);
-  const nonce = randomBytes(18).toString('base64');
-  ctx.responseHeader.set(contentSecurityPolicyHeader, checkoutPagePolicy(nonce));
-  return { contentType: 'text/html; charset=utf-8', data: new TextEncoder().encode(renderCheckoutPage(row, token, nonce)) };
+  return sandboxPageAnswer(ctx, (nonce) => renderCheckoutPage(row, token, nonce));
 }
