@@ -50,7 +50,6 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
     getPrices: (_req, ctx) => reports.prices(workspaceCaller(ctx).workspaceId),
     listGenerations: (req, ctx) => generations.list(workspaceCaller(ctx), { limit: req.limit, after: req.after, keyId: req.keyId }),
     getGenerationRecord: (req, ctx) => generations.get(workspaceCaller(ctx), req.generationId),
-    // TODO(issue-24): placeholders until the payment modules land.
     createPaymentMethodSetup: (_req, ctx) => paymentMethods.createSetup(workspaceCaller(ctx)),
     listPaymentMethods: (_req, ctx) => paymentMethods.list(workspaceCaller(ctx).workspaceId),
     deletePaymentMethod: async (req, ctx) => {
