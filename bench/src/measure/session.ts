@@ -111,7 +111,8 @@ export async function startBenchMesh(
     randomPorts: true,
     database: session.database,
     nodeFlags: options.nodeFlags ?? benchNodeFlags(),
-    env: options.env ?? { LOG_LEVEL: 'warn' },
+    // Top-ups through the sandbox provider, as under npm start (docs/api/billing.md#free-credit-and-the-sandbox).
+    env: { BILLING_SANDBOX: 'true', ...(options.env ?? { LOG_LEVEL: 'warn' }) },
     onLine: options.onLine,
   });
   session.defer('mesh', () => mesh.stop());

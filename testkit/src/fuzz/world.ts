@@ -50,9 +50,10 @@ export type Fact = keyof PartyFacts;
 export const forgedTokens = ['forgedJwt', 'expiredJwt', 'unsignedJwt'] as const;
 export const forgedRef = (name: (typeof forgedTokens)[number]) => `{{${name}}}`;
 
-/** The mesh settings a fuzz run needs: client addresses from X-Forwarded-For, no per-user action limits. */
+/** The mesh settings a fuzz run needs: client addresses from X-Forwarded-For, no per-user action limits, the sandbox's payments. */
 export const fuzzMeshEnv: Record<string, string> = {
   GATEWAY_TRUSTED_PROXIES: '127.0.0.1,::1',
+  BILLING_SANDBOX: 'true',
   ORGANIZATIONS_PER_USER_PER_HOUR: '100000',
   INVITATIONS_PER_USER_PER_HOUR: '100000',
 };
