@@ -126,16 +126,22 @@ describe('starting a Stripe checkout', () => {
     expect(expiresIn).toBeGreaterThan(23 * 3600);
     expect(expiresIn).toBeLessThanOrEqual(24 * 3600);
 
-    // Amounts a float would get wrong (0.29 × 100 = 28.999…), and the largest top-up.
+    // Amounts a float would get wrong (0.57 × 100 = 56.999…), Stripe's smallest charge, and the largest top-up.
     for (const [amount, cents] of [
-      ['0.29', '29'],
-      [0.07, '7'],
+      ['0.57', '57'],
+      [1.15, '115'],
+      ['0.50', '50'],
       ['1.1', '110'],
       [5, '500'],
       ['10000.00', '1000000'],
     ] as const) {
       expect((await checkout(ws, amount)).request.params.get('line_items[0][price_data][unit_amount]'), String(amount)).toBe(cents);
     }
+    // Below it: a 400 on the field, and nothing sent to Stripe.
+    const sent = fake.requests.length;
+    const small = await call('POST', '/v1/billing/checkout', { token: ws.token, body: { amount_usd: '0.49', idempotency_key: 'below-stripe-minimum' } });
+    expectErrorBody(small, 400, 'invalid_request', 'amount_usd');
+    expect(fake.requests.length).toBe(sent);
   });
 
   it('starts one session for concurrent retries of one idempotency key', async () => {

@@ -2245,9 +2245,9 @@ export interface components {
          */
         "switchboard.billing.v1.CreateCheckoutRequest": {
             /**
-             * @description The amount to add to the balance, in USD: above 0, at most 2 decimals and at most the
-             *     largest top-up allowed (10000 unless the deployment sets another limit); a JSON number
-             *     (25.5) or a decimal string ("25.50").
+             * @description The amount to add to the balance, in USD: above 0 (at least 0.50 with Stripe, its smallest
+             *     charge), at most 2 decimals and at most the largest top-up allowed (10000 unless the
+             *     deployment sets another limit); a JSON number (25.5) or a decimal string ("25.50").
              *
              *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
              */
@@ -2274,9 +2274,9 @@ export interface components {
          */
         "switchboard.billing.v1.CreateTopupRequest": {
             /**
-             * @description The amount to add to the balance, in USD: above 0, at most 2 decimals and at most the
-             *     largest top-up allowed (10000 unless the deployment sets another limit); a JSON number
-             *     (25.5) or a decimal string ("25.50").
+             * @description The amount to add to the balance, in USD: above 0 (at least 0.50 with Stripe, its smallest
+             *     charge), at most 2 decimals and at most the largest top-up allowed (10000 unless the
+             *     deployment sets another limit); a JSON number (25.5) or a decimal string ("25.50").
              *
              *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
              */
@@ -2854,7 +2854,7 @@ export interface components {
              */
             threshold_usd?: number | string;
             /**
-             * @description What each charge adds, in USD (same rules).
+             * @description What each charge adds, in USD (same rules; at least 0.50 with Stripe, its smallest charge).
              *
              *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
              */
@@ -12485,7 +12485,7 @@ export interface operations {
              * @description Invalid input; `field` names it.
              *
              *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `amount_usd` is missing, not above 0, has more than 2 decimals or exceeds the largest top-up allowed, or `idempotency_key` is empty or longer than 255 characters.
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `amount_usd` is missing, not above 0, below the payment provider's smallest charge (0.50 with Stripe), has more than 2 decimals or exceeds the largest top-up allowed, or `idempotency_key` is empty or longer than 255 characters.
              */
             400: {
                 headers: {
@@ -12680,7 +12680,7 @@ export interface operations {
              * @description Invalid input; `field` names it.
              *
              *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `amount_usd` is missing, not above 0, has more than 2 decimals or exceeds the largest top-up allowed, or `idempotency_key` is empty or longer than 255 characters.
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `amount_usd` is missing, not above 0, below the payment provider's smallest charge (0.50 with Stripe), has more than 2 decimals or exceeds the largest top-up allowed, or `idempotency_key` is empty or longer than 255 characters.
              */
             400: {
                 headers: {

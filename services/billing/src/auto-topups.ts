@@ -39,7 +39,7 @@ import {
   saveAutoTopup,
   watchingAutoTopups,
 } from './store/auto-topups.js';
-import { parseAmount } from './topups.js';
+import { belowMinimum, parseAmount } from './topups.js';
 
 /**
  * Auto top-up and the low-balance notice (docs/api/billing.md#auto-top-up).
@@ -78,6 +78,8 @@ export interface AutoTopupsDeps {
   recordProviderPayment(trx: Knex.Transaction, payment: { providerPaymentId: string; workspaceId: string; topupId: string; amountUsd: string }): Promise<void>;
   /** The provider new charges go to (none configured: no method can be saved, so nothing is charged). */
   providerName?: 'sandbox' | 'stripe';
+  /** The provider's smallest charge (Stripe: 0.50 USD). */
+  minimumChargeUsd?: string;
   /** TOPUP_MAX_USD: the largest amount any of the settings may be. */
   maxAmountUsd: string;
   /** How long one charge call may take before it counts as unanswered (retried later). */
@@ -181,6 +183,7 @@ export class AutoTopups implements BalanceWatcher {
       monthly_limit_usd: optionalAmount(input.monthlyLimitUsd, max, 'monthly_limit_usd'),
       low_balance_threshold_usd: optionalAmount(input.lowBalanceThresholdUsd, max, 'low_balance_threshold_usd'),
     };
+    if (parsed.amount_usd) belowMinimum(parsed.amount_usd, this.deps.minimumChargeUsd);
     const workspaceId = caller.workspaceId;
     await accounts.ensure(workspaceId);
     let method: SavedMethodRef | undefined;

@@ -14,7 +14,7 @@ import { Generations } from './generations.js';
 import { KeyDirectory } from './key-directory.js';
 import { Ledger } from './ledger.js';
 import { PaymentMethods } from './payment-methods.js';
-import { noPaymentProvider } from './providers/provider.js';
+import { noPaymentProvider, type PaymentProvider } from './providers/provider.js';
 import { SandboxProvider } from './providers/sandbox.js';
 import { StripeProvider } from './providers/stripe.js';
 import { Refunds } from './refunds.js';
@@ -61,7 +61,7 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
   // The sandbox exists only when it runs (docs/api/billing.md#free-credit-and-the-sandbox): without it its pages are 404.
   const sandbox = config.sandbox ? new SandboxProvider({ dataKeys, publicUrl: config.publicUrl }) : undefined;
   const stripe = config.stripe && new StripeProvider(config.stripe, log);
-  const provider = stripe ?? sandbox;
+  const provider: PaymentProvider | undefined = stripe ?? sandbox;
   log.info({ pricing_version: pricing.version, provider: provider?.name ?? 'none', opening_credit_usd: config.openingCreditUsd }, 'billing prices loaded');
   if (!provider) {
     log.warn('no payment provider: top-ups answer 503 until STRIPE_SECRET_KEY (with STRIPE_WEBHOOK_SECRET) or BILLING_SANDBOX=true is set');
@@ -86,6 +86,7 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     },
     recordProviderPayment,
     providerName: provider?.name,
+    minimumChargeUsd: provider?.minimumChargeUsd,
     maxAmountUsd: config.topupMaxUsd,
     // The provider's own timeouts and retry end sooner; this bounds a call that never returns.
     chargeTimeoutMs: 3 * (config.stripe?.timeoutMs ?? 5000) + 1000,

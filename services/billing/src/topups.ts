@@ -76,6 +76,13 @@ export function parseAmount(value: Value | undefined, max: string, field = 'amou
   return amount;
 }
 
+/** 400 on `field` when the provider takes no charge this small (Stripe: 0.50 USD). */
+export function belowMinimum(amountUsd: string, minimumUsd: string | undefined, field = 'amount_usd'): void {
+  if (minimumUsd && new Money(amountUsd).lt(minimumUsd)) {
+    throw invalidArgument(field, `${field} must be at least ${minimumUsd} with this deployment's payment provider.`);
+  }
+}
+
 export function parseIdempotencyKey(raw: string, field = 'idempotency_key'): string {
   const length = Array.from(raw).length;
   if (length === 0) throw invalidArgument(field, `${field} is required (1 to ${maxIdempotencyKeyLength} characters), e.g. topup-2026-11-23-1.`);
@@ -109,6 +116,7 @@ export class Topups {
     const idempotencyKey = parseIdempotencyKey(input.idempotencyKey);
     const { db, provider, accounts } = this.deps;
     if (!provider) throw noPaymentProvider();
+    belowMinimum(amountUsd, provider.minimumChargeUsd);
     await accounts.ensure(caller.workspaceId);
     const id = newId('chk');
     const expiresAt = new Date(Date.now() + this.deps.checkoutTtlMs);

@@ -117,3 +117,30 @@ describe('the billing handlers without a payment provider', () => {
     expect((await clientAs(BillingService, { ...owner, workspaceId }).getBalance({})).balanceUsd).toBe('1.00');
   });
 });
+
+describe('the billing handlers with Stripe', () => {
+  let service: InProcessService;
+  let clientAs: ReturnType<InProcessService['serve']>;
+  const workspaceId = newId('org');
+  const owner = { caller: 'gateway', principalId: newId('usr'), principalType: 'user' as const, workspaceId, role: 'owner' };
+
+  beforeAll(async () => {
+    service = await inProcessService('billing', new URL('../dist/migrations/', import.meta.url));
+    // Nothing reaches Stripe: the amounts are refused first.
+    const handlers = prepareBilling(service.runtime, readBillingConfig({ ...stripe, STRIPE_API_BASE: 'http://127.0.0.1:9' }));
+    clientAs = service.serve((router) => registerRoutes(router, handlers));
+  });
+
+  afterAll(() => service?.stop());
+
+  it("refuse top-ups and auto top-ups below Stripe's smallest charge (0.50 USD), on the field", async () => {
+    const billing = clientAs(BillingService, owner);
+    const small = { kind: { case: 'stringValue' as const, value: '0.49' } };
+    expect(await refusalOf(billing.createTopup({ amountUsd: small, idempotencyKey: 'small-1' }))).toMatchObject({
+      code: Code.InvalidArgument,
+      field: 'amount_usd',
+    });
+    const settings = { thresholdUsd: small, amountUsd: small, monthlyLimitUsd: { kind: { case: 'stringValue' as const, value: '10' } } };
+    expect(await refusalOf(billing.updateAutoTopup(settings))).toMatchObject({ code: Code.InvalidArgument, field: 'amount_usd' });
+  });
+});

@@ -33,6 +33,8 @@ export type ChargeOutcome = { status: 'succeeded'; providerPaymentId: string } |
  */
 export interface PaymentProvider {
   readonly name: 'sandbox' | 'stripe';
+  /** The smallest charge the provider takes, in USD (Stripe: 0.50); none for the sandbox. */
+  readonly minimumChargeUsd?: string;
   start(checkout: { id: string; workspaceId: string; amountUsd: string; idempotencyKey: string; expiresAt: Date }): Promise<ProviderDetails>;
   /**
    * The customer the workspace's saved methods belong to, created at the provider on first use

@@ -122,6 +122,8 @@ function setupReturnUrl(url: string, setup: { id: string; workspaceId: string })
 
 export class StripeProvider implements PaymentProvider {
   readonly name = 'stripe';
+  // Stripe refuses card charges below 0.50 USD: refused here, on the field, instead of a 503 from Stripe.
+  readonly minimumChargeUsd = '0.50';
   private readonly stripe: Stripe;
 
   constructor(
