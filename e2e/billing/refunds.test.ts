@@ -156,6 +156,9 @@ describe('lost disputes', () => {
     const won = JSON.parse(fake.loseDispute(paymentIntent, 500).body).data.object;
     expect((await send(fake.delivery('charge.dispute.closed', { ...won, status: 'won' }))).status).toBe(204);
     expect((await balanceOf(ws)).minus(start).toFixed(2)).toBe('0.00');
+    // Another lost dispute of the same payment: nothing of it is left to take back.
+    expect((await send(fake.loseDispute(paymentIntent))).status).toBe(204);
+    expect((await balanceOf(ws)).minus(start).toFixed(2)).toBe('0.00');
 
     const disputeId = JSON.parse(dispute.body).data.object.id;
     const mine = await eventually(() => lost.find((e) => e.data.dispute_id === disputeId), 'billing.dispute.lost');

@@ -37,7 +37,9 @@ export class Refunds {
     return this.deps.db.transaction(async (trx) => {
       const payment = await lockProviderPayment(trx, input.paymentId);
       if (!payment) return 'unknown';
-      const cumulative = Money.min(new Money(centsToUsd(input.amountRefundedCents)), new Money(payment.amount_usd));
+      // Never more than the payment less what lost disputes took of it.
+      const refundable = new Money(payment.amount_usd).minus(payment.disputed_usd);
+      const cumulative = Money.min(new Money(centsToUsd(input.amountRefundedCents)), refundable);
       const delta = cumulative.minus(payment.refunded_usd);
       if (delta.lte(0)) return 'nothing';
       await setRefunded(trx, payment.provider_payment_id, formatMoney(cumulative));
@@ -63,12 +65,14 @@ export class Refunds {
     });
   }
 
-  /** A dispute closed as lost: its amount is debited once. */
+  /** A dispute closed as lost: its amount (at most what refunds left of the payment) is debited once. */
   async disputeLost(input: { disputeId: string; chargeId: string; paymentId: string; amountCents: number; requestId?: string }): Promise<TakenBack> {
     return this.deps.db.transaction(async (trx) => {
       const payment = await lockProviderPayment(trx, input.paymentId);
       if (!payment) return 'unknown';
-      const amountUsd = centsToUsd(input.amountCents);
+      // Never more than what is left of the payment after its refunds and other lost disputes.
+      const left = new Money(payment.amount_usd).minus(payment.refunded_usd).minus(payment.disputed_usd);
+      const amountUsd = Money.min(new Money(centsToUsd(input.amountCents)), left).toFixed(2);
       if (new Money(amountUsd).lte(0)) return 'nothing';
       if (!(await recordDispute(trx, { disputeId: input.disputeId, providerPaymentId: payment.provider_payment_id, amountUsd }))) return 'nothing';
       const posted = await this.deps.post(trx, {
