@@ -819,11 +819,12 @@ describe('feedback', () => {
     // A backlog of usage events ahead of ours (free, for another workspace), so the service's
     // consumer is certainly behind when we rate; the events go out the way billing's relay sends them.
     const bus = await EventBus.connect();
-    const backlog = Array.from({ length: 4000 }, (_, i) => `gen_backlog_${Date.now().toString(36)}_${i}`);
+    // Large enough that the consumer is still on it while RecordUsage (its ledger entry included) and the rating run.
+    const backlog = Array.from({ length: 12_000 }, (_, i) => `gen_backlog_${Date.now().toString(36)}_${i}`);
     try {
-      for (let start = 0; start < backlog.length; start += 250) {
+      for (let start = 0; start < backlog.length; start += 500) {
         await Promise.all(
-          backlog.slice(start, start + 250).map((generationId) =>
+          backlog.slice(start, start + 500).map((generationId) =>
             bus.publish('billing.usage.recorded', backlogWorkspace.workspaceId, {
               generation_id: generationId,
               workspace_id: backlogWorkspace.workspaceId,
