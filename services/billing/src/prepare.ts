@@ -126,7 +126,6 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     paymentMethods,
     stripeWebhooks: new StripeWebhooks({
       stripe,
-      db,
       topups,
       paymentMethods,
       refunds: new Refunds({ db, log, post: (trx, entry) => ledger.post(trx, entry), recordEvent }),

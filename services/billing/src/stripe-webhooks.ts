@@ -1,12 +1,10 @@
 import { Code } from '@connectrpc/connect';
-import type { Knex } from '@switchboard/runtime/db';
 import { apiError, retryLater } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import type Stripe from 'stripe';
 import type { PaymentMethods } from './payment-methods.js';
 import type { StripeProvider } from './providers/stripe.js';
 import type { Refunds } from './refunds.js';
-import { recordCheckoutPayment } from './store/provider-payments.js';
 import type { Topups } from './topups.js';
 
 /**
@@ -17,8 +15,8 @@ import type { Topups } from './topups.js';
  *    after signing: 400 `invalid_signature`; nothing is read from the body.
  *  - `checkout.session.completed` with payment_status `paid`, or
  *    `checkout.session.async_payment_succeeded` (a delayed payment method that went through):
- *    records the session's PaymentIntent (what refunds are debited against) and completes the
- *    checkout of that session once per event id (Topups.completeByProvider; a replayed or
+ *    completes the checkout of that session, recording its PaymentIntent (what refunds are
+ *    debited against) with the credit, once per event id (Topups.completeByProvider; a replayed or
  *    concurrently redelivered event credits nothing more).
  *  - `checkout.session.completed` of a setup-mode session: saves its card once
  *    (docs/api/billing.md#payment-methods).
@@ -43,12 +41,11 @@ export interface ChargeOutcomes {
 
 export interface StripeWebhooksDeps {
   stripe?: StripeProvider;
-  db: Knex;
   topups: Topups;
   paymentMethods: PaymentMethods;
   refunds: Refunds;
-  /** Auto top-up's charges; without it their events are only logged. */
-  autoTopups?: ChargeOutcomes;
+  /** Auto top-up's charges. */
+  autoTopups: ChargeOutcomes;
   log: Logger;
 }
 
@@ -80,7 +77,7 @@ export class StripeWebhooks {
   }
 
   private async sessionCompleted(event: Stripe.Event, facts: Record<string, unknown>, requestId?: string): Promise<void> {
-    const { topups, paymentMethods, db, log } = this.deps;
+    const { topups, paymentMethods, log } = this.deps;
     const session = event.data.object as Stripe.Checkout.Session;
     if (typeof session?.id !== 'string') {
       log.warn(facts, 'Stripe session event without a session id; ignored');
@@ -104,10 +101,13 @@ export class StripeWebhooks {
       log.info({ ...facts, stripe_session_id: session.id, payment_status: session.payment_status }, 'Stripe session not paid yet; waiting for its payment');
       return;
     }
-    // Before the credit and in its own transaction: a redelivery after a crash between the two still records it.
-    const paymentIntent = idOf(session.payment_intent);
-    if (paymentIntent) await db.transaction((trx) => recordCheckoutPayment(trx, session.id, paymentIntent));
-    const known = await topups.completeByProvider({ provider: 'stripe', eventId: event.id, sessionId: session.id, requestId });
+    const known = await topups.completeByProvider({
+      provider: 'stripe',
+      eventId: event.id,
+      sessionId: session.id,
+      providerPaymentId: idOf(session.payment_intent),
+      requestId,
+    });
     if (!known) {
       log.warn(
         { ...facts, stripe_session_id: session.id, client_reference_id: session.client_reference_id },
@@ -122,11 +122,7 @@ export class StripeWebhooks {
       this.deps.log.debug(facts, 'Stripe payment of no auto top-up; ignored');
       return;
     }
-    const autoTopups = this.deps.autoTopups;
-    if (!autoTopups) {
-      this.deps.log.warn({ ...facts, auto_topup_charge_id: chargeId }, 'auto top-up charge event, but auto top-up is not wired here; ignored');
-      return;
-    }
+    const { autoTopups } = this.deps;
     if (type === 'payment_intent.succeeded') {
       await autoTopups.chargeSucceeded(chargeId, intent.id, requestId);
     } else {

@@ -27,6 +27,7 @@ import {
   recordProviderEvent,
   setProviderDetails,
 } from './store/checkouts.js';
+import { recordProviderPayment } from './store/provider-payments.js';
 
 /**
  * Top-ups (docs/api/billing.md#top-ups): a checkout per (workspace, idempotency key), started with the configured
@@ -184,12 +185,28 @@ export class Topups {
    * provider took the money, so a checkout that reads expired by now (a late or retried delivery,
    * a delayed payment method) is still credited.
    */
-  async completeByProvider(input: { provider: string; eventId: string; sessionId: string; requestId?: string }): Promise<boolean> {
+  async completeByProvider(input: {
+    provider: string;
+    eventId: string;
+    sessionId: string;
+    /** The provider's payment (Stripe: the PaymentIntent), recorded with the credit: what refunds and disputes are debited against. */
+    providerPaymentId?: string;
+    requestId?: string;
+  }): Promise<boolean> {
     return this.deps.db.transaction(async (trx) => {
       if (!(await recordProviderEvent(trx, input.provider, input.eventId))) return true;
       const checkout = await lockCheckout(trx, { providerSessionId: input.sessionId });
       if (!checkout) return false;
       await this.complete(trx, checkout, input.requestId, { paidByProvider: true });
+      if (input.providerPaymentId) {
+        const payment = {
+          providerPaymentId: input.providerPaymentId,
+          workspaceId: checkout.workspace_id,
+          topupId: checkout.id,
+          amountUsd: checkout.amount_usd,
+        };
+        await recordProviderPayment(trx, payment);
+      }
       return true;
     });
   }

@@ -156,7 +156,6 @@ describe('StripeWebhooks and auto top-up charges', () => {
     const webhooks = new StripeWebhooks({
       stripe,
       topups: {} as Topups,
-      db: {} as never,
       paymentMethods: {} as never,
       refunds: {} as never,
       autoTopups,

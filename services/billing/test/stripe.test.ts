@@ -79,7 +79,7 @@ describe('readStripeSettings', () => {
 });
 
 /** What these sessions never reach (no payment intent, no setup, no refund). */
-const unusedDeps = { db: {} as never, paymentMethods: {} as never, refunds: {} as never };
+const unusedDeps = { paymentMethods: {} as never, refunds: {} as never, autoTopups: {} as never };
 
 describe('StripeWebhooks', () => {
   it('answers 404 provider_not_configured when Stripe is not configured', async () => {

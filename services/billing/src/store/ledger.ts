@@ -47,16 +47,6 @@ export async function insertEntry(trx: Knex.Transaction, entry: NewEntry): Promi
   return rows[0].occurred_at;
 }
 
-/** The entries of accounts just opened with a credit, one each (`ids[i]` for `workspaceIds[i]`). */
-export async function insertOpeningEntries(db: Db, entries: Array<{ id: string; workspaceId: string; amountUsd: string }>, reference: string): Promise<void> {
-  if (entries.length === 0) return;
-  await db.raw(
-    `INSERT INTO ledger_entries (id, workspace_id, type, amount_usd, balance_after_usd, reference)
-     SELECT e.id, e.workspace_id, 'free_credit', e.amount, e.amount, ? FROM unnest(?::text[], ?::text[], ?::numeric[]) AS e(id, workspace_id, amount)`,
-    [reference, entries.map((e) => e.id), entries.map((e) => e.workspaceId), entries.map((e) => e.amountUsd)],
-  );
-}
-
 /**
  * Adds debits (positive amounts) to today's usage entries (UTC, by the database's clock), one per
  * workspace and tier, creating them as needed; each entry's balance after becomes `balanceAfterUsd`.

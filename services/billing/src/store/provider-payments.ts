@@ -54,18 +54,3 @@ export async function recordDispute(trx: Knex.Transaction, dispute: { disputeId:
   ]);
   return true;
 }
-
-/**
- * Records the PaymentIntent that paid a Stripe checkout (its session), unless recorded before;
- * false when the session is no checkout of ours.
- */
-export async function recordCheckoutPayment(trx: Knex.Transaction, sessionId: string, providerPaymentId: string): Promise<boolean> {
-  const { rows } = await trx.raw<{ rows: Array<{ id: string }> }>('SELECT id FROM checkouts WHERE provider_session_id = ?', [sessionId]);
-  if (rows.length === 0) return false;
-  await trx.raw(
-    `INSERT INTO provider_payments (provider_payment_id, workspace_id, topup_id, amount_usd)
-     SELECT ?, workspace_id, id, amount_usd FROM checkouts WHERE provider_session_id = ? ON CONFLICT (provider_payment_id) DO NOTHING`,
-    [providerPaymentId, sessionId],
-  );
-  return true;
-}
