@@ -1,6 +1,6 @@
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { meshClient } from '@switchboard/runtime/testing';
-import { type RestCall, signUp } from '@switchboard/testkit/mesh';
+import { type RestCall, signUp, topUp } from '@switchboard/testkit/mesh';
 import type { Locator, Page } from 'playwright-core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { cardExpiry, cardLabel } from '../src/pages/billing/ledger-words.js';
@@ -355,10 +355,5 @@ async function saveSandboxCard(call: RestCall, inWorkspace: InWorkspace, card = 
 
 /** `count` top-ups of 1.00, each paid on the sandbox (what its page's Pay button does). */
 async function paySandboxTopups(call: RestCall, inWorkspace: InWorkspace, count: number): Promise<void> {
-  for (let n = 0; n < count; n++) {
-    const topup = await call('POST', '/v1/billing/topup', { ...inWorkspace, body: { amount_usd: '1.00', idempotency_key: `ledger-page-${Date.now()}-${n}` } });
-    expect(topup.status, topup.text).toBe(201);
-    const paid = await call('POST', `${new URL(topup.json.checkout_url).pathname}/complete`);
-    expect(paid.status, paid.text).toBe(200);
-  }
+  for (let n = 0; n < count; n++) await topUp(call, inWorkspace.token, '1.00', inWorkspace.headers['x-workspace-id']);
 }

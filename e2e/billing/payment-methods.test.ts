@@ -6,7 +6,7 @@ import { eventually } from '@switchboard/runtime/testing';
 import { launchChromium, openPage } from '@switchboard/testkit/browser';
 import { EventBus } from '@switchboard/testkit/events';
 import { deliver, FakeStripe } from '@switchboard/testkit/fake-stripe';
-import { bootMesh, expectErrorBody, newUser, type RestCall, restClient } from '@switchboard/testkit/mesh';
+import { bootMesh, expectErrorBody, type RestCall, restClient, signUp } from '@switchboard/testkit/mesh';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -46,11 +46,7 @@ interface Workspace {
   workspaceId: string;
 }
 
-async function workspace(call: RestCall): Promise<Workspace> {
-  const registered = await call('POST', '/v1/auth/register', { body: newUser() });
-  expect(registered.status, registered.text).toBe(201);
-  return { token: registered.json.session.access_token, workspaceId: registered.json.user.personal_workspace_id };
-}
+const workspace = (call: RestCall): Promise<Workspace> => signUp(call);
 
 async function startSetup(call: RestCall, ws: Workspace) {
   const created = await call('POST', '/v1/billing/payment-methods/setup', { token: ws.token, body: {} });

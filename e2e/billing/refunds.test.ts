@@ -4,7 +4,7 @@ import { Money } from '@switchboard/runtime/money';
 import { eventually } from '@switchboard/runtime/testing';
 import { EventBus } from '@switchboard/testkit/events';
 import { type Delivery, deliver, FakeStripe } from '@switchboard/testkit/fake-stripe';
-import { bootMesh, expectErrorBody, newUser, type RestCall, restClient } from '@switchboard/testkit/mesh';
+import { bootMesh, expectErrorBody, type RestCall, restClient, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -41,11 +41,7 @@ interface Workspace {
   workspaceId: string;
 }
 
-async function workspace(): Promise<Workspace> {
-  const registered = await call('POST', '/v1/auth/register', { body: newUser() });
-  expect(registered.status, registered.text).toBe(201);
-  return { token: registered.json.session.access_token, workspaceId: registered.json.user.personal_workspace_id };
-}
+const workspace = (): Promise<Workspace> => signUp(call);
 
 async function balanceOf(ws: Workspace): Promise<Money> {
   const balance = await call('GET', '/v1/billing/balance', { token: ws.token });
