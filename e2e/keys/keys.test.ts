@@ -326,6 +326,7 @@ describe('keys as credentials', () => {
     const now = new Date();
     expect(blocked.json.error.metadata).toEqual({
       scope: 'key',
+      period: 'month',
       cap_usd: '0',
       spend_usd: '0',
       resets_at: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString(),

@@ -98,7 +98,7 @@ describe('month-to-date spend, alerts and the cap', () => {
       return response.status === 402 ? response : undefined;
     }, 'the REST call to be refused');
     expectErrorBody(blocked, 402, 'spend_cap_exceeded', null);
-    expect(blocked.json.error.metadata).toEqual({ scope: 'key', cap_usd: '10.00', spend_usd: '10', resets_at: nextMonthStart() });
+    expect(blocked.json.error.metadata).toEqual({ scope: 'key', period: 'month', cap_usd: '10.00', spend_usd: '10', resets_at: nextMonthStart() });
     expect(blocked.text).not.toContain(fullKey);
 
     const answer = await dataPlane.authorizeKey({ fullKey });

@@ -59,14 +59,35 @@ export const errorCatalogue = {
   accountDeactivated: { status: 401, code: 'account_deactivated', message: 'This account is deactivated.', when: 'The account is deactivated.' },
   invalidApiKey: { status: 401, code: 'invalid_api_key', message: 'The API key is not valid.', when: 'The API key is not valid.' },
   apiKeyRevoked: { status: 401, code: 'api_key_revoked', message: 'This API key has been revoked.', when: 'The API key has been revoked.' },
+  apiKeyExpired: { status: 401, code: 'api_key_expired', message: 'This API key has expired.', when: "The API key's `expires_at` has passed (a rotated key after its grace period)." },
+  insufficientScope: {
+    status: 403,
+    code: 'insufficient_scope',
+    message: "This API key's scopes do not allow this call (`metadata.required_scope`).",
+    when: 'The API key lacks the scope the route needs (`metadata.required_scope`), or grants a scope it does not have itself.',
+    exampleMetadata: { required_scope: 'manage' },
+  },
+  modelNotAllowed: {
+    status: 403,
+    code: 'model_not_allowed',
+    message: "This API key may not use this model; its `allowed_models` list which it may (GET /v1/key).",
+    when: "The model is outside the API key's `allowed_models` (a service tier with none of its allowed concrete models too).",
+  },
+  rateLimitExceeded: {
+    status: 429,
+    code: 'rate_limit_exceeded',
+    message: "This API key's rate limit is reached; retry after `Retry-After` seconds.",
+    when: "The API key's `requests_per_minute`, `tokens_per_minute` or `max_concurrent` limit is reached (`metadata.scope` says which); retry after `Retry-After` seconds.",
+    exampleMetadata: { limit: 20, scope: 'requests', reset_seconds: 42 },
+  },
   spendCapExceeded: {
     status: 402,
     code: 'spend_cap_exceeded',
-    message: 'This key has reached its monthly spend cap; raise or clear the cap, or wait for the next month (resets_at).',
+    message: 'This key has reached a spend limit (`metadata.period`); raise or clear it, or wait for `metadata.resets_at`.',
     // The front door asks with the request's estimate: there the request would cross the cap.
-    frontDoorMessage: "This request would take the key's spend past its monthly cap; raise or clear the cap, or wait for the next month.",
-    when: 'The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.',
-    exampleMetadata: { scope: 'key', cap_usd: '50.00', spend_usd: '50.02', resets_at: '2026-12-01T00:00:00Z' },
+    frontDoorMessage: "This request would take the spend past a limit of the key or the workspace (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `metadata.resets_at`.",
+    when: 'A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.',
+    exampleMetadata: { scope: 'key', period: 'month', cap_usd: '50.00', spend_usd: '50.02', resets_at: '2026-12-01T00:00:00Z' },
   },
   insufficientBalance: {
     status: 402,
@@ -198,11 +219,16 @@ export interface KeyAnswer {
   capUsd?: string;
   spendUsd?: string;
   resetsAt?: Timestamp;
+  /** Whose budget: key (the default) or workspace. */
+  scope?: string;
+  /** The budget's period: day, week, month (the default) or total. */
+  period?: string;
 }
 
 /** The facts of a 402 spend_cap_exceeded (docs/api/keys.md): never the key itself. */
 const capFacts = (answer: KeyAnswer): JsonObject => ({
-  scope: 'key',
+  scope: answer.scope || 'key',
+  period: answer.period || 'month',
   cap_usd: answer.capUsd ?? null,
   spend_usd: answer.spendUsd ?? null,
   resets_at: answer.resetsAt ? timestampDate(answer.resetsAt).toISOString() : null,
@@ -214,6 +240,7 @@ const byRefusal: Record<Exclude<KeyRefusal, KeyRefusal.UNSPECIFIED>, { error: Ca
   [KeyRefusal.REVOKED]: { error: errorCatalogue.apiKeyRevoked },
   [KeyRefusal.SPEND_CAP_EXCEEDED]: { error: errorCatalogue.spendCapExceeded, metadata: capFacts },
   [KeyRefusal.INSUFFICIENT_BALANCE]: { error: errorCatalogue.insufficientBalance },
+  [KeyRefusal.EXPIRED]: { error: errorCatalogue.apiKeyExpired },
 };
 
 /**

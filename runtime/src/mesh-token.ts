@@ -14,6 +14,8 @@ export interface MeshClaims {
   sessionId?: string;
   /** The API key used (API keys only). */
   keyId?: string;
+  /** The API key's scopes (API keys only; docs/api/keys.md#scopes): what the call may do beyond the creator's role. */
+  scopes?: string[];
   /** The client address the gateway saw (for per-IP throttling); absent for internal callers. */
   clientIp?: string;
   /** The client's User-Agent, bounded (userAgentLimit), on calls to identity: where a session was opened. */
@@ -64,6 +66,7 @@ export class MeshTokens {
       claims.role,
       claims.sessionId,
       claims.keyId,
+      claims.scopes?.join(' '),
       claims.clientIp,
       claims.userAgent,
     ]);
@@ -78,6 +81,7 @@ export class MeshTokens {
     if (claims.role) payload.role = claims.role;
     if (claims.sessionId) payload.sid = claims.sessionId;
     if (claims.keyId) payload.key_id = claims.keyId;
+    if (claims.scopes) payload.scope = claims.scopes.join(' ');
     if (claims.clientIp) payload.client_ip = claims.clientIp;
     if (claims.userAgent) payload.user_agent = claims.userAgent.slice(0, userAgentLimit);
     const token = await new SignJWT(payload)
@@ -136,6 +140,7 @@ export class MeshTokens {
       role: optionalString(payload.role),
       sessionId: optionalString(payload.sid),
       keyId: optionalString(payload.key_id),
+      scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter((scope) => scope !== '') : undefined,
       clientIp: optionalString(payload.client_ip),
       userAgent: optionalString(payload.user_agent)?.slice(0, userAgentLimit),
     };

@@ -50,19 +50,20 @@ describe('keyRefusalError', () => {
     expect(rest.body('req_1')).toEqual({
       error: {
         code: 'spend_cap_exceeded',
-        message: 'This key has reached its monthly spend cap; raise or clear the cap, or wait for the next month (resets_at).',
+        message: 'This key has reached a spend limit (`metadata.period`); raise or clear it, or wait for `metadata.resets_at`.',
         field: null,
         request_id: 'req_1',
-        metadata: { scope: 'key', cap_usd: '10.00', spend_usd: '10.5', resets_at: '2026-12-01T00:00:00.000Z' },
+        metadata: { scope: 'key', period: 'month', cap_usd: '10.00', spend_usd: '10.5', resets_at: '2026-12-01T00:00:00.000Z' },
       },
     });
     const frontDoor = keyRefusalError(facts, 'front-door')!;
     expect([frontDoor.status, frontDoor.message]).toEqual([
       402,
-      "This request would take the key's spend past its monthly cap; raise or clear the cap, or wait for the next month.",
+      'This request would take the spend past a limit of the key or the workspace (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `metadata.resets_at`.',
     ]);
     expect(keyRefusalError({ reason: 'spend_cap_exceeded' }, 'rest')!.options.metadata).toEqual({
       scope: 'key',
+      period: 'month',
       cap_usd: null,
       spend_usd: null,
       resets_at: null,

@@ -1,4 +1,4 @@
-import type { ConnectRouter, HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import { invalidArgument } from '@switchboard/runtime/errors';
@@ -42,7 +42,7 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
       return keys.get(workspaceCaller(ctx), req.keyId);
     },
     async updateKey(req, ctx) {
-      return keys.rename(workspaceCaller(ctx), req.keyId, req.name);
+      return keys.rename(workspaceCaller(ctx), req.keyId, req.name ?? ''); // MERGE: PATCH of every field (B1)
     },
     async updateSpendCap(req, ctx) {
       const key = await keys.setSpendCap(workspaceCaller(ctx), req.keyId, { capUsd: req.monthlySpendCapUsd, clear: req.clear });
@@ -64,6 +64,22 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
       const key = await keys.revoke(workspaceCaller(ctx), req.keyId);
       announceChangedKey(ctx, req.keyId);
       return key;
+    },
+    // MERGE: the new RPCs (B1: updateKeySpendLimits via B2's budgets, rotateKey, getCurrentKey; B2: leaseRate, releaseRateLease)
+    async updateKeySpendLimits() {
+      throw new ConnectError('not built yet', Code.Unimplemented);
+    },
+    async rotateKey() {
+      throw new ConnectError('not built yet', Code.Unimplemented);
+    },
+    async getCurrentKey() {
+      throw new ConnectError('not built yet', Code.Unimplemented);
+    },
+    async leaseRate() {
+      throw new ConnectError('not built yet', Code.Unimplemented);
+    },
+    async releaseRateLease() {
+      throw new ConnectError('not built yet', Code.Unimplemented);
     },
     async authorizeKey(req) {
       return authorizer.authorize(req.fullKey, req.estimatedCostUsd);
