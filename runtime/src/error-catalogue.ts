@@ -59,7 +59,12 @@ export const errorCatalogue = {
   accountDeactivated: { status: 401, code: 'account_deactivated', message: 'This account is deactivated.', when: 'The account is deactivated.' },
   invalidApiKey: { status: 401, code: 'invalid_api_key', message: 'The API key is not valid.', when: 'The API key is not valid.' },
   apiKeyRevoked: { status: 401, code: 'api_key_revoked', message: 'This API key has been revoked.', when: 'The API key has been revoked.' },
-  apiKeyExpired: { status: 401, code: 'api_key_expired', message: 'This API key has expired.', when: "The API key's `expires_at` has passed (a rotated key after its grace period)." },
+  apiKeyExpired: {
+    status: 401,
+    code: 'api_key_expired',
+    message: 'This API key has expired.',
+    when: "The API key's `expires_at` has passed (a rotated key after its grace period).",
+  },
   insufficientScope: {
     status: 403,
     code: 'insufficient_scope',
@@ -70,7 +75,7 @@ export const errorCatalogue = {
   modelNotAllowed: {
     status: 403,
     code: 'model_not_allowed',
-    message: "This API key may not use this model; its `allowed_models` list which it may (GET /v1/key).",
+    message: 'This API key may not use this model; its `allowed_models` list which it may (GET /v1/key).',
     when: "The model is outside the API key's `allowed_models` (a service tier with none of its allowed concrete models too).",
   },
   rateLimitExceeded: {
@@ -85,7 +90,8 @@ export const errorCatalogue = {
     code: 'spend_cap_exceeded',
     message: 'This key has reached a spend limit (`metadata.period`); raise or clear it, or wait for `metadata.resets_at`.',
     // The front door asks with the request's estimate: there the request would cross the cap.
-    frontDoorMessage: "This request would take the spend past a limit of the key or the workspace (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `metadata.resets_at`.",
+    frontDoorMessage:
+      'This request would take the spend past a limit of the key or the workspace (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `metadata.resets_at`.',
     when: 'A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.',
     exampleMetadata: { scope: 'key', period: 'month', cap_usd: '50.00', spend_usd: '50.02', resets_at: '2026-12-01T00:00:00Z' },
   },
