@@ -259,7 +259,7 @@ describe('OpenAPI document', () => {
       schema: { type: 'string' },
     });
     const body = deref(doc, op.requestBody.content['application/json'].schema);
-    expect(Object.keys(body.properties)).toEqual(['name']);
+    expect(Object.keys(body.properties)).toEqual(['name', 'scopes', 'expires_at', 'allowed_models', 'rate_limits']);
 
     const test = find(doc, 'POST', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/test')!;
     expect(test.requestBody.required).toBe(false);
