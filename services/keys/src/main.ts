@@ -26,7 +26,7 @@ await runService({
       spend: new Spend({ log: runtime.log, recordEvent: runtime.recordEvent, notifier }),
       revocations: new Revocations({ log: runtime.log, recordEvent: runtime.recordEvent, notifier }),
     }),
-    startHousekeeping({ db: runtime.db, log: runtime.log, intervalMs: config.housekeepingIntervalMs }),
+    startHousekeeping({ db: runtime.db, log: runtime.log, recordEvent: runtime.recordEvent, intervalMs: config.housekeepingIntervalMs }),
     { stop: () => states.stop() },
   ],
 });
