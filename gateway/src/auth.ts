@@ -229,9 +229,8 @@ function keyOutcome(result: Awaited<ReturnType<Client<typeof KeyService>['authen
       userId: result.createdBy,
       keyId: result.keyId,
       keyWorkspaceId: result.workspaceId,
-      // A scope this build does not know grants nothing (fail closed).
-      // MERGE: B1 fills scopes; until then the keys service answers none, read here as all three.
-      scopes: result.scopes.length > 0 ? result.scopes.filter(isKeyScope) : [...keyScopes],
+      // A scope this build does not know grants nothing, and no scopes grant nothing (fail closed).
+      scopes: result.scopes.filter(isKeyScope),
       expiresAt: result.expiresAt ? timestampMs(result.expiresAt) : undefined,
     }
   );
