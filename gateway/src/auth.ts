@@ -6,7 +6,7 @@ import { ApiError } from '@switchboard/runtime/api-error';
 import { audit } from '@switchboard/runtime/audit';
 import { catalogued, errorCatalogue, keyRefusalError } from '@switchboard/runtime/error-catalogue';
 import type { Logger } from '@switchboard/runtime/log';
-import { isKeyScope, type KeyScopeName, keyScopes } from '@switchboard/runtime/policy';
+import { isKeyScope, type KeyScopeName } from '@switchboard/runtime/policy';
 import { sha256Hex } from '@switchboard/runtime/secrets';
 import { createLocalJWKSet, type JSONWebKeySet, errors as joseErrors, jwtVerify } from 'jose';
 import { RevokedSessions } from './revocations.js';
