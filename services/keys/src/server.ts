@@ -8,6 +8,7 @@ import type { KeyAuthorizer } from './authorization.js';
 import type { CapLeases } from './cap-leases.js';
 import type { KeyStateFeed } from './key-state-feed.js';
 import type { Keys } from './keys.js';
+import { type BudgetHandlers, rateLeaseHandlers } from './spend-limit-routes.js'; // MERGE: B2's rate leases
 
 /**
  * The RPC surface of the keys service: translation only; the work happens in the domain modules.
@@ -22,6 +23,7 @@ export interface KeysHandlers {
   alertWebhooks: AlertWebhooks;
   stateFeed: KeyStateFeed;
   capLeases: CapLeases;
+  budgets: BudgetHandlers; // MERGE: B2's rate leases and workspace budgets
 }
 
 /** Tells the gateway to drop its cached standing of the key (see changedKeyHeader). */
@@ -75,12 +77,7 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
     async getCurrentKey() {
       throw new ConnectError('not built yet', Code.Unimplemented);
     },
-    async leaseRate() {
-      throw new ConnectError('not built yet', Code.Unimplemented);
-    },
-    async releaseRateLease() {
-      throw new ConnectError('not built yet', Code.Unimplemented);
-    },
+    ...rateLeaseHandlers(handlers.budgets.rateLeases), // MERGE: B2's LeaseRate and ReleaseRateLease
     async authorizeKey(req) {
       return authorizer.authorize(req.fullKey, req.estimatedCostUsd);
     },
@@ -94,6 +91,7 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
     async leaseCap(req) {
       return handlers.capLeases.lease({
         keyId: req.keyId,
+        workspaceId: req.workspaceId, // MERGE: B2's workspace budget leases
         leaseId: req.leaseId,
         holder: req.holder,
         usedUsd: req.usedUsd,
