@@ -1,10 +1,11 @@
 import type { Value } from '@bufbuild/protobuf/wkt';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
-import { Money } from '@switchboard/runtime/money';
+import { formatMoney, Money } from '@switchboard/runtime/money';
 import { parseSpendCap } from './key-input.js';
-import { isPeriod, type Period, periods } from './periods.js';
-import { type BudgetStatus, budgetStatuses } from './store/budget-spend.js';
+import { isPeriod, type Period, periodEnd, periods } from './periods.js';
+import { type BudgetStatus, budgetLimits, budgetStatuses, periodCommitments } from './store/budget-spend.js';
+import { otherLeases } from './store/cap-leases.js';
 
 /**
  * Periodic budgets (docs/api/keys.md#periodic-budgets): limits per UTC day, week (from Monday),
@@ -78,4 +79,38 @@ export async function keyBudgetReached(
     budgetStatuses(db, { workspaceId: key.workspaceId }, null, now),
   ]);
   return firstReached('key', own) ?? firstReached('workspace', workspace);
+}
+
+/**
+ * For an AuthorizeKey reservation of `amountUsd` (docs/api/keys.md#reservations): the first limit
+ * of the key's budget it would pass, counting each period's settled spend, the open reservations
+ * made in it and the unsettled part of every unexpired lease of the budget (`spendUsd` is that
+ * sum); undefined when it fits every limit. Call it under lockKeyBudget (store/cap-leases.ts),
+ * the lock of every lease decision of the budget, and insert the reservation in that transaction.
+ */
+export async function budgetPassedBy(
+  trx: Knex.Transaction,
+  key: { keyId: string; budgetId: string; monthlyCapUsd: string | null },
+  amountUsd: string,
+  now: Date,
+): Promise<BudgetReached | undefined> {
+  const limits = await budgetLimits(trx, { keyId: key.keyId, budgetId: key.budgetId }, key.monthlyCapUsd);
+  if (limits.length === 0) return undefined;
+  const subject = { keyId: key.keyId, budgetId: key.budgetId };
+  const committed = await periodCommitments(
+    trx,
+    subject,
+    limits.map((limit) => limit.period),
+    now,
+    true,
+  );
+  const { leased } = await otherLeases(trx, 'key', key.budgetId, '', now);
+  for (const limit of limits) {
+    const { spend, reserved } = committed.get(limit.period)!;
+    const held = new Money(spend).plus(reserved).plus(leased);
+    if (held.plus(amountUsd).gt(limit.amountUsd)) {
+      return { scope: 'key', period: limit.period, capUsd: limit.amountUsd, spendUsd: formatMoney(held), resetsAt: periodEnd(limit.period, now) };
+    }
+  }
+  return undefined;
 }

@@ -6,13 +6,15 @@ import { type Timestamp, timestampDate, ValueSchema } from '@bufbuild/protobuf/w
 import type { ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { keyBudgetReached, parseSpendLimits } from '@switchboard/keys/budgets';
+import { budgetPassedBy, keyBudgetReached, parseSpendLimits } from '@switchboard/keys/budgets';
 import { CapLeases, type LeaseRequest } from '@switchboard/keys/cap-leases';
 import { RateLeases } from '@switchboard/keys/rate-leases';
 import { Spend } from '@switchboard/keys/spend';
 import { SpendLimits } from '@switchboard/keys/spend-limits';
 import { budgetStatuses, setKeySpendLimits } from '@switchboard/keys/store/budget-spend';
+import { lockKeyBudget } from '@switchboard/keys/store/cap-leases';
 import { insertKey, keyStateChannel } from '@switchboard/keys/store/keys';
+import { insertReservation } from '@switchboard/keys/store/reservations';
 import { generateFullKey, hashKey, hintOf } from '@switchboard/runtime/api-key-format';
 import type { WorkspaceCaller } from '@switchboard/runtime/caller';
 import { decodeEvent, parseEventEnvelope } from '@switchboard/runtime/consumer';
@@ -229,6 +231,31 @@ describe('periodic budgets of a key', () => {
       .update({ expires_at: new Date('2026-11-25T11:00:00Z') });
     expect(await ask({ keyId: key.id }, '1', '0.1')).toMatchObject({ reason: 'expired' });
     expect(await ask({ keyId: newId('key') }, '1', '0.1')).toMatchObject({ reason: 'unknown' });
+  });
+});
+
+describe('AuthorizeKey reservations against periodic budgets', () => {
+  it('count the leases and open reservations of the budget against every limit', async () => {
+    now = new Date();
+    const key = await newKey({
+      limits: [
+        ['day', '1'],
+        ['total', '10'],
+      ],
+    });
+    expect((await ask({ keyId: key.id }, '0.5', '0.5')).grantedUsd).toBe('0.5');
+    const reserve = (amountUsd: string) =>
+      db.transaction(async (trx) => {
+        const locked = (await lockKeyBudget(trx, key.id))!;
+        const passed = await budgetPassedBy(trx, { keyId: key.id, budgetId: locked.budget_id, monthlyCapUsd: locked.cap }, amountUsd, now);
+        if (!passed) await insertReservation(trx, { id: newId('rsv'), keyId: key.id, amountUsd, ttlSeconds: 60 });
+        return passed;
+      });
+    expect(await reserve('0.6')).toMatchObject({ scope: 'key', period: 'day', capUsd: '1', spendUsd: '0.5' });
+    expect(await reserve('0.4')).toBeUndefined();
+    // The reservation holds its room: 0.1 is left for a lease.
+    expect(await ask({ keyId: key.id }, '1', '0.1')).toMatchObject({ grantedUsd: '0.1', period: 'day' });
+    expect(await reserve('0.01')).toMatchObject({ period: 'day', spendUsd: '1' });
   });
 });
 
