@@ -61,8 +61,7 @@ interface PeriodSum {
   periodStart: string;
   cost: Money;
   count: number;
-  /** The key, request and month of the group's last usage, for the events it causes. */
-  keyId: string;
+  /** The request and month of the group's last usage, for the events it causes. */
   requestId: string;
   month: string;
 }
@@ -117,7 +116,6 @@ export class Spend {
         periodStart: periodStart(period, at),
         cost,
         count: 1,
-        keyId,
         requestId: event.request_id,
         month,
       });

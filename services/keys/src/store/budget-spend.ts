@@ -126,13 +126,17 @@ export async function addBudgetSpends(
   costs: Array<{ subject: string; period: Period; periodStart: string; costUsd: string; count: number }>,
 ): Promise<Array<{ subject: string; period: Period; period_start: string; spend_usd: string }>> {
   if (costs.length === 0) return [];
+  // In key order: two batches sharing a workspace's rows lock them in the same order (no deadlock).
+  const sorted = [...costs].sort((a, b) => compare(a.subject, b.subject) || compare(a.period, b.period) || compare(a.periodStart, b.periodStart));
   const { rows } = await trx.raw<{ rows: Array<{ subject: string; period: Period; period_start: string; spend_usd: string }> }>(
     `INSERT INTO budget_spend AS s (subject, period, period_start, spend_usd, usage_count)
      SELECT * FROM unnest(?::text[], ?::text[], ?::date[], ?::numeric[], ?::bigint[])
      ON CONFLICT (subject, period, period_start) DO UPDATE
        SET spend_usd = s.spend_usd + EXCLUDED.spend_usd, usage_count = s.usage_count + EXCLUDED.usage_count, updated_at = now()
      RETURNING subject, period, to_char(period_start, 'YYYY-MM-DD') AS period_start, spend_usd::text`,
-    [costs.map((c) => c.subject), costs.map((c) => c.period), costs.map((c) => c.periodStart), costs.map((c) => c.costUsd), costs.map((c) => c.count)],
+    [sorted.map((c) => c.subject), sorted.map((c) => c.period), sorted.map((c) => c.periodStart), sorted.map((c) => c.costUsd), sorted.map((c) => c.count)],
   );
   return rows;
 }
+
+const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

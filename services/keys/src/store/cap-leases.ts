@@ -38,11 +38,14 @@ export interface KeyBudgetRow {
  * Locks the budget of `keyId` (the row of its budget id: every key of one budget waits on it) and
  * reads the key after the lock, so a decision sees every earlier decision of the budget committed.
  * Undefined when there is no such key. Every budget decision of a key (cap and rate leases,
- * AuthorizeKey reservations) takes this lock.
+ * AuthorizeKey reservations) takes this lock. NO KEY UPDATE, not UPDATE: it serializes the
+ * decisions (and any change of the key's row) without blocking the foreign-key checks of a usage
+ * batch (spend, alerts), which would otherwise deadlock with a renewal waiting on a lease row the
+ * batch is settling.
  */
 export async function lockKeyBudget(trx: Knex.Transaction, keyId: string): Promise<KeyBudgetRow | undefined> {
   const locked = await trx.raw<{ rows: unknown[] }>(
-    `SELECT 1 FROM api_keys WHERE id = (SELECT COALESCE(budget_id, id) FROM api_keys WHERE id = ?) FOR UPDATE`,
+    `SELECT 1 FROM api_keys WHERE id = (SELECT COALESCE(budget_id, id) FROM api_keys WHERE id = ?) FOR NO KEY UPDATE`,
     [keyId],
   );
   if (locked.rows.length === 0) return undefined;

@@ -12,12 +12,14 @@ export async function addSpends(
   trx: Knex.Transaction,
   costs: Array<{ keyId: string; month: string; costUsd: string; count: number }>,
 ): Promise<Array<{ key_id: string; month: string; spend_usd: string }>> {
+  // In key order: concurrent batches lock shared rows in the same order (no deadlock).
+  const sorted = [...costs].sort((a, b) => (a.keyId === b.keyId ? a.month.localeCompare(b.month) : a.keyId < b.keyId ? -1 : 1));
   const { rows } = await trx.raw<{ rows: Array<{ key_id: string; month: string; spend_usd: string }> }>(
     `INSERT INTO key_monthly_spend AS s (key_id, month, spend_usd, usage_count)
      SELECT * FROM unnest(?::text[], ?::date[], ?::numeric[], ?::bigint[])
      ON CONFLICT (key_id, month) DO UPDATE SET spend_usd = s.spend_usd + EXCLUDED.spend_usd, usage_count = s.usage_count + EXCLUDED.usage_count, updated_at = now()
      RETURNING key_id, to_char(month, 'YYYY-MM-DD') AS month, spend_usd::text`,
-    [costs.map((c) => c.keyId), costs.map((c) => c.month), costs.map((c) => c.costUsd), costs.map((c) => c.count)],
+    [sorted.map((c) => c.keyId), sorted.map((c) => c.month), sorted.map((c) => c.costUsd), sorted.map((c) => c.count)],
   );
   return rows;
 }
