@@ -1,4 +1,4 @@
-import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import { type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import { invalidArgument } from '@switchboard/runtime/errors';
@@ -8,6 +8,7 @@ import type { KeyAuthorizer } from './authorization.js';
 import type { CapLeases } from './cap-leases.js';
 import type { KeyStateFeed } from './key-state-feed.js';
 import type { Keys } from './keys.js';
+import { type BudgetHandlers, rateLeaseHandlers } from './spend-limit-routes.js';
 
 /**
  * The RPC surface of the keys service: translation only; the work happens in the domain modules.
@@ -22,6 +23,7 @@ export interface KeysHandlers {
   alertWebhooks: AlertWebhooks;
   stateFeed: KeyStateFeed;
   capLeases: CapLeases;
+  budgets: BudgetHandlers;
 }
 
 /** Tells the gateway to drop its cached standing of the key (see changedKeyHeader). */
@@ -95,13 +97,7 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
     async getCurrentKey(_req, ctx) {
       return keys.current(ctx);
     },
-    // MERGE: B2's leaseRate and releaseRateLease (spend-limit-routes.ts)
-    async leaseRate() {
-      throw new ConnectError('not built yet', Code.Unimplemented);
-    },
-    async releaseRateLease() {
-      throw new ConnectError('not built yet', Code.Unimplemented);
-    },
+    ...rateLeaseHandlers(handlers.budgets.rateLeases),
     async authorizeKey(req) {
       return authorizer.authorize(req.fullKey, req.estimatedCostUsd);
     },
@@ -115,6 +111,7 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
     async leaseCap(req) {
       return handlers.capLeases.lease({
         keyId: req.keyId,
+        workspaceId: req.workspaceId,
         leaseId: req.leaseId,
         holder: req.holder,
         usedUsd: req.usedUsd,
