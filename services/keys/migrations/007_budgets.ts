@@ -13,8 +13,6 @@ import type { Knex } from '@switchboard/runtime/db';
  *    concurrency slots (no window), held by a data plane replica.
  *  - `budget_alerts`: a spend alert fired, once per budget, period, period start and threshold
  *    (the primary key decides "once", across replicas).
- *  - `api_keys.spend_limits_version`: bumped when a key's day, week or total limit changes, so
- *    the change bumps the key's state version too (004's trigger) and data planes see it.
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(`
@@ -67,9 +65,6 @@ export async function up(knex: Knex): Promise<void> {
       created_at timestamptz NOT NULL DEFAULT now(),
       PRIMARY KEY (subject, period, period_start, threshold_pct)
     )`);
-  await knex.raw('ALTER TABLE api_keys ADD COLUMN spend_limits_version integer NOT NULL DEFAULT 0');
-  // The keys of a budget (a rotated key and the key it was rotated from), for their reservations.
-  await knex.raw('CREATE INDEX api_keys_budget_idx ON api_keys (budget_id) WHERE budget_id IS NOT NULL');
   // What is known already: the months of each key, so a total and a workspace's month start from
   // the spend so far (day and week cannot be told from monthly rows: they start at zero).
   await knex.raw(`
@@ -84,7 +79,5 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await knex.raw('DROP INDEX api_keys_budget_idx');
-  await knex.raw('ALTER TABLE api_keys DROP COLUMN spend_limits_version');
   await knex.schema.dropTableIfExists('budget_alerts').dropTableIfExists('rate_leases').dropTableIfExists('workspace_leases').dropTableIfExists('budget_spend');
 }

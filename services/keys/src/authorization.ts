@@ -12,14 +12,14 @@ import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
-import { formatMoney, Money } from '@switchboard/runtime/money';
+import { formatMoney } from '@switchboard/runtime/money';
 import { enumToWire } from '@switchboard/runtime/wire-enum';
+import { type BudgetReached, budgetPassedBy } from './budgets.js';
 import { parseEstimate } from './key-input.js';
 import type { KeyState, KeyStates } from './key-states.js';
-import { monthEnd } from './months.js';
-import { lockKeyCap, touchKey } from './store/keys.js';
+import { lockKeyBudget } from './store/cap-leases.js';
+import { touchKey } from './store/keys.js';
 import { insertReservation, releaseReservation } from './store/reservations.js';
-import { capCommitments } from './store/spend.js';
 
 /**
  * May this key be used now? The two internal checks of docs/api/keys.md#authorization-for-the-data-plane and docs/api/internal-calls.md#authorizekey, answered from the key
@@ -75,17 +75,14 @@ export class KeyAuthorizer {
     const base = { keyId: state.keyId, workspaceId: state.workspaceId, routingPolicy: state.routingPolicy };
     if (state.status === 'revoked') return { ...base, allowed: false, reason: refusalReason(KeyRefusal.REVOKED) };
     if (this.expired(state)) return { ...base, allowed: false, reason: refusalReason(KeyRefusal.EXPIRED) };
-    if (state.capReached) return { ...base, allowed: false, ...this.capExceeded(state.capUsd!, state.spendUsd) };
+    if (state.reached) return { ...base, allowed: false, ...capExceeded(state.reached) };
     const balance = await this.deps.states.balanceOf(state.workspaceId);
     if (balance?.lte(0)) return { ...base, allowed: false, reason: refusalReason(KeyRefusal.INSUFFICIENT_BALANCE) };
     let reservationId: string | undefined;
     if (estimate !== undefined) {
       reservationId = newId('rsv');
-      // A key without a cap has nothing to hold back: its reservation is only an id, and settling it is a no-op.
-      if (state.capUsd !== null) {
-        const refusal = await this.reserve(state, reservationId, estimate);
-        if (refusal) return { ...base, allowed: false, ...refusal };
-      }
+      const refusal = await this.reserve(state, reservationId, estimate);
+      if (refusal) return { ...base, allowed: false, ...refusal };
     }
     this.touch(state.keyId);
     return { ...base, allowed: true, reason: refusalReason(KeyRefusal.UNSPECIFIED), reservationId };
@@ -104,26 +101,28 @@ export class KeyAuthorizer {
     };
     if (state.status === 'revoked') return { ...base, reason: refusalReason(KeyRefusal.REVOKED) };
     if (this.expired(state)) return { ...base, reason: refusalReason(KeyRefusal.EXPIRED) };
-    if (state.capReached) return { ...base, ...this.capExceeded(state.capUsd!, state.spendUsd) };
+    if (state.reached) return { ...base, ...capExceeded(state.reached) };
     this.touch(state.keyId);
     return { ...base, reason: refusalReason(KeyRefusal.UNSPECIFIED) };
   }
 
   /**
-   * Reserves `amountUsd` if the month's spend, the open reservations, the unsettled part of the
-   * cap leases and this amount stay at or under the cap; else the refusal. Under the key's row
-   * lock, like every cap lease decision (cap-leases.ts).
+   * Reserves `amountUsd` if, for every limit of the key's budget, the period's spend, the open
+   * reservations, the unsettled part of the budget's leases and this amount stay at or under the
+   * limit; else the refusal. Under the budget's lock, like every lease decision (cap-leases.ts).
+   * A key without limits holds nothing back, but its reservation is recorded all the same (settling it is a no-op).
    */
-  private reserve(state: KeyState, id: string, amountUsd: string): Promise<Pick<AuthorizeAnswer, 'reason' | 'capUsd' | 'spendUsd' | 'resetsAt'> | undefined> {
+  private reserve(
+    state: KeyState,
+    id: string,
+    amountUsd: string,
+  ): Promise<Pick<AuthorizeAnswer, 'reason' | 'capUsd' | 'spendUsd' | 'resetsAt' | 'period'> | undefined> {
     const ttlSeconds = (this.deps.reservationTtlMs ?? defaultReservationTtlMs) / 1000;
     return this.deps.db.transaction(async (trx) => {
-      const key = await lockKeyCap(trx, state.keyId);
+      const key = await lockKeyBudget(trx, state.keyId);
       if (key?.status !== 'active') return { reason: refusalReason(key?.status === 'revoked' ? KeyRefusal.REVOKED : KeyRefusal.UNKNOWN) };
-      if (key.cap !== null) {
-        const { spend, reserved, leased } = await capCommitments(trx, state.keyId, state.month, '');
-        const committed = new Money(spend).plus(reserved).plus(leased);
-        if (committed.plus(amountUsd).gt(key.cap)) return this.capExceeded(key.cap, formatMoney(committed));
-      }
+      const passed = await budgetPassedBy(trx, { keyId: state.keyId, budgetId: key.budget_id, monthlyCapUsd: key.cap }, amountUsd, this.clock());
+      if (passed) return capExceeded(passed);
       await insertReservation(trx, { id, keyId: state.keyId, amountUsd, ttlSeconds });
       return undefined;
     });
@@ -137,16 +136,6 @@ export class KeyAuthorizer {
     return isWellFormedKey(fullKey) ? this.deps.states.byHash(hashKey(fullKey)) : undefined;
   }
 
-  /** The facts of a 402 spend_cap_exceeded: `spendUsd` counts open reservations and cap leases when a reservation was refused. */
-  private capExceeded(capUsd: string, spendUsd: string) {
-    return {
-      reason: refusalReason(KeyRefusal.SPEND_CAP_EXCEEDED),
-      capUsd,
-      spendUsd: formatMoney(spendUsd),
-      resetsAt: timestampFromDate(monthEnd(this.clock())),
-    };
-  }
-
   /** last_used_at, written at most once a minute per key by this replica (and by the statement, across replicas). */
   private touch(keyId: string): void {
     const now = this.clock().getTime();
@@ -155,4 +144,15 @@ export class KeyAuthorizer {
     this.touchedAt.set(keyId, now);
     touchKey(this.deps.db, keyId).catch((err) => this.deps.log.warn({ err: (err as Error).message, key_id: keyId }, 'could not record the key use'));
   }
+}
+
+/** The facts of a 402 spend_cap_exceeded: `spendUsd` counts open reservations and leases when a reservation was refused. */
+function capExceeded(reached: BudgetReached) {
+  return {
+    reason: refusalReason(KeyRefusal.SPEND_CAP_EXCEEDED),
+    capUsd: reached.capUsd,
+    spendUsd: formatMoney(reached.spendUsd),
+    resetsAt: reached.resetsAt ? timestampFromDate(reached.resetsAt) : undefined,
+    period: reached.period,
+  };
 }

@@ -4,7 +4,6 @@ import { invalidArgument } from '@switchboard/runtime/errors';
 import { type RoutingPolicy, routingPolicies } from '@switchboard/runtime/model-catalog';
 import { parsePlainDecimal } from '@switchboard/runtime/money';
 import { enumToWire } from '@switchboard/runtime/wire-enum';
-import { isPeriod, type Period, periods } from './periods.js';
 
 /** What a request may say about a key, checked field by field (each error names its field). */
 
@@ -58,9 +57,12 @@ export function parseStatusFilter(raw: string, field = 'status'): StatusFilter {
 }
 
 /** The scopes a key may have, in their canonical order (the proto's KeyScope, docs/api/keys.md#scopes). */
-export const keyScopes: readonly string[] = KeyScopeSchema.values.filter((value) => value.number !== 0).map((value) => enumToWire(KeyScopeSchema, value.number));
+export const keyScopes: readonly string[] = KeyScopeSchema.values
+  .filter((value) => value.number !== 0)
+  .map((value) => enumToWire(KeyScopeSchema, value.number));
 
-const describe = (value: Value): string => (value.kind.case === undefined ? 'nothing' : value.kind.case.replace('Value', '').replace('struct', 'object').replace('list', 'array'));
+const describe = (value: Value): string =>
+  value.kind.case === undefined ? 'nothing' : value.kind.case.replace('Value', '').replace('struct', 'object').replace('list', 'array');
 
 /** `scopes`: a non-empty array of distinct known scopes, kept in canonical order; absent: undefined. */
 export function parseScopes(value: Value | undefined, field = 'scopes'): string[] | undefined {
@@ -154,39 +156,18 @@ export function parseRateLimits(value: Value | undefined, field = 'rate_limits')
   if (value === undefined) return undefined;
   const limits: RateLimitsInput = { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null };
   if (value.kind.case === 'nullValue') return limits;
-  if (value.kind.case !== 'structValue') throw invalidArgument(field, `${field} must be an object (${Object.keys(rateLimitFields).join(', ')}) or null, not ${describe(value)}.`);
+  if (value.kind.case !== 'structValue')
+    throw invalidArgument(field, `${field} must be an object (${Object.keys(rateLimitFields).join(', ')}) or null, not ${describe(value)}.`);
   for (const [name, limit] of Object.entries(value.kind.value.fields)) {
     const at = `${field}.${name}`;
-    if (!Object.hasOwn(rateLimitFields, name)) throw invalidArgument(at, `${at} is not a rate limit; the limits are ${Object.keys(rateLimitFields).join(', ')}.`);
+    if (!Object.hasOwn(rateLimitFields, name))
+      throw invalidArgument(at, `${at} is not a rate limit; the limits are ${Object.keys(rateLimitFields).join(', ')}.`);
     if (limit.kind.case === 'nullValue') continue;
     const n = limit.kind.case === 'numberValue' ? limit.kind.value : Number.NaN;
-    if (!Number.isInteger(n) || n < 1 || n > maxRateLimit) throw invalidArgument(at, `${at} must be a whole number from 1 to ${maxRateLimit}, or null for no limit.`);
+    if (!Number.isInteger(n) || n < 1 || n > maxRateLimit)
+      throw invalidArgument(at, `${at} must be a whole number from 1 to ${maxRateLimit}, or null for no limit.`);
     limits[rateLimitFields[name as keyof typeof rateLimitFields]] = n;
   }
-  return limits;
-}
-
-/** One periodic budget as given (docs/api/keys.md#periodic-budgets). */
-export interface SpendLimitInput {
-  period: Period;
-  amountUsd: string;
-}
-
-/**
- * `spend_limits`: at most one limit per period (so at most 4), each amount a plain decimal string
- * as a cap is. MERGE: B2's parseSpendLimits (budgets.ts) replaces this one.
- */
-export function parseSpendLimits(raw: Array<{ period: string; amountUsd?: Value }>, field = 'spend_limits'): SpendLimitInput[] {
-  if (raw.length > periods.length) throw invalidArgument(field, `${field} may hold at most ${periods.length} limits, one per period.`);
-  const limits: SpendLimitInput[] = [];
-  raw.forEach((limit, i) => {
-    const at = `${field}[${i}]`;
-    if (!isPeriod(limit.period)) throw invalidArgument(`${at}.period`, `${at}.period must be one of ${periods.join(', ')}.`);
-    if (limits.some((other) => other.period === limit.period)) throw invalidArgument(`${at}.period`, `${at}.period repeats ${limit.period}: one limit per period.`);
-    const amount = limit.amountUsd?.kind;
-    if (amount?.case !== 'stringValue') throw invalidArgument(`${at}.amount_usd`, `${at}.amount_usd must be a decimal string such as "5.00".`);
-    limits.push({ period: limit.period, amountUsd: parseSpendCap(amount.value, `${at}.amount_usd`) });
-  });
   return limits;
 }
 
@@ -215,6 +196,7 @@ export const maxGracePeriodSeconds = 7 * 86_400;
 export function parseGracePeriod(value: Value | undefined, field = 'grace_period_seconds'): number {
   if (value === undefined || value.kind.case === 'nullValue') return defaultGracePeriodSeconds;
   const n = value.kind.case === 'numberValue' ? value.kind.value : Number.NaN;
-  if (!Number.isInteger(n) || n < 0 || n > maxGracePeriodSeconds) throw invalidArgument(field, `${field} must be a whole number of seconds from 0 to ${maxGracePeriodSeconds} (7 days).`);
+  if (!Number.isInteger(n) || n < 0 || n > maxGracePeriodSeconds)
+    throw invalidArgument(field, `${field} must be a whole number of seconds from 0 to ${maxGracePeriodSeconds} (7 days).`);
   return n;
 }

@@ -3,8 +3,10 @@ import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
 import { Money } from '@switchboard/runtime/money';
 import { startPgListener } from '@switchboard/runtime/pg-notifications';
+import { type BudgetReached, firstReached } from './budgets.js';
 import { monthOf } from './months.js';
 import { findBalance } from './store/balances.js';
+import { budgetStatuses } from './store/budget-spend.js';
 import { findKeyStateByHash, findKeyStateById, type KeyStateRow, keyStateChannel } from './store/keys.js';
 
 /**
@@ -37,8 +39,11 @@ export interface KeyState {
   /** `YYYY-MM-01`: the month `spendUsd` is of. */
   month: string;
   spendUsd: string;
-  /** spend ≥ cap: blocked until the month ends or the cap is raised or cleared. */
-  capReached: boolean;
+  /**
+   * The first limit of the key's budget its settled spend reached (a period's spend ≥ its limit):
+   * blocked until the period ends or the limit is raised or cleared; undefined when none is.
+   */
+  reached?: BudgetReached;
   /** inference, read and/or manage. */
   scopes: string[];
   /** Refused from then on (KeyRefusal.EXPIRED), by the clock of whoever asks; null: never. */
@@ -58,8 +63,7 @@ export interface KeyStatesDeps {
   maxAgeMs?: number;
 }
 
-export function toKeyState(row: KeyStateRow, month: string): KeyState {
-  const spend = new Money(row.month_spend_usd);
+export function toKeyState(row: KeyStateRow, month: string, reached: BudgetReached | undefined): KeyState {
   return {
     keyId: row.id,
     keyHash: row.key_hash,
@@ -70,7 +74,7 @@ export function toKeyState(row: KeyStateRow, month: string): KeyState {
     routingPolicy: row.routing_policy,
     month,
     spendUsd: row.month_spend_usd,
-    capReached: row.monthly_spend_cap_usd !== null && spend.gte(row.monthly_spend_cap_usd),
+    reached,
     scopes: row.scopes,
     expiresAt: row.expires_at,
   };
@@ -113,9 +117,15 @@ export class KeyStates {
     const cached = this.keys.get(keyHash);
     if (cached && this.fresh(cached, now.getTime()) && (!cached.value || cached.value.month === month)) return cached.value;
     return this.load(`hash:${keyHash}`, async () => {
-      const row = await findKeyStateByHash(this.deps.db, keyHash, month);
-      return row ? toKeyState(row, month) : undefined;
+      return this.stateOf(await findKeyStateByHash(this.deps.db, keyHash, month), month, now);
     });
+  }
+
+  /** A key's state with the limit of its budget reached, if any (docs/api/keys.md#periodic-budgets). */
+  private async stateOf(row: KeyStateRow | undefined, month: string, now: Date): Promise<KeyState | undefined> {
+    if (!row) return undefined;
+    const statuses = await budgetStatuses(this.deps.db, { keyId: row.id, budgetId: row.budget_id }, row.monthly_spend_cap_usd, now);
+    return toKeyState(row, month, firstReached('key', statuses));
   }
 
   /** The workspace's balance as billing last reported it; undefined when it never did. */
@@ -190,11 +200,11 @@ export class KeyStates {
       if (!hash || !this.keys.has(hash)) return;
       this.keys.delete(hash);
       // Reloaded now, so the next request finds it in memory; a failure leaves it to that request.
-      const month = monthOf(this.clock());
-      this.load(`hash:${hash}`, async () => {
-        const row = await findKeyStateById(this.deps.db, id, month);
-        return row ? toKeyState(row, month) : undefined;
-      }).catch((err) => this.deps.log.warn({ err: (err as Error).message, key_id: id }, 'could not reload a key state'));
+      const now = this.clock();
+      const month = monthOf(now);
+      this.load(`hash:${hash}`, async () => this.stateOf(await findKeyStateById(this.deps.db, id, month), month, now)).catch((err) =>
+        this.deps.log.warn({ err: (err as Error).message, key_id: id }, 'could not reload a key state'),
+      );
     } else if (kind === 'workspace') {
       if (!this.balances.delete(id)) return;
       this.balanceOf(id).catch((err) => this.deps.log.warn({ err: (err as Error).message, workspace_id: id }, 'could not reload a balance'));

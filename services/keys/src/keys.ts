@@ -19,6 +19,7 @@ import { authorize } from '@switchboard/runtime/policy';
 import type { DataKeyRing } from '@switchboard/runtime/secrets';
 import type { EventWriter } from '@switchboard/runtime/service';
 import { parseHttpsUrl } from '@switchboard/runtime/urls';
+import { parseSpendLimits } from './budgets.js';
 import { type CurrentKeyRecord, currentKey } from './current-key.js';
 import {
   keyScopes,
@@ -30,7 +31,6 @@ import {
   parseRoutingPolicy,
   parseScopes,
   parseSpendCap,
-  parseSpendLimits,
   parseStatusFilter,
   parseThresholds,
   type RateLimitsInput,
@@ -38,7 +38,7 @@ import {
 import { keyNotFound, toKey } from './key-record.js';
 import { monthOf } from './months.js';
 import { rotateKey } from './rotation.js';
-import { budgetStatuses } from './store/budget-spend.js';
+import { budgetStatuses, setKeySpendLimits } from './store/budget-spend.js';
 import {
   budgetOf,
   findKey,
@@ -51,7 +51,6 @@ import {
   lockKey,
   type RateLimitColumns,
   revokeKeys,
-  setKeySpendLimits,
   updateKey,
 } from './store/keys.js';
 
@@ -145,7 +144,8 @@ export class Keys {
     const rateLimits = parseRateLimits(input.rateLimits);
     const spendLimits = parseSpendLimits(input.spendLimits);
     const month = spendLimits.find((limit) => limit.period === 'month');
-    if (month && capUsd !== null) throw invalidArgument('monthly_spend_cap_usd', 'Send the monthly cap as monthly_spend_cap_usd or as the month entry of spend_limits, not both.');
+    if (month && capUsd !== null)
+      throw invalidArgument('monthly_spend_cap_usd', 'Send the monthly cap as monthly_spend_cap_usd or as the month entry of spend_limits, not both.');
     mayGrant(caller, scopes);
     const { db, recordEvent } = this.deps;
     const fullKey = generateFullKey();
@@ -270,7 +270,11 @@ export class Keys {
       if (input.clear && input.capUsd !== undefined) {
         throw invalidArgument('monthly_spend_cap_usd', 'Send either monthly_spend_cap_usd or clear: true, not both.');
       }
-      const decided = (cap: string | null): Decision => ({ change: 'spend_cap', fields: ['monthly_spend_cap_usd', 'spend_limits'], changes: { monthly_spend_cap_usd: cap } });
+      const decided = (cap: string | null): Decision => ({
+        change: 'spend_cap',
+        fields: ['monthly_spend_cap_usd', 'spend_limits'],
+        changes: { monthly_spend_cap_usd: cap },
+      });
       if (input.clear) return decided(null);
       if (input.capUsd === undefined) throw invalidArgument('monthly_spend_cap_usd', 'Send monthly_spend_cap_usd (a decimal string) or clear: true.');
       return decided(parseSpendCap(input.capUsd));
@@ -327,7 +331,11 @@ export class Keys {
   }
 
   setRoutingPolicy(caller: Caller, keyId: string, rawPolicy: string | undefined): Promise<KeyRecord> {
-    return this.change(caller, keyId, () => ({ change: 'routing_policy', fields: ['routing_policy'], changes: { routing_policy: parseRoutingPolicy(rawPolicy) } }));
+    return this.change(caller, keyId, () => ({
+      change: 'routing_policy',
+      fields: ['routing_policy'],
+      changes: { routing_policy: parseRoutingPolicy(rawPolicy) },
+    }));
   }
 
   /**

@@ -1,4 +1,4 @@
-import { type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import type { ConnectRouter, HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import { invalidArgument } from '@switchboard/runtime/errors';

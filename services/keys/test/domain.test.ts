@@ -148,9 +148,11 @@ describe('key states', () => {
     try {
       const key = await newKey('1.00');
       await db.transaction((trx) => spend.usageRecorded(trx, [usage(key, '1.00', now)]));
-      await eventually(async () => (await states.byHash(hashKey(key.fullKey)))?.capReached, 'the cap to be reached');
+      await eventually(async () => (await states.byHash(hashKey(key.fullKey)))?.reached?.period === 'month', 'the cap to be reached');
       now = new Date('2026-04-01T00:00:01Z');
-      expect(await states.byHash(hashKey(key.fullKey))).toMatchObject({ month: '2026-04-01', spendUsd: '0', capReached: false });
+      const next = await states.byHash(hashKey(key.fullKey));
+      expect(next).toMatchObject({ month: '2026-04-01', spendUsd: '0' });
+      expect(next?.reached).toBeUndefined();
     } finally {
       await states.stop();
     }

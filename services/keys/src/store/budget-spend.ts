@@ -92,9 +92,9 @@ export async function periodCommitments(
 
 /**
  * Replaces a key's periodic budgets: its day, week and total rows, and its month as
- * api_keys.monthly_spend_cap_usd (the one source of the month's limit). Bumps
- * spend_limits_version so the key's state version moves (data planes give back the leases granted
- * under the old limits: docs/money-path.md#leases). Called under the key's row lock.
+ * api_keys.monthly_spend_cap_usd (the one source of the month's limit). Either change moves the
+ * key's state version (004's trigger on api_keys, 006's on spend_limits), so data planes give back
+ * the leases granted under the old limits (docs/money-path.md#leases). Called under the key's row lock.
  */
 export async function setKeySpendLimits(trx: Knex.Transaction, keyId: string, limits: SpendLimitInput[]): Promise<void> {
   await replaceSpendLimits(
@@ -107,7 +107,6 @@ export async function setKeySpendLimits(trx: Knex.Transaction, keyId: string, li
     .where({ id: keyId })
     .update({
       monthly_spend_cap_usd: month?.amountUsd ?? null,
-      spend_limits_version: trx.raw('spend_limits_version + 1'),
       updated_at: trx.fn.now(),
     });
 }

@@ -92,7 +92,11 @@ export async function insertKey(db: Db, key: NewKey): Promise<void> {
  * secret included, still encrypted under the same purpose), the old one's budget, `rotated_from`
  * it; its day, week and total budgets are copied in `copyKeySpendLimits`.
  */
-export async function insertRotatedKey(trx: Knex.Transaction, old: KeyRow, key: { id: string; keyHash: string; hint: string; createdBy: string }): Promise<void> {
+export async function insertRotatedKey(
+  trx: Knex.Transaction,
+  old: KeyRow,
+  key: { id: string; keyHash: string; hint: string; createdBy: string },
+): Promise<void> {
   await trx('api_keys').insert({
     id: key.id,
     workspace_id: old.workspace_id,
@@ -120,20 +124,6 @@ export async function insertRotatedKey(trx: Knex.Transaction, old: KeyRow, key: 
 /** Copies the budgets of key `from` to key `to` (a rotation). */
 export async function copyKeySpendLimits(trx: Knex.Transaction, from: string, to: string): Promise<void> {
   await trx.raw('INSERT INTO spend_limits (subject, period, amount_usd) SELECT ?, period, amount_usd FROM spend_limits WHERE subject = ?', [to, from]);
-}
-
-/**
- * Replaces a key's budgets: `month` is its monthly_spend_cap_usd, the others are rows of
- * spend_limits. MERGE: B2's setKeySpendLimits (budgets.ts) replaces this one.
- */
-export async function setKeySpendLimits(trx: Knex.Transaction, keyId: string, limits: Array<{ period: string; amountUsd: string }>): Promise<void> {
-  const month = limits.find((limit) => limit.period === 'month');
-  await trx('api_keys')
-    .where({ id: keyId })
-    .update({ monthly_spend_cap_usd: month?.amountUsd ?? null, updated_at: trx.fn.now() });
-  await trx('spend_limits').where({ subject: keyId }).delete();
-  const rows = limits.filter((limit) => limit.period !== 'month').map((limit) => ({ subject: keyId, period: limit.period, amount_usd: limit.amountUsd }));
-  if (rows.length > 0) await trx('spend_limits').insert(rows);
 }
 
 /** The key `keyId` of `workspaceId` (never another workspace's) with its budget's spend of `month`. */
@@ -189,14 +179,6 @@ export async function updateKey(trx: Knex.Transaction, keyId: string, changes: K
     .update({ ...changes, updated_at: trx.fn.now() });
 }
 
-/**
- * Locks a key for a decision against its cap (a reservation, a lease): every such decision of one
- * key waits for the previous one's commit. Undefined when there is no such key.
- */
-export async function lockKeyCap(trx: Knex.Transaction, keyId: string): Promise<{ status: 'active' | 'revoked'; cap: string | null } | undefined> {
-  return trx('api_keys').where({ id: keyId }).forUpdate().first('status', trx.raw('monthly_spend_cap_usd::text AS cap'));
-}
-
 /** What revokeKeys selects: one key, every active key of a workspace, or a user's (in one workspace or all). */
 export type RevocationScope = { keyId: string } | { workspaceId: string; createdBy?: string } | { createdBy: string };
 
@@ -227,10 +209,11 @@ export interface KeyStateRow {
   month_spend_usd: string;
   scopes: string[];
   expires_at: Date | null;
+  budget_id: string;
 }
 
 const stateColumns = `k.id, k.key_hash, k.workspace_id, k.created_by, k.status, k.monthly_spend_cap_usd::text, k.routing_policy,
-  COALESCE(s.spend_usd, 0)::text AS month_spend_usd, k.scopes, k.expires_at
+  COALESCE(s.spend_usd, 0)::text AS month_spend_usd, k.scopes, k.expires_at, COALESCE(k.budget_id, k.id) AS budget_id
   FROM api_keys k LEFT JOIN key_monthly_spend s ON s.key_id = COALESCE(k.budget_id, k.id) AND s.month = ?::date`;
 
 export async function findKeyStateByHash(db: Db, keyHash: string, month: string): Promise<KeyStateRow | undefined> {

@@ -24,39 +24,6 @@ export async function addSpends(
   return rows;
 }
 
-/** What counts against a key's cap in a month, beside one lease (`exceptLeaseId`, '' for none). */
-export interface CapCommitments {
-  /** The month's settled spend. */
-  spend: string;
-  /** Open reservations of AuthorizeKey made this month. */
-  reserved: string;
-  /** The unsettled part of the other unexpired leases of the month. */
-  leased: string;
-  /** How many of those leases still have an unsettled part. */
-  leases: number;
-}
-
-/**
- * One statement, so spend and leases are read from one snapshot: a usage batch moves a cost from
- * a lease to the spend in one transaction, and this sees both sides of it or neither. Called
- * under the key's row lock (lockKeyCap), after it was granted, so every earlier decision of the
- * key is committed and seen.
- */
-export async function capCommitments(trx: Knex.Transaction, keyId: string, month: string, exceptLeaseId: string): Promise<CapCommitments> {
-  const { rows } = await trx.raw<{ rows: Array<{ spend: string; reserved: string; leased: string; leases: string }> }>(
-    `SELECT COALESCE((SELECT spend_usd FROM key_monthly_spend WHERE key_id = ? AND month = ?::date), 0)::text AS spend,
-            COALESCE((SELECT sum(amount_usd) FROM reservations
-                       WHERE key_id = ? AND settled_at IS NULL AND expires_at > now() AND created_at >= (?::date)::timestamp AT TIME ZONE 'UTC'), 0)::text AS reserved,
-            COALESCE(sum(GREATEST(l.granted_usd - l.settled_usd, 0)), 0)::text AS leased,
-            count(*) FILTER (WHERE l.granted_usd > l.settled_usd) AS leases
-       FROM cap_leases l
-      WHERE l.key_id = ? AND l.month = ?::date AND l.expires_at > now() AND l.id <> ?`,
-    [keyId, month, keyId, month, keyId, month, exceptLeaseId],
-  );
-  const row = rows[0];
-  return { spend: row.spend, reserved: row.reserved, leased: row.leased, leases: Number(row.leases) };
-}
-
 export interface BudgetSettingsRow {
   id: string;
   workspace_id: string;
