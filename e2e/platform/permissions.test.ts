@@ -11,17 +11,20 @@ import {
   publicServices,
   type RouteCase,
   routeCases,
+  scopeOfRow,
   type Workspace,
   World,
+  walkedScopes,
 } from '@switchboard/testkit/permissions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
  * Walks the permission table (testkit/src/permissions.ts) through REST: every route, with a principal of
- * each role in the workspace and one of another workspace, and for rows of "own" rules the
- * developer on its own object.
+ * each role in the workspace and one of another workspace, for rows of "own" rules the
+ * developer on its own object, and the owner's API keys of one scope each (docs/api/keys.md#scopes).
  */
 
+// MERGE: needs B1's keys II records (a key's scopes, GET /v1/key, expires_at; on integ): fails on h-c alone.
 let mesh: Mesh;
 let call: ReturnType<typeof restClient>;
 let world: World;
@@ -39,6 +42,10 @@ afterAll(async () => {
   await mesh?.stop();
 });
 
+/** The routes the gateway serves, by `METHOD template`. */
+const routes = new Map(buildRoutes().map((route) => [`${route.httpMethod} ${route.template}`, route]));
+const routeOf = (routeCase: RouteCase) => routes.get(`${routeCase.method} ${routeCase.template}`)!;
+
 /** The callers of a row: every principal, and the developer on its own object where the row expects it. */
 const callersOf = (routeCase: RouteCase): Caller[] => (routeCase.expect.developerOnOwn === undefined ? principals : [...principals, 'developerOnOwn']);
 
@@ -48,6 +55,41 @@ async function readSubject(routeCase: RouteCase, ws: Workspace, as: Caller) {
   const read = await world.callAs(ws, 'owner', 'GET', routeCase.subject(ws, as));
   expect(read.status, read.text).toBe(200);
   return read.json;
+}
+
+/**
+ * A row called with the owner's key that has `scope` only: a route for user sessions refuses every
+ * key; a key without the route's scope gets 403 `insufficient_scope` naming it and changes nothing;
+ * a key with it gets what the owner gets (or the row's `asKey`).
+ */
+async function walkKey(routeCase: RouteCase, scope: (typeof walkedScopes)[number]) {
+  const required = scopeOfRow(routeCase);
+  const context = (text: string) => `the ${scope} key: ${text}`;
+  const call = (ws: Workspace) => world.callAsKey(ws, scope, routeCase.method, routeCase.path(ws, 'owner'), routeCase.body?.(ws, 'owner'));
+  if (routeOf(routeCase).credentials === 'user_session') {
+    const response = await call(shared);
+    expect(response.status, context(response.text)).toBe(403);
+    expect(response.json.error.code, context(response.text)).toBe('user_session_required');
+    return;
+  }
+  const allowed = scope === required;
+  const ws = allowed && routeCase.mutates ? await world.workspace() : shared;
+  const before = await readSubject(routeCase, ws, 'owner');
+  const response = await call(ws);
+  const outcome = allowed
+    ? (routeCase.asKey ?? { status: routeCase.expect.owner })
+    : { status: 403, code: 'insufficient_scope', metadata: { required_scope: required } };
+  expect(response.status, context(response.text)).toBe(outcome.status);
+  if ('code' in outcome && outcome.code) expect(response.json.error, context(response.text)).toMatchObject({ code: outcome.code });
+  if ('metadata' in outcome && outcome.metadata) expect(response.json.error.metadata, context(response.text)).toEqual(outcome.metadata);
+  if (response.status === 404) expect(response.json.error.code, context(response.text)).toBe(routeCase.notFoundCode ?? 'organization_not_found');
+  if (!routeCase.showsFullKey || response.status >= 300) expect(response.text, context(response.text)).not.toMatch(/full_key|sb_[0-9A-Za-z]{49}/);
+  if (response.status >= 400 && before !== undefined)
+    expect(await readSubject(routeCase, ws, 'owner'), context('the refused call changed its object')).toEqual(before);
+  if (!allowed) return;
+  // It acts as the owner: the row's checks hold as for the owner, unless the row says otherwise.
+  if (routeCase.asKey?.check) await routeCase.asKey.check(response, ws, world);
+  else if (!routeCase.asKey || response.status < 400) await routeCase.check?.(response, ws, 'owner', world);
 }
 
 describe('the permission table, route by route', () => {
@@ -72,8 +114,13 @@ describe('the permission table, route by route', () => {
         }
         await routeCase.check?.(response, ws, as, world);
       }
+      for (const scope of walkedScopes) await walkKey(routeCase, scope);
     });
   }
+
+  it("states each row's scope as the gateway derives it", () => {
+    for (const routeCase of routeCases) expect(routeOf(routeCase).scope, `${routeCase.method} ${routeCase.template}`).toBe(scopeOfRow(routeCase));
+  });
 
   it('logs each decision at debug level', async () => {
     const response = await call('DELETE', `/v1/organizations/${shared.orgId}`, { token: shared.users.developer.token });

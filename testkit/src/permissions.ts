@@ -1,5 +1,6 @@
 import type { Client } from '@connectrpc/connect';
 import type { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { type KeyScopeName, keyScopes } from '@switchboard/runtime/policy';
 import { eventually } from '@switchboard/runtime/testing';
 import { expect } from 'vitest';
 import type { Mailbox } from './mailbox.js';
@@ -9,8 +10,9 @@ import { newUser } from './mesh.js';
 /**
  * THE table of who may call which REST route (the permission table of docs/conventions.md#roles, route by route), walked
  * by permissions.test.ts with a principal of each role in a workspace and a principal of another
- * workspace. Later issues add their routes here (keys, billing, conversations, webhooks): a route
- * of the contract that answers something other than 501 must have a row, the walk checks it.
+ * workspace, and with API keys of the owner that have one scope each (docs/api/keys.md#scopes).
+ * Later issues add their routes here (keys, billing, conversations, webhooks): a route of the
+ * contract that answers something other than 501 must have a row, the walk checks it.
  */
 
 export type Principal = 'owner' | 'admin' | 'developer' | 'outsider';
@@ -57,13 +59,39 @@ export interface Workspace {
   conversationId: string;
   /**
    * A generation of the organization (service/fast, routed to gpt-4o-mini), recorded through
-   * RecordUsage with a key of its own that no row reads (the spend it adds reaches that key later).
+   * RecordUsage with the owner's inference key (`scopedKeys.inference`: its own generation; the
+   * spend it adds reaches that key later, and no row reads that key's spend).
    */
   generationId: string;
   /** A webhook endpoint the owner registered in the organization (it fails: nothing answers there). */
   webhookId: string;
+  /**
+   * A key of the owner in the organization per scope, with that scope only (docs/api/keys.md#scopes).
+   * The workspace's generation is the `inference` key's own.
+   */
+  scopedKeys: Record<KeyScopeName, ScopedKey>;
   /** The webhook.test delivery of that endpoint, attempted once. */
   deliveryId: string;
+}
+
+/** An API key with its full key, to call with. */
+export interface ScopedKey {
+  keyId: string;
+  fullKey: string;
+}
+
+/** The scopes of the walk's keys: one key per scope. */
+export const walkedScopes: readonly KeyScopeName[] = keyScopes;
+
+/** What an API key of the owner that has the route's scope gets, where it is not what the owner gets. */
+export interface KeyOutcome {
+  status: number;
+  /** The error code of a refusal. */
+  code?: string;
+  /** The error's metadata, when it has some. */
+  metadata?: Record<string, unknown>;
+  /** Checks of a success, instead of the row's own (made as the owner). */
+  check?(response: ApiResponse, ws: Workspace, world: World): void | Promise<void>;
 }
 
 export interface RouteCase {
@@ -89,7 +117,21 @@ export interface RouteCase {
   showsFullKey?: boolean;
   /** Further checks of a response; `world` makes further calls. */
   check?(response: ApiResponse, ws: Workspace, as: Caller, world: World): void | Promise<void>;
+  /**
+   * The scope an API key needs (docs/api/keys.md#scopes) where it is not the method's (`read` for a
+   * GET, `manage` for any other): the `inference` routes.
+   */
+  scope?: KeyScopeName;
+  /**
+   * What the owner's key with the route's scope gets, where it differs from the owner (it acts as
+   * the owner, after the owner's call of the row): by default the owner's status and the row's
+   * checks made as the owner.
+   */
+  asKey?: KeyOutcome;
 }
+
+/** The scope an API key needs for a row's route, as docs/api/keys.md#scopes states it. */
+export const scopeOfRow = (row: RouteCase): KeyScopeName => row.scope ?? (row.method === 'GET' ? 'read' : 'manage');
 
 const managersOnly = { owner: 200, admin: 200, developer: 403, outsider: 404 };
 const everyMember = { owner: 200, admin: 200, developer: 200, outsider: 404 };
@@ -333,6 +375,8 @@ export const routeCases: RouteCase[] = [
     // Every member creates keys in the workspace; the outsider, acting in its own, creates one there.
     expect: { owner: 201, admin: 201, developer: 201, outsider: 201 },
     showsFullKey: true,
+    // docs/api/keys.md#scopes: a key never makes a key with scopes it lacks; without `scopes` the new key would have all three.
+    asKey: { status: 403, code: 'insufficient_scope', metadata: { required_scope: 'inference' } },
     check: async (response, ws, as, world) => {
       const user = ws.users[principalOf(as)];
       expect(response.json).toMatchObject({
@@ -417,6 +461,87 @@ export const routeCases: RouteCase[] = [
     template: '/v1/keys/{key_id}',
     changed: (key) => expect(key).toMatchObject({ status: 'revoked', revoked_at: expect.any(String) }),
   }),
+  // MERGE: B2's budgetStatuses fills spend_limits (the stub on main answers []); the row passes once merged.
+  keyChange({
+    rpc: 'UpdateKeySpendLimits',
+    method: 'PUT',
+    template: '/v1/keys/{key_id}/spend-limits',
+    body: () => ({
+      spend_limits: [
+        { period: 'day', amount_usd: '5' },
+        { period: 'month', amount_usd: '50.00' },
+      ],
+    }),
+    changed: (key) => {
+      // docs/api/keys.md#periodic-budgets: the month's limit is the monthly spend cap.
+      expect(key.monthly_spend_cap_usd).toBe('50.00');
+      const budget = (period: string, amount: string) =>
+        expect.objectContaining({ period, amount_usd: amount, spend_usd: expect.stringMatching(decimal), resets_at: expect.any(String) });
+      expect(key.spend_limits).toEqual(expect.arrayContaining([budget('day', '5'), budget('month', '50.00')]));
+      expect(key.spend_limits).toHaveLength(2);
+    },
+  }),
+  {
+    rpc: 'RotateKey',
+    method: 'POST',
+    template: '/v1/keys/{key_id}/rotate',
+    path: (ws, as) => `${keyPath(ws, as)}/rotate`,
+    body: () => ({ grace_period_seconds: 3600 }),
+    // Rotating changes the key (it expires): whoever may change it (docs/conventions.md#roles).
+    expect: { owner: 201, admin: 201, developer: 403, outsider: 404, developerOnOwn: 201 },
+    notFoundCode: 'key_not_found',
+    mutates: true,
+    subject: keyPath,
+    showsFullKey: true,
+    // docs/api/keys.md#rotation: the new key has the old one's scopes, all three here, which the manage key lacks.
+    asKey: { status: 403, code: 'insufficient_scope', metadata: { required_scope: 'inference' } },
+    check: async (response, ws, as, world) => {
+      if (response.status !== 201) return;
+      const creator = keyCreatorOf(as);
+      const previousId = ws.keys[creator];
+      expect(response.json).toMatchObject({
+        full_key: expect.stringMatching(/^sb_[0-9A-Za-z]{49}$/),
+        key: {
+          key_id: expect.stringMatching(/^key_/),
+          name: `${creator}'s key in ${ws.name}`,
+          status: 'active',
+          rotated_from: previousId,
+          created_by: ws.users[principalOf(as)].userId,
+          alert_webhook_url: initialAlertUrl,
+        },
+        previous: { key_id: previousId, status: 'active', expires_at: expect.any(String) },
+      });
+      expect(response.json.key.key_id).not.toBe(previousId);
+      // The old key works for the grace period (an hour), not longer.
+      expect(Math.abs(Date.parse(response.json.previous.expires_at) - (Date.now() + 3_600_000))).toBeLessThan(60_000);
+      // The new key belongs to the workspace.
+      expect((await world.callAs(ws, 'owner', 'GET', `/v1/keys/${response.json.key.key_id}`)).status).toBe(200);
+    },
+  },
+  {
+    rpc: 'GetCurrentKey',
+    method: 'GET',
+    template: '/v1/key',
+    path: () => '/v1/key',
+    scope: 'inference',
+    // docs/api/keys.md#introspection: the API key of the request; the walk's principals are users, whose access token is no key.
+    expect: { owner: 400, admin: 400, developer: 400, outsider: 400 },
+    check: (response) => expect(response.json.error.code).toBe('api_key_required'),
+    asKey: {
+      status: 200,
+      check: (response, ws) =>
+        expect(response.json).toMatchObject({
+          key_id: ws.scopedKeys.inference.keyId,
+          name: `the inference key in ${ws.name}`,
+          scopes: ['inference'],
+          expires_at: null,
+          allowed_models: null,
+          rate_limits: { requests_per_minute: null, tokens_per_minute: null, max_concurrent: null },
+          routing_policy: 'any',
+          spend: [],
+        }),
+    },
+  },
   // --- billing ---------------------------------------------------------------------------------
   // Every billing route acts in the caller's workspace (X-Workspace-Id); the outsider acts in its
   // own personal workspace, so it gets its own billing (200, 201), never this workspace's.
@@ -508,12 +633,16 @@ export const routeCases: RouteCase[] = [
       if (as === 'outsider') expect(ids).not.toContain(ws.generationId);
       else expect(ids).toContain(ws.generationId);
     },
+    // docs/api/generations.md#who-sees-what: an API key lists the generations made with it only (the read key made none).
+    asKey: { status: 200, check: (response) => expect(response.json.data).toEqual([]) },
   },
   {
     rpc: 'GetGenerationRecord',
     method: 'GET',
     template: '/v1/generations/{generation_id}',
     path: (ws) => `/v1/generations/${ws.generationId}`,
+    // docs/api/keys.md#scopes: a key's own generations need inference only (the workspace's generation is the inference key's).
+    scope: 'inference',
     expect: everyMember,
     notFoundCode: 'generation_not_found',
     check: (response, ws) => {
@@ -643,6 +772,46 @@ export const routeCases: RouteCase[] = [
     mutates: true,
     subject: () => '/v1/billing/payment-methods',
   },
+  // docs/api/keys.md#workspace-budgets: every member reads the workspace's budgets; owners and admins change them (billing.manage).
+  // MERGE: B2 builds SpendLimitService (501 before); these two rows pass once merged.
+  {
+    rpc: 'GetWorkspaceSpendLimits',
+    method: 'GET',
+    template: '/v1/billing/spend-limits',
+    path: () => '/v1/billing/spend-limits',
+    expect: everyWorkspace,
+    check: (response, _ws, as) => {
+      expect(response.json).toEqual({ spend_limits: expect.any(Array) });
+      // The walk sets budgets in workspaces of their own only (and in the outsider's personal one).
+      if (as !== 'outsider') expect(response.json.spend_limits).toEqual([]);
+    },
+  },
+  {
+    rpc: 'UpdateWorkspaceSpendLimits',
+    method: 'PUT',
+    template: '/v1/billing/spend-limits',
+    path: () => '/v1/billing/spend-limits',
+    body: () => ({ spend_limits: [{ period: 'week', amount_usd: '100.00' }] }),
+    // The outsider sets its own workspace's.
+    expect: { owner: 200, admin: 200, developer: 403, outsider: 200 },
+    mutates: true,
+    subject: () => '/v1/billing/spend-limits',
+    check: async (response, ws, as, world) => {
+      if (response.status !== 200) return;
+      expect(response.json).toEqual({
+        spend_limits: [
+          {
+            period: 'week',
+            amount_usd: '100.00',
+            spend_usd: expect.stringMatching(decimal),
+            remaining_usd: expect.stringMatching(decimal),
+            resets_at: expect.any(String),
+          },
+        ],
+      });
+      expect((await world.callAs(ws, as, 'GET', '/v1/billing/spend-limits')).json).toEqual(response.json);
+    },
+  },
   // --- conversations, messages, feedback ----------------------------------------------------
   // docs/conventions.md#roles: every member reads and writes the workspace's conversations, messages and feedback.
   // The outsider acts in its own personal workspace: it creates and lists conversations there
@@ -768,6 +937,9 @@ export const routeCases: RouteCase[] = [
     // One rating per workspace and generation: the owner's (the first caller) is new, each
     // further member's replaces it. The outsider cannot see the generation.
     expect: { owner: 201, admin: 200, developer: 200, outsider: 404 },
+    scope: 'inference',
+    // After the members' ratings: the inference key's replaces them.
+    asKey: { status: 200 },
     notFoundCode: 'generation_not_found',
     // A refused rating leaves the workspace's feedback as it was.
     subject: () => '/v1/feedback/summary',
@@ -991,6 +1163,11 @@ export class World {
     return this.call(method, path, { token: user.token, headers: { 'x-workspace-id': workspaceId }, body });
   }
 
+  /** A call with the owner's key that has `scope` only: it acts as the owner, in the key's workspace (no X-Workspace-Id). */
+  callAsKey(ws: Workspace, scope: KeyScopeName, method: string, path: string, body?: unknown): Promise<ApiResponse> {
+    return this.call(method, path, { token: ws.scopedKeys[scope].fullKey, body });
+  }
+
   /** A call without credentials, as a browser or a payment provider makes it. */
   anonymous(method: string, path: string, body?: unknown): Promise<ApiResponse> {
     return this.call(method, path, { body });
@@ -1042,6 +1219,8 @@ export class World {
     const keyIds = await Promise.all(members.map((member) => this.key(users[member], orgId, `${member}'s key in ${name}`)));
     const keys = Object.fromEntries(members.map((member, i) => [member, keyIds[i]])) as Record<Member, string>;
     const pending = await this.invite(users.owner, orgId, name, freshAddress(), 'developer');
+    const scoped = await Promise.all(walkedScopes.map((scope) => this.scopedKey(users.owner, orgId, name, scope)));
+    const scopedKeys = Object.fromEntries(walkedScopes.map((scope, i) => [scope, scoped[i]])) as Record<KeyScopeName, ScopedKey>;
     return {
       orgId,
       name,
@@ -1050,9 +1229,22 @@ export class World {
       pendingInvitationId: pending.invitationId,
       pendingInvitationToken: pending.token,
       conversationId: await this.conversation(users.target, orgId, name),
-      generationId: await this.generation(orgId, await this.key(users.owner, orgId, `the data plane's key in ${name}`)),
+      generationId: await this.generation(orgId, scopedKeys.inference.keyId),
       ...(await this.webhook(users.owner, orgId, name)),
+      scopedKeys,
     };
+  }
+
+  /** A key of `owner` in `workspaceId` with `scope` only, named after it and the organization. */
+  private async scopedKey(owner: User, workspaceId: string, name: string, scope: KeyScopeName): Promise<ScopedKey> {
+    const created = await this.call('POST', '/v1/keys', {
+      token: owner.token,
+      headers: { 'x-workspace-id': workspaceId },
+      body: { name: `the ${scope} key in ${name}`, scopes: [scope] },
+    });
+    expect(created.status, created.text).toBe(201);
+    expect(created.json.key.scopes).toEqual([scope]);
+    return { keyId: created.json.key.key_id, fullKey: created.json.full_key };
   }
 
   /**
