@@ -124,7 +124,7 @@ describe('key states', () => {
       const key = await newKey('5');
       await eventually(async () => (await states.byHash(hashKey(key.fullKey)))?.status === 'active', 'the key to load');
       const state = await states.byHash(hashKey(key.fullKey));
-      expect(state).toMatchObject({ keyId: key.id, capUsd: '5', spendUsd: '0', capReached: false });
+      expect(state).toMatchObject({ keyId: key.id, capUsd: '5', spendUsd: '0', reached: undefined });
       expect(await states.byHash(hashKey(generateFullKey()))).toBeUndefined();
 
       await db.transaction(async (trx) => {
