@@ -58,9 +58,12 @@ export function parseStatusFilter(raw: string, field = 'status'): StatusFilter {
 }
 
 /** The scopes a key may have, in their canonical order (the proto's KeyScope, docs/api/keys.md#scopes). */
-export const keyScopes: readonly string[] = KeyScopeSchema.values.filter((value) => value.number !== 0).map((value) => enumToWire(KeyScopeSchema, value.number));
+export const keyScopes: readonly string[] = KeyScopeSchema.values
+  .filter((value) => value.number !== 0)
+  .map((value) => enumToWire(KeyScopeSchema, value.number));
 
-const describe = (value: Value): string => (value.kind.case === undefined ? 'nothing' : value.kind.case.replace('Value', '').replace('struct', 'object').replace('list', 'array'));
+const describe = (value: Value): string =>
+  value.kind.case === undefined ? 'nothing' : value.kind.case.replace('Value', '').replace('struct', 'object').replace('list', 'array');
 
 /** `scopes`: a non-empty array of distinct known scopes, kept in canonical order; absent: undefined. */
 export function parseScopes(value: Value | undefined, field = 'scopes'): string[] | undefined {
@@ -154,13 +157,16 @@ export function parseRateLimits(value: Value | undefined, field = 'rate_limits')
   if (value === undefined) return undefined;
   const limits: RateLimitsInput = { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null };
   if (value.kind.case === 'nullValue') return limits;
-  if (value.kind.case !== 'structValue') throw invalidArgument(field, `${field} must be an object (${Object.keys(rateLimitFields).join(', ')}) or null, not ${describe(value)}.`);
+  if (value.kind.case !== 'structValue')
+    throw invalidArgument(field, `${field} must be an object (${Object.keys(rateLimitFields).join(', ')}) or null, not ${describe(value)}.`);
   for (const [name, limit] of Object.entries(value.kind.value.fields)) {
     const at = `${field}.${name}`;
-    if (!Object.hasOwn(rateLimitFields, name)) throw invalidArgument(at, `${at} is not a rate limit; the limits are ${Object.keys(rateLimitFields).join(', ')}.`);
+    if (!Object.hasOwn(rateLimitFields, name))
+      throw invalidArgument(at, `${at} is not a rate limit; the limits are ${Object.keys(rateLimitFields).join(', ')}.`);
     if (limit.kind.case === 'nullValue') continue;
     const n = limit.kind.case === 'numberValue' ? limit.kind.value : Number.NaN;
-    if (!Number.isInteger(n) || n < 1 || n > maxRateLimit) throw invalidArgument(at, `${at} must be a whole number from 1 to ${maxRateLimit}, or null for no limit.`);
+    if (!Number.isInteger(n) || n < 1 || n > maxRateLimit)
+      throw invalidArgument(at, `${at} must be a whole number from 1 to ${maxRateLimit}, or null for no limit.`);
     limits[rateLimitFields[name as keyof typeof rateLimitFields]] = n;
   }
   return limits;
@@ -182,7 +188,8 @@ export function parseSpendLimits(raw: Array<{ period: string; amountUsd?: Value 
   raw.forEach((limit, i) => {
     const at = `${field}[${i}]`;
     if (!isPeriod(limit.period)) throw invalidArgument(`${at}.period`, `${at}.period must be one of ${periods.join(', ')}.`);
-    if (limits.some((other) => other.period === limit.period)) throw invalidArgument(`${at}.period`, `${at}.period repeats ${limit.period}: one limit per period.`);
+    if (limits.some((other) => other.period === limit.period))
+      throw invalidArgument(`${at}.period`, `${at}.period repeats ${limit.period}: one limit per period.`);
     const amount = limit.amountUsd?.kind;
     if (amount?.case !== 'stringValue') throw invalidArgument(`${at}.amount_usd`, `${at}.amount_usd must be a decimal string such as "5.00".`);
     limits.push({ period: limit.period, amountUsd: parseSpendCap(amount.value, `${at}.amount_usd`) });
@@ -215,6 +222,7 @@ export const maxGracePeriodSeconds = 7 * 86_400;
 export function parseGracePeriod(value: Value | undefined, field = 'grace_period_seconds'): number {
   if (value === undefined || value.kind.case === 'nullValue') return defaultGracePeriodSeconds;
   const n = value.kind.case === 'numberValue' ? value.kind.value : Number.NaN;
-  if (!Number.isInteger(n) || n < 0 || n > maxGracePeriodSeconds) throw invalidArgument(field, `${field} must be a whole number of seconds from 0 to ${maxGracePeriodSeconds} (7 days).`);
+  if (!Number.isInteger(n) || n < 0 || n > maxGracePeriodSeconds)
+    throw invalidArgument(field, `${field} must be a whole number of seconds from 0 to ${maxGracePeriodSeconds} (7 days).`);
   return n;
 }

@@ -1,6 +1,6 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import type { KeyStateSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { KeyStateSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { rateLimitsOf } from './key-record.js';

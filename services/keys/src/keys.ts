@@ -145,7 +145,8 @@ export class Keys {
     const rateLimits = parseRateLimits(input.rateLimits);
     const spendLimits = parseSpendLimits(input.spendLimits);
     const month = spendLimits.find((limit) => limit.period === 'month');
-    if (month && capUsd !== null) throw invalidArgument('monthly_spend_cap_usd', 'Send the monthly cap as monthly_spend_cap_usd or as the month entry of spend_limits, not both.');
+    if (month && capUsd !== null)
+      throw invalidArgument('monthly_spend_cap_usd', 'Send the monthly cap as monthly_spend_cap_usd or as the month entry of spend_limits, not both.');
     mayGrant(caller, scopes);
     const { db, recordEvent } = this.deps;
     const fullKey = generateFullKey();
@@ -270,7 +271,11 @@ export class Keys {
       if (input.clear && input.capUsd !== undefined) {
         throw invalidArgument('monthly_spend_cap_usd', 'Send either monthly_spend_cap_usd or clear: true, not both.');
       }
-      const decided = (cap: string | null): Decision => ({ change: 'spend_cap', fields: ['monthly_spend_cap_usd', 'spend_limits'], changes: { monthly_spend_cap_usd: cap } });
+      const decided = (cap: string | null): Decision => ({
+        change: 'spend_cap',
+        fields: ['monthly_spend_cap_usd', 'spend_limits'],
+        changes: { monthly_spend_cap_usd: cap },
+      });
       if (input.clear) return decided(null);
       if (input.capUsd === undefined) throw invalidArgument('monthly_spend_cap_usd', 'Send monthly_spend_cap_usd (a decimal string) or clear: true.');
       return decided(parseSpendCap(input.capUsd));
@@ -327,7 +332,11 @@ export class Keys {
   }
 
   setRoutingPolicy(caller: Caller, keyId: string, rawPolicy: string | undefined): Promise<KeyRecord> {
-    return this.change(caller, keyId, () => ({ change: 'routing_policy', fields: ['routing_policy'], changes: { routing_policy: parseRoutingPolicy(rawPolicy) } }));
+    return this.change(caller, keyId, () => ({
+      change: 'routing_policy',
+      fields: ['routing_policy'],
+      changes: { routing_policy: parseRoutingPolicy(rawPolicy) },
+    }));
   }
 
   /**

@@ -92,7 +92,11 @@ export async function insertKey(db: Db, key: NewKey): Promise<void> {
  * secret included, still encrypted under the same purpose), the old one's budget, `rotated_from`
  * it; its day, week and total budgets are copied in `copyKeySpendLimits`.
  */
-export async function insertRotatedKey(trx: Knex.Transaction, old: KeyRow, key: { id: string; keyHash: string; hint: string; createdBy: string }): Promise<void> {
+export async function insertRotatedKey(
+  trx: Knex.Transaction,
+  old: KeyRow,
+  key: { id: string; keyHash: string; hint: string; createdBy: string },
+): Promise<void> {
   await trx('api_keys').insert({
     id: key.id,
     workspace_id: old.workspace_id,
