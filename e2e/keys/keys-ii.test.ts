@@ -115,8 +115,20 @@ describe('the key record of Keys II', () => {
     });
     const now = new Date();
     expect(key.spend_limits).toEqual([
-      { period: 'day', amount_usd: '5.00', spend_usd: '0', remaining_usd: '5', resets_at: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1)).toISOString() },
-      { period: 'month', amount_usd: '50', spend_usd: '0', remaining_usd: '50', resets_at: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString() },
+      {
+        period: 'day',
+        amount_usd: '5.00',
+        spend_usd: '0',
+        remaining_usd: '5',
+        resets_at: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1)).toISOString(),
+      },
+      {
+        period: 'month',
+        amount_usd: '50',
+        spend_usd: '0',
+        remaining_usd: '50',
+        resets_at: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString(),
+      },
       { period: 'total', amount_usd: '500', spend_usd: '0', remaining_usd: '500', resets_at: null },
     ]);
   });
@@ -170,7 +182,10 @@ describe('PATCH /v1/keys/{key_id}', () => {
     const { key } = await createKey(token, { name: 'p', allowed_models: ['a/*'], rate_limits: { max_concurrent: 2 } });
     const path = `/v1/keys/${key.key_id}`;
     const expiresAt = inAnHour();
-    const patched = await suite.call('PATCH', path, { token, body: { scopes: ['inference'], expires_at: expiresAt, rate_limits: { requests_per_minute: 60 } } });
+    const patched = await suite.call('PATCH', path, {
+      token,
+      body: { scopes: ['inference'], expires_at: expiresAt, rate_limits: { requests_per_minute: 60 } },
+    });
     expect(patched.status, patched.text).toBe(200);
     expect(patched.json).toMatchObject({
       name: 'p',
@@ -191,7 +206,12 @@ describe('PATCH /v1/keys/{key_id}', () => {
     expectErrorBody(await suite.call('PATCH', path, { token, body: { scopes: ['root'] } }), 400, 'invalid_request', 'scopes[0]');
     expectErrorBody(await suite.call('PATCH', path, { token, body: { expires_at: '2001-01-01T00:00:00Z' } }), 400, 'invalid_request', 'expires_at');
     expectErrorBody(await suite.call('PATCH', path, { token, body: { allowed_models: [' '] } }), 400, 'invalid_request', 'allowed_models[0]');
-    expectErrorBody(await suite.call('PATCH', path, { token, body: { rate_limits: { tokens_per_minute: -1 } } }), 400, 'invalid_request', 'rate_limits.tokens_per_minute');
+    expectErrorBody(
+      await suite.call('PATCH', path, { token, body: { rate_limits: { tokens_per_minute: -1 } } }),
+      400,
+      'invalid_request',
+      'rate_limits.tokens_per_minute',
+    );
   });
 });
 
@@ -213,7 +233,12 @@ describe('budgets and alert thresholds', () => {
     expect(set.json.monthly_spend_cap_usd).toBe('75.50');
     const none = await suite.call('PUT', path, { token, body: { spend_limits: [] } });
     expect(none.json.monthly_spend_cap_usd).toBeNull();
-    expectErrorBody(await suite.call('PUT', path, { token, body: { spend_limits: [{ period: 'year', amount_usd: '1' }] } }), 400, 'invalid_request', 'spend_limits[0].period');
+    expectErrorBody(
+      await suite.call('PUT', path, { token, body: { spend_limits: [{ period: 'year', amount_usd: '1' }] } }),
+      400,
+      'invalid_request',
+      'spend_limits[0].period',
+    );
     expectErrorBody(
       await suite.call('PUT', path, { token, body: { spend_limits: [{ period: 'day', amount_usd: '-1' }] } }),
       400,
@@ -262,7 +287,12 @@ describe('budgets and alert thresholds', () => {
 describe('rotation', () => {
   it('answers 201 {full_key, key, previous}; both keys work during the grace period, then the old one is 401 api_key_expired', async () => {
     const owner = await signUp(suite.call);
-    const old = await createKey(owner.token, { name: 'prod', scopes: ['inference', 'read'], rate_limits: { requests_per_minute: 100 }, routing_policy: 'cn-only' });
+    const old = await createKey(owner.token, {
+      name: 'prod',
+      scopes: ['inference', 'read'],
+      rate_limits: { requests_per_minute: 100 },
+      routing_policy: 'cn-only',
+    });
     const rotated = await suite.call('POST', `/v1/keys/${old.key.key_id}/rotate`, { token: owner.token, body: { grace_period_seconds: 2 } });
     expect(rotated.status, rotated.text).toBe(201);
     expect(Object.keys(rotated.json).sort()).toEqual(['full_key', 'key', 'previous']);
@@ -302,7 +332,10 @@ describe('rotation', () => {
     // Expired, the old key stays active in the record: status is about revocation.
     expect((await suite.call('GET', `/v1/keys/${old.key.key_id}`, { token: owner.token })).json.status).toBe('active');
 
-    await eventually(() => eventsOf('key.rotated', key.key_id).length === 1 && eventsOf('key.updated', old.key.key_id as string).length === 1, 'the rotation events');
+    await eventually(
+      () => eventsOf('key.rotated', key.key_id).length === 1 && eventsOf('key.updated', old.key.key_id as string).length === 1,
+      'the rotation events',
+    );
     expect(eventsOf('key.rotated', key.key_id)[0]).toEqual({
       key_id: key.key_id,
       workspace_id: owner.workspaceId,
