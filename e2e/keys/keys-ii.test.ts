@@ -1,7 +1,12 @@
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { EventEnvelopeJson } from '@switchboard/runtime/consumer';
+import { createLocalCertificate, type LocalCertificate } from '@switchboard/runtime/dev/local-certificate';
 import { eventually } from '@switchboard/runtime/testing';
 import { EventBus } from '@switchboard/testkit/events';
 import { type ApiResponse, expectErrorBody, meshSuiteOfFile, signUp } from '@switchboard/testkit/mesh';
+import { verifyDelivery, WebhookReceiver } from '@switchboard/testkit/webhook-receiver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -11,8 +16,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * workspace's key a 404 on every new route.
  */
 
+let certificate: LocalCertificate;
+let receiver: WebhookReceiver;
+
+// Before the mesh boots: its webhooks service trusts the receiver's certificate.
+beforeAll(async () => {
+  certificate = await createLocalCertificate(await mkdtemp(path.join(tmpdir(), 'switchboard-cert-')));
+  receiver = await WebhookReceiver.start(certificate);
+});
+
 // Housekeeping every second: key.expired follows an expiry within about a second.
-const suite = meshSuiteOfFile(() => ({ HOUSEKEEPING_INTERVAL: '1s' }));
+const suite = meshSuiteOfFile(() => ({
+  HOUSEKEEPING_INTERVAL: '1s',
+  WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true',
+  NODE_EXTRA_CA_CERTS: certificate.certFile,
+  WEBHOOK_POLL_INTERVAL: '200ms',
+}));
 let bus: EventBus;
 let keyEvents: EventEnvelopeJson[];
 
@@ -24,6 +43,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await bus?.close();
+  await receiver?.close();
 });
 
 async function createKey(token: string, body: Record<string, unknown> = { name: 'ci' }): Promise<{ fullKey: string; key: Record<string, unknown> }> {
@@ -360,6 +380,26 @@ describe('rotation', () => {
     const defaulted = await suite.call('POST', `/v1/keys/${key.key_id}/rotate`, { token: owner.token });
     expect(defaulted.status, defaulted.text).toBe(201);
     expect(Date.parse(defaulted.json.previous.expires_at) - Date.now()).toBeGreaterThan(86_400_000 - 60_000);
+  });
+});
+
+describe('webhooks', () => {
+  it('delivers key.rotated and key.expired to the endpoints subscribed to them', async () => {
+    const owner = await signUp(suite.call);
+    const hook = '/keys-ii';
+    const endpoint = await suite.call('POST', `/v1/workspaces/${owner.workspaceId}/webhooks`, {
+      token: owner.token,
+      body: { url: receiver.url(hook), events: ['key.rotated', 'key.expired'] },
+    });
+    expect(endpoint.status, endpoint.text).toBe(201);
+    const { key } = await createKey(owner.token);
+    const rotated = await suite.call('POST', `/v1/keys/${key.key_id}/rotate`, { token: owner.token, body: { grace_period_seconds: 0 } });
+    expect(rotated.status, rotated.text).toBe(201);
+    const delivered = await eventually(() => (receiver.at(hook).length >= 2 ? receiver.at(hook) : undefined), 'both deliveries', 10_000);
+    const events = delivered.map((request) => verifyDelivery(endpoint.json.secret, request) as { type: string; data: Record<string, unknown> });
+    expect(events.map((event) => event.type).sort()).toEqual(['key.expired', 'key.rotated']);
+    expect(events.find((event) => event.type === 'key.rotated')!.data).toMatchObject({ key_id: rotated.json.key.key_id, previous_key_id: key.key_id });
+    expect(events.find((event) => event.type === 'key.expired')!.data).toMatchObject({ key_id: key.key_id, workspace_id: owner.workspaceId });
   });
 });
 
