@@ -50,12 +50,19 @@ export async function up(knex: Knex): Promise<void> {
       PRIMARY KEY (subject, period)
     )`);
   // At commit, like the key's own trigger (migrations/004), so versions become visible in order.
+  // The key's row is locked before the advisory lock, keeping 004's rule that the advisory lock
+  // comes last; every writer of a key's budgets locks the key's row first anyway (Keys.change,
+  // a rotation's new key), so that lock never waits here. A workspace subject matches no key.
   await knex.raw(`
     CREATE FUNCTION spend_limits_bump_key_state_version() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+      key_id text := CASE WHEN TG_OP = 'DELETE' THEN OLD.subject ELSE NEW.subject END;
     BEGIN
+      IF NOT EXISTS (SELECT 1 FROM api_keys WHERE id = key_id FOR UPDATE) THEN
+        RETURN NULL;
+      END IF;
       PERFORM pg_advisory_xact_lock(hashtext(TG_TABLE_SCHEMA || '.api_keys.state_version'));
-      UPDATE api_keys SET state_version = nextval('api_keys_state_version_seq')
-        WHERE id = CASE WHEN TG_OP = 'DELETE' THEN OLD.subject ELSE NEW.subject END;
+      UPDATE api_keys SET state_version = nextval('api_keys_state_version_seq') WHERE id = key_id;
       RETURN NULL;
     END $$`);
   await knex.raw(`
