@@ -3,6 +3,7 @@ import { timestampDate, ValueSchema } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { KeyAuthorizer } from '@switchboard/keys/authorization';
 import { readKeysConfig } from '@switchboard/keys/config';
 import { announceExpiredKeys } from '@switchboard/keys/housekeeping';
 import { parseRfc3339 } from '@switchboard/keys/key-input';
@@ -368,6 +369,14 @@ describe('rotation', () => {
     ]);
     expect((await eventsOf('key.updated', oldId)).at(-1)).toMatchObject({ change: 'rotated', changed_fields: ['expires_at'] });
 
+    // The month's spend of the budget is both keys': the new key shows it, and its cap counts it.
+    const month = `${new Date().toISOString().slice(0, 7)}-01`;
+    await service.runtime.db('key_monthly_spend').insert({ key_id: oldId, month, spend_usd: '50' });
+    expect((await keys.getKey({ keyId: newId_ })).monthToDateSpendUsd).toBe('50');
+    const dataPlane = clientAs(KeyService, { caller: 'data-plane' });
+    expect(await dataPlane.authorizeKey({ fullKey: rotated.fullKey })).toMatchObject({ allowed: false, reason: 'spend_cap_exceeded', spendUsd: '50' });
+    await service.runtime.db('key_monthly_spend').where({ key_id: oldId }).delete();
+
     // Rotating the new key again keeps the first budget.
     const again = await keys.rotateKey({ keyId: newId_, gracePeriodSeconds: v(0) });
     expect((await allKeyStates()).get(again.key!.keyId)).toMatchObject({ budgetId: oldId });
@@ -465,6 +474,17 @@ describe('expiry and the key states', () => {
     expect(await clientAs(KeyService, { caller: 'data-plane' }).authorizeKey({ fullKey: lapsed.fullKey })).toMatchObject({ allowed: false, reason: 'expired' });
     // The record stays active: status is about revocation.
     expect((await keys.getKey({ keyId: lapsed.key!.keyId })).status).toBe('active');
+  });
+
+  it('decides expiry by the clock of the answer, whatever the age of the cached state', async () => {
+    const { fullKey } = await owner().createKey({ name: 'clocked', expiresAt: v(inAnHour()) });
+    let now = new Date();
+    const authorizer = new KeyAuthorizer({ db: service.runtime.db, log: service.runtime.log, states: handlers.states, clock: () => now });
+    expect(await authorizer.authenticate(fullKey)).toMatchObject({ reason: '' });
+    expect(await authorizer.authorize(fullKey)).toMatchObject({ allowed: true });
+    now = new Date(Date.now() + 3_600_000 + 1000);
+    expect(await authorizer.authenticate(fullKey)).toMatchObject({ reason: 'expired' });
+    expect(await authorizer.authorize(fullKey)).toMatchObject({ allowed: false, reason: 'expired' });
   });
 
   it('feeds the data plane every new setting, each change bumping the key state version', async () => {
