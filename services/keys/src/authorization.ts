@@ -120,7 +120,7 @@ export class KeyAuthorizer {
       const key = await lockKeyCap(trx, state.keyId);
       if (key?.status !== 'active') return { reason: refusalReason(key?.status === 'revoked' ? KeyRefusal.REVOKED : KeyRefusal.UNKNOWN) };
       if (key.cap !== null) {
-        // MERGE: B2 counts spend, leases and reservations per budget (docs/api/keys.md#rotation); pass the key's budget then.
+        // MERGE: B2's budgetPassedBy (budgets.ts) under lockKeyBudget decides every limit of the key's budget, not only the month's.
         const { spend, reserved, leased } = await capCommitments(trx, state.keyId, state.month, '');
         const committed = new Money(spend).plus(reserved).plus(leased);
         if (committed.plus(amountUsd).gt(key.cap)) return this.capExceeded(key.cap, formatMoney(committed));
