@@ -128,7 +128,7 @@ export async function copyKeySpendLimits(trx: Knex.Transaction, from: string, to
 
 /**
  * Replaces a key's budgets: `month` is its monthly_spend_cap_usd, the others are rows of
- * spend_limits. MERGE: B2's setKeySpendLimits (budgets.ts) replaces this one.
+ * spend_limits. MERGE: B2's setKeySpendLimits (store/budget-spend.ts) replaces this one.
  */
 export async function setKeySpendLimits(trx: Knex.Transaction, keyId: string, limits: Array<{ period: string; amountUsd: string }>): Promise<void> {
   const month = limits.find((limit) => limit.period === 'month');
