@@ -29,6 +29,14 @@ const keyRecordFields = [
   'created_at',
   'last_used_at',
   'revoked_at',
+  // Keys II (docs/api/keys.md#the-key-record; their own tests are in keys-ii.test.ts).
+  'scopes',
+  'expires_at',
+  'allowed_models',
+  'rate_limits',
+  'spend_limits',
+  'rotated_from',
+  'alert_thresholds_pct',
 ].sort();
 
 describe('creating and reading keys', () => {

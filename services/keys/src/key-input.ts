@@ -172,7 +172,7 @@ export function parseRateLimits(value: Value | undefined, field = 'rate_limits')
 }
 
 export const maxThresholds = 10;
-export const defaultThresholdsPct = [defaultThresholdPct, 100];
+export const defaultThresholdsPct: readonly number[] = [defaultThresholdPct, 100];
 
 /**
  * The alert thresholds of PUT …/alert-webhook, ascending: `thresholds_pct` (1..10 distinct whole
@@ -180,7 +180,7 @@ export const defaultThresholdsPct = [defaultThresholdPct, 100];
  */
 export function parseThresholds(thresholdsPct: readonly number[], thresholdPct: number | undefined, field = 'thresholds_pct'): number[] {
   if (thresholdsPct.length > 0 && thresholdPct !== undefined) throw invalidArgument(field, `Send ${field} or threshold_pct, not both.`);
-  if (thresholdsPct.length === 0) return thresholdPct === undefined ? defaultThresholdsPct : [...new Set([parseThresholdPct(thresholdPct), 100])];
+  if (thresholdsPct.length === 0) return thresholdPct === undefined ? [...defaultThresholdsPct] : [...new Set([parseThresholdPct(thresholdPct), 100])];
   if (thresholdsPct.length > maxThresholds) throw invalidArgument(field, `${field} may hold at most ${maxThresholds} percents.`);
   thresholdsPct.forEach((pct, i) => {
     parseThresholdPct(pct, `${field}[${i}]`);

@@ -4,8 +4,8 @@ import { Code, type HandlerContext } from '@connectrpc/connect';
 import { KeyCreatedSchema, KeyRevokedSchema, KeyUpdatedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { KeySchema, ListKeysResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { generateFullKey, hashKey, hintOf } from '@switchboard/runtime/api-key-format';
-import { auditCallerSuccess } from '@switchboard/runtime/audit';
-import { callerOf } from '@switchboard/runtime/call-context';
+import { audit, auditCallerSuccess } from '@switchboard/runtime/audit';
+import { callerOf, clientIpOf } from '@switchboard/runtime/call-context';
 import type { WorkspaceCaller as Caller } from '@switchboard/runtime/caller';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
@@ -91,22 +91,6 @@ interface Decision {
 
 const keyRevoked = () => apiError(Code.FailedPrecondition, 'key_revoked', 'This key is revoked; revoked keys cannot be changed.', { httpStatus: 409 });
 
-/**
- * An API key may grant only scopes it has itself (docs/api/keys.md#scopes): a key creating, rotating
- * or re-scoping a key is refused the first scope it lacks. A key whose mesh token carries no
- * scopes has none (fail closed). A user's session may grant any.
- */
-export function mayGrant(caller: Caller, scopes: readonly string[]): void {
-  const claims = callerOf(caller.ctx);
-  if (claims.principalType !== 'key') return;
-  const own = claims.scopes ?? [];
-  const missing = scopes.find((scope) => !own.includes(scope));
-  if (missing === undefined) return;
-  throw apiError(Code.PermissionDenied, errorCatalogue.insufficientScope.code, `This API key cannot grant the scope ${missing}: it does not have it.`, {
-    metadata: { required_scope: missing },
-  });
-}
-
 const sameList = (a: readonly unknown[] | null, b: readonly unknown[] | null) =>
   a === b || (a !== null && b !== null && a.length === b.length && a.every((item, i) => item === b[i]));
 
@@ -146,7 +130,7 @@ export class Keys {
     const month = spendLimits.find((limit) => limit.period === 'month');
     if (month && capUsd !== null)
       throw invalidArgument('monthly_spend_cap_usd', 'Send the monthly cap as monthly_spend_cap_usd or as the month entry of spend_limits, not both.');
-    mayGrant(caller, scopes);
+    this.mayGrant(caller, scopes);
     const { db, recordEvent } = this.deps;
     const fullKey = generateFullKey();
     const keyId = newId('key');
@@ -232,7 +216,7 @@ export class Keys {
       const expiresAt = parseExpiresAt(input.expiresAt, this.now());
       const allowedModels = parseAllowedModels(input.allowedModels);
       const rateLimits = parseRateLimits(input.rateLimits);
-      if (scopes) mayGrant(caller, scopes);
+      if (scopes) this.mayGrant(caller, scopes);
       const changes: KeyChanges = {};
       const fields: string[] = [];
       if (name !== undefined && name !== key.name) {
@@ -352,7 +336,7 @@ export class Keys {
       const old = await this.lockVisible(trx, caller, keyId);
       authorize(caller.ctx, 'keys.manage', { ownerId: old.created_by, workspaceId: caller.workspaceId });
       const graceSeconds = parseGracePeriod(rawGrace);
-      mayGrant(caller, old.scopes);
+      this.mayGrant(caller, old.scopes);
       if (old.status === 'revoked' || (old.expires_at !== null && old.expires_at <= now)) {
         throw apiError(Code.FailedPrecondition, 'key_revoked', 'This key is revoked or expired; it cannot be rotated.', { httpStatus: 409 });
       }
@@ -395,6 +379,32 @@ export class Keys {
 
   private month(): string {
     return monthOf(this.now());
+  }
+
+  /**
+   * An API key may grant only scopes it has itself (docs/api/keys.md#scopes): a key creating,
+   * rotating or re-scoping a key is refused the first scope it lacks, with an audit line. A key
+   * whose mesh token carries no scopes has none (fail closed). A user's session may grant any.
+   */
+  private mayGrant(caller: Caller, scopes: readonly string[]): void {
+    const claims = callerOf(caller.ctx);
+    if (claims.principalType !== 'key') return;
+    const own = claims.scopes ?? [];
+    const missing = scopes.find((scope) => !own.includes(scope));
+    if (missing === undefined) return;
+    const { code } = errorCatalogue.insufficientScope;
+    audit(this.deps.log, {
+      event: 'authorization',
+      outcome: 'denied',
+      userId: caller.userId,
+      ip: clientIpOf(caller.ctx),
+      requestId: caller.requestId,
+      reason: code,
+      details: { key_id: claims.keyId, workspace_id: caller.workspaceId, required_scope: missing },
+    });
+    throw apiError(Code.PermissionDenied, code, `This API key cannot grant the scope ${missing}: it does not have it.`, {
+      metadata: { required_scope: missing },
+    });
   }
 
   private async lockVisible(trx: Knex.Transaction, caller: Caller, keyId: string): Promise<KeyRow> {
