@@ -392,6 +392,7 @@ describe('identity: registration, login, tokens', () => {
       principalType: 'key',
       workspaceId: user.personalWorkspaceId,
       role: 'owner',
+      scopes: ['inference', 'read', 'manage'],
     });
     for (const call of [
       () => asKey.enrollTwoFactor({ password }),
