@@ -10,7 +10,7 @@ import { enumFromWire, enumToWire } from '../src/wire-enum.js';
 describe('KeyRefusal on the wire', () => {
   it('is the reason string of docs/api/internal-calls.md, both ways', () => {
     const wire = KeyRefusalSchema.values.map((v) => enumToWire(KeyRefusalSchema, v.number));
-    expect(wire).toEqual(['', 'unknown', 'revoked', 'spend_cap_exceeded', 'insufficient_balance']);
+    expect(wire).toEqual(['', 'unknown', 'revoked', 'spend_cap_exceeded', 'insufficient_balance', 'expired']);
     for (const v of KeyRefusalSchema.values) expect(enumFromWire(KeyRefusalSchema, enumToWire(KeyRefusalSchema, v.number))).toBe(v.number);
     expect(enumFromWire(KeyRefusalSchema, 'KEY_REFUSAL_REVOKED')).toBeUndefined();
     expect(() => enumToWire(KeyRefusalSchema, 99)).toThrow(/no value 99/);

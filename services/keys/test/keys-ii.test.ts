@@ -181,8 +181,9 @@ describe('the scopes an API key may grant', () => {
       field: '',
       metadata: { required_scope: 'read' },
     });
+    // A key principal without the scope claim is refused by the access rule (fail closed) before the grant rule.
     expect((await errorOf(clientAs(KeyService, keyPrincipal(undefined)).createKey({ name: 'x', scopes: v(['inference']) }))).metadata).toEqual({
-      required_scope: 'inference',
+      required_scope: 'manage',
     });
 
     const { key } = await owner().createKey({ name: 'target', scopes: v(['inference']) });
@@ -240,13 +241,14 @@ describe('PATCH /v1/keys/{key_id}', () => {
     await expectField(keys.updateKey({ keyId, name: ' ' }), 'name');
 
     const stranger = clientAs(KeyService, { ...member(), workspaceId: newId('org') });
+    // One call at a time: a refusal nobody awaits yet would be an unhandled rejection.
     for (const call of [
-      stranger.updateKey({ keyId, scopes: v(['read']) }),
-      stranger.updateKeySpendLimits({ keyId, spendLimits: [] }),
-      stranger.rotateKey({ keyId }),
-      stranger.setAlertWebhook({ keyId, url: 'https://a.example.com', thresholdsPct: [10] }),
+      () => stranger.updateKey({ keyId, scopes: v(['read']) }),
+      () => stranger.updateKeySpendLimits({ keyId, spendLimits: [] }),
+      () => stranger.rotateKey({ keyId }),
+      () => stranger.setAlertWebhook({ keyId, url: 'https://a.example.com', thresholdsPct: [10] }),
     ]) {
-      expect(await refusalOf(call)).toEqual({ code: Code.NotFound, error: 'key_not_found', field: '' });
+      expect(await refusalOf(call())).toEqual({ code: Code.NotFound, error: 'key_not_found', field: '' });
     }
     expect(await refusalOf(clientAs(KeyService, member('developer', newId('usr'))).updateKey({ keyId, name: 'x' }))).toMatchObject({ error: 'forbidden' });
     await keys.revokeKey({ keyId });
