@@ -190,7 +190,6 @@ describe('workspace budgets', () => {
   });
 });
 
-// MERGE: needs B1's PUT /v1/keys/{key_id}/spend-limits and the key record's spend_limits (built on budgetStatuses).
 describe('periodic budgets of a key', () => {
   it('the key record shows the spend and reset of each period after usage', async () => {
     const owner = await signUp(call);

@@ -122,7 +122,6 @@ describe('the key record of Keys II', () => {
     expect((await suite.call('GET', '/v1/keys', { token })).json.data).toEqual([key]);
   });
 
-  // MERGE: needs B2 (budgetStatuses): spend_limits lists each budget with its spend and reset.
   it('lists each budget with its spend and when it resets, the month included', async () => {
     const { token } = await signUp(suite.call);
     const { key } = await createKey(token, {
@@ -140,19 +139,22 @@ describe('the key record of Keys II', () => {
         amount_usd: '5.00',
         spend_usd: '0',
         remaining_usd: '5',
-        resets_at: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1)).toISOString(),
+        resets_at: rfc3339(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1)),
       },
       {
         period: 'month',
         amount_usd: '50',
         spend_usd: '0',
         remaining_usd: '50',
-        resets_at: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString(),
+        resets_at: rfc3339(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)),
       },
       { period: 'total', amount_usd: '500', spend_usd: '0', remaining_usd: '500', resets_at: null },
     ]);
   });
 });
+
+/** A time as the REST surface writes it: RFC 3339 in UTC, whole seconds without a fraction. */
+const rfc3339 = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
 
 describe('bad settings', () => {
   it('are a 400 naming the field, on creation', async () => {
@@ -449,7 +451,6 @@ describe('GET /v1/key', () => {
   });
 });
 
-// MERGE: needs C: the gateway puts the key's scopes in the mesh token (and refuses routes outside them).
 describe('the scopes of a key', () => {
   it('lets a manage key create a key with scopes it has, and refuses one it lacks (403 insufficient_scope)', async () => {
     const { token } = await signUp(suite.call);

@@ -10,7 +10,6 @@ import { beforeAll, describe, expect, it } from 'vitest';
  * needs (or `user_session_required` where only a user's session will do), before anything runs.
  */
 
-// MERGE: needs B1's keys II records (a key's scopes, GET /v1/key, expires_at; on integ): fails on h-c alone.
 // The demo upstream answers the model requests (docs/api/front-door.md#the-demo-upstream).
 const suite = meshSuiteOfFile(() => ({ DEMO_UPSTREAM: 'true' }));
 

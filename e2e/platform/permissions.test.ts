@@ -24,7 +24,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * developer on its own object, and the owner's API keys of one scope each (docs/api/keys.md#scopes).
  */
 
-// MERGE: needs B1's keys II records (a key's scopes, GET /v1/key, expires_at; on integ): fails on h-c alone.
 let mesh: Mesh;
 let call: ReturnType<typeof restClient>;
 let world: World;

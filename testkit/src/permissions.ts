@@ -461,7 +461,6 @@ export const routeCases: RouteCase[] = [
     template: '/v1/keys/{key_id}',
     changed: (key) => expect(key).toMatchObject({ status: 'revoked', revoked_at: expect.any(String) }),
   }),
-  // MERGE: B2's budgetStatuses fills spend_limits (the stub on main answers []); the row passes once merged.
   keyChange({
     rpc: 'UpdateKeySpendLimits',
     method: 'PUT',
@@ -773,7 +772,6 @@ export const routeCases: RouteCase[] = [
     subject: () => '/v1/billing/payment-methods',
   },
   // docs/api/keys.md#workspace-budgets: every member reads the workspace's budgets; owners and admins change them (billing.manage).
-  // MERGE: B2 builds SpendLimitService (501 before); these two rows pass once merged.
   {
     rpc: 'GetWorkspaceSpendLimits',
     method: 'GET',

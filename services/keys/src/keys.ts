@@ -151,7 +151,9 @@ export class Keys {
         allowedModels,
         rateLimits: rateLimits && rateLimitColumns(rateLimits),
       });
-      if (spendLimits.length > 0) await setKeySpendLimits(trx, keyId, spendLimits);
+      // The cap given as monthly_spend_cap_usd is the month's limit: setKeySpendLimits writes the whole set.
+      if (spendLimits.length > 0)
+        await setKeySpendLimits(trx, keyId, month || capUsd === null ? spendLimits : [...spendLimits, { period: 'month', amountUsd: capUsd }]);
       await recordEvent(trx, KeyCreatedSchema, {
         workspaceId: caller.workspaceId,
         data: {

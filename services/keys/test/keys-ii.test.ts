@@ -425,7 +425,6 @@ describe('GET /v1/key', () => {
     expect(await refusalOf(owner().getCurrentKey({}))).toEqual({ code: Code.InvalidArgument, error: 'api_key_required', field: '' });
   });
 
-  // MERGE: needs B2 (budgetStatuses): the key's budgets with their spend.
   it('lists the spend of each budget of the key, the month included', async () => {
     const { key } = await owner().createKey({
       name: 'budgeted',
