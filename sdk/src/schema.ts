@@ -992,6 +992,123 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/keys/{key_id}/spend-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Replace the key's periodic budgets
+         * @description Replaces the key's periodic budgets (docs/api/keys.md#periodic-budgets): at most one limit
+         *     per period (`day`, `week`, `month`, `total`; UTC, weeks start Monday). The `month` entry is
+         *     the key's `monthly_spend_cap_usd` (the two always agree). An empty list removes every limit.
+         *     A request that any limit cannot cover is refused with 402 `spend_cap_exceeded`.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
+         */
+        put: operations["KeyService_UpdateKeySpendLimits"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{key_id}/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a key; the new full_key is shown only in this response
+         * @description Rotates a key (docs/api/keys.md#rotation): a new key with the same name, scopes, limits,
+         *     budgets, alert settings and routing policy, `rotated_from` the old one, and its full key
+         *     shown this once; the old key keeps working for `grace_period_seconds` (0 to 604800, default
+         *     86400) and then answers 401 `api_key_expired`. Both share one budget: the spend of every
+         *     period and the rate limits carry over. An old key that already expires sooner keeps its
+         *     expiry.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
+         */
+        post: operations["KeyService_RotateKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The API key of the request: scopes, limits and spend
+         * @description The API key of the request itself (OpenRouter's `/key`): its scopes, expiry, allowed models,
+         *     rate limits, routing policy and, per budget period, the limit, the spend, what is left and
+         *     when it resets. Needs only the `inference` scope; with a user's access token it is a 400.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: any member role; it acts on the caller's own account or memberships.
+         */
+        get: operations["KeyService_GetCurrentKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/spend-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The workspace's periodic budgets
+         * @description The workspace's budgets, each with the spend of its current period and when it resets.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
+         */
+        get: operations["SpendLimitService_GetWorkspaceSpendLimits"];
+        /**
+         * Replace the workspace's periodic budgets
+         * @description Replaces the workspace's budgets: at most one limit per period (`day`, `week`, `month`,
+         *     `total`; UTC, weeks start Monday); an empty list removes them. Within a second every model
+         *     request of the workspace that a limit cannot cover is refused with 402 `spend_cap_exceeded`
+         *     (`metadata.scope` `workspace`). Owners and admins only.
+         *
+         *     Credentials: A user access token or an API key.
+         *
+         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
+         */
+        put: operations["SpendLimitService_UpdateWorkspaceSpendLimits"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/billing/balance": {
         parameters: {
             query?: never;
@@ -4264,6 +4381,38 @@ export interface components {
             monthly_spend_cap_usd?: string;
             /** @description `cn-only`, `overseas-only` or `any` (the default). */
             routing_policy?: string;
+            /**
+             * @description A non-empty array of distinct scopes among `inference`, `read` and `manage`; absent: all
+             *     three. A key creating a key may grant only scopes it has itself.
+             *
+             *     Any JSON value.
+             */
+            scopes?: unknown;
+            /**
+             * @description RFC 3339 time in the future at which the key stops working; absent or null: never.
+             *
+             *     Any JSON value.
+             */
+            expires_at?: unknown;
+            /**
+             * @description null (every model, the default) or an array of 1 to 50 model patterns of 1 to 200
+             *     characters, where `*` matches any run of characters.
+             *
+             *     Any JSON value.
+             */
+            allowed_models?: unknown;
+            /**
+             * @description An object with `requests_per_minute`, `tokens_per_minute` and `max_concurrent`, each a
+             *     positive whole number or null; absent or null: no rate limits.
+             *
+             *     Any JSON value.
+             */
+            rate_limits?: unknown;
+            /**
+             * @description The periodic budgets (as PUT /v1/keys/{key_id}/spend-limits); a `month` entry and
+             *     `monthly_spend_cap_usd` may not both be sent.
+             */
+            spend_limits?: components["schemas"]["switchboard.keys.v1.SpendLimit"][];
         };
         /**
          * CreateKeyResponse
@@ -4295,6 +4444,74 @@ export interface components {
             full_key: string;
             /** @description The key record. */
             key: components["schemas"]["switchboard.keys.v1.Key"];
+        };
+        /**
+         * CurrentKey
+         * @description The API key of the request, as it may use itself (GET /v1/key).
+         * @example {
+         *       "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+         *       "name": "Production",
+         *       "scopes": [
+         *         "inference"
+         *       ],
+         *       "expires_at": null,
+         *       "allowed_models": [
+         *         "service/*"
+         *       ],
+         *       "rate_limits": {
+         *         "requests_per_minute": 60,
+         *         "tokens_per_minute": null,
+         *         "max_concurrent": null
+         *       },
+         *       "routing_policy": "any",
+         *       "spend": [
+         *         {
+         *           "period": "day",
+         *           "limit_usd": "5.00",
+         *           "spend_usd": "1.25",
+         *           "remaining_usd": "3.75",
+         *           "resets_at": "2026-11-27T00:00:00Z"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.keys.v1.CurrentKey": {
+            key_id: string;
+            name: string;
+            scopes: string[];
+            /**
+             * Format: date-time
+             * @description Null: never expires.
+             *
+             *     RFC 3339, UTC.
+             */
+            expires_at: string | null;
+            /** @description Null: every model. */
+            allowed_models: unknown[] | null;
+            rate_limits: components["schemas"]["switchboard.keys.v1.RateLimits"];
+            routing_policy: string;
+            /** @description One entry per budget period the key has a limit for. */
+            spend: components["schemas"]["switchboard.keys.v1.CurrentKeySpend"][];
+        };
+        /**
+         * CurrentKeySpend
+         * @description One budget period of GET /v1/key.
+         */
+        "switchboard.keys.v1.CurrentKeySpend": {
+            period: string;
+            /** @description Decimal string (USD), e.g. "12.50". */
+            limit_usd: string;
+            /** @description Decimal string (USD), e.g. "12.50". */
+            spend_usd: string;
+            /** @description Decimal string (USD), e.g. "12.50". */
+            remaining_usd: string;
+            /**
+             * Format: date-time
+             * @description Null for `total`.
+             *
+             *     RFC 3339, UTC.
+             */
+            resets_at: string | null;
         };
         /**
          * Key
@@ -4379,6 +4596,37 @@ export interface components {
              *     in the answer to setting the alert webhook, once; absent from every other answer.
              */
             signing_secret?: string;
+            /**
+             * @description What the key may do: a non-empty subset of `inference`, `read` and `manage`
+             *     (docs/api/keys.md#scopes).
+             */
+            scopes: string[];
+            /**
+             * Format: date-time
+             * @description When the key stops working (401 `api_key_expired`); null: never.
+             *
+             *     RFC 3339, UTC.
+             */
+            expires_at: string | null;
+            /**
+             * @description The models the key may use: patterns where `*` matches any run of characters
+             *     (e.g. "service/*"); null: every model.
+             */
+            allowed_models: unknown[] | null;
+            /** @description The key's rate limits; each null when not set. */
+            rate_limits: components["schemas"]["switchboard.keys.v1.RateLimits"];
+            /**
+             * @description The key's periodic budgets, each with the spend of its current period and when it resets
+             *     (the `month` entry is `monthly_spend_cap_usd`).
+             */
+            spend_limits: components["schemas"]["switchboard.keys.v1.SpendLimitStatus"][];
+            /** @description The key this one was rotated from; null for a key created with POST /v1/keys. */
+            rotated_from: string | null;
+            /**
+             * @description Percents of each budget at which a spend alert is sent (1 to 10 distinct values, ascending);
+             *     empty without an alert webhook.
+             */
+            alert_thresholds_pct: number[];
         };
         /**
          * ListKeysResponse
@@ -4414,6 +4662,73 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * RateLimits
+         * @description A key's rate limits (docs/api/keys.md#rate-limits): positive whole numbers, or null for none.
+         * @example {
+         *       "requests_per_minute": 60,
+         *       "tokens_per_minute": 100000,
+         *       "max_concurrent": 4
+         *     }
+         */
+        "switchboard.keys.v1.RateLimits": {
+            /**
+             * Format: int32
+             * @description Requests per UTC minute.
+             */
+            requests_per_minute: number | null;
+            /**
+             * Format: int32
+             * @description Tokens (prompt and completion) per UTC minute: a request counts its estimate when admitted,
+             *     corrected by its actual usage.
+             */
+            tokens_per_minute: number | null;
+            /**
+             * Format: int32
+             * @description Requests in progress at once.
+             */
+            max_concurrent: number | null;
+        };
+        /**
+         * RotateKeyRequest
+         * @description The key to rotate, and how long the old one keeps working.
+         * @example {
+         *       "grace_period_seconds": 3600
+         *     }
+         */
+        "switchboard.keys.v1.RotateKeyRequest": {
+            /**
+             * @description How long the old key keeps working: 0 to 604800 seconds (7 days); default 86400 (24 hours).
+             *
+             *     Any JSON value.
+             */
+            grace_period_seconds?: unknown;
+        };
+        /**
+         * RotateKeyResponse
+         * @description The new key (full key shown this once) and the old one with its new expiry.
+         * @example {
+         *       "full_key": "sb_ExampleOnly0NotARealKey00000000000000000000x7a1b2",
+         *       "key": {
+         *         "key_id": "key_9Rn3yW0qMs5UaL9xOd4ZcB",
+         *         "name": "Production",
+         *         "rotated_from": "key_7Qm2xV9pLr4TzK8wNc3YbA"
+         *       },
+         *       "previous": {
+         *         "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+         *         "name": "Production",
+         *         "expires_at": "2026-11-27T09:30:00Z"
+         *       }
+         *     }
+         */
+        "switchboard.keys.v1.RotateKeyResponse": {
+            /** @description The new full key, shown only in this answer. */
+            full_key: string;
+            /** @description The new key. */
+            key: components["schemas"]["switchboard.keys.v1.Key"];
+            /** @description The old key, with `expires_at` at the end of the grace period. */
+            previous: components["schemas"]["switchboard.keys.v1.Key"];
+        };
+        /**
          * SetAlertWebhookRequest
          * @description Where to send the key's spend alerts, and when.
          * @example {
@@ -4430,9 +4745,14 @@ export interface components {
             /**
              * Format: int32
              * @description Percent of the cap (1 to 100) at which the first alert is sent (default 80); a second one is
-             *     sent when the cap is reached.
+             *     sent when the cap is reached. Same as `thresholds_pct: [threshold_pct, 100]`.
              */
             threshold_pct?: number;
+            /**
+             * @description 1 to 10 distinct percents (1 to 100) of each budget at which an alert is sent, once per
+             *     budget period each; default `[80, 100]`. Not together with `threshold_pct`.
+             */
+            thresholds_pct?: number[];
         };
         /**
          * SetRoutingPolicyRequest
@@ -4446,15 +4766,124 @@ export interface components {
             routing_policy?: string;
         };
         /**
-         * UpdateKeyRequest
-         * @description A key's new name.
+         * SpendLimit
+         * @description One periodic budget as given: a period and its limit.
          * @example {
-         *       "name": "Staging"
+         *       "period": "day",
+         *       "amount_usd": "5.00"
+         *     }
+         */
+        "switchboard.keys.v1.SpendLimit": {
+            /** @description `day`, `week` (starting Monday), `month` (UTC) or `total` (never resets). */
+            period: string;
+            /**
+             * @description The limit in USD: a non-negative plain decimal string, kept as given.
+             *
+             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
+             */
+            amount_usd: number | string;
+        };
+        /**
+         * SpendLimitStatus
+         * @description One periodic budget with where it stands.
+         * @example {
+         *       "period": "day",
+         *       "amount_usd": "5.00",
+         *       "spend_usd": "1.25",
+         *       "remaining_usd": "3.75",
+         *       "resets_at": "2026-11-27T00:00:00Z"
+         *     }
+         */
+        "switchboard.keys.v1.SpendLimitStatus": {
+            /** @description `day`, `week`, `month` or `total`. */
+            period: string;
+            /**
+             * @description The limit in USD, as set.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            amount_usd: string;
+            /**
+             * @description The spend of the current period (decimal string).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            spend_usd: string;
+            /**
+             * @description The limit less the spend, never below 0 (decimal string).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            remaining_usd: string;
+            /**
+             * Format: date-time
+             * @description When the period ends and its spend starts again from 0; null for `total`.
+             *
+             *     RFC 3339, UTC.
+             */
+            resets_at: string | null;
+        };
+        /**
+         * UpdateKeyRequest
+         * @description The fields of a key to change: what is left out stays as it is, `null` clears.
+         * @example {
+         *       "name": "Staging",
+         *       "expires_at": "2027-01-01T00:00:00Z",
+         *       "rate_limits": {
+         *         "requests_per_minute": 60
+         *       }
          *     }
          */
         "switchboard.keys.v1.UpdateKeyRequest": {
             /** @description The new display name: 1 to 100 characters after trimming surrounding spaces. */
-            name: string;
+            name?: string;
+            /**
+             * @description A non-empty array of distinct scopes among `inference`, `read` and `manage`. With an API key,
+             *     only scopes it has itself may be granted.
+             *
+             *     Any JSON value.
+             */
+            scopes?: unknown;
+            /**
+             * @description RFC 3339 time in the future, or null for never.
+             *
+             *     Any JSON value.
+             */
+            expires_at?: unknown;
+            /**
+             * @description null (every model) or an array of 1 to 50 model patterns of 1 to 200 characters.
+             *
+             *     Any JSON value.
+             */
+            allowed_models?: unknown;
+            /**
+             * @description The whole set of rate limits (`requests_per_minute`, `tokens_per_minute`,
+             *     `max_concurrent`: positive whole numbers or null), replacing the previous one; null removes
+             *     them all.
+             *
+             *     Any JSON value.
+             */
+            rate_limits?: unknown;
+        };
+        /**
+         * UpdateKeySpendLimitsRequest
+         * @description A key's new periodic budgets.
+         * @example {
+         *       "spend_limits": [
+         *         {
+         *           "period": "day",
+         *           "amount_usd": "5.00"
+         *         },
+         *         {
+         *           "period": "month",
+         *           "amount_usd": "100.00"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.keys.v1.UpdateKeySpendLimitsRequest": {
+            /** @description At most one limit per period; an empty array removes them all. */
+            spend_limits?: components["schemas"]["switchboard.keys.v1.SpendLimit"][];
         };
         /**
          * UpdateSpendCapRequest
@@ -4473,6 +4902,40 @@ export interface components {
             monthly_spend_cap_usd?: string;
             /** @description `true` removes the cap (the key is then never blocked for its spend). */
             clear?: boolean;
+        };
+        /**
+         * UpdateWorkspaceSpendLimitsRequest
+         * @description The workspace's new periodic budgets.
+         * @example {
+         *       "spend_limits": [
+         *         {
+         *           "period": "month",
+         *           "amount_usd": "500.00"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.keys.v1.UpdateWorkspaceSpendLimitsRequest": {
+            /** @description At most one limit per period; an empty array removes them all. */
+            spend_limits?: components["schemas"]["switchboard.keys.v1.SpendLimit"][];
+        };
+        /**
+         * WorkspaceSpendLimits
+         * @description The workspace's periodic budgets and where each stands.
+         * @example {
+         *       "spend_limits": [
+         *         {
+         *           "period": "month",
+         *           "amount_usd": "500.00",
+         *           "spend_usd": "42.10",
+         *           "remaining_usd": "457.90",
+         *           "resets_at": "2026-12-01T00:00:00Z"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.keys.v1.WorkspaceSpendLimits": {
+            spend_limits: components["schemas"]["switchboard.keys.v1.SpendLimitStatus"][];
         };
         /**
          * CreateWebhookRequest
@@ -5541,7 +6004,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6095,7 +6558,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6245,7 +6708,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6412,7 +6875,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6592,7 +7055,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6737,7 +7200,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6951,7 +7414,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -7144,7 +7607,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -7343,7 +7806,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -7547,7 +8010,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -7757,7 +8220,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -7887,7 +8350,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8044,7 +8507,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8194,7 +8657,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8378,7 +8841,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8510,7 +8973,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8681,7 +9144,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8838,7 +9301,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9029,7 +9492,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9196,7 +9659,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9400,7 +9863,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9534,7 +9997,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9705,7 +10168,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9901,7 +10364,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10105,7 +10568,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10267,7 +10730,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10445,7 +10908,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10596,7 +11059,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10681,11 +11144,15 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 /**
                  * @example {
-                 *       "name": "Staging"
+                 *       "name": "Staging",
+                 *       "expires_at": "2027-01-01T00:00:00Z",
+                 *       "rate_limits": {
+                 *         "requests_per_minute": 60
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["switchboard.keys.v1.UpdateKeyRequest"];
@@ -10757,7 +11224,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10960,7 +11427,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -11164,7 +11631,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -11357,7 +11824,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -11532,7 +11999,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -11579,6 +12046,907 @@ export interface operations {
              *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
              */
             409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    KeyService_UpdateKeySpendLimits: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path: {
+                /** @description The key's id ("key_…"). */
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "spend_limits": [
+                 *         {
+                 *           "period": "day",
+                 *           "amount_usd": "5.00"
+                 *         },
+                 *         {
+                 *           "period": "month",
+                 *           "amount_usd": "100.00"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["switchboard.keys.v1.UpdateKeySpendLimitsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+                     *       "name": "Production",
+                     *       "hint": "sb_…a1b2",
+                     *       "status": "active",
+                     *       "monthly_spend_cap_usd": "50.00",
+                     *       "month_to_date_spend_usd": "12.4375",
+                     *       "alert_webhook_url": "https://alerts.example.com/switchboard",
+                     *       "alert_threshold_pct": 80,
+                     *       "routing_policy": "any",
+                     *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
+                     *       "created_at": "2026-11-02T08:15:00Z",
+                     *       "last_used_at": "2026-11-24T09:30:00Z",
+                     *       "revoked_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.keys.v1.Key"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_json`: The body is not valid JSON.
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it, e.g. `spend_limits[1].amount_usd`): `spend_limits` is missing, has more than 4 entries or two for one period, a `period` is not `day`, `week`, `month` or `total`, or an `amount_usd` is not a non-negative plain decimal string.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             *     - `key_not_found`: No key with this id in the workspace of the request.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Conflicts with the current state.
+             *
+             *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    KeyService_RotateKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path: {
+                /** @description The key's id ("key_…"). */
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "grace_period_seconds": 3600
+                 *     }
+                 */
+                "application/json": components["schemas"]["switchboard.keys.v1.RotateKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "full_key": "sb_ExampleOnly0NotARealKey00000000000000000000x7a1b2",
+                     *       "key": {
+                     *         "key_id": "key_9Rn3yW0qMs5UaL9xOd4ZcB",
+                     *         "name": "Production",
+                     *         "rotated_from": "key_7Qm2xV9pLr4TzK8wNc3YbA"
+                     *       },
+                     *       "previous": {
+                     *         "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+                     *         "name": "Production",
+                     *         "expires_at": "2026-11-27T09:30:00Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.keys.v1.RotateKeyResponse"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_json`: The body is not valid JSON.
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `grace_period_seconds` is not a whole number from 0 to 604800.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             *     - `insufficient_scope`: Called with an API key that lacks one of the scopes of the key to rotate.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             *     - `key_not_found`: No key with this id in the workspace of the request.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Conflicts with the current state.
+             *
+             *     - `key_revoked`: The key is revoked or expired; it cannot be rotated.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    KeyService_GetCurrentKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+                     *       "name": "Production",
+                     *       "scopes": [
+                     *         "inference"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": [
+                     *         "service/*"
+                     *       ],
+                     *       "rate_limits": {
+                     *         "requests_per_minute": 60,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "routing_policy": "any",
+                     *       "spend": [
+                     *         {
+                     *           "period": "day",
+                     *           "limit_usd": "5.00",
+                     *           "spend_usd": "1.25",
+                     *           "remaining_usd": "3.75",
+                     *           "resets_at": "2026-11-27T00:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.keys.v1.CurrentKey"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             *     - `api_key_required`: The request is authenticated with a user's access token, not an API key.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    SpendLimitService_GetWorkspaceSpendLimits: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "500.00",
+                     *           "spend_usd": "42.10",
+                     *           "remaining_usd": "457.90",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.keys.v1.WorkspaceSpendLimits"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    SpendLimitService_UpdateWorkspaceSpendLimits: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "spend_limits": [
+                 *         {
+                 *           "period": "month",
+                 *           "amount_usd": "500.00"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["switchboard.keys.v1.UpdateWorkspaceSpendLimitsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "500.00",
+                     *           "spend_usd": "42.10",
+                     *           "remaining_usd": "457.90",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.keys.v1.WorkspaceSpendLimits"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_json`: The body is not valid JSON.
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it, e.g. `spend_limits[0].period`): `spend_limits` is missing, has more than 4 entries or two for one period, a `period` is not `day`, `week`, `month` or `total`, or an `amount_usd` is not a non-negative plain decimal string.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -11712,7 +13080,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -11928,7 +13296,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12084,7 +13452,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12229,7 +13597,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12367,7 +13735,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12519,7 +13887,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12714,7 +14082,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12909,7 +14277,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13067,7 +14435,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13210,7 +14578,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13384,7 +14752,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13515,7 +14883,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13661,7 +15029,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13819,7 +15187,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -14012,7 +15380,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -14162,7 +15530,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -14332,7 +15700,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -14487,7 +15855,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -15195,7 +16563,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -15351,7 +16719,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -15524,7 +16892,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -15656,7 +17024,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -15812,7 +17180,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16006,7 +17374,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16160,7 +17528,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16372,7 +17740,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16566,7 +17934,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16738,7 +18106,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16902,7 +18270,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17081,7 +18449,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17212,7 +18580,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17379,7 +18747,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17569,7 +18937,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17763,7 +19131,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17990,7 +19358,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -18152,7 +19520,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -18321,7 +19689,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -18514,7 +19882,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
