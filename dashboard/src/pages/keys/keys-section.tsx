@@ -9,6 +9,7 @@ import { formatDate, formatDateTime } from '../../format';
 import { Link } from '../../router';
 import { useSignedIn } from '../../session';
 import { usePages } from '../../use-pages';
+import { isExpired } from './expiry-section';
 import { routingPolicyLabel } from './routing-policies';
 import { SpendBar } from './spend-bar';
 
@@ -77,6 +78,8 @@ export function KeysSection({ version }: { version: number }) {
   );
 }
 
+/** The key's standing: revoked, expired (its status stays `active`: status is about revocation), or active. */
 export function KeyStatus({ keyRecord }: { keyRecord: Key }) {
-  return keyRecord.status === 'active' ? <span className="badge ok">active</span> : <span className="badge bad">revoked</span>;
+  if (keyRecord.status !== 'active') return <span className="badge bad">revoked</span>;
+  return isExpired(keyRecord.expires_at) ? <span className="badge bad">expired</span> : <span className="badge ok">active</span>;
 }
