@@ -227,7 +227,7 @@ describe('the key page (Keys II)', () => {
     await page.getByRole('region', { name: 'Rotate the key' }).getByRole('button', { name: 'Rotate key' }).waitFor();
     expect(await page.content()).not.toContain(fullKey);
     await dashboard.context.close();
-  });
+  }, 120_000);
 
   it('sets the workspace budgets on the billing page for an owner, and shows them read-only to a developer', async () => {
     const owner = await signUp(suite.call);
@@ -273,5 +273,5 @@ describe('the key page (Keys II)', () => {
     await shown.getByText(`Your role in ${name} (developer) does not allow changing the budgets.`, { exact: false }).waitFor();
     expect(await shown.locator('input, button').count()).toBe(0);
     await readOnly.context.close();
-  });
+  }, 60_000);
 });
