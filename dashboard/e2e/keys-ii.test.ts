@@ -229,6 +229,30 @@ describe('the key page (Keys II)', () => {
     await dashboard.context.close();
   }, 120_000);
 
+  it('creates an inference-only key: the scopes ticked on the create form, none ticked a 400 at the group', async () => {
+    const user = await signUp(suite.call);
+    const dashboard = await openDashboard(suite, '/app/sign-in');
+    const { page } = dashboard;
+    await signInThroughUi(page, user.email, user.password);
+    await goWithinApp(page, '/app/keys');
+    await expectHeading(page, 'API keys');
+    const create = page.getByRole('region', { name: 'Create a key' });
+    const box = (name: string) => create.getByRole('checkbox', { name: new RegExp(`^${name}`) });
+    await input(create, 'name').fill('Inference only');
+    for (const name of ['Inference', 'Read', 'Manage']) await box(name).uncheck();
+    await submitExpectingFieldError(page, create, 'Create key', 'scopes');
+    await box('Inference').check();
+    await create.getByRole('button', { name: 'Create key' }).click();
+    const fullKey = await create.getByLabel('Your new API key').inputValue();
+    const listed = (await suite.call('GET', '/v1/keys', { token: user.token })).json.data[0];
+    expect(listed).toMatchObject({ name: 'Inference only', scopes: ['inference'] });
+    // What the scope allows, and what it does not.
+    expect((await suite.call('GET', '/v1/key', { token: fullKey })).status).toBe(200);
+    const refused = await suite.call('GET', '/v1/keys', { token: fullKey });
+    expect([refused.status, refused.json.error.code]).toEqual([403, 'insufficient_scope']);
+    await dashboard.context.close();
+  });
+
   it('sets the workspace budgets on the billing page for an owner, and shows them read-only to a developer', async () => {
     const owner = await signUp(suite.call);
     const developer = await signUp(suite.call);
@@ -259,7 +283,7 @@ describe('the key page (Keys II)', () => {
       ['month', '500.00', '0'],
     ]);
     await expect.poll(() => budgets.locator('tr[data-period="month"]').innerText()).toContain('$500.00');
-    await checkPage(dashboard, 'keys-workspace-budgets');
+    await checkPage(dashboard, 'billing-budgets');
     await dashboard.context.close();
 
     const readOnly = await openDashboard(suite, '/app/sign-in');

@@ -34,7 +34,7 @@ export function ScopesSection({ keyRecord, canManage, onChanged }: KeySectionPro
 }
 
 /** The scopes as checkboxes, sent in the pages' order; an error naming `scopes` is shown (and focused) on the group. */
-function ScopesField({ value, onChange }: { value: string[]; onChange(value: string[]): void }) {
+export function ScopesField({ value, onChange }: { value: string[]; onChange(value: string[]): void }) {
   const id = useId();
   const group = useRef<HTMLFieldSetElement>(null);
   useRegisterField('scopes', group);
