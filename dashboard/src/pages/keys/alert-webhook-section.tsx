@@ -98,7 +98,7 @@ export function AlertWebhookSection({ keyRecord, canManage, onChanged }: KeySect
             />
             <Field
               name="thresholds_pct"
-              label="Alert at (% of each budget)"
+              label="Alert thresholds (% of each budget)"
               hint="1 to 10 different whole percents from 1 to 100, separated by commas, e.g. 50, 80, 100. Empty: 80, 100."
               inputMode="numeric"
               value={thresholds}
