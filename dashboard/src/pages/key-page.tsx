@@ -10,13 +10,13 @@ import { AlertWebhookSection } from './keys/alert-webhook-section';
 import { AllowedModelsSection } from './keys/allowed-models-section';
 import { BudgetsSection } from './keys/budgets-section';
 import { ExpirySection } from './keys/expiry-section';
+import { scopesLabel } from './keys/key-words';
 import { type Key, KeyStatus } from './keys/keys-section';
 import { NameSection } from './keys/name-section';
 import { RateLimitsSection } from './keys/rate-limits-section';
 import { RevokeSection } from './keys/revoke-section';
 import { RotateSection } from './keys/rotate-section';
 import { RoutingSection } from './keys/routing-section';
-import { scopesLabel } from './keys/scopes';
 import { ScopesSection } from './keys/scopes-section';
 import { SpendBar } from './keys/spend-bar';
 

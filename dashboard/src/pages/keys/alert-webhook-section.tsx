@@ -9,12 +9,7 @@ import { compareDecimals } from '../../decimal';
 import { indexInList, retargetFieldError } from '../../error-fields';
 import { useSignedIn } from '../../session';
 import type { KeySectionProps } from '../key-page';
-
-/** Percents in words: "50%, 80% and 100%". */
-function percentsLabel(percents: number[]): string {
-  const words = percents.map((pct) => `${pct}%`);
-  return words.length > 1 ? `${words.slice(0, -1).join(', ')} and ${words.at(-1)}` : (words[0] ?? '');
-}
+import { percentsLabel } from './key-words';
 
 /**
  * The HTTPS endpoint that receives the key's spend alerts (`key.spend_alert`): one at each

@@ -5,8 +5,8 @@ import { Form } from '../../components/form';
 import { Section } from '../../components/section';
 import { Link } from '../../router';
 import { useSignedIn } from '../../session';
+import { keyScopes } from './key-words';
 import { routingPolicies } from './routing-policies';
-import { keyScopes } from './scopes';
 import { ScopesField } from './scopes-section';
 
 type Created = { keyId: string; name: string; fullKey: string };

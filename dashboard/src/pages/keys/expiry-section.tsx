@@ -7,11 +7,7 @@ import { Section } from '../../components/section';
 import { formatDateTime, localInputValue } from '../../format';
 import { useSignedIn } from '../../session';
 import type { KeySectionProps } from '../key-page';
-
-/** Whether the key's expiry has passed (by this browser's clock): the API then refuses it, though its status stays `active`. */
-export function isExpired(expiresAt: string | null, now = Date.now()): boolean {
-  return expiresAt !== null && new Date(expiresAt).getTime() <= now;
-}
+import { isExpired } from './key-words';
 
 /** When the key stops working (401 api_key_expired), or never; a time in the future, or cleared. */
 export function ExpirySection({ keyRecord, canManage, onChanged }: KeySectionProps) {

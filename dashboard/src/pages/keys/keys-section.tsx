@@ -9,7 +9,7 @@ import { formatDate, formatDateTime } from '../../format';
 import { Link } from '../../router';
 import { useSignedIn } from '../../session';
 import { usePages } from '../../use-pages';
-import { isExpired } from './expiry-section';
+import { isExpired } from './key-words';
 import { routingPolicyLabel } from './routing-policies';
 import { SpendBar } from './spend-bar';
 

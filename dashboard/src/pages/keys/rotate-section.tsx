@@ -7,7 +7,7 @@ import { formatDateTime } from '../../format';
 import { Link } from '../../router';
 import { useSignedIn } from '../../session';
 import type { KeySectionProps } from '../key-page';
-import { isExpired } from './expiry-section';
+import { isExpired } from './key-words';
 
 const gracePeriods = [
   { value: '86400', label: '24 hours (the default)' },

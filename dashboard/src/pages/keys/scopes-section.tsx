@@ -4,7 +4,7 @@ import { Notice } from '../../components/notice';
 import { Section } from '../../components/section';
 import { useSignedIn } from '../../session';
 import type { KeySectionProps } from '../key-page';
-import { keyScopes, scopesLabel } from './scopes';
+import { keyScopes, scopesLabel } from './key-words';
 
 /** What the key may do: inference, read and/or manage (at least one). */
 export function ScopesSection({ keyRecord, canManage, onChanged }: KeySectionProps) {
