@@ -1,4 +1,4 @@
-import { useState } from 'react';
+import { useEffect, useState } from 'react';
 import { ConfirmAction } from '../../components/confirm-action';
 import { Field } from '../../components/field';
 import { Form } from '../../components/form';
@@ -12,10 +12,12 @@ import { isExpired } from './key-words';
 /** When the key stops working (401 api_key_expired), or never; a time in the future, or cleared. */
 export function ExpirySection({ keyRecord, canManage, onChanged }: KeySectionProps) {
   const { client } = useSignedIn();
-  const [expiresAt, setExpiresAt] = useState(keyRecord.expires_at ? localInputValue(new Date(keyRecord.expires_at)) : '');
+  const current = keyRecord.expires_at;
+  const [expiresAt, setExpiresAt] = useState('');
   const [notice, setNotice] = useState<string>();
   const path = { key_id: keyRecord.key_id };
-  const current = keyRecord.expires_at;
+  // The input follows the saved expiry, also when it changes from elsewhere (a rotation ends this key's grace period).
+  useEffect(() => setExpiresAt(current ? localInputValue(new Date(current)) : ''), [current]);
   const patch = async (value: string | null) => {
     setNotice(undefined);
     const key = await client.patch('/v1/keys/{key_id}', { params: { path }, body: { expires_at: value } });
@@ -24,10 +26,7 @@ export function ExpirySection({ keyRecord, canManage, onChanged }: KeySectionPro
   };
   // A datetime-local value has no offset: Date reads it as the reader's local time. Empty means never.
   const save = () => patch(expiresAt ? new Date(expiresAt).toISOString() : null);
-  const clear = async () => {
-    await patch(null);
-    setExpiresAt('');
-  };
+  const clear = () => patch(null);
   return (
     <Section title="Expiry">
       <p data-testid="key-expiry">
