@@ -200,6 +200,12 @@ describe('the key page (Keys II)', () => {
     const graceEnd = new Date(previous.expires_at).getTime();
     expect(graceEnd).toBeGreaterThanOrEqual(before + 3600_000 - 5_000);
     expect(graceEnd).toBeLessThanOrEqual(Date.now() + 3600_000 + 5_000);
+    // This page's expiry input now holds the end of the grace period.
+    const graceEndLocal = await page.evaluate((iso) => {
+      const date = new Date(iso);
+      return new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+    }, previous.expires_at as string);
+    await expect.poll(() => input(expiry, 'expires_at').inputValue()).toBe(graceEndLocal);
     // Both keys work during the grace period.
     expect((await suite.call('GET', '/v1/keys', { token: fullKey })).status).toBe(200);
     await checkPage(dashboard, 'keys-rotated');
