@@ -118,6 +118,8 @@ describe('month-to-date spend, alerts and the cap', () => {
         spend_usd: '8.5',
         cap_usd: '10.00',
         alert_url: 'https://alerts.example.com/spend',
+        period: 'month',
+        period_start: `${thisMonth()}-01`,
       },
       {
         key_id: keyId,
@@ -127,6 +129,8 @@ describe('month-to-date spend, alerts and the cap', () => {
         spend_usd: '10',
         cap_usd: '10.00',
         alert_url: 'https://alerts.example.com/spend',
+        period: 'month',
+        period_start: `${thisMonth()}-01`,
       },
     ]);
     expect(alerts.every((e) => e.workspace_id === user.workspaceId)).toBe(true);

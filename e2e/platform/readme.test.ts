@@ -21,6 +21,8 @@ const walkThroughs = readFileSync(path.join(repoRoot, 'README.md'), 'utf8')
 const frontDoor = walkThroughs.find((block) => block.includes("from 'openai'"));
 /** Auto top-up's, whose charge runs in the background: its ledger entry and the month's statement are checked. */
 const autoTopup = walkThroughs.find((block) => block.includes('/v1/billing/auto-topup'));
+/** Keys II's: an inference-only key with a daily budget and a rate limit, hitting each, then rotated. */
+const keyLimits = walkThroughs.find((block) => block.includes('"scopes": ["inference"]'));
 
 describe('the README walk-throughs work as written', () => {
   let mesh: Mesh;
@@ -50,9 +52,10 @@ describe('the README walk-throughs work as written', () => {
     expect(walkThroughs.length).toBeGreaterThanOrEqual(2);
     expect(frontDoor).toBeDefined();
     expect(autoTopup).toBeDefined();
+    expect(keyLimits).toBeDefined();
   });
 
-  it.each(walkThroughs.filter((script) => script !== frontDoor && script !== autoTopup).map((script, index) => [index + 1, script]))(
+  it.each(walkThroughs.filter((script) => ![frontDoor, autoTopup, keyLimits].includes(script)).map((script, index) => [index + 1, script]))(
     'walk-through %i',
     async (_index, script) => {
       await runWalkThrough(script as string);
@@ -95,6 +98,30 @@ describe('the README walk-throughs work as written', () => {
     const closing = new Money(statement.opening_balance_usd).plus(statement.credits_usd).minus(statement.usage_usd).minus(statement.refunds_usd);
     expect(closing.eq(statement.closing_balance_usd)).toBe(true);
     expect(new Money(statement.closing_balance_usd).eq(after.balance_usd as string)).toBe(true);
+  });
+
+  it('keys II: an inference-only key is refused management, its daily budget and its rate limit, and its rotated predecessor expires', async () => {
+    const { stdout } = await runWalkThrough(keyLimits!);
+    const lines = stdout.split('\n');
+    const json = lines.filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    const [introspection, scope, budget, expired, rotated] = json;
+    expect(introspection).toMatchObject({
+      scopes: ['inference'],
+      rate_limits: { requests_per_minute: 2, tokens_per_minute: null, max_concurrent: null },
+      spend: [{ period: 'day', limit_usd: '0.01', spend_usd: '0', remaining_usd: '0.01' }],
+    });
+    expect(scope).toEqual({ code: 'insufficient_scope', metadata: { required_scope: 'read' } });
+    expect(budget).toMatchObject({ code: 'spend_cap_exceeded', metadata: { scope: 'key', period: 'day', cap_usd: '0.01' } });
+    // Two requests a minute: whatever the budget's refusal counted, the third of the loop is over the limit.
+    const codes = lines.filter((line) => /^\d{3}$/.test(line));
+    expect(codes.at(-1)).toBe('429');
+    expect(codes.filter((code) => code === '200').length).toBeGreaterThanOrEqual(1);
+    expect(stdout).toMatch(/^retry-after: \d+$/im);
+    expect(stdout).toMatch(/^x-ratelimit-limit-requests: 2$/im);
+    expect(stdout).toMatch(/^x-ratelimit-remaining-requests: 0$/im);
+    expect(expired).toEqual({ code: 'api_key_expired' });
+    expect(rotated).toMatchObject({ rate_limits: { requests_per_minute: 2 } });
+    expect(rotated.key_id).not.toBe(introspection.key_id);
   });
 
   it('the demo upstream: its models marked in /v1/models, its answers billed at the usual prices', async () => {

@@ -1,3 +1,4 @@
+import { timestampMs } from '@bufbuild/protobuf/wkt';
 import { type Client, Code, ConnectError } from '@connectrpc/connect';
 import type { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
@@ -5,6 +6,7 @@ import { ApiError } from '@switchboard/runtime/api-error';
 import { audit } from '@switchboard/runtime/audit';
 import { catalogued, errorCatalogue, keyRefusalError } from '@switchboard/runtime/error-catalogue';
 import type { Logger } from '@switchboard/runtime/log';
+import { isKeyScope, type KeyScopeName } from '@switchboard/runtime/policy';
 import { sha256Hex } from '@switchboard/runtime/secrets';
 import { createLocalJWKSet, type JSONWebKeySet, errors as joseErrors, jwtVerify } from 'jose';
 import { RevokedSessions } from './revocations.js';
@@ -17,6 +19,10 @@ export interface Principal {
   keyId?: string;
   /** An API key's own workspace. */
   keyWorkspaceId?: string;
+  /** An API key's scopes (docs/api/keys.md#scopes): the routes it may call beyond its creator's role. */
+  scopes?: KeyScopeName[];
+  /** When an API key expires (ms since the epoch); absent: never. */
+  expiresAt?: number;
 }
 
 export interface Workspace {
@@ -131,7 +137,7 @@ export class Authenticator {
 
   /**
    * The principal of an API key, from the keys service (AuthenticateKey answers from memory),
-   * cached for keyCacheMs: 401 unknown or revoked, 402 spend_cap_exceeded with its facts.
+   * cached for keyCacheMs: 401 unknown, revoked or expired, 402 spend_cap_exceeded with its facts.
    */
   private async authenticateKey(fullKey: string, scope: { ip?: string; requestId?: string }): Promise<Principal> {
     const hash = sha256Hex(fullKey);
@@ -146,19 +152,28 @@ export class Authenticator {
       this.keyAnswers.set(hash, cached);
       if (cached.keyId) this.keyHashes.set(cached.keyId, hash);
     }
-    if (cached.outcome instanceof ApiError) {
+    const { outcome } = cached;
+    // docs/api/keys.md#expiry: refused from its expires_at on by this gateway's clock, even from the
+    // cache, so a key never outlives it by the cache's second.
+    const refusal =
+      outcome instanceof ApiError
+        ? outcome
+        : outcome.expiresAt !== undefined && outcome.expiresAt <= Date.now()
+          ? catalogued(errorCatalogue.apiKeyExpired)
+          : undefined;
+    if (refusal) {
       // ASVS 16.3: a refused credential is an audit line (the key's id when it exists, never the key).
       audit(this.log, {
         event: 'authentication.api_key',
         outcome: 'failure',
         ip: scope.ip,
         requestId: scope.requestId,
-        reason: cached.outcome.code,
+        reason: refusal.code,
         details: { key_id: cached.keyId },
       });
-      throw cached.outcome;
+      throw refusal;
     }
-    return cached.outcome;
+    return outcome as Principal;
   }
 
   /** Drops the cached answer for a key whose standing changed (revoked, cap changed or reached). */
@@ -208,5 +223,15 @@ export class Authenticator {
 const requestIdHeader = (requestId: string | undefined): Record<string, string> => (requestId ? { 'x-request-id': requestId } : {});
 
 function keyOutcome(result: Awaited<ReturnType<Client<typeof KeyService>['authenticateKey']>>): Principal | ApiError {
-  return keyRefusalError(result, 'rest') ?? { type: 'key', userId: result.createdBy, keyId: result.keyId, keyWorkspaceId: result.workspaceId };
+  return (
+    keyRefusalError(result, 'rest') ?? {
+      type: 'key',
+      userId: result.createdBy,
+      keyId: result.keyId,
+      keyWorkspaceId: result.workspaceId,
+      // A scope this build does not know grants nothing, and no scopes grant nothing (fail closed).
+      scopes: result.scopes.filter(isKeyScope),
+      expiresAt: result.expiresAt ? timestampMs(result.expiresAt) : undefined,
+    }
+  );
 }

@@ -7,6 +7,7 @@ import type { ServiceName } from '@switchboard/contracts/components';
 import { type HttpBody, HttpBodySchema } from '@switchboard/contracts/google/api/httpbody_pb';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { ApiError } from '@switchboard/runtime/api-error';
+import { audit } from '@switchboard/runtime/audit';
 import type { UnaryClient } from '@switchboard/runtime/clients';
 import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { type ErrorBody, errorBody, toHttpError } from '@switchboard/runtime/errors';
@@ -155,7 +156,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   const { route, pathValues } = match;
   onRoute(route.template);
 
-  // Order of checks (docs/conventions.md#order-of-checks): credentials, then the workspace, then the input.
+  // Order of checks (docs/conventions.md#order-of-checks): credentials (with an API key's scope), then the workspace, then the input.
   let principal: Principal | undefined;
   let workspace: Workspace | undefined;
   if (route.credentials !== 'none') {
@@ -164,6 +165,9 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     if (route.credentials === 'user_session' && principal.type === 'key') {
       throw catalogued(errorCatalogue.userSessionRequired);
     }
+    // docs/conventions.md#order-of-checks: an API key's scope is a fact of the credential, checked with it, before
+    // the workspace and the input; the service checks it again (runtime/src/policy.ts guardRpc).
+    if (principal.type === 'key') assertScope(options.log, route, principal, facts.clientIp, requestId);
     const requested = req.headers['x-workspace-id'];
     const pathWorkspace = workspaceOfPath(pathValues);
     workspace =
@@ -194,6 +198,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     principalType: principal?.type,
     sessionId: principal?.sessionId,
     keyId: principal?.keyId,
+    scopes: principal?.scopes,
     workspaceId: workspace?.workspaceId,
     role: workspace?.role,
     // Identity keeps it on the sessions it opens (the user's list of sessions); other services have no use for it.
@@ -233,6 +238,22 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   if (cookieMode && issuesSession(route)) moveRefreshTokenToCookie(req, res, response.message, tls);
   if (cookieMode && endsOwnSession(route, input)) clearRefreshCookie(req, res, tls);
   sendResult(res, route, status, response.message, pagePolicyOf(response.header));
+}
+
+/** 403 `insufficient_scope` for an API key without the route's scope (docs/api/keys.md#scopes). */
+function assertScope(log: Logger, route: Route, principal: Principal, clientIp: string | undefined, requestId: string): void {
+  if (principal.scopes?.includes(route.scope)) return;
+  // ASVS 16.3: a refused authorization is an audit line, as the services' are (runtime/src/policy.ts).
+  audit(log, {
+    event: 'authorization',
+    outcome: 'denied',
+    userId: principal.userId,
+    ip: clientIp,
+    requestId,
+    reason: errorCatalogue.insufficientScope.code,
+    details: { key_id: principal.keyId, route: `${route.httpMethod} ${route.template}`, required_scope: route.scope },
+  });
+  throw catalogued(errorCatalogue.insufficientScope, { metadata: { required_scope: route.scope } });
 }
 
 /** The client's User-Agent, bounded: a mesh token carries it and a session row keeps it. */

@@ -55,6 +55,12 @@ const specRoutes: Array<[string, string]> = [
   ['DELETE', '/v1/keys/{key_id}/alert-webhook'],
   ['PUT', '/v1/keys/{key_id}/routing-policy'],
   ['DELETE', '/v1/keys/{key_id}'],
+  // keys II (docs/api/keys.md#periodic-budgets, #rotation, #introspection, #workspace-budgets)
+  ['PUT', '/v1/keys/{key_id}/spend-limits'],
+  ['POST', '/v1/keys/{key_id}/rotate'],
+  ['GET', '/v1/key'],
+  ['GET', '/v1/billing/spend-limits'],
+  ['PUT', '/v1/billing/spend-limits'],
   // billing (docs/api/billing.md#endpoints)
   ['GET', '/v1/billing/balance'],
   ['GET', '/v1/billing/usage'],
@@ -253,7 +259,7 @@ describe('OpenAPI document', () => {
       schema: { type: 'string' },
     });
     const body = deref(doc, op.requestBody.content['application/json'].schema);
-    expect(Object.keys(body.properties)).toEqual(['name']);
+    expect(Object.keys(body.properties)).toEqual(['name', 'scopes', 'expires_at', 'allowed_models', 'rate_limits']);
 
     const test = find(doc, 'POST', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/test')!;
     expect(test.requestBody.required).toBe(false);
@@ -340,6 +346,46 @@ describe('OpenAPI document', () => {
     // The introduction carries the whole role × action table.
     expect(doc.info.description).toContain('| `billing.topup` | top up or check out | yes | yes | no |');
     expect(doc.info.description).toContain('| `keys.manage` | change or revoke any key of the workspace | yes | yes | own |');
+  });
+
+  it('shows the scope an API key needs on every operation that accepts one (docs/api/keys.md#scopes)', () => {
+    const scopes: Record<string, number> = {};
+    for (const { method, path, op } of operations(doc)) {
+      const label = `${method} ${path}`;
+      const examples = (status: string) => op.responses[status]?.content['application/json'].examples ?? {};
+      if (op['x-switchboard-access'].credentials !== 'user_session_or_api_key') {
+        // No API key gets that far: no scope, no insufficient_scope.
+        expect(op['x-required-scope'], label).toBeUndefined();
+        expect(examples('403').insufficient_scope, label).toBeUndefined();
+        continue;
+      }
+      const scope: string = op['x-required-scope'];
+      expect(['inference', 'read', 'manage'], label).toContain(scope);
+      scopes[scope] = (scopes[scope] ?? 0) + 1;
+      if (scope !== 'inference') expect(scope, label).toBe(method === 'GET' ? 'read' : 'manage');
+      expect(op.description, label).toContain(`Credentials: A user access token or an API key. API keys need the \`${scope}\` scope`);
+      expect(examples('403').insufficient_scope.value.error, label).toMatchObject({ code: 'insufficient_scope', metadata: { required_scope: scope } });
+      expect(examples('401').api_key_expired, label).toBeDefined();
+    }
+    expect(scopes).toEqual({ inference: 3, read: expect.any(Number), manage: expect.any(Number) });
+    for (const [method, path] of [
+      ['GET', '/v1/key'],
+      ['GET', '/v1/generations/{generation_id}'],
+      ['POST', '/v1/feedback'],
+    ])
+      expect(find(doc, method, path)!['x-required-scope'], `${method} ${path}`).toBe('inference');
+    expect(find(doc, 'GET', '/v1/generations')!['x-required-scope']).toBe('read');
+    expect(find(doc, 'DELETE', '/v1/keys/{key_id}')!['x-required-scope']).toBe('manage');
+    // Where a call grants scopes, the refusal says so too; rotation adds its own case to the route's.
+    const descriptionOf = (method: string, path: string) => find(doc, method, path)!.responses['403'].description as string;
+    expect(descriptionOf('POST', '/v1/keys')).toMatch(
+      /`insufficient_scope`: The API key lacks the `manage` scope this operation needs, or `scopes` names one it lacks itself/,
+    );
+    expect(descriptionOf('POST', '/v1/keys/{key_id}/rotate')).toMatch(
+      /`insufficient_scope`: The API key lacks the `manage` scope this operation needs .*Also: Called with an API key/,
+    );
+    // Expired keys are refused wherever a key is read, also on routes for user sessions only (the key is checked first).
+    expect(find(doc, 'POST', '/v1/account/2fa/enroll')!.responses['401'].content['application/json'].examples.api_key_expired).toBeDefined();
   });
 
   it('gives every operation an id, a summary, a tag and error responses with the error schema', () => {

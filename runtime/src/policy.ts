@@ -1,12 +1,14 @@
 import { type DescMethod, getOption, hasOption } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ContextValues, createContextKey } from '@connectrpc/connect';
+import { http } from '@switchboard/contracts/google/api/annotations_pb';
 import { type Action, isRole, type Permission, permissions, type Role } from '@switchboard/contracts/permissions';
-import { AccessKind, type AccessRule, access } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { AccessKind, type AccessRule, access, KeyScope, KeyScopeSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { audit } from './audit.js';
 import { callerOf, clientIpOf, requestIdOf } from './call-context.js';
 import { errorCatalogue } from './error-catalogue.js';
 import { apiError } from './errors.js';
 import type { Logger } from './log.js';
+import { enumToWire } from './wire-enum.js';
 
 /**
  * The permission mechanism, in one place, for every service:
@@ -21,9 +23,13 @@ import type { Logger } from './log.js';
  * - `mayGrant` / `mayManageMember`: the finer member rules (roles at or below one's own).
  * Nothing else in the code base compares roles.
  *
- * Order of checks (docs/conventions.md#order-of-checks): credentials (401, the gateway) → visibility of the workspace or
- * object (404, the service: another tenant's objects are never named) → role (403, here) →
- * input (400/422, the service).
+ * - `requiredScope`: the scope an API key needs for an RPC (docs/api/keys.md#scopes), checked by
+ *   the gateway before it forwards and again here (`guardRpc`) on the mesh token's `scope` claim.
+ *
+ * Order of checks (docs/conventions.md#order-of-checks): credentials (401, the gateway) → an API
+ * key's scope (403, the gateway and here) → visibility of the workspace or object (404, the
+ * service: another tenant's objects are never named) → role (403, here) → input (400/422, the
+ * service).
  */
 
 export { type Action, isRole, type Permission, permissions, type Role, roles } from '@switchboard/contracts/permissions';
@@ -167,6 +173,9 @@ export function parseAccessRule(option: AccessRule | undefined): RpcRule | strin
     if (!condition) problems.push(problem);
   };
   const userSession = option.userSession;
+  // Only a principal's call can be an API key's: a scope elsewhere would mean nothing.
+  if (option.scope !== KeyScope.UNSPECIFIED && (option.kind === AccessKind.PUBLIC || option.kind === AccessKind.INTERNAL || userSession))
+    problems.push('a scope is for rules an API key may pass (not public, internal or user-session rules)');
   let rule: RpcRule | undefined;
   switch (option.kind) {
     case AccessKind.PUBLIC:
@@ -219,6 +228,38 @@ export function readRpcRules(methods: DescMethod[]): Map<string, RpcRule> {
   return rules;
 }
 
+/** An API key's scopes (docs/api/keys.md#scopes), as the wire writes them (runtime/src/wire-enum.ts). */
+export const keyScopes = ['inference', 'read', 'manage'] as const;
+export type KeyScopeName = (typeof keyScopes)[number];
+
+export const isKeyScope = (name: string): name is KeyScopeName => (keyScopes as readonly string[]).includes(name);
+
+/** Read once per method: services check it on every call of an API key. */
+const scopesOfMethods = new WeakMap<DescMethod, KeyScopeName>();
+
+/**
+ * The scope an API key needs to call `method` (docs/api/keys.md#scopes): the `scope` of its access
+ * rule where the proto states one (the `inference` routes), else `read` for a GET route and
+ * `manage` for any other, a method without a REST route included (the strictest: only the gateway
+ * speaks for a key, and only on routes). A user's session needs no scope.
+ */
+export function requiredScope(method: DescMethod): KeyScopeName {
+  let scope = scopesOfMethods.get(method);
+  if (!scope) {
+    const stated = hasOption(method, access) ? getOption(method, access).scope : KeyScope.UNSPECIFIED;
+    if (stated !== KeyScope.UNSPECIFIED) scope = enumToWire(KeyScopeSchema, stated) as KeyScopeName;
+    else scope = hasOption(method, http) && getOption(method, http).pattern.case === 'get' ? 'read' : 'manage';
+    scopesOfMethods.set(method, scope);
+  }
+  return scope;
+}
+
+/** The 403 of an API key whose scopes lack `required` (docs/api/keys.md#scopes), naming it in metadata. */
+export function insufficientScope(required: KeyScopeName): ConnectError {
+  const refusal = errorCatalogue.insufficientScope;
+  return apiError(Code.PermissionDenied, refusal.code, refusal.message, { metadata: { required_scope: required } });
+}
+
 /** The credentials a REST route of an RPC accepts at the gateway, from its rule. */
 export type Credentials = 'none' | 'user_session' | 'user_session_or_api_key';
 
@@ -247,6 +288,15 @@ export async function guardRpc<T>(rule: RpcRule | undefined, method: DescMethod,
     if (rule?.userSession && claims.principalType !== 'user') {
       refused(ctx, userSessionRequired.code, { rpc: name, principal_type: claims.principalType });
       throw apiError(Code.PermissionDenied, userSessionRequired.code, userSessionRequired.message);
+    }
+    // The gateway checked it already; checked again here so that no service trusts that alone. A
+    // key's token without the claim has no scope (fail closed).
+    if (claims.principalType === 'key') {
+      const required = requiredScope(method);
+      if (!claims.scopes?.includes(required)) {
+        refused(ctx, errorCatalogue.insufficientScope.code, { rpc: name, required_scope: required, scopes: claims.scopes?.join(' ') });
+        throw insufficientScope(required);
+      }
     }
   };
   switch (rule?.kind) {

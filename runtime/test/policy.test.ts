@@ -1,6 +1,9 @@
 import { create, type DescMethod } from '@bufbuild/protobuf';
 import { Code, type ConnectError, type ContextValues, createContextValues } from '@connectrpc/connect';
-import { AccessKind, AccessRuleSchema, ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { AccessKind, AccessRuleSchema, ErrorDetailSchema, KeyScope } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { BillingService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import { FeedbackService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { describe, expect, it } from 'vitest';
 import { callerKey } from '../src/call-context.js';
 import type { MeshClaims } from '../src/mesh-token.js';
@@ -16,7 +19,9 @@ import {
   permissions,
   type RpcRule,
   readRpcRules,
+  requiredScope,
   roles,
+  ruleOf,
 } from '../src/policy.js';
 
 /** The permission table of docs/conventions.md#roles, row by row, as the policy module encodes it. */
@@ -97,6 +102,14 @@ describe('the access rules of the protos', () => {
     expect(parse({ kind: AccessKind.INTERNAL })).toEqual([expect.stringMatching(/names its callers/)]);
     expect(parse({ kind: AccessKind.INTERNAL, callers: ['gateway'], userSession: true })).toEqual([expect.stringMatching(/cannot need a user session/)]);
     expect(parse({ kind: AccessKind.PUBLIC, actions: ['keys.read'] })).toEqual([expect.stringMatching(/name no actions/)]);
+    // A scope is what an API key needs: meaningless where no key may call.
+    for (const rule of [
+      { kind: AccessKind.PUBLIC, scope: KeyScope.READ },
+      { kind: AccessKind.INTERNAL, callers: ['gateway'], scope: KeyScope.INFERENCE },
+      { kind: AccessKind.ACCOUNT, userSession: true, scope: KeyScope.MANAGE },
+    ])
+      expect(parse(rule)).toEqual([expect.stringMatching(/a scope is for rules an API key may pass/)]);
+    expect(parse({ kind: AccessKind.ACCOUNT, scope: KeyScope.INFERENCE })).toEqual({ kind: 'account', userSession: false });
   });
 
   it('refuse to start a server with an RPC without a rule, naming it', async () => {
@@ -111,11 +124,28 @@ describe('the access rules of the protos', () => {
   });
 });
 
+describe('requiredScope', () => {
+  it("is the access rule's scope where the proto states one, else read for a GET route and manage for any other", () => {
+    // docs/api/keys.md#scopes: the inference routes state it.
+    expect(requiredScope(KeyService.method.getCurrentKey)).toBe('inference');
+    expect(requiredScope(BillingService.method.getGenerationRecord)).toBe('inference');
+    expect(requiredScope(FeedbackService.method.recordFeedback)).toBe('inference');
+    expect(requiredScope(KeyService.method.getKey)).toBe('read');
+    expect(requiredScope(KeyService.method.listKeys)).toBe('read');
+    expect(requiredScope(BillingService.method.listGenerations)).toBe('read');
+    for (const method of [KeyService.method.createKey, KeyService.method.updateKey, KeyService.method.setAlertWebhook, KeyService.method.revokeKey])
+      expect(requiredScope(method), method.name).toBe('manage');
+    // No REST route (an internal RPC): the strictest.
+    expect(requiredScope(KeyService.method.authenticateKey)).toBe('manage');
+  });
+});
+
 describe('guardRpc', () => {
-  async function run(rule: RpcRule, claims: MeshClaims, handler: (ctx: { values: ContextValues }) => void = () => undefined) {
+  /** A method without options, for rules no API key reaches. */
+  const anyMethod = { name: 'Call', parent: { typeName: 'test.v1.TestService' } } as unknown as DescMethod;
+  async function run(rule: RpcRule, claims: MeshClaims, handler: (ctx: { values: ContextValues }) => void = () => undefined, method = anyMethod) {
     const contextValues = createContextValues();
     contextValues.set(callerKey, claims);
-    const method = { name: 'Call', parent: { typeName: 'test.v1.TestService' } } as unknown as DescMethod;
     return guardRpc(rule, method, contextValues, async () => {
       handler({ values: contextValues });
       return {};
@@ -152,7 +182,72 @@ describe('guardRpc', () => {
     expect(await outcome(run(sessionOnly, { ...developer, principalType: 'key' }, () => (ran = true)))).toBe('PermissionDenied user_session_required');
     expect(ran).toBe(false);
     expect(await outcome(run(sessionOnly, developer))).toBe('ok');
-    expect(await outcome(run({ kind: 'account', userSession: false }, { ...developer, principalType: 'key' }))).toBe('ok');
+    const accountRpc = KeyService.method.getCurrentKey;
+    expect(
+      await outcome(run({ kind: 'account', userSession: false }, { ...developer, principalType: 'key', scopes: ['inference'] }, undefined, accountRpc)),
+    ).toBe('ok');
+  });
+
+  describe("checks an API key's scope before the handler (docs/api/keys.md#scopes)", () => {
+    const asKey = (scopes?: string[]): MeshClaims => ({ ...developer, principalType: 'key', keyId: 'key_1', scopes });
+    /** The outcome of calling `method` (with its own rule) as `claims`, and whether the handler ran. */
+    async function call(method: DescMethod, claims: MeshClaims) {
+      let ran = false;
+      const decide = (ctx: { values: ContextValues }) => {
+        ran = true;
+        const rule = ruleOf(method);
+        if (rule.kind === 'handler') authorize(ctx, rule.actions[0], { ownerId: 'usr_1' });
+      };
+      const result = await outcome(run(ruleOf(method), claims, decide, method));
+      return { result, ran };
+    }
+
+    it("refuses a key without the route's scope with 403 insufficient_scope naming it", async () => {
+      const cases: Array<[DescMethod, string[]]> = [
+        [KeyService.method.getKey, ['inference', 'manage']],
+        [KeyService.method.createKey, ['inference', 'read']],
+        [KeyService.method.revokeKey, ['read']],
+        [KeyService.method.getCurrentKey, ['read', 'manage']],
+        [FeedbackService.method.recordFeedback, ['manage']],
+      ];
+      for (const [method, scopes] of cases) {
+        const contextValues = createContextValues();
+        contextValues.set(callerKey, asKey(scopes));
+        const err = (await guardRpc(ruleOf(method), method, contextValues, async () => ({})).catch((e: ConnectError) => e)) as ConnectError;
+        expect(err.code, method.name).toBe(Code.PermissionDenied);
+        expect(err.findDetails(ErrorDetailSchema)[0]).toMatchObject({
+          code: 'insufficient_scope',
+          metadata: { required_scope: requiredScope(method) },
+        });
+        expect((await call(method, asKey(scopes))).ran, method.name).toBe(false);
+      }
+    });
+
+    it('lets a key with the scope through to the role', async () => {
+      expect(await call(KeyService.method.getKey, asKey(['read']))).toEqual({ result: 'ok', ran: true });
+      expect(await call(KeyService.method.getCurrentKey, asKey(['inference']))).toEqual({ result: 'ok', ran: true });
+      expect(await call(KeyService.method.revokeKey, asKey(['manage']))).toEqual({ result: 'ok', ran: true });
+      // The scope allows what the creator's role allows, never more.
+      const topupKey = { ...asKey(['manage']), role: 'developer' };
+      expect((await call(BillingService.method.createTopup, topupKey)).result).toBe('PermissionDenied forbidden');
+    });
+
+    it('fails closed: a key whose mesh token carries no scopes, or an empty claim, may call nothing', async () => {
+      for (const scopes of [undefined, []]) {
+        expect(await call(KeyService.method.getCurrentKey, asKey(scopes))).toEqual({ result: 'PermissionDenied insufficient_scope', ran: false });
+        expect(await call(KeyService.method.getKey, asKey(scopes))).toEqual({ result: 'PermissionDenied insufficient_scope', ran: false });
+      }
+    });
+
+    it('asks nothing of user sessions and internal callers', async () => {
+      expect(await call(KeyService.method.createKey, developer)).toEqual({ result: 'ok', ran: true });
+      expect(await call(KeyService.method.authenticateKey, { caller: 'gateway' })).toEqual({ result: 'ok', ran: true });
+    });
+
+    it('answers user_session_required before the scope', async () => {
+      const sessionOnly: RpcRule = { kind: 'account', userSession: true };
+      expect(await outcome(run(sessionOnly, asKey([])))).toBe('PermissionDenied user_session_required');
+    });
   });
 
   it('fails a handler rule whose handler answered without a decision', async () => {

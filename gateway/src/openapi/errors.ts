@@ -68,11 +68,22 @@ function derivedErrors(route: Route): ErrorCase[] {
         errorCatalogue.accountDeactivated,
       ),
       // An API key is checked before the route's kind of credential: also where it is then refused (user_session_required).
-      ...fromCatalogue(errorCatalogue.invalidApiKey, errorCatalogue.apiKeyRevoked, errorCatalogue.spendCapExceeded),
+      ...fromCatalogue(errorCatalogue.invalidApiKey, errorCatalogue.apiKeyRevoked, errorCatalogue.apiKeyExpired, errorCatalogue.spendCapExceeded),
     );
   }
   if (route.credentials === 'user_session') {
     errors.push(...fromCatalogue(errorCatalogue.userSessionRequired));
+  }
+  // docs/api/keys.md#scopes: every route an API key may call needs one of its scopes, and a call that
+  // grants scopes (a key's `scopes`) may grant only the caller key's own.
+  if (route.credentials === 'user_session_or_api_key') {
+    const grants = route.method.input.fields.some((f) => f.name === 'scopes');
+    errors.push({
+      status: errorCatalogue.insufficientScope.status,
+      code: errorCatalogue.insufficientScope.code,
+      when: `The API key lacks the \`${route.scope}\` scope this operation needs${grants ? ', or `scopes` names one it lacks itself' : ''} (\`metadata.required_scope\`).`,
+      metadata: { required_scope: route.scope },
+    });
   }
   if (route.rule.kind === 'workspace' || route.rule.kind === 'handler') {
     errors.push(...fromCatalogue(errorCatalogue.forbidden));
@@ -93,17 +104,26 @@ function derivedErrors(route: Route): ErrorCase[] {
   return errors;
 }
 
-/** The errors of a route: derived ones, then the handler's (a declared code replaces a derived one). */
+/**
+ * The errors of a route: derived ones, then the handler's (a declared code replaces a derived one,
+ * except `insufficient_scope`, where the handler's case, such as the scopes of the key a call
+ * rotates, comes on top of the route's own scope).
+ */
 export function errorsOf(route: Route): ErrorCase[] {
-  const declared: ErrorCase[] = (hasOption(route.method, rest) ? getOption(route.method, rest).errors : []).map((e) => ({
-    status: e.status,
-    code: e.code,
-    when: e.when,
-    ...(e.status === 429 || (e.status === 503 && e.code !== errorCatalogue.serviceUnavailable.code) ? { metadata: { retry_after_seconds: 30 } } : {}),
-  }));
+  const derived = derivedErrors(route);
   const key = (e: ErrorCase) => `${e.status} ${e.code}`;
+  const declared: ErrorCase[] = (hasOption(route.method, rest) ? getOption(route.method, rest).errors : []).map((e) => {
+    const alsoDerived = e.code === errorCatalogue.insufficientScope.code ? derived.find((d) => key(d) === `${e.status} ${e.code}`) : undefined;
+    return {
+      status: e.status,
+      code: e.code,
+      when: alsoDerived ? `${alsoDerived.when} Also: ${e.when}` : e.when,
+      ...(alsoDerived?.metadata ? { metadata: alsoDerived.metadata } : {}),
+      ...(e.status === 429 || (e.status === 503 && e.code !== errorCatalogue.serviceUnavailable.code) ? { metadata: { retry_after_seconds: 30 } } : {}),
+    };
+  });
   const declaredKeys = new Set(declared.map(key));
-  return [...derivedErrors(route).filter((e) => !declaredKeys.has(key(e))), ...declared];
+  return [...derived.filter((e) => !declaredKeys.has(key(e))), ...declared];
 }
 
 /** The responses of a route's errors, one per status, with an example body per code. */

@@ -7,7 +7,7 @@ export function describeApi(aliasedGroups: string[]): string {
     '',
     `**Versions.** Canonical paths start with \`/v1\` and are the only ones listed here. Every group except webhooks also answers without the \`/v1\` prefix, with the same handlers (${aliasedGroups.map((g) => `\`${g}\``).join(', ')}); webhook paths exist only under \`/v1\`.`,
     '',
-    '**Authentication.** `Authorization: Bearer <access token>` (a JWT from login) or `Authorization: Bearer <API key>` (`sb_…`), as each operation says. A user request acts in the workspace named by `X-Workspace-Id`, else in the personal workspace.',
+    '**Authentication.** `Authorization: Bearer <access token>` (a JWT from login) or `Authorization: Bearer <API key>` (`sb_…`), as each operation says. A user request acts in the workspace named by `X-Workspace-Id`, else in the personal workspace. An API key acts as its creator, within its scopes: `inference` (model requests, `GET /v1/key`, its own generations, feedback), `read` (the other GETs) and `manage` (every other call); each operation names the one it needs (`x-required-scope`), and a key without it gets 403 `insufficient_scope`.',
     '',
     '**JSON.** Requests and responses use snake_case proto field names; unknown request fields are ignored; wrong types are a 400 naming the field. In responses every field is present: unset values are `null`, empty lists `[]`, empty maps `{}` (fields that are only sometimes sent, such as secrets shown once, are left out instead). Timestamps are RFC 3339 UTC strings; money is a decimal string such as `"12.50"`.',
     '',

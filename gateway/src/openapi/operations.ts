@@ -5,7 +5,7 @@ import { type Route, readsFromQuery } from '../routes.js';
 import { errorResponsesOf, errorsOf } from './errors.js';
 import { enumSchema, HTTP_BODY, type Json, scalarSchema } from './json-schema.js';
 import { exampleOf, isRequired, type Schemas } from './schemas.js';
-import { accessExtension, accessLine, credentialsLabel, securityOf } from './security.js';
+import { accessExtension, accessLine, credentialsLabel, scopeLine, securityOf } from './security.js';
 
 /** An operation per route: parameters, request body, responses, description and extensions. */
 
@@ -132,13 +132,16 @@ export function operationOf(route: Route, tag: string, schemas: Schemas): Json {
   const rpc = `${route.method.parent.typeName}/${route.method.name}`;
   const own = comments[`${route.method.parent.typeName}.${route.method.name}`] ?? '';
   const unbuilt = route.unbuilt ? '**Not built yet:** this operation answers 501 `not_implemented` until it is.\n\n' : '';
+  const scope = scopeLine(route);
   const operation: Json = {
     tags: [tag],
     summary: `${route.unbuilt ? '(Not built yet) ' : ''}${route.summary || route.method.name}`,
-    description: `${unbuilt}${own}\n\nCredentials: ${credentialsLabel(route.credentials)}\n\n${accessLine(route.rule)}`,
+    description: `${unbuilt}${own}\n\nCredentials: ${credentialsLabel(route.credentials)}${scope ? ` ${scope}` : ''}\n\n${accessLine(route.rule)}`,
     operationId: `${route.method.parent.name}_${route.method.name}`,
     security: securityOf(route.credentials),
     'x-switchboard-access': accessExtension(route),
+    // docs/api/keys.md#scopes: only where an API key is accepted.
+    ...(scope ? { 'x-required-scope': route.scope } : {}),
     'x-switchboard-rpc': rpc,
     ...(route.unbuilt ? { 'x-switchboard-unbuilt': true } : {}),
   };

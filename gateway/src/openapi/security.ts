@@ -55,6 +55,16 @@ export function accessLine(rule: RpcRule): string {
   }
 }
 
+/**
+ * The scope an API key needs for an operation (docs/api/keys.md#scopes), in one sentence, or
+ * undefined where no API key is accepted.
+ */
+export function scopeLine(route: Route): string | undefined {
+  if (route.credentials !== 'user_session_or_api_key') return undefined;
+  const what = { inference: 'model requests and what they need', read: 'reads', manage: 'changes' }[route.scope];
+  return `API keys need the \`${route.scope}\` scope (${what}); a user's session needs none.`;
+}
+
 /** The machine-readable form of a route's rule: the `x-switchboard-access` extension. */
 export function accessExtension(route: Route): Json {
   const { rule } = route;

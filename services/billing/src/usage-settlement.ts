@@ -46,6 +46,8 @@ interface Checked {
   usage: NewUsage;
   capLeaseId?: string;
   balanceLeaseId?: string;
+  /** The workspace budget lease (keys settles it, docs/money-path.md#leases). */
+  workspaceLeaseId?: string;
 }
 
 /** Costs are unrounded: a passthrough cost has the upstream cost's decimals and the markup's. */
@@ -102,7 +104,7 @@ export class UsageSettlement {
     await recordEvents(
       trx,
       UsageRecordedSchema,
-      fresh.map(({ usage, capLeaseId }) => {
+      fresh.map(({ usage, capLeaseId, workspaceLeaseId }) => {
         const balance = balances.get(usage.workspaceId)!;
         return {
           workspaceId: usage.workspaceId,
@@ -121,6 +123,7 @@ export class UsageSettlement {
             balanceUsd: balance.afterUsd,
             balanceVersion: BigInt(balance.version),
             capLeaseId,
+            workspaceLeaseId,
           },
         };
       }),
@@ -153,6 +156,7 @@ export class UsageSettlement {
         },
         capLeaseId: optionalId(record.capLeaseId, 'cap_lease_id'),
         balanceLeaseId: optionalId(record.balanceLeaseId, 'balance_lease_id'),
+        workspaceLeaseId: optionalId(record.workspaceLeaseId, 'workspace_lease_id'),
       };
     } catch (err) {
       this.deps.log.warn({ err: errorMessage(err), generation_id: record.generationId, workspace_id: record.workspaceId }, 'usage record dropped: invalid');

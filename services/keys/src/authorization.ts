@@ -24,11 +24,14 @@ import { capCommitments } from './store/spend.js';
 /**
  * May this key be used now? The two internal checks of docs/api/keys.md#authorization-for-the-data-plane and docs/api/internal-calls.md#authorizekey, answered from the key
  * states in memory (key-states.ts):
- *  - `authorize` (AuthorizeKey, the data plane): unknown, revoked, spend_cap_exceeded,
+ *  - `authorize` (AuthorizeKey, the data plane): unknown, revoked, expired, spend_cap_exceeded,
  *    insufficient_balance, else allowed; with an estimate, the amount is reserved atomically
  *    against the cap (the only path that touches the database);
  *  - `authenticate` (AuthenticateKey, the gateway for REST calls): the same without the balance
- *    (insufficient_balance never blocks management calls) and without reservations.
+ *    (insufficient_balance never blocks management calls) and without reservations, with the
+ *    key's scopes and expiry for the gateway to decide on from its cache.
+ * Expiry is decided by this clock at every call, whatever the age of the cached state
+ * (docs/api/keys.md#expiry: refused within 1 s needs no event).
  * A key that is not well formed (wrong length, alphabet or checksum) is unknown without a lookup.
  * A use marks `last_used_at`, at most once a minute per key.
  */
@@ -71,6 +74,7 @@ export class KeyAuthorizer {
     if (!state) return { allowed: false, reason: refusalReason(KeyRefusal.UNKNOWN) };
     const base = { keyId: state.keyId, workspaceId: state.workspaceId, routingPolicy: state.routingPolicy };
     if (state.status === 'revoked') return { ...base, allowed: false, reason: refusalReason(KeyRefusal.REVOKED) };
+    if (this.expired(state)) return { ...base, allowed: false, reason: refusalReason(KeyRefusal.EXPIRED) };
     if (state.capReached) return { ...base, allowed: false, ...this.capExceeded(state.capUsd!, state.spendUsd) };
     const balance = await this.deps.states.balanceOf(state.workspaceId);
     if (balance?.lte(0)) return { ...base, allowed: false, reason: refusalReason(KeyRefusal.INSUFFICIENT_BALANCE) };
@@ -90,8 +94,16 @@ export class KeyAuthorizer {
   async authenticate(fullKey: string): Promise<AuthenticateAnswer> {
     const state = await this.lookup(fullKey);
     if (!state) return { reason: refusalReason(KeyRefusal.UNKNOWN) };
-    const base = { keyId: state.keyId, workspaceId: state.workspaceId, createdBy: state.createdBy, status: state.status };
+    const base = {
+      keyId: state.keyId,
+      workspaceId: state.workspaceId,
+      createdBy: state.createdBy,
+      status: state.status,
+      scopes: state.scopes,
+      expiresAt: state.expiresAt ? timestampFromDate(state.expiresAt) : undefined,
+    };
     if (state.status === 'revoked') return { ...base, reason: refusalReason(KeyRefusal.REVOKED) };
+    if (this.expired(state)) return { ...base, reason: refusalReason(KeyRefusal.EXPIRED) };
     if (state.capReached) return { ...base, ...this.capExceeded(state.capUsd!, state.spendUsd) };
     this.touch(state.keyId);
     return { ...base, reason: refusalReason(KeyRefusal.UNSPECIFIED) };
@@ -115,6 +127,10 @@ export class KeyAuthorizer {
       await insertReservation(trx, { id, keyId: state.keyId, amountUsd, ttlSeconds });
       return undefined;
     });
+  }
+
+  private expired(state: KeyState): boolean {
+    return state.expiresAt !== null && state.expiresAt.getTime() <= this.clock().getTime();
   }
 
   private lookup(fullKey: string): Promise<KeyState | undefined> | undefined {

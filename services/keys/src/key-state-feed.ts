@@ -1,7 +1,9 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { KeyStateSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
+import { rateLimitsOf } from './key-record.js';
 import { listKeyStatesAfter } from './store/keys.js';
 
 /**
@@ -39,6 +41,13 @@ export class KeyStateFeed {
         monthlySpendCapUsd: row.monthly_spend_cap_usd ?? undefined,
         routingPolicy: row.routing_policy,
         version: BigInt(row.state_version),
+        scopes: row.scopes,
+        expiresAt: row.expires_at ? timestampFromDate(row.expires_at) : undefined,
+        allowedModels: row.allowed_models ?? [],
+        allModels: row.allowed_models === null,
+        rateLimits: rateLimitsOf(row),
+        budgetId: row.budget_id,
+        spendLimits: row.spend_limits.map((limit) => ({ period: limit.period, amountUsd: limit.amount_usd })),
       })),
       version: page.length > 0 ? BigInt(page[page.length - 1].state_version) : afterVersion,
       hasMore: rows.length > wanted,

@@ -39,6 +39,10 @@ export interface KeyState {
   spendUsd: string;
   /** spend ≥ cap: blocked until the month ends or the cap is raised or cleared. */
   capReached: boolean;
+  /** inference, read and/or manage. */
+  scopes: string[];
+  /** Refused from then on (KeyRefusal.EXPIRED), by the clock of whoever asks; null: never. */
+  expiresAt: Date | null;
 }
 
 interface Entry<T> {
@@ -67,6 +71,8 @@ export function toKeyState(row: KeyStateRow, month: string): KeyState {
     month,
     spendUsd: row.month_spend_usd,
     capReached: row.monthly_spend_cap_usd !== null && spend.gte(row.monthly_spend_cap_usd),
+    scopes: row.scopes,
+    expiresAt: row.expires_at,
   };
 }
 

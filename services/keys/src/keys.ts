@@ -1,12 +1,15 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import { Code } from '@connectrpc/connect';
+import type { Value } from '@bufbuild/protobuf/wkt';
+import { Code, type HandlerContext } from '@connectrpc/connect';
 import { KeyCreatedSchema, KeyRevokedSchema, KeyUpdatedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { KeySchema, ListKeysResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { generateFullKey, hashKey, hintOf } from '@switchboard/runtime/api-key-format';
 import { auditCallerSuccess } from '@switchboard/runtime/audit';
+import { callerOf } from '@switchboard/runtime/call-context';
 import type { WorkspaceCaller as Caller } from '@switchboard/runtime/caller';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
+import { errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId, newSigningSecret } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
@@ -16,27 +19,55 @@ import { authorize } from '@switchboard/runtime/policy';
 import type { DataKeyRing } from '@switchboard/runtime/secrets';
 import type { EventWriter } from '@switchboard/runtime/service';
 import { parseHttpsUrl } from '@switchboard/runtime/urls';
-import { parseKeyName, parseRoutingPolicy, parseSpendCap, parseStatusFilter, parseThresholdPct } from './key-input.js';
-import { toKey } from './key-record.js';
+import { type CurrentKeyRecord, currentKey } from './current-key.js';
+import {
+  keyScopes,
+  parseAllowedModels,
+  parseExpiresAt,
+  parseGracePeriod,
+  parseKeyName,
+  parseRateLimits,
+  parseRoutingPolicy,
+  parseScopes,
+  parseSpendCap,
+  parseSpendLimits,
+  parseStatusFilter,
+  parseThresholds,
+  type RateLimitsInput,
+} from './key-input.js';
+import { keyNotFound, toKey } from './key-record.js';
 import { monthOf } from './months.js';
-import { findKey, findKeyOwner, insertKey, type KeyChanges, type KeyRow, listKeys, lockKey, revokeKeys, updateKey } from './store/keys.js';
+import { rotateKey } from './rotation.js';
+import { budgetStatuses } from './store/budget-spend.js';
+import {
+  budgetOf,
+  findKey,
+  findKeyOwner,
+  insertKey,
+  type KeyChanges,
+  type KeyRow,
+  type KeyWithSpendRow,
+  listKeys,
+  lockKey,
+  type RateLimitColumns,
+  revokeKeys,
+  setKeySpendLimits,
+  updateKey,
+} from './store/keys.js';
 
 /**
  * API keys as their workspace manages them (docs/api/keys.md): create, list, read, and the changes a
  * creator (any role) or an owner or admin (any key) may make. Every change locks the key row,
  * decides in this order: the key in the caller's workspace (404) → the permission table (403,
- * `keys.manage` with the key's creator as owner) → the input (400) → the key still active (409);
- * then writes the change and its event in one transaction, and tells the key state caches once
- * it committed.
+ * `keys.manage` with the key's creator as owner) → the input (400) → the scopes an API key may
+ * grant (403 `insufficient_scope`) → the key still active (409); then writes the change and its
+ * event in one transaction, and tells the key state caches once it committed.
  */
 
 /** The purpose label of alert signing secrets under the data keys. */
 export const alertSecretPurpose = 'keys.alert-signing-secret';
 
 export type KeyRecord = MessageInitShape<typeof KeySchema>;
-
-/** Another workspace's key is a 404 like a key that does not exist. */
-const keyNotFound = () => apiError(Code.NotFound, 'key_not_found', 'No such key in this workspace.');
 
 export interface KeysDeps {
   db: Knex;
@@ -49,21 +80,73 @@ export interface KeysDeps {
 }
 
 /** Which setting a change touches: the `change` of its key.updated event. */
-type Change = 'name' | 'spend_cap' | 'alert_webhook' | 'routing_policy';
+type Change = 'name' | 'spend_cap' | 'spend_limits' | 'alert_webhook' | 'routing_policy' | 'settings';
+
+/** What a change writes: the columns, the key record fields it changes (by JSON name), and more rows if any. */
+interface Decision {
+  change: Change;
+  fields: string[];
+  changes: KeyChanges;
+  write?: (trx: Knex.Transaction) => Promise<void>;
+}
 
 const keyRevoked = () => apiError(Code.FailedPrecondition, 'key_revoked', 'This key is revoked; revoked keys cannot be changed.', { httpStatus: 409 });
+
+/**
+ * An API key may grant only scopes it has itself (docs/api/keys.md#scopes): a key creating, rotating
+ * or re-scoping a key is refused the first scope it lacks. A key whose mesh token carries no
+ * scopes has none (fail closed). A user's session may grant any.
+ */
+export function mayGrant(caller: Caller, scopes: readonly string[]): void {
+  const claims = callerOf(caller.ctx);
+  if (claims.principalType !== 'key') return;
+  const own = claims.scopes ?? [];
+  const missing = scopes.find((scope) => !own.includes(scope));
+  if (missing === undefined) return;
+  throw apiError(Code.PermissionDenied, errorCatalogue.insufficientScope.code, `This API key cannot grant the scope ${missing}: it does not have it.`, {
+    metadata: { required_scope: missing },
+  });
+}
+
+const sameList = (a: readonly unknown[] | null, b: readonly unknown[] | null) =>
+  a === b || (a !== null && b !== null && a.length === b.length && a.every((item, i) => item === b[i]));
 
 export class Keys {
   constructor(private readonly deps: KeysDeps) {}
 
-  private month(): string {
-    return monthOf((this.deps.clock ?? systemClock)());
+  private now(): Date {
+    return (this.deps.clock ?? systemClock)();
   }
 
-  async create(caller: Caller, input: { name: string; capUsd?: string; routingPolicy?: string }): Promise<{ fullKey: string; key: KeyRecord }> {
+  /** A key row as its record, with its budgets where they stand now. */
+  private async record(db: Knex, row: KeyWithSpendRow): Promise<KeyRecord> {
+    return toKey(row, await budgetStatuses(db, { budgetId: budgetOf(row), keyId: row.id }, row.monthly_spend_cap_usd, this.now()));
+  }
+
+  async create(
+    caller: Caller,
+    input: {
+      name: string;
+      capUsd?: string;
+      routingPolicy?: string;
+      scopes?: Value;
+      expiresAt?: Value;
+      allowedModels?: Value;
+      rateLimits?: Value;
+      spendLimits: Array<{ period: string; amountUsd?: Value }>;
+    },
+  ): Promise<{ fullKey: string; key: KeyRecord }> {
     const name = parseKeyName(input.name);
     const capUsd = input.capUsd === undefined ? null : parseSpendCap(input.capUsd);
     const routingPolicy = parseRoutingPolicy(input.routingPolicy);
+    const scopes = parseScopes(input.scopes) ?? keyScopes;
+    const expiresAt = parseExpiresAt(input.expiresAt, this.now()) ?? null;
+    const allowedModels = parseAllowedModels(input.allowedModels) ?? null;
+    const rateLimits = parseRateLimits(input.rateLimits);
+    const spendLimits = parseSpendLimits(input.spendLimits);
+    const month = spendLimits.find((limit) => limit.period === 'month');
+    if (month && capUsd !== null) throw invalidArgument('monthly_spend_cap_usd', 'Send the monthly cap as monthly_spend_cap_usd or as the month entry of spend_limits, not both.');
+    mayGrant(caller, scopes);
     const { db, recordEvent } = this.deps;
     const fullKey = generateFullKey();
     const keyId = newId('key');
@@ -76,10 +159,15 @@ export class Keys {
         name,
         keyHash: hashKey(fullKey),
         hint,
-        capUsd,
+        capUsd: month?.amountUsd ?? capUsd,
         routingPolicy,
         createdBy: caller.userId,
+        scopes: [...scopes],
+        expiresAt,
+        allowedModels,
+        rateLimits: rateLimits && rateLimitColumns(rateLimits),
       });
+      if (spendLimits.length > 0) await setKeySpendLimits(trx, keyId, spendLimits);
       await recordEvent(trx, KeyCreatedSchema, {
         workspaceId: caller.workspaceId,
         data: {
@@ -88,7 +176,7 @@ export class Keys {
           name,
           hint,
           createdBy: caller.userId,
-          monthlySpendCapUsd: capUsd ?? undefined,
+          monthlySpendCapUsd: month?.amountUsd ?? capUsd ?? undefined,
           routingPolicy,
         },
         requestId,
@@ -96,7 +184,7 @@ export class Keys {
       return findKey(trx, keyId, caller.workspaceId, this.month());
     });
     this.audit(caller, 'api_key.created', keyId);
-    return { fullKey, key: toKey(row!) };
+    return { fullKey, key: await this.record(db, row!) };
   }
 
   async list(caller: Caller, input: { limit?: number; after?: string; status: string }): Promise<MessageInitShape<typeof ListKeysResponseSchema>> {
@@ -105,13 +193,18 @@ export class Keys {
     const status = parseStatusFilter(input.status);
     const rows = await listKeys(this.deps.db, caller.workspaceId, status, this.month(), { limit, after });
     const page = pageOf(rows, limit, (row) => ({ micros: row.cursor_micros, id: row.id }));
-    return { data: page.rows.map(toKey), hasMore: page.hasMore, nextCursor: page.nextCursor };
+    return { data: await Promise.all(page.rows.map((row) => this.record(this.deps.db, row))), hasMore: page.hasMore, nextCursor: page.nextCursor };
   }
 
   async get(caller: Caller, keyId: string): Promise<KeyRecord> {
     const row = keyId ? await findKey(this.deps.db, keyId, caller.workspaceId, this.month()) : undefined;
     if (!row) throw keyNotFound();
-    return toKey(row);
+    return this.record(this.deps.db, row);
+  }
+
+  /** GET /v1/key: the API key of the request (docs/api/keys.md#introspection). */
+  current(ctx: HandlerContext): Promise<CurrentKeyRecord> {
+    return currentKey(this.deps.db, ctx, this.now());
   }
 
   /** Whose a key is, for the billing service (any workspace: the caller is a component, not a user). */
@@ -121,19 +214,80 @@ export class Keys {
     return { keyId: row.id, workspaceId: row.workspace_id, status: row.status };
   }
 
-  rename(caller: Caller, keyId: string, rawName: string): Promise<KeyRecord> {
-    return this.change(caller, keyId, 'name', () => ({ name: parseKeyName(rawName) }));
+  /**
+   * PATCH /v1/keys/{key_id}: each field sent replaces the setting (null clears it; scopes cannot
+   * be cleared), each left out stays. Only what differs is written; a name alone is the `name`
+   * change, anything else `settings`, both with the changed fields. Nothing different: the key
+   * as it is, and no event.
+   */
+  update(
+    caller: Caller,
+    keyId: string,
+    input: { name?: string; scopes?: Value; expiresAt?: Value; allowedModels?: Value; rateLimits?: Value },
+  ): Promise<KeyRecord> {
+    return this.change(caller, keyId, (key) => {
+      const name = input.name === undefined ? undefined : parseKeyName(input.name);
+      if (input.scopes?.kind.case === 'nullValue') throw invalidArgument('scopes', 'scopes cannot be null: send the scopes the key keeps (at least one).');
+      const scopes = parseScopes(input.scopes);
+      const expiresAt = parseExpiresAt(input.expiresAt, this.now());
+      const allowedModels = parseAllowedModels(input.allowedModels);
+      const rateLimits = parseRateLimits(input.rateLimits);
+      if (scopes) mayGrant(caller, scopes);
+      const changes: KeyChanges = {};
+      const fields: string[] = [];
+      if (name !== undefined && name !== key.name) {
+        changes.name = name;
+        fields.push('name');
+      }
+      if (scopes && !sameList(scopes, key.scopes)) {
+        changes.scopes = scopes;
+        fields.push('scopes');
+      }
+      if (expiresAt !== undefined && expiresAt?.getTime() !== key.expires_at?.getTime()) {
+        // A new expiry is announced again when it passes.
+        Object.assign(changes, { expires_at: expiresAt, expired_event_at: null });
+        fields.push('expires_at');
+      }
+      if (allowedModels !== undefined && !sameList(allowedModels, key.allowed_models)) {
+        changes.allowed_models = allowedModels;
+        fields.push('allowed_models');
+      }
+      if (rateLimits) {
+        const columns = rateLimitColumns(rateLimits);
+        if (Object.entries(columns).some(([column, limit]) => key[column as keyof RateLimitColumns] !== limit)) {
+          Object.assign(changes, columns);
+          fields.push('rate_limits');
+        }
+      }
+      if (fields.length === 0) return undefined;
+      return { change: fields.length === 1 && fields[0] === 'name' ? 'name' : 'settings', fields, changes };
+    });
   }
 
   /** Sets (exactly as given) or clears the cap: exactly one of a cap and `clear: true`. */
   setSpendCap(caller: Caller, keyId: string, input: { capUsd?: string; clear: boolean }): Promise<KeyRecord> {
-    return this.change(caller, keyId, 'spend_cap', () => {
+    return this.change(caller, keyId, () => {
       if (input.clear && input.capUsd !== undefined) {
         throw invalidArgument('monthly_spend_cap_usd', 'Send either monthly_spend_cap_usd or clear: true, not both.');
       }
-      if (input.clear) return { monthly_spend_cap_usd: null };
+      const decided = (cap: string | null): Decision => ({ change: 'spend_cap', fields: ['monthly_spend_cap_usd', 'spend_limits'], changes: { monthly_spend_cap_usd: cap } });
+      if (input.clear) return decided(null);
       if (input.capUsd === undefined) throw invalidArgument('monthly_spend_cap_usd', 'Send monthly_spend_cap_usd (a decimal string) or clear: true.');
-      return { monthly_spend_cap_usd: parseSpendCap(input.capUsd) };
+      return decided(parseSpendCap(input.capUsd));
+    });
+  }
+
+  /** PUT …/spend-limits: replaces every budget of the key, its month's (the cap) included. */
+  setSpendLimits(caller: Caller, keyId: string, raw: Array<{ period: string; amountUsd?: Value }>): Promise<KeyRecord> {
+    return this.change(caller, keyId, (key) => {
+      const limits = parseSpendLimits(raw);
+      const cap = limits.find((limit) => limit.period === 'month')?.amountUsd ?? null;
+      return {
+        change: 'spend_limits',
+        fields: cap === key.monthly_spend_cap_usd ? ['spend_limits'] : ['spend_limits', 'monthly_spend_cap_usd'],
+        changes: {},
+        write: (trx) => setKeySpendLimits(trx, keyId, limits),
+      };
     });
   }
 
@@ -141,22 +295,72 @@ export class Keys {
    * Sets the alert webhook. Every call issues a new signing secret, returned here once (the PUT
    * replaces the whole setting; the old secret stops signing).
    */
-  async setAlertWebhook(caller: Caller, keyId: string, input: { url: string; thresholdPct?: number }): Promise<KeyRecord & { signingSecret: string }> {
+  async setAlertWebhook(
+    caller: Caller,
+    keyId: string,
+    input: { url: string; thresholdPct?: number; thresholdsPct: readonly number[] },
+  ): Promise<KeyRecord & { signingSecret: string }> {
     const signingSecret = newSigningSecret();
-    const key = await this.change(caller, keyId, 'alert_webhook', () => ({
-      alert_webhook_url: parseHttpsUrl(input.url, 'url'),
-      alert_threshold_pct: parseThresholdPct(input.thresholdPct),
-      alert_signing_secret_encrypted: this.deps.dataKeys.encrypt(signingSecret, alertSecretPurpose),
-    }));
+    const key = await this.change(caller, keyId, () => {
+      const url = parseHttpsUrl(input.url, 'url');
+      const thresholds = parseThresholds(input.thresholdsPct, input.thresholdPct);
+      return {
+        change: 'alert_webhook',
+        fields: alertFields,
+        changes: {
+          alert_webhook_url: url,
+          alert_threshold_pct: thresholds[0],
+          alert_thresholds_pct: thresholds,
+          alert_signing_secret_encrypted: this.deps.dataKeys.encrypt(signingSecret, alertSecretPurpose),
+        },
+      };
+    });
     return { ...key, signingSecret };
   }
 
   deleteAlertWebhook(caller: Caller, keyId: string): Promise<KeyRecord> {
-    return this.change(caller, keyId, 'alert_webhook', () => ({ alert_webhook_url: null, alert_threshold_pct: null, alert_signing_secret_encrypted: null }));
+    return this.change(caller, keyId, () => ({
+      change: 'alert_webhook',
+      fields: alertFields,
+      changes: { alert_webhook_url: null, alert_threshold_pct: null, alert_thresholds_pct: null, alert_signing_secret_encrypted: null },
+    }));
   }
 
   setRoutingPolicy(caller: Caller, keyId: string, rawPolicy: string | undefined): Promise<KeyRecord> {
-    return this.change(caller, keyId, 'routing_policy', () => ({ routing_policy: parseRoutingPolicy(rawPolicy) }));
+    return this.change(caller, keyId, () => ({ change: 'routing_policy', fields: ['routing_policy'], changes: { routing_policy: parseRoutingPolicy(rawPolicy) } }));
+  }
+
+  /**
+   * POST …/rotate (docs/api/keys.md#rotation): a new key with every setting of this one and its
+   * budget; this one keeps working for the grace period. An expired key is refused like a revoked
+   * one (409): there is nothing left to hand over.
+   */
+  async rotate(caller: Caller, keyId: string, rawGrace: Value | undefined): Promise<{ fullKey: string; key: KeyRecord; previous: KeyRecord }> {
+    const { db } = this.deps;
+    const now = this.now();
+    const fullKey = generateFullKey();
+    const newKeyId = newId('key');
+    const rows = await db.transaction(async (trx) => {
+      const old = await this.lockVisible(trx, caller, keyId);
+      authorize(caller.ctx, 'keys.manage', { ownerId: old.created_by, workspaceId: caller.workspaceId });
+      const graceSeconds = parseGracePeriod(rawGrace);
+      mayGrant(caller, old.scopes);
+      if (old.status === 'revoked' || (old.expires_at !== null && old.expires_at <= now)) {
+        throw apiError(Code.FailedPrecondition, 'key_revoked', 'This key is revoked or expired; it cannot be rotated.', { httpStatus: 409 });
+      }
+      await rotateKey(trx, this.deps.recordEvent, {
+        old,
+        newKey: { id: newKeyId, keyHash: hashKey(fullKey), hint: hintOf(fullKey), createdBy: caller.userId },
+        graceSeconds,
+        now,
+        requestId: caller.requestId,
+      });
+      this.deps.notifier.afterCommit(trx, [`key:${keyId}`, `key:${newKeyId}`]);
+      const month = this.month();
+      return { key: await findKey(trx, newKeyId, caller.workspaceId, month), previous: await findKey(trx, keyId, caller.workspaceId, month) };
+    });
+    this.audit(caller, 'api_key.rotated', keyId);
+    return { fullKey, key: await this.record(db, rows.key!), previous: await this.record(db, rows.previous!) };
   }
 
   /** Revokes the key (kept for audit); revoking a revoked key answers it as it is. */
@@ -178,7 +382,11 @@ export class Keys {
       return { row: await findKey(trx, keyId, caller.workspaceId, this.month()), revoked };
     });
     if (revoked) this.audit(caller, 'api_key.revoked', keyId);
-    return toKey(row!);
+    return this.record(db, row!);
+  }
+
+  private month(): string {
+    return monthOf(this.now());
   }
 
   private async lockVisible(trx: Knex.Transaction, caller: Caller, keyId: string): Promise<KeyRow> {
@@ -187,27 +395,38 @@ export class Keys {
     return key;
   }
 
-  private async change(caller: Caller, keyId: string, change: Change, decide: (key: KeyRow) => KeyChanges): Promise<KeyRecord> {
+  /** A change of one key, in the order of the class comment; `decide` answers undefined when nothing differs. */
+  private async change(caller: Caller, keyId: string, decide: (key: KeyRow) => Decision | undefined): Promise<KeyRecord> {
     const { db, recordEvent } = this.deps;
-    const row = await db.transaction(async (trx) => {
+    const { row, decision } = await db.transaction(async (trx) => {
       const key = await this.lockVisible(trx, caller, keyId);
       authorize(caller.ctx, 'keys.manage', { ownerId: key.created_by, workspaceId: caller.workspaceId });
-      const changes = decide(key);
+      const decision = decide(key);
       if (key.status === 'revoked') throw keyRevoked();
-      await updateKey(trx, keyId, changes);
-      await recordEvent(trx, KeyUpdatedSchema, {
-        workspaceId: key.workspace_id,
-        data: { keyId, workspaceId: key.workspace_id, change },
-        requestId: caller.requestId,
-      });
-      this.deps.notifier.afterCommit(trx, [`key:${keyId}`]);
-      return findKey(trx, keyId, caller.workspaceId, this.month());
+      if (decision) {
+        await updateKey(trx, keyId, decision.changes);
+        await decision.write?.(trx);
+        await recordEvent(trx, KeyUpdatedSchema, {
+          workspaceId: key.workspace_id,
+          data: { keyId, workspaceId: key.workspace_id, change: decision.change, changedFields: decision.fields },
+          requestId: caller.requestId,
+        });
+        this.deps.notifier.afterCommit(trx, [`key:${keyId}`]);
+      }
+      return { row: await findKey(trx, keyId, caller.workspaceId, this.month()), decision };
     });
-    if (change === 'spend_cap' || change === 'alert_webhook') this.audit(caller, `api_key.${change}_changed`, keyId);
-    return toKey(row!);
+    if (decision && decision.change !== 'name' && decision.change !== 'routing_policy') this.audit(caller, `api_key.${decision.change}_changed`, keyId);
+    return this.record(db, row!);
   }
 
   private audit(caller: Caller, event: string, keyId: string): void {
     auditCallerSuccess(this.deps.log, caller, event, { key_id: keyId, workspace_id: caller.workspaceId });
   }
+}
+
+/** The key record fields of the alert webhook setting. */
+const alertFields = ['alert_webhook_url', 'alert_threshold_pct', 'alert_thresholds_pct'];
+
+function rateLimitColumns(limits: RateLimitsInput): RateLimitColumns {
+  return { requests_per_minute: limits.requestsPerMinute, tokens_per_minute: limits.tokensPerMinute, max_concurrent: limits.maxConcurrent };
 }

@@ -9,6 +9,7 @@ import { prepareKeys } from './prepare.js';
 import { Revocations } from './revocations.js';
 import { registerRoutes } from './server.js';
 import { Spend } from './spend.js';
+import { registerSpendLimitRoutes } from './spend-limit-routes.js';
 
 await runService({
   name: 'keys',
@@ -20,13 +21,13 @@ await runService({
     const config = readKeysConfig();
     return { config, ...prepareKeys(runtime, config) };
   },
-  routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
+  routes: (router, _runtime, handlers) => [registerRoutes(router, handlers), registerSpendLimitRoutes(router, handlers.budgets)],
   background: (runtime, { config, states, notifier }) => [
     ...startEventConsumers(runtime, {
       spend: new Spend({ log: runtime.log, recordEvent: runtime.recordEvent, notifier }),
       revocations: new Revocations({ log: runtime.log, recordEvent: runtime.recordEvent, notifier }),
     }),
-    startHousekeeping({ db: runtime.db, log: runtime.log, intervalMs: config.housekeepingIntervalMs }),
+    startHousekeeping({ db: runtime.db, log: runtime.log, recordEvent: runtime.recordEvent, intervalMs: config.housekeepingIntervalMs }),
     { stop: () => states.stop() },
   ],
 });

@@ -8,6 +8,7 @@ import { KeyStateFeed } from './key-state-feed.js';
 import { KeyStates } from './key-states.js';
 import { Keys } from './keys.js';
 import type { KeysHandlers } from './server.js';
+import { prepareBudgets } from './spend-limit-routes.js';
 import { keyStateChannel } from './store/keys.js';
 
 /** What the keys handlers are built from: the parts of the service runtime they use. */
@@ -35,5 +36,6 @@ export function prepareKeys(runtime: KeysRuntime, config: KeysConfig): KeysHandl
     alertWebhooks: new AlertWebhooks({ db, dataKeys }),
     stateFeed: new KeyStateFeed({ db }),
     capLeases: new CapLeases({ db, leaseTtlMs: config.leaseTtlMs }),
+    budgets: prepareBudgets(db, config),
   };
 }

@@ -1,4 +1,4 @@
-import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import { type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import { invalidArgument } from '@switchboard/runtime/errors';
@@ -8,6 +8,7 @@ import type { KeyAuthorizer } from './authorization.js';
 import type { CapLeases } from './cap-leases.js';
 import type { KeyStateFeed } from './key-state-feed.js';
 import type { Keys } from './keys.js';
+import { type BudgetHandlers, rateLeaseHandlers } from './spend-limit-routes.js';
 
 /**
  * The RPC surface of the keys service: translation only; the work happens in the domain modules.
@@ -22,6 +23,7 @@ export interface KeysHandlers {
   alertWebhooks: AlertWebhooks;
   stateFeed: KeyStateFeed;
   capLeases: CapLeases;
+  budgets: BudgetHandlers;
 }
 
 /** Tells the gateway to drop its cached standing of the key (see changedKeyHeader). */
@@ -33,7 +35,16 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
   const { keys, authorizer } = handlers;
   const service: ServiceImpl<typeof KeyService> = {
     async createKey(req, ctx) {
-      return keys.create(workspaceCaller(ctx), { name: req.name, capUsd: req.monthlySpendCapUsd, routingPolicy: req.routingPolicy });
+      return keys.create(workspaceCaller(ctx), {
+        name: req.name,
+        capUsd: req.monthlySpendCapUsd,
+        routingPolicy: req.routingPolicy,
+        scopes: req.scopes,
+        expiresAt: req.expiresAt,
+        allowedModels: req.allowedModels,
+        rateLimits: req.rateLimits,
+        spendLimits: req.spendLimits,
+      });
     },
     async listKeys(req, ctx) {
       return keys.list(workspaceCaller(ctx), { limit: req.limit, after: req.after, status: req.status });
@@ -42,7 +53,15 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
       return keys.get(workspaceCaller(ctx), req.keyId);
     },
     async updateKey(req, ctx) {
-      return keys.rename(workspaceCaller(ctx), req.keyId, req.name ?? ''); // MERGE: PATCH of every field (B1)
+      const key = await keys.update(workspaceCaller(ctx), req.keyId, {
+        name: req.name,
+        scopes: req.scopes,
+        expiresAt: req.expiresAt,
+        allowedModels: req.allowedModels,
+        rateLimits: req.rateLimits,
+      });
+      announceChangedKey(ctx, req.keyId);
+      return key;
     },
     async updateSpendCap(req, ctx) {
       const key = await keys.setSpendCap(workspaceCaller(ctx), req.keyId, { capUsd: req.monthlySpendCapUsd, clear: req.clear });
@@ -50,7 +69,7 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
       return key;
     },
     async setAlertWebhook(req, ctx) {
-      return keys.setAlertWebhook(workspaceCaller(ctx), req.keyId, { url: req.url, thresholdPct: req.thresholdPct });
+      return keys.setAlertWebhook(workspaceCaller(ctx), req.keyId, { url: req.url, thresholdPct: req.thresholdPct, thresholdsPct: req.thresholdsPct });
     },
     async deleteAlertWebhook(req, ctx) {
       return keys.deleteAlertWebhook(workspaceCaller(ctx), req.keyId);
@@ -65,22 +84,20 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
       announceChangedKey(ctx, req.keyId);
       return key;
     },
-    // MERGE: the new RPCs (B1: updateKeySpendLimits via B2's budgets, rotateKey, getCurrentKey; B2: leaseRate, releaseRateLease)
-    async updateKeySpendLimits() {
-      throw new ConnectError('not built yet', Code.Unimplemented);
+    async updateKeySpendLimits(req, ctx) {
+      const key = await keys.setSpendLimits(workspaceCaller(ctx), req.keyId, req.spendLimits);
+      announceChangedKey(ctx, req.keyId);
+      return key;
     },
-    async rotateKey() {
-      throw new ConnectError('not built yet', Code.Unimplemented);
+    async rotateKey(req, ctx) {
+      const rotated = await keys.rotate(workspaceCaller(ctx), req.keyId, req.gracePeriodSeconds);
+      announceChangedKey(ctx, req.keyId);
+      return rotated;
     },
-    async getCurrentKey() {
-      throw new ConnectError('not built yet', Code.Unimplemented);
+    async getCurrentKey(_req, ctx) {
+      return keys.current(ctx);
     },
-    async leaseRate() {
-      throw new ConnectError('not built yet', Code.Unimplemented);
-    },
-    async releaseRateLease() {
-      throw new ConnectError('not built yet', Code.Unimplemented);
-    },
+    ...rateLeaseHandlers(handlers.budgets.rateLeases),
     async authorizeKey(req) {
       return authorizer.authorize(req.fullKey, req.estimatedCostUsd);
     },
@@ -94,6 +111,7 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
     async leaseCap(req) {
       return handlers.capLeases.lease({
         keyId: req.keyId,
+        workspaceId: req.workspaceId,
         leaseId: req.leaseId,
         holder: req.holder,
         usedUsd: req.usedUsd,

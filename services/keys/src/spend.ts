@@ -12,23 +12,28 @@ import { formatMoney, Money } from '@switchboard/runtime/money';
 import type { PgNotifier } from '@switchboard/runtime/pg-notifications';
 import type { EventWriter } from '@switchboard/runtime/service';
 import { monthLabel, monthOf } from './months.js';
+import { type Period, periodStart, periods } from './periods.js';
 import { recordBalance } from './store/balances.js';
+import { addBudgetSpends } from './store/budget-spend.js';
 import { settleLeases } from './store/cap-leases.js';
 import { settleReservations } from './store/reservations.js';
-import { type AlertSettingsRow, addSpends, findAlertSettings, insertSpendAlert } from './store/spend.js';
+import { addSpends, type BudgetSettingsRow, findBudgetSettings, insertBudgetAlert } from './store/spend.js';
 
 /**
- * Month-to-date spend and what follows from it (docs/api/keys.md#monthly-spend, docs/api/billing.md#usage-ingestion), from billing's events, a
- * batch at a time. Each handler runs inside the consumer's transaction, which also records the
- * event ids, so a redelivered event changes nothing (runtime/consumer.ts). Per batch of usage:
- *  - the costs are added to each key's spend of the UTC month each usage occurred in, one row
- *    update per key and month;
- *  - reservations named are settled, and the cost of each usage that names a cap lease is added
- *    to the lease's settled part, so its room moves from the lease to the spend at once;
- *  - alerts, for a key with an alert webhook: when the spend first reaches threshold_pct of the
- *    cap and when it reaches the cap itself, a `key.spend_alert` event, once per key, month and
- *    threshold (the primary key of spend_alerts decides "once", also across replicas);
- *  - reaching the cap also emits `key.updated` (change cap_reached), so gateways drop their
+ * Spend per budget and period and what follows from it (docs/api/keys.md#periodic-budgets,
+ * docs/api/billing.md#usage-ingestion), from billing's events, a batch at a time. Each handler runs
+ * inside the consumer's transaction, which also records the event ids, so a redelivered event
+ * changes nothing (runtime/consumer.ts). Per batch of usage:
+ *  - the costs are added to every period of the key's budget (its budget id: rotated keys share
+ *    one) and of its workspace, each in the period its usage occurred in: one statement for the
+ *    months of keys (key_monthly_spend), one for every other period (budget_spend);
+ *  - reservations named are settled, and the cost of each usage that names a cap lease or a
+ *    workspace lease is added to the lease's settled part, so its room moves from the lease to the
+ *    spend at once;
+ *  - alerts, for a key with an alert webhook: each threshold of each limit of the key (day, week,
+ *    month, total), once per budget, period and threshold, when the period's spend first reaches
+ *    it (the primary key of budget_alerts decides "once", also across replicas);
+ *  - reaching any limit also emits `key.updated` (change cap_reached), so gateways drop their
  *    cached "allowed" for the key at once;
  *  - the workspace balance after the debit is kept for `insufficient_balance`, ordered by
  *    billing's balance version (a late event never undoes a newer balance).
@@ -43,18 +48,31 @@ export interface SpendDeps {
 }
 
 const plainDecimal = /^-?\d+(\.\d+)?$/;
+/** Thresholds of a key with an alert webhook but none stored (docs/api/keys.md#spend-alerts). */
+const defaultThresholds = [80, 100];
 
 type UsageEvent = ReceivedEvent<typeof UsageRecordedSchema>;
 type BalanceEvent = ReceivedEvent<typeof UsageRecordedSchema | typeof BalanceChangedSchema>;
 
-/** The usage of one key in one month within a batch. */
-interface KeyMonth {
-  keyId: string;
-  month: string;
+/** The usage of one budget (or workspace) in one period within a batch. */
+interface PeriodSum {
+  subject: string;
+  period: Period;
+  periodStart: string;
   cost: Money;
   count: number;
-  /** The request of the batch's last usage of the key and month, for the events it causes. */
+  /** The request and month of the group's last usage, for the events it causes. */
   requestId: string;
+  month: string;
+}
+
+/** Sums costs (and counts) by a key; the other fields are the group's last item's. */
+class Sums<T extends { cost: Money; count?: number }> {
+  readonly groups = new Map<string, T>();
+  add(id: string, item: T): void {
+    const known = this.groups.get(id);
+    this.groups.set(id, known ? { ...item, cost: known.cost.plus(item.cost), count: (known.count ?? 0) + (item.count ?? 0) } : item);
+  }
 }
 
 export class Spend {
@@ -62,55 +80,98 @@ export class Spend {
 
   /** `billing.usage.recorded`, a batch of events not seen before. */
   async usageRecorded(trx: Knex.Transaction, events: UsageEvent[]): Promise<void> {
-    const usable: Array<{ event: UsageEvent; month: string }> = [];
+    const usable: Array<{ event: UsageEvent; at: Date }> = [];
     for (const event of events) {
       const { keyId, costUsd } = event.data;
-      const occurredAt = event.data.occurredAt ? timestampDate(event.data.occurredAt) : new Date(event.occurred_at);
-      if (!keyId || !plainDecimal.test(costUsd) || new Money(costUsd).isNegative() || Number.isNaN(occurredAt.getTime())) {
+      const at = event.data.occurredAt ? timestampDate(event.data.occurredAt) : new Date(event.occurred_at);
+      if (!keyId || !plainDecimal.test(costUsd) || new Money(costUsd).isNegative() || Number.isNaN(at.getTime())) {
         this.deps.log.error({ event_id: event.event_id }, 'ignored a billing.usage.recorded event without a key, a cost or a time');
         continue;
       }
-      usable.push({ event, month: monthOf(occurredAt) });
+      usable.push({ event, at });
     }
     await this.balancesReported(
       trx,
       usable.map(({ event }) => event),
     );
-    const settings = new Map((await findAlertSettings(trx, [...new Set(usable.map(({ event }) => event.data.keyId))])).map((row) => [row.id, row]));
-    const byKeyMonth = new Map<string, KeyMonth>();
-    const leaseCosts = new Map<string, { leaseId: string; keyId: string; cost: Money }>();
+    const settings = new Map((await findBudgetSettings(trx, [...new Set(usable.map(({ event }) => event.data.keyId))])).map((row) => [row.id, row]));
+    const months = new Sums<PeriodSum>();
+    const periodSums = new Sums<PeriodSum>();
+    const capLeases = new Sums<{ leaseId: string; subjectId: string; cost: Money }>();
+    const workspaceLeases = new Sums<{ leaseId: string; subjectId: string; cost: Money }>();
     const reservations: Array<{ reservationId: string; keyId: string }> = [];
-    for (const { event, month } of usable) {
-      const { keyId, costUsd, reservationId, capLeaseId } = event.data;
-      if (!settings.has(keyId)) {
+    for (const { event, at } of usable) {
+      const { keyId, costUsd, reservationId, capLeaseId, workspaceLeaseId } = event.data;
+      const key = settings.get(keyId);
+      if (!key) {
         // A key of no workspace we know (another deployment's data plane, or a deleted test row).
         this.deps.log.warn({ event_id: event.event_id, key_id: keyId }, 'usage for an unknown key: not counted');
         continue;
       }
-      const id = `${keyId} ${month}`;
-      const sum = byKeyMonth.get(id) ?? { keyId, month, cost: new Money(0), count: 0, requestId: '' };
-      byKeyMonth.set(id, { ...sum, cost: sum.cost.plus(costUsd), count: sum.count + 1, requestId: event.request_id });
-      if (reservationId) reservations.push({ reservationId, keyId });
-      if (capLeaseId) {
-        const lease = leaseCosts.get(`${capLeaseId} ${keyId}`) ?? { leaseId: capLeaseId, keyId, cost: new Money(0) };
-        leaseCosts.set(`${capLeaseId} ${keyId}`, { ...lease, cost: lease.cost.plus(costUsd) });
+      const cost = new Money(costUsd);
+      const month = monthOf(at);
+      const sum = (subject: string, period: Period): PeriodSum => ({
+        subject,
+        period,
+        periodStart: periodStart(period, at),
+        cost,
+        count: 1,
+        requestId: event.request_id,
+        month,
+      });
+      months.add(`${key.budget_id} ${month}`, sum(key.budget_id, 'month'));
+      for (const period of periods) {
+        if (period !== 'month') periodSums.add(`${key.budget_id} ${period} ${periodStart(period, at)}`, sum(key.budget_id, period));
+        periodSums.add(`${key.workspace_id} ${period} ${periodStart(period, at)}`, sum(key.workspace_id, period));
       }
+      if (reservationId) reservations.push({ reservationId, keyId });
+      if (capLeaseId) capLeases.add(`${capLeaseId} ${key.budget_id}`, { leaseId: capLeaseId, subjectId: key.budget_id, cost });
+      if (workspaceLeaseId) workspaceLeases.add(`${workspaceLeaseId} ${key.workspace_id}`, { leaseId: workspaceLeaseId, subjectId: key.workspace_id, cost });
     }
-    if (byKeyMonth.size === 0) return;
-    const sums = [...byKeyMonth.values()];
-    const totals = await addSpends(
+    if (months.groups.size === 0) return;
+    const monthTotals = await addSpends(
       trx,
-      sums.map((sum) => ({ keyId: sum.keyId, month: sum.month, costUsd: formatMoney(sum.cost), count: sum.count })),
+      [...months.groups.values()].map((sum) => ({ keyId: sum.subject, month: sum.periodStart, costUsd: formatMoney(sum.cost), count: sum.count })),
+    );
+    const periodTotals = await addBudgetSpends(
+      trx,
+      [...periodSums.groups.values()].map((sum) => ({
+        subject: sum.subject,
+        period: sum.period,
+        periodStart: sum.periodStart,
+        costUsd: formatMoney(sum.cost),
+        count: sum.count,
+      })),
     );
     await settleReservations(trx, reservations);
-    await settleLeases(
-      trx,
-      [...leaseCosts.values()].map((lease) => ({ leaseId: lease.leaseId, keyId: lease.keyId, costUsd: formatMoney(lease.cost) })),
-    );
-    for (const total of totals) {
-      const sum = byKeyMonth.get(`${total.key_id} ${total.month}`)!;
-      const after = new Money(total.spend_usd);
-      await this.capCrossed(trx, settings.get(sum.keyId)!, sum, after.minus(sum.cost), after);
+    const settled = (sums: Sums<{ leaseId: string; subjectId: string; cost: Money }>) =>
+      [...sums.groups.values()].map((lease) => ({ leaseId: lease.leaseId, subjectId: lease.subjectId, costUsd: formatMoney(lease.cost) }));
+    await settleLeases(trx, 'key', settled(capLeases));
+    await settleLeases(trx, 'workspace', settled(workspaceLeases));
+    // Budget totals in period order (day, week, month, total), so alerts go out in that order.
+    const totals = [
+      ...monthTotals.map((total) => ({ sum: months.groups.get(`${total.key_id} ${total.month}`)!, after: new Money(total.spend_usd) })),
+      ...periodTotals.map((total) => ({
+        sum: periodSums.groups.get(`${total.subject} ${total.period} ${total.period_start}`)!,
+        after: new Money(total.spend_usd),
+      })),
+    ].sort((a, b) => periods.indexOf(a.sum.period) - periods.indexOf(b.sum.period));
+    const batchKeys = [...new Set(usable.map(({ event }) => event.data.keyId))].flatMap((id) => settings.get(id) ?? []);
+    // One cap_reached per key and month of the spend, however many of its limits the batch reached.
+    const capReached = new Map<string, { keyId: string; requestId: string }>();
+    for (const { sum, after } of totals) {
+      // A budget's limits are those of each of its keys that spent in the batch (rotated keys share one).
+      for (const key of batchKeys.filter((k) => k.budget_id === sum.subject)) {
+        const limit = limitOf(key, sum.period);
+        if (limit === undefined) continue;
+        await this.alert(trx, key, sum, limit, after);
+        const id = `${key.id} ${sum.month}`;
+        if (after.minus(sum.cost).lt(limit) && after.gte(limit) && !capReached.has(id)) capReached.set(id, { keyId: key.id, requestId: sum.requestId });
+      }
+    }
+    for (const { keyId, requestId } of capReached.values()) {
+      const { workspace_id: workspaceId } = settings.get(keyId)!;
+      await this.deps.recordEvent(trx, KeyUpdatedSchema, { workspaceId, data: { keyId, workspaceId, change: 'cap_reached' }, requestId });
     }
     this.deps.notifier.afterCommit(
       trx,
@@ -123,36 +184,30 @@ export class Spend {
     await this.balancesReported(trx, [event]);
   }
 
-  /** The alerts and the cap_reached of a key's spend going from `before` to `after` in a month. */
-  private async capCrossed(trx: Knex.Transaction, settings: AlertSettingsRow, sum: KeyMonth, before: Money, after: Money): Promise<void> {
-    const cap = settings.monthly_spend_cap_usd;
-    if (cap === null || !new Money(cap).gt(0)) return;
-    const { keyId, month, requestId } = sum;
-    // Alerts go to the key's alert webhook (docs/api/keys.md#spend-alerts): without one, none is spent for the month.
-    const thresholds = settings.alert_threshold_pct === null ? [] : [...new Set([settings.alert_threshold_pct, 100])].sort((a, b) => a - b);
-    for (const pct of thresholds) {
-      if (after.lt(new Money(cap).times(pct).div(100))) continue;
-      const spendUsd = formatMoney(after);
-      if (!(await insertSpendAlert(trx, { keyId, month, thresholdPct: pct, spendUsd, capUsd: cap }))) continue;
+  /** The alerts of a key's limit of a period, its spend now `after`: each threshold reached, once per budget and period. */
+  private async alert(trx: Knex.Transaction, key: BudgetSettingsRow, sum: PeriodSum, limit: string, after: Money): Promise<void> {
+    // Alerts go to the key's alert webhook (docs/api/keys.md#spend-alerts): without one, none is spent; a limit of 0 has no percents.
+    if (key.alert_webhook_url === null || !new Money(limit).gt(0)) return;
+    const thresholds = key.alert_thresholds_pct ?? (key.alert_threshold_pct === null ? defaultThresholds : [key.alert_threshold_pct, 100]);
+    const spendUsd = formatMoney(after);
+    for (const pct of [...new Set(thresholds)].sort((a, b) => a - b)) {
+      if (after.lt(new Money(limit).times(pct).div(100))) continue;
+      const alert = { subject: sum.subject, period: sum.period, periodStart: sum.periodStart, thresholdPct: pct, keyId: key.id, spendUsd, capUsd: limit };
+      if (!(await insertBudgetAlert(trx, alert))) continue;
       await this.deps.recordEvent(trx, SpendAlertSchema, {
-        workspaceId: settings.workspace_id,
+        workspaceId: key.workspace_id,
         data: {
-          keyId,
-          workspaceId: settings.workspace_id,
-          month: monthLabel(month),
+          keyId: key.id,
+          workspaceId: key.workspace_id,
+          month: monthLabel(sum.month),
           thresholdPct: pct,
           spendUsd,
-          capUsd: cap,
-          alertUrl: settings.alert_webhook_url ?? '',
+          capUsd: limit,
+          alertUrl: key.alert_webhook_url,
+          period: sum.period,
+          periodStart: sum.periodStart,
         },
-        requestId,
-      });
-    }
-    if (before.lt(cap) && after.gte(cap)) {
-      await this.deps.recordEvent(trx, KeyUpdatedSchema, {
-        workspaceId: settings.workspace_id,
-        data: { keyId, workspaceId: settings.workspace_id, change: 'cap_reached' },
-        requestId,
+        requestId: sum.requestId,
       });
     }
   }
@@ -177,4 +232,10 @@ export class Spend {
       }
     }
   }
+}
+
+/** The key's limit of a period: its monthly cap, or one of its spend_limits rows. */
+function limitOf(key: BudgetSettingsRow, period: Period): string | undefined {
+  if (period === 'month') return key.monthly_spend_cap_usd ?? undefined;
+  return key.limits.find((limit) => limit.period === period)?.amount_usd;
 }

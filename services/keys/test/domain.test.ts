@@ -213,7 +213,7 @@ describe('spend alerts', () => {
     const key = await newKey('2');
     await db('api_keys')
       .where({ id: key.id })
-      .update({ alert_webhook_url: 'https://a.example.com', alert_threshold_pct: 100, alert_signing_secret_encrypted: 'x' });
+      .update({ alert_webhook_url: 'https://a.example.com', alert_threshold_pct: 100, alert_thresholds_pct: [100], alert_signing_secret_encrypted: 'x' });
     const at = new Date();
     const lastMonth = new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth() - 1, 10));
     await db.transaction((trx) => spend.usageRecorded(trx, [usage(key, '1.5', at), usage(key, '7', lastMonth), usage(key, '0.5', at)]));

@@ -1,7 +1,7 @@
 import type { Knex } from '@switchboard/runtime/db';
 import { type Db, microsOf, type PageQuery, pageClause } from '@switchboard/runtime/sql';
 
-// API key records, with the spend of one month joined in.
+// API key records, with the spend of one month of their budget joined in.
 
 export interface KeyRow {
   id: string;
@@ -19,7 +19,23 @@ export interface KeyRow {
   created_at: Date;
   last_used_at: Date | null;
   revoked_at: Date | null;
+  /** inference, read and/or manage, in that order. */
+  scopes: string[];
+  expires_at: Date | null;
+  /** null: every model. */
+  allowed_models: string[] | null;
+  requests_per_minute: number | null;
+  tokens_per_minute: number | null;
+  max_concurrent: number | null;
+  /** null: the key's own id (docs/api/keys.md#rotation). */
+  budget_id: string | null;
+  rotated_from: string | null;
+  /** Ascending; null without an alert webhook. */
+  alert_thresholds_pct: number[] | null;
 }
+
+/** Whose spend a key counts against: its own, or that of the key it was rotated from. */
+export const budgetOf = (key: Pick<KeyRow, 'id' | 'budget_id'>): string => key.budget_id ?? key.id;
 
 /** A key as its workspace sees it: the record plus the spend of the month asked for. */
 export interface KeyWithSpendRow extends KeyRow {
@@ -28,15 +44,33 @@ export interface KeyWithSpendRow extends KeyRow {
 }
 
 const keyColumns = `k.id, k.workspace_id, k.name, k.key_hash, k.hint, k.status, k.monthly_spend_cap_usd, k.alert_webhook_url,
-  k.alert_threshold_pct, k.alert_signing_secret_encrypted, k.routing_policy, k.created_by, k.created_at, k.last_used_at, k.revoked_at`;
+  k.alert_threshold_pct, k.alert_signing_secret_encrypted, k.routing_policy, k.created_by, k.created_at, k.last_used_at, k.revoked_at,
+  k.scopes, k.expires_at, k.allowed_models, k.requests_per_minute, k.tokens_per_minute, k.max_concurrent, k.budget_id, k.rotated_from,
+  k.alert_thresholds_pct`;
 
+// Month spend rows are keyed by the budget (docs/api/keys.md#rotation): a rotated key shows the spend of both credentials.
 const withSpend = `${keyColumns}, COALESCE(s.spend_usd, 0)::text AS month_spend_usd, ${microsOf('k.created_at')} AS cursor_micros
-  FROM api_keys k LEFT JOIN key_monthly_spend s ON s.key_id = k.id AND s.month = ?::date`;
+  FROM api_keys k LEFT JOIN key_monthly_spend s ON s.key_id = COALESCE(k.budget_id, k.id) AND s.month = ?::date`;
 
-export async function insertKey(
-  db: Db,
-  key: { id: string; workspaceId: string; name: string; keyHash: string; hint: string; capUsd: string | null; routingPolicy: string; createdBy: string },
-): Promise<void> {
+/** What a new key is given; the settings left out take their defaults (all scopes, no expiry, every model, no limits). */
+export interface NewKey {
+  id: string;
+  workspaceId: string;
+  name: string;
+  keyHash: string;
+  hint: string;
+  capUsd: string | null;
+  routingPolicy: string;
+  createdBy: string;
+  scopes?: string[];
+  expiresAt?: Date | null;
+  allowedModels?: string[] | null;
+  rateLimits?: RateLimitColumns;
+}
+
+export type RateLimitColumns = Pick<KeyRow, 'requests_per_minute' | 'tokens_per_minute' | 'max_concurrent'>;
+
+export async function insertKey(db: Db, key: NewKey): Promise<void> {
   await db('api_keys').insert({
     id: key.id,
     workspace_id: key.workspaceId,
@@ -46,10 +80,63 @@ export async function insertKey(
     monthly_spend_cap_usd: key.capUsd,
     routing_policy: key.routingPolicy,
     created_by: key.createdBy,
+    ...(key.scopes ? { scopes: key.scopes } : {}),
+    expires_at: key.expiresAt ?? null,
+    allowed_models: key.allowedModels ?? null,
+    ...key.rateLimits,
   });
 }
 
-/** The key `keyId` of `workspaceId` (never another workspace's) with its spend of `month`. */
+/**
+ * The key that replaces `old` (docs/api/keys.md#rotation): every setting of the old one (alert
+ * secret included, still encrypted under the same purpose), the old one's budget, `rotated_from`
+ * it; its day, week and total budgets are copied in `copyKeySpendLimits`.
+ */
+export async function insertRotatedKey(trx: Knex.Transaction, old: KeyRow, key: { id: string; keyHash: string; hint: string; createdBy: string }): Promise<void> {
+  await trx('api_keys').insert({
+    id: key.id,
+    workspace_id: old.workspace_id,
+    name: old.name,
+    key_hash: key.keyHash,
+    hint: key.hint,
+    monthly_spend_cap_usd: old.monthly_spend_cap_usd,
+    alert_webhook_url: old.alert_webhook_url,
+    alert_threshold_pct: old.alert_threshold_pct,
+    alert_thresholds_pct: old.alert_thresholds_pct,
+    alert_signing_secret_encrypted: old.alert_signing_secret_encrypted,
+    routing_policy: old.routing_policy,
+    created_by: key.createdBy,
+    scopes: old.scopes,
+    expires_at: old.expires_at,
+    allowed_models: old.allowed_models,
+    requests_per_minute: old.requests_per_minute,
+    tokens_per_minute: old.tokens_per_minute,
+    max_concurrent: old.max_concurrent,
+    budget_id: budgetOf(old),
+    rotated_from: old.id,
+  });
+}
+
+/** Copies the budgets of key `from` to key `to` (a rotation). */
+export async function copyKeySpendLimits(trx: Knex.Transaction, from: string, to: string): Promise<void> {
+  await trx.raw('INSERT INTO spend_limits (subject, period, amount_usd) SELECT ?, period, amount_usd FROM spend_limits WHERE subject = ?', [to, from]);
+}
+
+/**
+ * Replaces a key's budgets: `month` is its monthly_spend_cap_usd, the others are rows of
+ * spend_limits. MERGE: B2's setKeySpendLimits (budgets.ts) replaces this one.
+ */
+export async function setKeySpendLimits(trx: Knex.Transaction, keyId: string, limits: Array<{ period: string; amountUsd: string }>): Promise<void> {
+  const month = limits.find((limit) => limit.period === 'month');
+  await trx('api_keys')
+    .where({ id: keyId })
+    .update({ monthly_spend_cap_usd: month?.amountUsd ?? null, updated_at: trx.fn.now() });
+  await trx('spend_limits').where({ subject: keyId }).delete();
+  const rows = limits.filter((limit) => limit.period !== 'month').map((limit) => ({ subject: keyId, period: limit.period, amount_usd: limit.amountUsd }));
+  if (rows.length > 0) await trx('spend_limits').insert(rows);
+}
+
+/** The key `keyId` of `workspaceId` (never another workspace's) with its budget's spend of `month`. */
 export async function findKey(db: Db, keyId: string, workspaceId: string, month: string): Promise<KeyWithSpendRow | undefined> {
   const { rows } = await db.raw<{ rows: KeyWithSpendRow[] }>(`SELECT ${withSpend} WHERE k.id = ? AND k.workspace_id = ?`, [month, keyId, workspaceId]);
   return rows[0];
@@ -78,7 +165,22 @@ export async function listKeys(db: Db, workspaceId: string, status: string | und
 }
 
 export type KeyChanges = Partial<
-  Pick<KeyRow, 'name' | 'monthly_spend_cap_usd' | 'alert_webhook_url' | 'alert_threshold_pct' | 'alert_signing_secret_encrypted' | 'routing_policy'>
+  Pick<
+    KeyRow,
+    | 'name'
+    | 'monthly_spend_cap_usd'
+    | 'alert_webhook_url'
+    | 'alert_threshold_pct'
+    | 'alert_thresholds_pct'
+    | 'alert_signing_secret_encrypted'
+    | 'routing_policy'
+    | 'scopes'
+    | 'expires_at'
+    | 'allowed_models'
+    | 'requests_per_minute'
+    | 'tokens_per_minute'
+    | 'max_concurrent'
+  > & { expired_event_at: null }
 >;
 
 export async function updateKey(trx: Knex.Transaction, keyId: string, changes: KeyChanges): Promise<void> {
@@ -123,11 +225,13 @@ export interface KeyStateRow {
   monthly_spend_cap_usd: string | null;
   routing_policy: string;
   month_spend_usd: string;
+  scopes: string[];
+  expires_at: Date | null;
 }
 
 const stateColumns = `k.id, k.key_hash, k.workspace_id, k.created_by, k.status, k.monthly_spend_cap_usd::text, k.routing_policy,
-  COALESCE(s.spend_usd, 0)::text AS month_spend_usd
-  FROM api_keys k LEFT JOIN key_monthly_spend s ON s.key_id = k.id AND s.month = ?::date`;
+  COALESCE(s.spend_usd, 0)::text AS month_spend_usd, k.scopes, k.expires_at
+  FROM api_keys k LEFT JOIN key_monthly_spend s ON s.key_id = COALESCE(k.budget_id, k.id) AND s.month = ?::date`;
 
 export async function findKeyStateByHash(db: Db, keyHash: string, month: string): Promise<KeyStateRow | undefined> {
   const { rows } = await db.raw<{ rows: KeyStateRow[] }>(`SELECT ${stateColumns} WHERE k.key_hash = ?`, [month, keyHash]);
@@ -148,12 +252,25 @@ export interface VersionedKeyStateRow {
   monthly_spend_cap_usd: string | null;
   routing_policy: string;
   state_version: string;
+  scopes: string[];
+  expires_at: Date | null;
+  allowed_models: string[] | null;
+  requests_per_minute: number | null;
+  tokens_per_minute: number | null;
+  max_concurrent: number | null;
+  budget_id: string;
+  /** The day, week and total budgets (the month's is monthly_spend_cap_usd). */
+  spend_limits: Array<{ period: string; amount_usd: string }>;
 }
 
 /** The keys whose state version is above `afterVersion`, in version order; `limit` rows. */
 export async function listKeyStatesAfter(db: Db, afterVersion: string, limit: number): Promise<VersionedKeyStateRow[]> {
   const { rows } = await db.raw<{ rows: VersionedKeyStateRow[] }>(
-    `SELECT k.id, k.key_hash, k.workspace_id, k.status, k.monthly_spend_cap_usd::text, k.routing_policy, k.state_version::text
+    `SELECT k.id, k.key_hash, k.workspace_id, k.status, k.monthly_spend_cap_usd::text, k.routing_policy, k.state_version::text,
+            k.scopes, k.expires_at, k.allowed_models, k.requests_per_minute, k.tokens_per_minute, k.max_concurrent,
+            COALESCE(k.budget_id, k.id) AS budget_id,
+            COALESCE((SELECT json_agg(json_build_object('period', l.period, 'amount_usd', l.amount_usd::text) ORDER BY l.period)
+                        FROM spend_limits l WHERE l.subject = k.id AND l.period <> 'month'), '[]'::json) AS spend_limits
        FROM api_keys k WHERE k.state_version > ?::bigint ORDER BY k.state_version LIMIT ?`,
     [afterVersion, limit],
   );
@@ -169,8 +286,29 @@ export async function findKeyOwner(db: Db, keyId: string): Promise<{ id: string;
 export async function findAlertWebhook(
   db: Db,
   keyId: string,
-): Promise<Pick<KeyRow, 'alert_webhook_url' | 'alert_threshold_pct' | 'alert_signing_secret_encrypted'> | undefined> {
-  return db('api_keys').where({ id: keyId }).first('alert_webhook_url', 'alert_threshold_pct', 'alert_signing_secret_encrypted');
+): Promise<Pick<KeyRow, 'alert_webhook_url' | 'alert_threshold_pct' | 'alert_thresholds_pct' | 'alert_signing_secret_encrypted'> | undefined> {
+  return db('api_keys').where({ id: keyId }).first('alert_webhook_url', 'alert_threshold_pct', 'alert_thresholds_pct', 'alert_signing_secret_encrypted');
+}
+
+/** The key `keyId` (any workspace: the caller is the key itself) with its budget's spend of `month`. */
+export async function findKeyById(db: Db, keyId: string, month: string): Promise<KeyWithSpendRow | undefined> {
+  const { rows } = await db.raw<{ rows: KeyWithSpendRow[] }>(`SELECT ${withSpend} WHERE k.id = ?`, [month, keyId]);
+  return rows[0];
+}
+
+/**
+ * Marks up to `limit` active keys whose expiry passed by `now` and that were not announced yet
+ * (skipping those another replica is marking), and returns them: each gets its key.expired once.
+ */
+export async function markExpiredKeys(trx: Knex.Transaction, now: Date, limit: number): Promise<Array<{ id: string; workspace_id: string; expires_at: Date }>> {
+  const { rows } = await trx.raw<{ rows: Array<{ id: string; workspace_id: string; expires_at: Date }> }>(
+    `UPDATE api_keys SET expired_event_at = ?, updated_at = now()
+       WHERE id IN (SELECT id FROM api_keys WHERE expires_at <= ? AND expired_event_at IS NULL AND status = 'active'
+                     ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)
+       RETURNING id, workspace_id, expires_at`,
+    [now, now, limit],
+  );
+  return rows;
 }
 
 /**
