@@ -282,7 +282,7 @@ export interface paths {
          *     whether two-factor authentication is on, and the id of the personal workspace. Called with
          *     an API key, it is the account of the user who created the key.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: any member role; it acts on the caller's own account or memberships.
          */
@@ -323,7 +323,7 @@ export interface paths {
          *
          *     A wrong `current_password` counts as a failed sign-in of the account.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: any member role; it acts on the caller's own account or memberships.
          */
@@ -346,7 +346,7 @@ export interface paths {
          * @description Whether two-factor authentication is on, since when, and how many unused recovery codes
          *     are left (0 while it is off). An enrollment not yet activated counts as off.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: any member role; it acts on the caller's own account or memberships.
          */
@@ -568,7 +568,7 @@ export interface paths {
          *     the caller's role in it; the most recently joined first, a page at a time. Called with an
          *     API key, only the key's own workspace.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: any member role; it acts on the caller's own account or memberships.
          */
@@ -603,7 +603,7 @@ export interface paths {
          * @description One organization the caller is a member of, with the caller's role in it. Called with an
          *     API key, only the key's own workspace is visible.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner, admin or developer may read the organization.
          */
@@ -638,7 +638,7 @@ export interface paths {
          * @description The organization's invitations, the newest first, a page at a time, each with its status:
          *     `pending`, `accepted`, `expired` or `revoked`. For the owner and admins.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may list invitations.
          */
@@ -655,7 +655,7 @@ export interface paths {
          *     A user may send a limited number of invitations per hour (and a client IP too); the limit
          *     is counted before anything else is checked.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may invite members.
          */
@@ -681,7 +681,7 @@ export interface paths {
          * @description Revokes an invitation: its token no longer works. Revoking one that is revoked or expired
          *     already is accepted (204); an accepted one cannot be revoked (remove the member instead).
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may revoke invitations.
          */
@@ -729,7 +729,7 @@ export interface paths {
          * @description The organization's members with their email address, name and role, the most recently
          *     joined first, a page at a time. Every member may list them.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner, admin or developer may list the members.
          */
@@ -760,7 +760,7 @@ export interface paths {
          *     ownership first). The member's API keys in the organization are revoked, and their access
          *     ends with their next request.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may remove members; the owner, admin or developer may leave the organization.
          */
@@ -775,7 +775,7 @@ export interface paths {
          *     it): an admin trying gets 403 `forbidden`. The new role applies from the member's next
          *     request; setting the current role again changes nothing.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change roles below owner.
          */
@@ -822,7 +822,7 @@ export interface paths {
          *     month-to-date spend. `status` keeps only active or only revoked keys. Pages of `limit` keys
          *     (default 20): pass `next_cursor` as `after` for the next page. Full keys are never shown.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read keys.
          */
@@ -839,7 +839,7 @@ export interface paths {
          *     A monthly spend cap (`monthly_spend_cap_usd`; `"0"` blocks the key from the start) and a
          *     routing policy (default `any`) may be set at once.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may create keys.
          */
@@ -862,7 +862,7 @@ export interface paths {
          * @description Returns one key of the workspace, with its month-to-date spend. The full key is never part
          *     of it.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read keys.
          */
@@ -875,7 +875,7 @@ export interface paths {
          *     `api_key_revoked`). The key stays listed, with `revoked_at`, for audit, and can no longer be
          *     changed. Revoking a revoked key changes nothing and answers the key as it is.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -888,7 +888,7 @@ export interface paths {
          *     owners and admins may change any key of the workspace. A revoked key can no longer be
          *     changed.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -919,7 +919,7 @@ export interface paths {
          *     change takes effect at once, so a cap at or below the current spend blocks the key
          *     immediately, and `"0"` blocks it outright.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -945,7 +945,7 @@ export interface paths {
          *     `signing_secret` in this answer only: deliveries are signed with it (Standard Webhooks), and
          *     the previous secret stops signing.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -956,7 +956,7 @@ export interface paths {
          * @description Removes the key's alert webhook and its signing secret: no more spend alerts are sent for
          *     the key. The cap itself stays as it is.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -980,7 +980,7 @@ export interface paths {
          *     China), `overseas-only` (only by models hosted outside China) or `any`. Leaving
          *     `routing_policy` out sets `any`. It applies from the key's next request.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -1007,7 +1007,7 @@ export interface paths {
          *     the key's `monthly_spend_cap_usd` (the two always agree). An empty list removes every limit.
          *     A request that any limit cannot cover is refused with 402 `spend_cap_exceeded`.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -1037,7 +1037,7 @@ export interface paths {
          *     period and the rate limits carry over. An old key that already expires sooner keeps its
          *     expiry.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -1061,7 +1061,7 @@ export interface paths {
          *     rate limits, routing policy and, per budget period, the limit, the spend, what is left and
          *     when it resets. Needs only the `inference` scope; with a user's access token it is a 400.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `inference` scope (model requests and what they need); a user's session needs none.
          *
          *     Access: any member role; it acts on the caller's own account or memberships.
          */
@@ -1085,7 +1085,7 @@ export interface paths {
          * The workspace's periodic budgets
          * @description The workspace's budgets, each with the spend of its current period and when it resets.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1097,7 +1097,7 @@ export interface paths {
          *     request of the workspace that a limit cannot cover is refused with 402 `spend_cap_exceeded`
          *     (`metadata.scope` `workspace`). Owners and admins only.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
@@ -1127,7 +1127,7 @@ export interface paths {
          *     or below, the workspace's keys are refused for model requests (`insufficient_balance`);
          *     management calls such as this one keep working.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1153,7 +1153,7 @@ export interface paths {
          *     today included): the cost, requests and tokens of each day, and its cost and requests per
          *     pricing tier, oldest first, days without usage as zeros, and the total cost of the window.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1181,7 +1181,7 @@ export interface paths {
          *     `byok` (requests made with the workspace's own provider key, charged a fee on the provider's
          *     cost). Every tier is present, with zeros when unused.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1207,7 +1207,7 @@ export interface paths {
          *     (discounts on the `fast` and `balanced` tiers, the markup on passthrough models and the fee
          *     on byok requests). New workspaces are on pay as you go (`payg`).
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1234,7 +1234,7 @@ export interface paths {
          *     beats the current one is recommended with the saving in percent. `hint` is `{}` when no
          *     plan would have been cheaper, or when nothing was spent.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1267,7 +1267,7 @@ export interface paths {
          *     the same checkout and starts no second payment, also when sent concurrently; the same key
          *     with another amount is refused.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may top up or check out.
          */
@@ -1293,7 +1293,7 @@ export interface paths {
          *     workspace's balance and returns its checkout, idempotent by `idempotency_key`. A key used on
          *     either path is the same key.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may top up or check out.
          */
@@ -1317,7 +1317,7 @@ export interface paths {
          *     `completed` once the amount was credited, `expired` when not paid in time. Pages of `limit`
          *     top-ups (default 20): pass `next_cursor` as `after` for the next page.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1344,7 +1344,7 @@ export interface paths {
          *     every model of the model catalog, once per region, at the provider's price plus the plan's
          *     passthrough markup. `version` is the pricing file's.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1374,7 +1374,7 @@ export interface paths {
          *     card. The saved card is listed by `GET /v1/billing/payment-methods` once the page completes,
          *     and is what auto top-up charges. The page expires after 24 hours.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
@@ -1397,7 +1397,7 @@ export interface paths {
          * @description Lists the workspace's saved payment methods, newest first. The newest is the default: the
          *     one auto top-up charges.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1425,7 +1425,7 @@ export interface paths {
          * @description Removes a saved payment method (it is detached from the workspace's Stripe customer). When the
          *     last one goes, auto top-up is switched off (`billing.auto_topup.updated`).
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
@@ -1447,7 +1447,7 @@ export interface paths {
          * @description Returns the workspace's auto top-up settings and how they stand this month. Owners and admins
          *     only, like changing them.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
@@ -1462,7 +1462,7 @@ export interface paths {
          *     once each time the balance falls below it. A field left out keeps its saved value; null
          *     clears `low_balance_threshold_usd`.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
@@ -1488,7 +1488,7 @@ export interface paths {
          *     refunds, lost disputes and adjustments, each with the balance right after it. Pages of `limit`
          *     entries (default 20): pass `next_cursor` as `after` for the next page.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1514,7 +1514,7 @@ export interface paths {
          *     moved it. `opening_balance_usd + credits_usd − usage_usd − refunds_usd = closing_balance_usd`,
          *     exactly. The current month's statement runs to now.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1542,7 +1542,7 @@ export interface paths {
          *     before the call is listed. Pages of `limit` generations (default 20): pass `next_cursor` as
          *     `after` for the next page.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1567,7 +1567,7 @@ export interface paths {
          * @description Returns one generation of the workspace by the id its answer carried (`X-Service-Generation-Id`,
          *     `service.generation_id`). An API key sees only its own generations.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `inference` scope (model requests and what they need); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1735,7 +1735,7 @@ export interface paths {
          * @description Lists the workspace's conversations, newest created first, a page at a time: pass the
          *     `next_cursor` of a page as `after` to get the next one.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read conversations and messages.
          */
@@ -1749,7 +1749,7 @@ export interface paths {
          *     `metadata` is any JSON object of at most 4,096 bytes as compact UTF-8 JSON (however the
          *     request was formatted); it is answered exactly as sent, keys in their order.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may write conversations and messages.
          */
@@ -1772,7 +1772,7 @@ export interface paths {
          * @description Returns one conversation of the workspace (without its messages: list them with
          *     `GET /v1/conversations/{conversation_id}/messages`).
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read conversations and messages.
          */
@@ -1783,7 +1783,7 @@ export interface paths {
          * Delete a conversation and its messages
          * @description Deletes the conversation and all of its messages, for good. Answers 204 with no body.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may write conversations and messages.
          */
@@ -1796,7 +1796,7 @@ export interface paths {
          *     `metadata` replaces the whole metadata object (it is not merged). An empty body changes
          *     nothing. Returns the conversation as it is now.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may write conversations and messages.
          */
@@ -1816,7 +1816,7 @@ export interface paths {
          *     newest first with `order=desc`. Pages never skip or repeat a message, even while messages
          *     are being appended.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read conversations and messages.
          */
@@ -1833,7 +1833,7 @@ export interface paths {
          *     (To store a chat completion's question and answer instead, send the completion request
          *     with the header `X-Service-Conversation-Id: conv_…`.)
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may write conversations and messages.
          */
@@ -1865,7 +1865,7 @@ export interface paths {
          *     score. The generation is looked up before the input is checked: an unknown one is a 404
          *     whatever the rest of the body holds.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `inference` scope (model requests and what they need); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may give feedback.
          */
@@ -1889,7 +1889,7 @@ export interface paths {
          *     window ending now): in total, per tag and per model that served the rated generations. A
          *     replaced rating counts once, as its latest value.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read feedback.
          */
@@ -1913,7 +1913,7 @@ export interface paths {
          * The workspace's endpoints
          * @description Lists the workspace's endpoints, newest first, a page at a time. Secrets are never listed.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may read webhooks and deliveries.
          */
@@ -1930,7 +1930,7 @@ export interface paths {
          *     private, link-local and other reserved ranges) makes every attempt fail as
          *     `blocked_address`.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -1953,7 +1953,7 @@ export interface paths {
          * @description Returns one endpoint of the workspace, with whether it is enabled and why not. Its secret is
          *     not shown again.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may read webhooks and deliveries.
          */
@@ -1965,7 +1965,7 @@ export interface paths {
          * @description Deletes the endpoint with its whole delivery log: deliveries not yet sent are never sent.
          *     Answers 204 with no body.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -1982,7 +1982,7 @@ export interface paths {
          *     `enabled: true` enables it again, clears `disabled_reason` and the failure clock, and the
          *     waiting retries resume.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -2005,7 +2005,7 @@ export interface paths {
          *     hours) every delivery carries two signatures, one per secret, so a receiver can switch over
          *     without losing any; with 0 the old secret stops signing at once.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -2031,7 +2031,7 @@ export interface paths {
          *     Answers 202 with the new delivery (normally still pending); follow its attempts with
          *     `GET …/deliveries/{delivery_id}`. It is retried like any other delivery.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -2054,7 +2054,7 @@ export interface paths {
          * @description Lists the endpoint's deliveries, newest first, each with all of its attempts (oldest
          *     first); `status` keeps only the deliveries in that state.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may read webhooks and deliveries.
          */
@@ -2079,7 +2079,7 @@ export interface paths {
          * @description Returns one delivery of the endpoint with all of its attempts, oldest first: each with the
          *     status code, error class, duration and the start of the response.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may read webhooks and deliveries.
          */
@@ -2109,7 +2109,7 @@ export interface paths {
          *     This manual attempt does not use up a retry: if it fails, the delivery goes on with the
          *     automatic retries it had left, or stays exhausted.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -2136,7 +2136,7 @@ export interface paths {
          *     receiver was down. Returns how many were queued. As with a redelivery, these attempts do
          *     not use up retries.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -4432,7 +4432,30 @@ export interface components {
          *         "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
          *         "created_at": "2026-11-24T09:30:00Z",
          *         "last_used_at": null,
-         *         "revoked_at": null
+         *         "revoked_at": null,
+         *         "scopes": [
+         *           "inference",
+         *           "read",
+         *           "manage"
+         *         ],
+         *         "expires_at": null,
+         *         "allowed_models": null,
+         *         "rate_limits": {
+         *           "requests_per_minute": null,
+         *           "tokens_per_minute": null,
+         *           "max_concurrent": null
+         *         },
+         *         "spend_limits": [
+         *           {
+         *             "period": "month",
+         *             "amount_usd": "50.00",
+         *             "spend_usd": "0",
+         *             "remaining_usd": "50.00",
+         *             "resets_at": "2026-12-01T00:00:00Z"
+         *           }
+         *         ],
+         *         "rotated_from": null,
+         *         "alert_thresholds_pct": []
          *       }
          *     }
          */
@@ -4476,8 +4499,11 @@ export interface components {
          *     }
          */
         "switchboard.keys.v1.CurrentKey": {
+            /** @description The key's id ("key_…"). */
             key_id: string;
+            /** @description Its display name. */
             name: string;
+            /** @description What it may do: `inference`, `read`, `manage`. */
             scopes: string[];
             /**
              * Format: date-time
@@ -4488,7 +4514,9 @@ export interface components {
             expires_at: string | null;
             /** @description Null: every model. */
             allowed_models: unknown[] | null;
+            /** @description Its rate limits; each null when not set. */
             rate_limits: components["schemas"]["switchboard.keys.v1.RateLimits"];
+            /** @description `cn-only`, `overseas-only` or `any`. */
             routing_policy: string;
             /** @description One entry per budget period the key has a limit for. */
             spend: components["schemas"]["switchboard.keys.v1.CurrentKeySpend"][];
@@ -4498,12 +4526,25 @@ export interface components {
          * @description One budget period of GET /v1/key.
          */
         "switchboard.keys.v1.CurrentKeySpend": {
+            /** @description `day`, `week`, `month` or `total`. */
             period: string;
-            /** @description Decimal string (USD), e.g. "12.50". */
+            /**
+             * @description The limit in USD, as set.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
             limit_usd: string;
-            /** @description Decimal string (USD), e.g. "12.50". */
+            /**
+             * @description The spend of the current period (decimal string).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
             spend_usd: string;
-            /** @description Decimal string (USD), e.g. "12.50". */
+            /**
+             * @description The limit less the spend, never below 0 (decimal string).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
             remaining_usd: string;
             /**
              * Format: date-time
@@ -4530,7 +4571,33 @@ export interface components {
          *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
          *       "created_at": "2026-11-02T08:15:00Z",
          *       "last_used_at": "2026-11-24T09:30:00Z",
-         *       "revoked_at": null
+         *       "revoked_at": null,
+         *       "scopes": [
+         *         "inference",
+         *         "read",
+         *         "manage"
+         *       ],
+         *       "expires_at": null,
+         *       "allowed_models": null,
+         *       "rate_limits": {
+         *         "requests_per_minute": null,
+         *         "tokens_per_minute": null,
+         *         "max_concurrent": null
+         *       },
+         *       "spend_limits": [
+         *         {
+         *           "period": "month",
+         *           "amount_usd": "50.00",
+         *           "spend_usd": "12.4375",
+         *           "remaining_usd": "37.5625",
+         *           "resets_at": "2026-12-01T00:00:00Z"
+         *         }
+         *       ],
+         *       "rotated_from": null,
+         *       "alert_thresholds_pct": [
+         *         80,
+         *         100
+         *       ]
          *     }
          */
         "switchboard.keys.v1.Key": {
@@ -4646,7 +4713,35 @@ export interface components {
          *           "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
          *           "created_at": "2026-11-02T08:15:00Z",
          *           "last_used_at": "2026-11-24T09:30:00Z",
-         *           "revoked_at": null
+         *           "revoked_at": null,
+         *           "scopes": [
+         *             "inference",
+         *             "read",
+         *             "manage"
+         *           ],
+         *           "expires_at": null,
+         *           "allowed_models": [
+         *             "service/*"
+         *           ],
+         *           "rate_limits": {
+         *             "requests_per_minute": 60,
+         *             "tokens_per_minute": null,
+         *             "max_concurrent": null
+         *           },
+         *           "spend_limits": [
+         *             {
+         *               "period": "month",
+         *               "amount_usd": "50.00",
+         *               "spend_usd": "12.4375",
+         *               "remaining_usd": "37.5625",
+         *               "resets_at": "2026-12-01T00:00:00Z"
+         *             }
+         *           ],
+         *           "rotated_from": null,
+         *           "alert_thresholds_pct": [
+         *             80,
+         *             100
+         *           ]
          *         }
          *       ],
          *       "has_more": true,
@@ -4935,6 +5030,7 @@ export interface components {
          *     }
          */
         "switchboard.keys.v1.WorkspaceSpendLimits": {
+            /** @description One entry per period the workspace has a limit for. */
             spend_limits: components["schemas"]["switchboard.keys.v1.SpendLimitStatus"][];
         };
         /**
@@ -5991,6 +6087,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -6545,6 +6642,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -6572,6 +6670,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
@@ -6695,6 +6794,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -6862,6 +6962,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -6889,6 +6990,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              *     - `reauthentication_failed`: `current_password` is wrong.
              */
@@ -7042,6 +7144,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -7069,6 +7172,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
@@ -7187,6 +7291,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -7401,6 +7506,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -7594,6 +7700,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -7793,6 +7900,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -7997,6 +8105,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8207,6 +8316,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8337,6 +8447,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8494,6 +8605,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8521,6 +8633,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
@@ -8644,6 +8757,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8828,6 +8942,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8855,6 +8970,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -8960,6 +9076,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9131,6 +9248,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9158,6 +9276,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -9288,6 +9407,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9315,6 +9435,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -9479,6 +9600,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9506,6 +9628,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -9646,6 +9769,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9850,6 +9974,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9877,6 +10002,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -9984,6 +10110,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10011,6 +10138,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -10155,6 +10283,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10182,6 +10311,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -10351,6 +10481,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10521,7 +10652,35 @@ export interface operations {
                      *           "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *           "created_at": "2026-11-02T08:15:00Z",
                      *           "last_used_at": "2026-11-24T09:30:00Z",
-                     *           "revoked_at": null
+                     *           "revoked_at": null,
+                     *           "scopes": [
+                     *             "inference",
+                     *             "read",
+                     *             "manage"
+                     *           ],
+                     *           "expires_at": null,
+                     *           "allowed_models": [
+                     *             "service/*"
+                     *           ],
+                     *           "rate_limits": {
+                     *             "requests_per_minute": 60,
+                     *             "tokens_per_minute": null,
+                     *             "max_concurrent": null
+                     *           },
+                     *           "spend_limits": [
+                     *             {
+                     *               "period": "month",
+                     *               "amount_usd": "50.00",
+                     *               "spend_usd": "12.4375",
+                     *               "remaining_usd": "37.5625",
+                     *               "resets_at": "2026-12-01T00:00:00Z"
+                     *             }
+                     *           ],
+                     *           "rotated_from": null,
+                     *           "alert_thresholds_pct": [
+                     *             80,
+                     *             100
+                     *           ]
                      *         }
                      *       ],
                      *       "has_more": true,
@@ -10555,6 +10714,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10582,6 +10742,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -10685,7 +10846,30 @@ export interface operations {
                      *         "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *         "created_at": "2026-11-24T09:30:00Z",
                      *         "last_used_at": null,
-                     *         "revoked_at": null
+                     *         "revoked_at": null,
+                     *         "scopes": [
+                     *           "inference",
+                     *           "read",
+                     *           "manage"
+                     *         ],
+                     *         "expires_at": null,
+                     *         "allowed_models": null,
+                     *         "rate_limits": {
+                     *           "requests_per_minute": null,
+                     *           "tokens_per_minute": null,
+                     *           "max_concurrent": null
+                     *         },
+                     *         "spend_limits": [
+                     *           {
+                     *             "period": "month",
+                     *             "amount_usd": "50.00",
+                     *             "spend_usd": "0",
+                     *             "remaining_usd": "50.00",
+                     *             "resets_at": "2026-12-01T00:00:00Z"
+                     *           }
+                     *         ],
+                     *         "rotated_from": null,
+                     *         "alert_thresholds_pct": []
                      *       }
                      *     }
                      */
@@ -10717,6 +10901,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10744,6 +10929,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs, or `scopes` names one it lacks itself (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -10865,7 +11051,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -10895,6 +11107,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10922,6 +11135,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11016,7 +11230,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -11046,6 +11286,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -11073,6 +11314,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11180,7 +11422,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -11211,6 +11479,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -11238,6 +11507,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs, or `scopes` names one it lacks itself (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11383,7 +11653,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -11414,6 +11710,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -11441,6 +11738,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11587,7 +11885,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -11618,6 +11942,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -11645,6 +11970,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11781,7 +12107,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -11811,6 +12163,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -11838,6 +12191,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11955,7 +12309,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -11986,6 +12366,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12013,6 +12394,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -12167,7 +12549,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -12198,6 +12606,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12225,6 +12634,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -12399,6 +12809,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12428,7 +12839,7 @@ export interface operations {
              *
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             *     - `insufficient_scope`: Called with an API key that lacks one of the scopes of the key to rotate.
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`). Also: Called with an API key that lacks one of the scopes of the key to rotate.
              */
             403: {
                 headers: {
@@ -12602,6 +13013,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12629,6 +13041,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
@@ -12744,6 +13157,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12771,6 +13185,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -12902,6 +13317,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12929,6 +13345,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13067,6 +13484,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13094,6 +13512,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13283,6 +13702,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13310,6 +13730,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13439,6 +13860,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13466,6 +13888,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13584,6 +14007,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13611,6 +14035,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13722,6 +14147,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13749,6 +14175,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13874,6 +14301,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13901,6 +14329,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -14069,6 +14498,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -14096,6 +14526,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -14264,6 +14695,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -14291,6 +14723,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -14422,6 +14855,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -14449,6 +14883,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -14565,6 +15000,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -14592,6 +15028,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -14739,6 +15176,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -14766,6 +15204,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -14870,6 +15309,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -14897,6 +15337,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15016,6 +15457,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15043,6 +15485,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15174,6 +15617,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15201,6 +15645,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15367,6 +15812,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15394,6 +15840,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15517,6 +15964,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15544,6 +15992,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15687,6 +16136,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15714,6 +16164,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15842,6 +16293,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15869,6 +16321,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -16550,6 +17003,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -16577,6 +17031,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -16706,6 +17161,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -16733,6 +17189,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -16879,6 +17336,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -16906,6 +17364,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17011,6 +17470,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17038,6 +17498,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17167,6 +17628,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17194,6 +17656,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17361,6 +17824,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17388,6 +17852,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17515,6 +17980,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17542,6 +18008,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17727,6 +18194,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17754,6 +18222,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17921,6 +18390,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17948,6 +18418,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -18093,6 +18564,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -18120,6 +18592,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -18257,6 +18730,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -18284,6 +18758,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -18436,6 +18911,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -18463,6 +18939,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -18567,6 +19044,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -18594,6 +19072,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -18734,6 +19213,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -18761,6 +19241,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -18924,6 +19405,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -18951,6 +19433,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -19118,6 +19601,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -19145,6 +19629,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -19345,6 +19830,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -19372,6 +19858,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -19507,6 +19994,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -19534,6 +20022,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -19676,6 +20165,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -19703,6 +20193,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -19869,6 +20360,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -19896,6 +20388,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
