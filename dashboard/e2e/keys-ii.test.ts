@@ -1,5 +1,3 @@
-// MERGE: needs B1/B2 — the key record's new fields, PATCH /v1/keys/{key_id} with them, PUT …/spend-limits, POST …/rotate,
-// thresholds_pct and GET|PUT /v1/billing/spend-limits answer 501 in a tree without the keys service's Keys II parts.
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { type SignedUp, signUp } from '@switchboard/testkit/mesh';

@@ -1,4 +1,3 @@
-// MERGE: needs B1/B2 — the month's budget is set with PUT /v1/keys/{key_id}/spend-limits (501 without the keys service's Keys II parts).
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { signUp } from '@switchboard/testkit/mesh';
