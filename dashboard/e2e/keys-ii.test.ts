@@ -250,6 +250,8 @@ describe('the key page (Keys II)', () => {
     const fullKey = await create.getByLabel('Your new API key').inputValue();
     const listed = (await suite.call('GET', '/v1/keys', { token: user.token })).json.data[0];
     expect(listed).toMatchObject({ name: 'Inference only', scopes: ['inference'] });
+    // The list says a key's scopes when it has not all three.
+    await expect.poll(() => page.getByRole('row', { name: /Inference only/ }).innerText()).toContain('Scopes: Inference');
     // What the scope allows, and what it does not.
     expect((await suite.call('GET', '/v1/key', { token: fullKey })).status).toBe(200);
     const refused = await suite.call('GET', '/v1/keys', { token: fullKey });
