@@ -136,6 +136,7 @@ describe('the key page (Keys II)', () => {
     await input(budgets, 'spend_limits.day.amount_usd').fill('5.00');
     await input(budgets, 'spend_limits.week.amount_usd').fill('-1');
     expect(await submitExpectingFieldError(page, budgets, 'Save budgets', 'spend_limits.week.amount_usd')).toMatch(/^Weekly budget in USD /m);
+    await checkPage(dashboard, 'keys-budgets-invalid');
     await input(budgets, 'spend_limits.week.amount_usd').fill('');
     await input(budgets, 'spend_limits.month.amount_usd').fill('100.00');
     await input(budgets, 'spend_limits.total.amount_usd').fill('1000');
@@ -252,6 +253,7 @@ describe('the key page (Keys II)', () => {
     expect(listed).toMatchObject({ name: 'Inference only', scopes: ['inference'] });
     // The list says a key's scopes when it has not all three.
     await expect.poll(() => page.getByRole('row', { name: /Inference only/ }).innerText()).toContain('Scopes: Inference');
+    await checkPage(dashboard, 'keys-created-inference-only');
     // What the scope allows, and what it does not.
     expect((await suite.call('GET', '/v1/key', { token: fullKey })).status).toBe(200);
     const refused = await suite.call('GET', '/v1/keys', { token: fullKey });
@@ -302,6 +304,7 @@ describe('the key page (Keys II)', () => {
     await expect.poll(() => shown.locator('tr[data-period="week"]').innerText()).toContain('$200.00');
     await shown.getByText(`Your role in ${name} (developer) does not allow changing the budgets.`, { exact: false }).waitFor();
     expect(await shown.locator('input, button').count()).toBe(0);
+    await checkPage(readOnly, 'billing-budgets-developer');
     await readOnly.context.close();
   }, 60_000);
 });
