@@ -7,7 +7,7 @@ import { organizationWithMember } from './organization-member.js';
 
 /**
  * The Keys pages in Chromium against the real mesh: a key is created and its full key shown
- * once, renamed, capped, its spend (recorded by billing as the data plane would) drawn against
+ * once, renamed, capped (its month's budget), its spend (recorded by billing as the data plane would) drawn against
  * the cap, its spend alerts and routing set, and revoked; a developer changes only their own keys.
  */
 
@@ -75,9 +75,10 @@ describe('the Keys pages', () => {
     await page.getByRole('button', { name: 'Rename' }).click();
     await expectHeading(page, 'Key Production EU');
 
-    await input(page, 'monthly_spend_cap_usd').fill('0.50');
-    await page.getByRole('button', { name: 'Set cap' }).click();
-    await page.getByText('The monthly cap is now $0.50.').waitFor();
+    // The month's budget is the key's monthly cap.
+    await input(page, 'spend_limits.month.amount_usd').fill('0.50');
+    await page.getByRole('button', { name: 'Save budgets' }).click();
+    await page.getByText('The budgets are saved.').waitFor();
 
     // 0.21 USD of passthrough usage (0.20 plus the 5% markup), recorded the way the data plane does.
     await usage.recordUsage({
@@ -99,7 +100,7 @@ describe('the Keys pages', () => {
     await page.getByRole('button', { name: 'Turn on alerts' }).click();
     expect(await invalidFieldText(page, 'url')).toContain('https://');
     await input(page, 'url').fill('https://alerts.example.com/hook');
-    await input(page, 'threshold_pct').fill('75');
+    await input(page, 'thresholds_pct').fill('75, 100');
     await page.getByRole('button', { name: 'Turn on alerts' }).click();
     const signingSecret = await page.getByLabel('Signing secret of the alert webhook').inputValue();
     expect(signingSecret).toMatch(/^whsec_/);
@@ -155,7 +156,18 @@ describe('the Keys pages', () => {
     await page.getByRole('link', { name: 'Owner key' }).click();
     await expectHeading(page, 'Key Owner key');
     await page.getByText("Only the key's creator, or an owner or admin of the workspace, can change it; your role is developer.").waitFor();
-    for (const control of ['Rename', 'Set cap', 'Turn on alerts', 'Save routing', 'Revoke key']) {
+    for (const control of [
+      'Rename',
+      'Save scopes',
+      'Save expiry',
+      'Save models',
+      'Save rate limits',
+      'Save budgets',
+      'Turn on alerts',
+      'Save routing',
+      'Rotate key',
+      'Revoke key',
+    ]) {
       expect(await page.getByRole('button', { name: control }).count(), control).toBe(0);
     }
     await checkPage(dashboard, 'key-read-only');

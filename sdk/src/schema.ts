@@ -282,7 +282,7 @@ export interface paths {
          *     whether two-factor authentication is on, and the id of the personal workspace. Called with
          *     an API key, it is the account of the user who created the key.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: any member role; it acts on the caller's own account or memberships.
          */
@@ -323,7 +323,7 @@ export interface paths {
          *
          *     A wrong `current_password` counts as a failed sign-in of the account.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: any member role; it acts on the caller's own account or memberships.
          */
@@ -346,7 +346,7 @@ export interface paths {
          * @description Whether two-factor authentication is on, since when, and how many unused recovery codes
          *     are left (0 while it is off). An enrollment not yet activated counts as off.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: any member role; it acts on the caller's own account or memberships.
          */
@@ -568,7 +568,7 @@ export interface paths {
          *     the caller's role in it; the most recently joined first, a page at a time. Called with an
          *     API key, only the key's own workspace.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: any member role; it acts on the caller's own account or memberships.
          */
@@ -603,7 +603,7 @@ export interface paths {
          * @description One organization the caller is a member of, with the caller's role in it. Called with an
          *     API key, only the key's own workspace is visible.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner, admin or developer may read the organization.
          */
@@ -638,7 +638,7 @@ export interface paths {
          * @description The organization's invitations, the newest first, a page at a time, each with its status:
          *     `pending`, `accepted`, `expired` or `revoked`. For the owner and admins.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may list invitations.
          */
@@ -655,7 +655,7 @@ export interface paths {
          *     A user may send a limited number of invitations per hour (and a client IP too); the limit
          *     is counted before anything else is checked.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may invite members.
          */
@@ -681,7 +681,7 @@ export interface paths {
          * @description Revokes an invitation: its token no longer works. Revoking one that is revoked or expired
          *     already is accepted (204); an accepted one cannot be revoked (remove the member instead).
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may revoke invitations.
          */
@@ -729,7 +729,7 @@ export interface paths {
          * @description The organization's members with their email address, name and role, the most recently
          *     joined first, a page at a time. Every member may list them.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner, admin or developer may list the members.
          */
@@ -760,7 +760,7 @@ export interface paths {
          *     ownership first). The member's API keys in the organization are revoked, and their access
          *     ends with their next request.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may remove members; the owner, admin or developer may leave the organization.
          */
@@ -775,7 +775,7 @@ export interface paths {
          *     it): an admin trying gets 403 `forbidden`. The new role applies from the member's next
          *     request; setting the current role again changes nothing.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change roles below owner.
          */
@@ -822,7 +822,7 @@ export interface paths {
          *     month-to-date spend. `status` keeps only active or only revoked keys. Pages of `limit` keys
          *     (default 20): pass `next_cursor` as `after` for the next page. Full keys are never shown.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read keys.
          */
@@ -839,7 +839,7 @@ export interface paths {
          *     A monthly spend cap (`monthly_spend_cap_usd`; `"0"` blocks the key from the start) and a
          *     routing policy (default `any`) may be set at once.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may create keys.
          */
@@ -862,7 +862,7 @@ export interface paths {
          * @description Returns one key of the workspace, with its month-to-date spend. The full key is never part
          *     of it.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read keys.
          */
@@ -875,7 +875,7 @@ export interface paths {
          *     `api_key_revoked`). The key stays listed, with `revoked_at`, for audit, and can no longer be
          *     changed. Revoking a revoked key changes nothing and answers the key as it is.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -888,7 +888,7 @@ export interface paths {
          *     owners and admins may change any key of the workspace. A revoked key can no longer be
          *     changed.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -919,7 +919,7 @@ export interface paths {
          *     change takes effect at once, so a cap at or below the current spend blocks the key
          *     immediately, and `"0"` blocks it outright.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -945,7 +945,7 @@ export interface paths {
          *     `signing_secret` in this answer only: deliveries are signed with it (Standard Webhooks), and
          *     the previous secret stops signing.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -956,7 +956,7 @@ export interface paths {
          * @description Removes the key's alert webhook and its signing secret: no more spend alerts are sent for
          *     the key. The cap itself stays as it is.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
@@ -980,11 +980,128 @@ export interface paths {
          *     China), `overseas-only` (only by models hosted outside China) or `any`. Leaving
          *     `routing_policy` out sets `any`. It applies from the key's next request.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
          */
         put: operations["KeyService_SetRoutingPolicy"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{key_id}/spend-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Replace the key's periodic budgets
+         * @description Replaces the key's periodic budgets (docs/api/keys.md#periodic-budgets): at most one limit
+         *     per period (`day`, `week`, `month`, `total`; UTC, weeks start Monday). The `month` entry is
+         *     the key's `monthly_spend_cap_usd` (the two always agree). An empty list removes every limit.
+         *     A request that any limit cannot cover is refused with 402 `spend_cap_exceeded`.
+         *
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
+         *
+         *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
+         */
+        put: operations["KeyService_UpdateKeySpendLimits"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{key_id}/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a key; the new full_key is shown only in this response
+         * @description Rotates a key (docs/api/keys.md#rotation): a new key with the same name, scopes, limits,
+         *     budgets, alert settings and routing policy, `rotated_from` the old one, and its full key
+         *     shown this once; the old key keeps working for `grace_period_seconds` (0 to 604800, default
+         *     86400) and then answers 401 `api_key_expired`. Both share one budget: the spend of every
+         *     period and the rate limits carry over. An old key that already expires sooner keeps its
+         *     expiry.
+         *
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
+         *
+         *     Access: decided on the object (another workspace's object is a 404): the owner or admin may change or revoke any key of the workspace; also the developer who created the object.
+         */
+        post: operations["KeyService_RotateKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The API key of the request: scopes, limits and spend
+         * @description The API key of the request itself (OpenRouter's `/key`): its scopes, expiry, allowed models,
+         *     rate limits, routing policy and, per budget period, the limit, the spend, what is left and
+         *     when it resets. Needs only the `inference` scope; with a user's access token it is a 400.
+         *
+         *     Credentials: A user access token or an API key. API keys need the `inference` scope (model requests and what they need); a user's session needs none.
+         *
+         *     Access: any member role; it acts on the caller's own account or memberships.
+         */
+        get: operations["KeyService_GetCurrentKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/spend-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The workspace's periodic budgets
+         * @description The workspace's budgets, each with the spend of its current period and when it resets.
+         *
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
+         *
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
+         */
+        get: operations["SpendLimitService_GetWorkspaceSpendLimits"];
+        /**
+         * Replace the workspace's periodic budgets
+         * @description Replaces the workspace's budgets: at most one limit per period (`day`, `week`, `month`,
+         *     `total`; UTC, weeks start Monday); an empty list removes them. Within a second every model
+         *     request of the workspace that a limit cannot cover is refused with 402 `spend_cap_exceeded`
+         *     (`metadata.scope` `workspace`). Owners and admins only.
+         *
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
+         *
+         *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
+         */
+        put: operations["SpendLimitService_UpdateWorkspaceSpendLimits"];
         post?: never;
         delete?: never;
         options?: never;
@@ -1010,7 +1127,7 @@ export interface paths {
          *     or below, the workspace's keys are refused for model requests (`insufficient_balance`);
          *     management calls such as this one keep working.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1036,7 +1153,7 @@ export interface paths {
          *     today included): the cost, requests and tokens of each day, and its cost and requests per
          *     pricing tier, oldest first, days without usage as zeros, and the total cost of the window.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1064,7 +1181,7 @@ export interface paths {
          *     `byok` (requests made with the workspace's own provider key, charged a fee on the provider's
          *     cost). Every tier is present, with zeros when unused.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1090,7 +1207,7 @@ export interface paths {
          *     (discounts on the `fast` and `balanced` tiers, the markup on passthrough models and the fee
          *     on byok requests). New workspaces are on pay as you go (`payg`).
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1117,7 +1234,7 @@ export interface paths {
          *     beats the current one is recommended with the saving in percent. `hint` is `{}` when no
          *     plan would have been cheaper, or when nothing was spent.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1150,7 +1267,7 @@ export interface paths {
          *     the same checkout and starts no second payment, also when sent concurrently; the same key
          *     with another amount is refused.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may top up or check out.
          */
@@ -1176,7 +1293,7 @@ export interface paths {
          *     workspace's balance and returns its checkout, idempotent by `idempotency_key`. A key used on
          *     either path is the same key.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may top up or check out.
          */
@@ -1200,7 +1317,7 @@ export interface paths {
          *     `completed` once the amount was credited, `expired` when not paid in time. Pages of `limit`
          *     top-ups (default 20): pass `next_cursor` as `after` for the next page.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1227,7 +1344,7 @@ export interface paths {
          *     every model of the model catalog, once per region, at the provider's price plus the plan's
          *     passthrough markup. `version` is the pricing file's.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1257,7 +1374,7 @@ export interface paths {
          *     card. The saved card is listed by `GET /v1/billing/payment-methods` once the page completes,
          *     and is what auto top-up charges. The page expires after 24 hours.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
@@ -1280,7 +1397,7 @@ export interface paths {
          * @description Lists the workspace's saved payment methods, newest first. The newest is the default: the
          *     one auto top-up charges.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1308,7 +1425,7 @@ export interface paths {
          * @description Removes a saved payment method (it is detached from the workspace's Stripe customer). When the
          *     last one goes, auto top-up is switched off (`billing.auto_topup.updated`).
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
@@ -1330,7 +1447,7 @@ export interface paths {
          * @description Returns the workspace's auto top-up settings and how they stand this month. Owners and admins
          *     only, like changing them.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
@@ -1345,7 +1462,7 @@ export interface paths {
          *     once each time the balance falls below it. A field left out keeps its saved value; null
          *     clears `low_balance_threshold_usd`.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner or admin may save or remove payment methods, read and set auto top-up.
          */
@@ -1371,7 +1488,7 @@ export interface paths {
          *     refunds, lost disputes and adjustments, each with the balance right after it. Pages of `limit`
          *     entries (default 20): pass `next_cursor` as `after` for the next page.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1397,7 +1514,7 @@ export interface paths {
          *     moved it. `opening_balance_usd + credits_usd − usage_usd − refunds_usd = closing_balance_usd`,
          *     exactly. The current month's statement runs to now.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1425,7 +1542,7 @@ export interface paths {
          *     before the call is listed. Pages of `limit` generations (default 20): pass `next_cursor` as
          *     `after` for the next page.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1450,7 +1567,7 @@ export interface paths {
          * @description Returns one generation of the workspace by the id its answer carried (`X-Service-Generation-Id`,
          *     `service.generation_id`). An API key sees only its own generations.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `inference` scope (model requests and what they need); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1618,7 +1735,7 @@ export interface paths {
          * @description Lists the workspace's conversations, newest created first, a page at a time: pass the
          *     `next_cursor` of a page as `after` to get the next one.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read conversations and messages.
          */
@@ -1632,7 +1749,7 @@ export interface paths {
          *     `metadata` is any JSON object of at most 4,096 bytes as compact UTF-8 JSON (however the
          *     request was formatted); it is answered exactly as sent, keys in their order.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may write conversations and messages.
          */
@@ -1655,7 +1772,7 @@ export interface paths {
          * @description Returns one conversation of the workspace (without its messages: list them with
          *     `GET /v1/conversations/{conversation_id}/messages`).
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read conversations and messages.
          */
@@ -1666,7 +1783,7 @@ export interface paths {
          * Delete a conversation and its messages
          * @description Deletes the conversation and all of its messages, for good. Answers 204 with no body.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may write conversations and messages.
          */
@@ -1679,7 +1796,7 @@ export interface paths {
          *     `metadata` replaces the whole metadata object (it is not merged). An empty body changes
          *     nothing. Returns the conversation as it is now.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may write conversations and messages.
          */
@@ -1699,7 +1816,7 @@ export interface paths {
          *     newest first with `order=desc`. Pages never skip or repeat a message, even while messages
          *     are being appended.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read conversations and messages.
          */
@@ -1716,7 +1833,7 @@ export interface paths {
          *     (To store a chat completion's question and answer instead, send the completion request
          *     with the header `X-Service-Conversation-Id: conv_…`.)
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may write conversations and messages.
          */
@@ -1748,7 +1865,7 @@ export interface paths {
          *     score. The generation is looked up before the input is checked: an unknown one is a 404
          *     whatever the rest of the body holds.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `inference` scope (model requests and what they need); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may give feedback.
          */
@@ -1772,7 +1889,7 @@ export interface paths {
          *     window ending now): in total, per tag and per model that served the rated generations. A
          *     replaced rating counts once, as its latest value.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read feedback.
          */
@@ -1796,7 +1913,7 @@ export interface paths {
          * The workspace's endpoints
          * @description Lists the workspace's endpoints, newest first, a page at a time. Secrets are never listed.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may read webhooks and deliveries.
          */
@@ -1813,7 +1930,7 @@ export interface paths {
          *     private, link-local and other reserved ranges) makes every attempt fail as
          *     `blocked_address`.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -1836,7 +1953,7 @@ export interface paths {
          * @description Returns one endpoint of the workspace, with whether it is enabled and why not. Its secret is
          *     not shown again.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may read webhooks and deliveries.
          */
@@ -1848,7 +1965,7 @@ export interface paths {
          * @description Deletes the endpoint with its whole delivery log: deliveries not yet sent are never sent.
          *     Answers 204 with no body.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -1865,7 +1982,7 @@ export interface paths {
          *     `enabled: true` enables it again, clears `disabled_reason` and the failure clock, and the
          *     waiting retries resume.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -1888,7 +2005,7 @@ export interface paths {
          *     hours) every delivery carries two signatures, one per secret, so a receiver can switch over
          *     without losing any; with 0 the old secret stops signing at once.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -1914,7 +2031,7 @@ export interface paths {
          *     Answers 202 with the new delivery (normally still pending); follow its attempts with
          *     `GET …/deliveries/{delivery_id}`. It is retried like any other delivery.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -1937,7 +2054,7 @@ export interface paths {
          * @description Lists the endpoint's deliveries, newest first, each with all of its attempts (oldest
          *     first); `status` keeps only the deliveries in that state.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may read webhooks and deliveries.
          */
@@ -1962,7 +2079,7 @@ export interface paths {
          * @description Returns one delivery of the endpoint with all of its attempts, oldest first: each with the
          *     status code, error class, duration and the start of the response.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may read webhooks and deliveries.
          */
@@ -1992,7 +2109,7 @@ export interface paths {
          *     This manual attempt does not use up a retry: if it fails, the delivery goes on with the
          *     automatic retries it had left, or stays exhausted.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -2019,7 +2136,7 @@ export interface paths {
          *     receiver was down. Returns how many were queued. As with a redelivery, these attempts do
          *     not use up retries.
          *
-         *     Credentials: A user access token or an API key.
+         *     Credentials: A user access token or an API key. API keys need the `manage` scope (changes); a user's session needs none.
          *
          *     Access: decided on the object (another workspace's object is a 404): the owner or admin may manage webhooks.
          */
@@ -4264,6 +4381,38 @@ export interface components {
             monthly_spend_cap_usd?: string;
             /** @description `cn-only`, `overseas-only` or `any` (the default). */
             routing_policy?: string;
+            /**
+             * @description A non-empty array of distinct scopes among `inference`, `read` and `manage`; absent: all
+             *     three. A key creating a key may grant only scopes it has itself.
+             *
+             *     Any JSON value.
+             */
+            scopes?: unknown;
+            /**
+             * @description RFC 3339 time in the future at which the key stops working; absent or null: never.
+             *
+             *     Any JSON value.
+             */
+            expires_at?: unknown;
+            /**
+             * @description null (every model, the default) or an array of 1 to 50 model patterns of 1 to 200
+             *     characters, where `*` matches any run of characters.
+             *
+             *     Any JSON value.
+             */
+            allowed_models?: unknown;
+            /**
+             * @description An object with `requests_per_minute`, `tokens_per_minute` and `max_concurrent`, each a
+             *     positive whole number or null; absent or null: no rate limits.
+             *
+             *     Any JSON value.
+             */
+            rate_limits?: unknown;
+            /**
+             * @description The periodic budgets (as PUT /v1/keys/{key_id}/spend-limits); a `month` entry and
+             *     `monthly_spend_cap_usd` may not both be sent.
+             */
+            spend_limits?: components["schemas"]["switchboard.keys.v1.SpendLimit"][];
         };
         /**
          * CreateKeyResponse
@@ -4283,7 +4432,30 @@ export interface components {
          *         "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
          *         "created_at": "2026-11-24T09:30:00Z",
          *         "last_used_at": null,
-         *         "revoked_at": null
+         *         "revoked_at": null,
+         *         "scopes": [
+         *           "inference",
+         *           "read",
+         *           "manage"
+         *         ],
+         *         "expires_at": null,
+         *         "allowed_models": null,
+         *         "rate_limits": {
+         *           "requests_per_minute": null,
+         *           "tokens_per_minute": null,
+         *           "max_concurrent": null
+         *         },
+         *         "spend_limits": [
+         *           {
+         *             "period": "month",
+         *             "amount_usd": "50.00",
+         *             "spend_usd": "0",
+         *             "remaining_usd": "50.00",
+         *             "resets_at": "2026-12-01T00:00:00Z"
+         *           }
+         *         ],
+         *         "rotated_from": null,
+         *         "alert_thresholds_pct": []
          *       }
          *     }
          */
@@ -4295,6 +4467,92 @@ export interface components {
             full_key: string;
             /** @description The key record. */
             key: components["schemas"]["switchboard.keys.v1.Key"];
+        };
+        /**
+         * CurrentKey
+         * @description The API key of the request, as it may use itself (GET /v1/key).
+         * @example {
+         *       "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+         *       "name": "Production",
+         *       "scopes": [
+         *         "inference"
+         *       ],
+         *       "expires_at": null,
+         *       "allowed_models": [
+         *         "service/*"
+         *       ],
+         *       "rate_limits": {
+         *         "requests_per_minute": 60,
+         *         "tokens_per_minute": null,
+         *         "max_concurrent": null
+         *       },
+         *       "routing_policy": "any",
+         *       "spend": [
+         *         {
+         *           "period": "day",
+         *           "limit_usd": "5.00",
+         *           "spend_usd": "1.25",
+         *           "remaining_usd": "3.75",
+         *           "resets_at": "2026-11-27T00:00:00Z"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.keys.v1.CurrentKey": {
+            /** @description The key's id ("key_…"). */
+            key_id: string;
+            /** @description Its display name. */
+            name: string;
+            /** @description What it may do: `inference`, `read`, `manage`. */
+            scopes: string[];
+            /**
+             * Format: date-time
+             * @description Null: never expires.
+             *
+             *     RFC 3339, UTC.
+             */
+            expires_at: string | null;
+            /** @description Null: every model. */
+            allowed_models: unknown[] | null;
+            /** @description Its rate limits; each null when not set. */
+            rate_limits: components["schemas"]["switchboard.keys.v1.RateLimits"];
+            /** @description `cn-only`, `overseas-only` or `any`. */
+            routing_policy: string;
+            /** @description One entry per budget period the key has a limit for. */
+            spend: components["schemas"]["switchboard.keys.v1.CurrentKeySpend"][];
+        };
+        /**
+         * CurrentKeySpend
+         * @description One budget period of GET /v1/key.
+         */
+        "switchboard.keys.v1.CurrentKeySpend": {
+            /** @description `day`, `week`, `month` or `total`. */
+            period: string;
+            /**
+             * @description The limit in USD, as set.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            limit_usd: string;
+            /**
+             * @description The spend of the current period (decimal string).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            spend_usd: string;
+            /**
+             * @description The limit less the spend, never below 0 (decimal string).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            remaining_usd: string;
+            /**
+             * Format: date-time
+             * @description Null for `total`.
+             *
+             *     RFC 3339, UTC.
+             */
+            resets_at: string | null;
         };
         /**
          * Key
@@ -4313,7 +4571,33 @@ export interface components {
          *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
          *       "created_at": "2026-11-02T08:15:00Z",
          *       "last_used_at": "2026-11-24T09:30:00Z",
-         *       "revoked_at": null
+         *       "revoked_at": null,
+         *       "scopes": [
+         *         "inference",
+         *         "read",
+         *         "manage"
+         *       ],
+         *       "expires_at": null,
+         *       "allowed_models": null,
+         *       "rate_limits": {
+         *         "requests_per_minute": null,
+         *         "tokens_per_minute": null,
+         *         "max_concurrent": null
+         *       },
+         *       "spend_limits": [
+         *         {
+         *           "period": "month",
+         *           "amount_usd": "50.00",
+         *           "spend_usd": "12.4375",
+         *           "remaining_usd": "37.5625",
+         *           "resets_at": "2026-12-01T00:00:00Z"
+         *         }
+         *       ],
+         *       "rotated_from": null,
+         *       "alert_thresholds_pct": [
+         *         80,
+         *         100
+         *       ]
          *     }
          */
         "switchboard.keys.v1.Key": {
@@ -4379,6 +4663,37 @@ export interface components {
              *     in the answer to setting the alert webhook, once; absent from every other answer.
              */
             signing_secret?: string;
+            /**
+             * @description What the key may do: a non-empty subset of `inference`, `read` and `manage`
+             *     (docs/api/keys.md#scopes).
+             */
+            scopes: string[];
+            /**
+             * Format: date-time
+             * @description When the key stops working (401 `api_key_expired`); null: never.
+             *
+             *     RFC 3339, UTC.
+             */
+            expires_at: string | null;
+            /**
+             * @description The models the key may use: patterns where `*` matches any run of characters
+             *     (e.g. "service/*"); null: every model.
+             */
+            allowed_models: unknown[] | null;
+            /** @description The key's rate limits; each null when not set. */
+            rate_limits: components["schemas"]["switchboard.keys.v1.RateLimits"];
+            /**
+             * @description The key's periodic budgets, each with the spend of its current period and when it resets
+             *     (the `month` entry is `monthly_spend_cap_usd`).
+             */
+            spend_limits: components["schemas"]["switchboard.keys.v1.SpendLimitStatus"][];
+            /** @description The key this one was rotated from; null for a key created with POST /v1/keys. */
+            rotated_from: string | null;
+            /**
+             * @description Percents of each budget at which a spend alert is sent (1 to 10 distinct values, ascending);
+             *     empty without an alert webhook.
+             */
+            alert_thresholds_pct: number[];
         };
         /**
          * ListKeysResponse
@@ -4398,7 +4713,35 @@ export interface components {
          *           "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
          *           "created_at": "2026-11-02T08:15:00Z",
          *           "last_used_at": "2026-11-24T09:30:00Z",
-         *           "revoked_at": null
+         *           "revoked_at": null,
+         *           "scopes": [
+         *             "inference",
+         *             "read",
+         *             "manage"
+         *           ],
+         *           "expires_at": null,
+         *           "allowed_models": [
+         *             "service/*"
+         *           ],
+         *           "rate_limits": {
+         *             "requests_per_minute": 60,
+         *             "tokens_per_minute": null,
+         *             "max_concurrent": null
+         *           },
+         *           "spend_limits": [
+         *             {
+         *               "period": "month",
+         *               "amount_usd": "50.00",
+         *               "spend_usd": "12.4375",
+         *               "remaining_usd": "37.5625",
+         *               "resets_at": "2026-12-01T00:00:00Z"
+         *             }
+         *           ],
+         *           "rotated_from": null,
+         *           "alert_thresholds_pct": [
+         *             80,
+         *             100
+         *           ]
          *         }
          *       ],
          *       "has_more": true,
@@ -4412,6 +4755,73 @@ export interface components {
             has_more: boolean;
             /** @description The cursor of the next page, to pass as `after`; null on the last page. */
             next_cursor: string | null;
+        };
+        /**
+         * RateLimits
+         * @description A key's rate limits (docs/api/keys.md#rate-limits): positive whole numbers, or null for none.
+         * @example {
+         *       "requests_per_minute": 60,
+         *       "tokens_per_minute": 100000,
+         *       "max_concurrent": 4
+         *     }
+         */
+        "switchboard.keys.v1.RateLimits": {
+            /**
+             * Format: int32
+             * @description Requests per UTC minute.
+             */
+            requests_per_minute: number | null;
+            /**
+             * Format: int32
+             * @description Tokens (prompt and completion) per UTC minute: a request counts its estimate when admitted,
+             *     corrected by its actual usage.
+             */
+            tokens_per_minute: number | null;
+            /**
+             * Format: int32
+             * @description Requests in progress at once.
+             */
+            max_concurrent: number | null;
+        };
+        /**
+         * RotateKeyRequest
+         * @description The key to rotate, and how long the old one keeps working.
+         * @example {
+         *       "grace_period_seconds": 3600
+         *     }
+         */
+        "switchboard.keys.v1.RotateKeyRequest": {
+            /**
+             * @description How long the old key keeps working: 0 to 604800 seconds (7 days); default 86400 (24 hours).
+             *
+             *     Any JSON value.
+             */
+            grace_period_seconds?: unknown;
+        };
+        /**
+         * RotateKeyResponse
+         * @description The new key (full key shown this once) and the old one with its new expiry.
+         * @example {
+         *       "full_key": "sb_ExampleOnly0NotARealKey00000000000000000000x7a1b2",
+         *       "key": {
+         *         "key_id": "key_9Rn3yW0qMs5UaL9xOd4ZcB",
+         *         "name": "Production",
+         *         "rotated_from": "key_7Qm2xV9pLr4TzK8wNc3YbA"
+         *       },
+         *       "previous": {
+         *         "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+         *         "name": "Production",
+         *         "expires_at": "2026-11-27T09:30:00Z"
+         *       }
+         *     }
+         */
+        "switchboard.keys.v1.RotateKeyResponse": {
+            /** @description The new full key, shown only in this answer. */
+            full_key: string;
+            /** @description The new key. */
+            key: components["schemas"]["switchboard.keys.v1.Key"];
+            /** @description The old key, with `expires_at` at the end of the grace period. */
+            previous: components["schemas"]["switchboard.keys.v1.Key"];
         };
         /**
          * SetAlertWebhookRequest
@@ -4430,9 +4840,14 @@ export interface components {
             /**
              * Format: int32
              * @description Percent of the cap (1 to 100) at which the first alert is sent (default 80); a second one is
-             *     sent when the cap is reached.
+             *     sent when the cap is reached. Same as `thresholds_pct: [threshold_pct, 100]`.
              */
             threshold_pct?: number;
+            /**
+             * @description 1 to 10 distinct percents (1 to 100) of each budget at which an alert is sent, once per
+             *     budget period each; default `[80, 100]`. Not together with `threshold_pct`.
+             */
+            thresholds_pct?: number[];
         };
         /**
          * SetRoutingPolicyRequest
@@ -4446,15 +4861,124 @@ export interface components {
             routing_policy?: string;
         };
         /**
-         * UpdateKeyRequest
-         * @description A key's new name.
+         * SpendLimit
+         * @description One periodic budget as given: a period and its limit.
          * @example {
-         *       "name": "Staging"
+         *       "period": "day",
+         *       "amount_usd": "5.00"
+         *     }
+         */
+        "switchboard.keys.v1.SpendLimit": {
+            /** @description `day`, `week` (starting Monday), `month` (UTC) or `total` (never resets). */
+            period: string;
+            /**
+             * @description The limit in USD: a non-negative plain decimal string, kept as given.
+             *
+             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
+             */
+            amount_usd: number | string;
+        };
+        /**
+         * SpendLimitStatus
+         * @description One periodic budget with where it stands.
+         * @example {
+         *       "period": "day",
+         *       "amount_usd": "5.00",
+         *       "spend_usd": "1.25",
+         *       "remaining_usd": "3.75",
+         *       "resets_at": "2026-11-27T00:00:00Z"
+         *     }
+         */
+        "switchboard.keys.v1.SpendLimitStatus": {
+            /** @description `day`, `week`, `month` or `total`. */
+            period: string;
+            /**
+             * @description The limit in USD, as set.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            amount_usd: string;
+            /**
+             * @description The spend of the current period (decimal string).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            spend_usd: string;
+            /**
+             * @description The limit less the spend, never below 0 (decimal string).
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            remaining_usd: string;
+            /**
+             * Format: date-time
+             * @description When the period ends and its spend starts again from 0; null for `total`.
+             *
+             *     RFC 3339, UTC.
+             */
+            resets_at: string | null;
+        };
+        /**
+         * UpdateKeyRequest
+         * @description The fields of a key to change: what is left out stays as it is, `null` clears.
+         * @example {
+         *       "name": "Staging",
+         *       "expires_at": "2027-01-01T00:00:00Z",
+         *       "rate_limits": {
+         *         "requests_per_minute": 60
+         *       }
          *     }
          */
         "switchboard.keys.v1.UpdateKeyRequest": {
             /** @description The new display name: 1 to 100 characters after trimming surrounding spaces. */
-            name: string;
+            name?: string;
+            /**
+             * @description A non-empty array of distinct scopes among `inference`, `read` and `manage`. With an API key,
+             *     only scopes it has itself may be granted.
+             *
+             *     Any JSON value.
+             */
+            scopes?: unknown;
+            /**
+             * @description RFC 3339 time in the future, or null for never.
+             *
+             *     Any JSON value.
+             */
+            expires_at?: unknown;
+            /**
+             * @description null (every model) or an array of 1 to 50 model patterns of 1 to 200 characters.
+             *
+             *     Any JSON value.
+             */
+            allowed_models?: unknown;
+            /**
+             * @description The whole set of rate limits (`requests_per_minute`, `tokens_per_minute`,
+             *     `max_concurrent`: positive whole numbers or null), replacing the previous one; null removes
+             *     them all.
+             *
+             *     Any JSON value.
+             */
+            rate_limits?: unknown;
+        };
+        /**
+         * UpdateKeySpendLimitsRequest
+         * @description A key's new periodic budgets.
+         * @example {
+         *       "spend_limits": [
+         *         {
+         *           "period": "day",
+         *           "amount_usd": "5.00"
+         *         },
+         *         {
+         *           "period": "month",
+         *           "amount_usd": "100.00"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.keys.v1.UpdateKeySpendLimitsRequest": {
+            /** @description At most one limit per period; an empty array removes them all. */
+            spend_limits?: components["schemas"]["switchboard.keys.v1.SpendLimit"][];
         };
         /**
          * UpdateSpendCapRequest
@@ -4473,6 +4997,41 @@ export interface components {
             monthly_spend_cap_usd?: string;
             /** @description `true` removes the cap (the key is then never blocked for its spend). */
             clear?: boolean;
+        };
+        /**
+         * UpdateWorkspaceSpendLimitsRequest
+         * @description The workspace's new periodic budgets.
+         * @example {
+         *       "spend_limits": [
+         *         {
+         *           "period": "month",
+         *           "amount_usd": "500.00"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.keys.v1.UpdateWorkspaceSpendLimitsRequest": {
+            /** @description At most one limit per period; an empty array removes them all. */
+            spend_limits?: components["schemas"]["switchboard.keys.v1.SpendLimit"][];
+        };
+        /**
+         * WorkspaceSpendLimits
+         * @description The workspace's periodic budgets and where each stands.
+         * @example {
+         *       "spend_limits": [
+         *         {
+         *           "period": "month",
+         *           "amount_usd": "500.00",
+         *           "spend_usd": "42.10",
+         *           "remaining_usd": "457.90",
+         *           "resets_at": "2026-12-01T00:00:00Z"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.keys.v1.WorkspaceSpendLimits": {
+            /** @description One entry per period the workspace has a limit for. */
+            spend_limits: components["schemas"]["switchboard.keys.v1.SpendLimitStatus"][];
         };
         /**
          * CreateWebhookRequest
@@ -5528,6 +6087,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -5541,7 +6101,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6082,6 +6642,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -6095,7 +6656,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6109,6 +6670,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
@@ -6232,6 +6794,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -6245,7 +6808,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6399,6 +6962,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -6412,7 +6976,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6426,6 +6990,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              *     - `reauthentication_failed`: `current_password` is wrong.
              */
@@ -6579,6 +7144,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -6592,7 +7158,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6606,6 +7172,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
@@ -6724,6 +7291,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -6737,7 +7305,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -6938,6 +7506,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -6951,7 +7520,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -7131,6 +7700,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -7144,7 +7714,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -7330,6 +7900,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -7343,7 +7914,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -7534,6 +8105,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -7547,7 +8119,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -7744,6 +8316,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -7757,7 +8330,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -7874,6 +8447,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -7887,7 +8461,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8031,6 +8605,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8044,7 +8619,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8058,6 +8633,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
             403: {
@@ -8181,6 +8757,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8194,7 +8771,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8365,6 +8942,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8378,7 +8956,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8392,6 +8970,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -8497,6 +9076,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8510,7 +9090,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8668,6 +9248,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8681,7 +9262,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8695,6 +9276,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -8825,6 +9407,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -8838,7 +9421,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -8852,6 +9435,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -9016,6 +9600,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9029,7 +9614,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9043,6 +9628,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -9183,6 +9769,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9196,7 +9783,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9387,6 +9974,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9400,7 +9988,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9414,6 +10002,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -9521,6 +10110,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9534,7 +10124,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9548,6 +10138,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -9692,6 +10283,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9705,7 +10297,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -9719,6 +10311,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -9888,6 +10481,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -9901,7 +10495,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10058,7 +10652,35 @@ export interface operations {
                      *           "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *           "created_at": "2026-11-02T08:15:00Z",
                      *           "last_used_at": "2026-11-24T09:30:00Z",
-                     *           "revoked_at": null
+                     *           "revoked_at": null,
+                     *           "scopes": [
+                     *             "inference",
+                     *             "read",
+                     *             "manage"
+                     *           ],
+                     *           "expires_at": null,
+                     *           "allowed_models": [
+                     *             "service/*"
+                     *           ],
+                     *           "rate_limits": {
+                     *             "requests_per_minute": 60,
+                     *             "tokens_per_minute": null,
+                     *             "max_concurrent": null
+                     *           },
+                     *           "spend_limits": [
+                     *             {
+                     *               "period": "month",
+                     *               "amount_usd": "50.00",
+                     *               "spend_usd": "12.4375",
+                     *               "remaining_usd": "37.5625",
+                     *               "resets_at": "2026-12-01T00:00:00Z"
+                     *             }
+                     *           ],
+                     *           "rotated_from": null,
+                     *           "alert_thresholds_pct": [
+                     *             80,
+                     *             100
+                     *           ]
                      *         }
                      *       ],
                      *       "has_more": true,
@@ -10092,6 +10714,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10105,7 +10728,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10119,6 +10742,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -10222,7 +10846,30 @@ export interface operations {
                      *         "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *         "created_at": "2026-11-24T09:30:00Z",
                      *         "last_used_at": null,
-                     *         "revoked_at": null
+                     *         "revoked_at": null,
+                     *         "scopes": [
+                     *           "inference",
+                     *           "read",
+                     *           "manage"
+                     *         ],
+                     *         "expires_at": null,
+                     *         "allowed_models": null,
+                     *         "rate_limits": {
+                     *           "requests_per_minute": null,
+                     *           "tokens_per_minute": null,
+                     *           "max_concurrent": null
+                     *         },
+                     *         "spend_limits": [
+                     *           {
+                     *             "period": "month",
+                     *             "amount_usd": "50.00",
+                     *             "spend_usd": "0",
+                     *             "remaining_usd": "50.00",
+                     *             "resets_at": "2026-12-01T00:00:00Z"
+                     *           }
+                     *         ],
+                     *         "rotated_from": null,
+                     *         "alert_thresholds_pct": []
                      *       }
                      *     }
                      */
@@ -10254,6 +10901,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10267,7 +10915,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10281,6 +10929,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs, or `scopes` names one it lacks itself (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -10402,7 +11051,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -10432,6 +11107,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10445,7 +11121,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10459,6 +11135,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -10553,7 +11230,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -10583,6 +11286,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10596,7 +11300,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10610,6 +11314,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -10681,11 +11386,15 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 /**
                  * @example {
-                 *       "name": "Staging"
+                 *       "name": "Staging",
+                 *       "expires_at": "2027-01-01T00:00:00Z",
+                 *       "rate_limits": {
+                 *         "requests_per_minute": 60
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["switchboard.keys.v1.UpdateKeyRequest"];
@@ -10713,7 +11422,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -10744,6 +11479,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10757,7 +11493,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10771,6 +11507,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs, or `scopes` names one it lacks itself (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -10916,7 +11653,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -10947,6 +11710,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -10960,7 +11724,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -10974,6 +11738,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11120,7 +11885,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -11151,6 +11942,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -11164,7 +11956,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -11178,6 +11970,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11314,7 +12107,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -11344,6 +12163,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -11357,7 +12177,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -11371,6 +12191,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11488,7 +12309,33 @@ export interface operations {
                      *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
                      *       "created_at": "2026-11-02T08:15:00Z",
                      *       "last_used_at": "2026-11-24T09:30:00Z",
-                     *       "revoked_at": null
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
@@ -11519,6 +12366,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -11532,7 +12380,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -11546,6 +12394,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11579,6 +12428,942 @@ export interface operations {
              *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
              */
             409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    KeyService_UpdateKeySpendLimits: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path: {
+                /** @description The key's id ("key_…"). */
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "spend_limits": [
+                 *         {
+                 *           "period": "day",
+                 *           "amount_usd": "5.00"
+                 *         },
+                 *         {
+                 *           "period": "month",
+                 *           "amount_usd": "100.00"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["switchboard.keys.v1.UpdateKeySpendLimitsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+                     *       "name": "Production",
+                     *       "hint": "sb_…a1b2",
+                     *       "status": "active",
+                     *       "monthly_spend_cap_usd": "50.00",
+                     *       "month_to_date_spend_usd": "12.4375",
+                     *       "alert_webhook_url": "https://alerts.example.com/switchboard",
+                     *       "alert_threshold_pct": 80,
+                     *       "routing_policy": "any",
+                     *       "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
+                     *       "created_at": "2026-11-02T08:15:00Z",
+                     *       "last_used_at": "2026-11-24T09:30:00Z",
+                     *       "revoked_at": null,
+                     *       "scopes": [
+                     *         "inference",
+                     *         "read",
+                     *         "manage"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": null,
+                     *       "rate_limits": {
+                     *         "requests_per_minute": null,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "50.00",
+                     *           "spend_usd": "12.4375",
+                     *           "remaining_usd": "37.5625",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ],
+                     *       "rotated_from": null,
+                     *       "alert_thresholds_pct": [
+                     *         80,
+                     *         100
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.keys.v1.Key"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_json`: The body is not valid JSON.
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it, e.g. `spend_limits[1].amount_usd`): `spend_limits` is missing, has more than 4 entries or two for one period, a `period` is not `day`, `week`, `month` or `total`, or an `amount_usd` is not a non-negative plain decimal string.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             *     - `key_not_found`: No key with this id in the workspace of the request.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Conflicts with the current state.
+             *
+             *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    KeyService_RotateKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path: {
+                /** @description The key's id ("key_…"). */
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "grace_period_seconds": 3600
+                 *     }
+                 */
+                "application/json": components["schemas"]["switchboard.keys.v1.RotateKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "full_key": "sb_ExampleOnly0NotARealKey00000000000000000000x7a1b2",
+                     *       "key": {
+                     *         "key_id": "key_9Rn3yW0qMs5UaL9xOd4ZcB",
+                     *         "name": "Production",
+                     *         "rotated_from": "key_7Qm2xV9pLr4TzK8wNc3YbA"
+                     *       },
+                     *       "previous": {
+                     *         "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+                     *         "name": "Production",
+                     *         "expires_at": "2026-11-27T09:30:00Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.keys.v1.RotateKeyResponse"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_json`: The body is not valid JSON.
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `grace_period_seconds` is not a whole number from 0 to 604800.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`). Also: Called with an API key that lacks one of the scopes of the key to rotate.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             *     - `key_not_found`: No key with this id in the workspace of the request.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Conflicts with the current state.
+             *
+             *     - `key_revoked`: The key is revoked or expired; it cannot be rotated.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    KeyService_GetCurrentKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+                     *       "name": "Production",
+                     *       "scopes": [
+                     *         "inference"
+                     *       ],
+                     *       "expires_at": null,
+                     *       "allowed_models": [
+                     *         "service/*"
+                     *       ],
+                     *       "rate_limits": {
+                     *         "requests_per_minute": 60,
+                     *         "tokens_per_minute": null,
+                     *         "max_concurrent": null
+                     *       },
+                     *       "routing_policy": "any",
+                     *       "spend": [
+                     *         {
+                     *           "period": "day",
+                     *           "limit_usd": "5.00",
+                     *           "spend_usd": "1.25",
+                     *           "remaining_usd": "3.75",
+                     *           "resets_at": "2026-11-27T00:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.keys.v1.CurrentKey"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             *     - `api_key_required`: The request is authenticated with a user's access token, not an API key.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    SpendLimitService_GetWorkspaceSpendLimits: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "500.00",
+                     *           "spend_usd": "42.10",
+                     *           "remaining_usd": "457.90",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.keys.v1.WorkspaceSpendLimits"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    SpendLimitService_UpdateWorkspaceSpendLimits: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "spend_limits": [
+                 *         {
+                 *           "period": "month",
+                 *           "amount_usd": "500.00"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["switchboard.keys.v1.UpdateWorkspaceSpendLimitsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "spend_limits": [
+                     *         {
+                     *           "period": "month",
+                     *           "amount_usd": "500.00",
+                     *           "spend_usd": "42.10",
+                     *           "remaining_usd": "457.90",
+                     *           "resets_at": "2026-12-01T00:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.keys.v1.WorkspaceSpendLimits"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_json`: The body is not valid JSON.
+             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it, e.g. `spend_limits[0].period`): `spend_limits` is missing, has more than 4 entries or two for one period, a `period` is not `day`, `week`, `month` or `total`, or an `amount_usd` is not a non-negative plain decimal string.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -11699,6 +13484,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -11712,7 +13498,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -11726,6 +13512,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -11915,6 +13702,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -11928,7 +13716,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -11942,6 +13730,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -12071,6 +13860,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12084,7 +13874,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12098,6 +13888,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -12216,6 +14007,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12229,7 +14021,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12243,6 +14035,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -12354,6 +14147,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12367,7 +14161,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12381,6 +14175,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -12506,6 +14301,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12519,7 +14315,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12533,6 +14329,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -12701,6 +14498,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12714,7 +14512,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12728,6 +14526,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -12896,6 +14695,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -12909,7 +14709,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -12923,6 +14723,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13054,6 +14855,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13067,7 +14869,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13081,6 +14883,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13197,6 +15000,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13210,7 +15014,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13224,6 +15028,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13371,6 +15176,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13384,7 +15190,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13398,6 +15204,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13502,6 +15309,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13515,7 +15323,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13529,6 +15337,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13648,6 +15457,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13661,7 +15471,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13675,6 +15485,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13806,6 +15617,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -13819,7 +15631,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -13833,6 +15645,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -13999,6 +15812,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -14012,7 +15826,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -14026,6 +15840,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -14149,6 +15964,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -14162,7 +15978,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -14176,6 +15992,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -14319,6 +16136,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -14332,7 +16150,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -14346,6 +16164,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -14474,6 +16293,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -14487,7 +16307,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -14501,6 +16321,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15182,6 +17003,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15195,7 +17017,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -15209,6 +17031,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15338,6 +17161,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15351,7 +17175,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -15365,6 +17189,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15511,6 +17336,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15524,7 +17350,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -15538,6 +17364,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15643,6 +17470,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15656,7 +17484,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -15670,6 +17498,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15799,6 +17628,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -15812,7 +17642,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -15826,6 +17656,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -15993,6 +17824,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -16006,7 +17838,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16020,6 +17852,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -16147,6 +17980,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -16160,7 +17994,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16174,6 +18008,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -16359,6 +18194,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -16372,7 +18208,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16386,6 +18222,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -16553,6 +18390,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -16566,7 +18404,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16580,6 +18418,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -16725,6 +18564,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -16738,7 +18578,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16752,6 +18592,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -16889,6 +18730,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -16902,7 +18744,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -16916,6 +18758,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17068,6 +18911,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17081,7 +18925,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17095,6 +18939,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17199,6 +19044,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17212,7 +19058,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17226,6 +19072,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17366,6 +19213,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17379,7 +19227,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17393,6 +19241,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17556,6 +19405,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17569,7 +19419,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17583,6 +19433,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17750,6 +19601,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17763,7 +19615,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -17777,6 +19629,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -17977,6 +19830,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -17990,7 +19844,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -18004,6 +19858,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -18139,6 +19994,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -18152,7 +20008,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -18166,6 +20022,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -18308,6 +20165,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -18321,7 +20179,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -18335,6 +20193,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */
@@ -18501,6 +20360,7 @@ export interface operations {
              *     - `account_deactivated`: The account is deactivated.
              *     - `invalid_api_key`: The API key is not valid.
              *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
              */
             401: {
                 headers: {
@@ -18514,7 +20374,7 @@ export interface operations {
             /**
              * @description Payment required.
              *
-             *     - `spend_cap_exceeded`: The API key reached its monthly spend cap; raise or clear the cap, or wait for `resets_at`.
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
              */
             402: {
                 headers: {
@@ -18528,6 +20388,7 @@ export interface operations {
             /**
              * @description Authenticated but not allowed.
              *
+             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
              *     - `forbidden`: The caller's role in the workspace does not allow this.
              *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
              */

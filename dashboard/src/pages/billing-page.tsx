@@ -17,6 +17,7 @@ import { StatementSection } from './billing/statement-section';
 import { TopUpSection } from './billing/topup-section';
 import { TopupsSection } from './billing/topups-section';
 import { UsageSection } from './billing/usage-section';
+import { WorkspaceBudgetsSection } from './billing/workspace-budgets-section';
 
 /** While the top-up the user came back from is pending (a payment provider confirms after the redirect), look again this often, this many times. */
 const confirmationPollMs = 3_000;
@@ -31,8 +32,8 @@ function isBelow(balance: string, threshold: string): boolean {
 }
 
 /**
- * The workspace's billing: balance, adding funds, saved cards and auto top-up, usage per day and
- * tier, the plan and its advice, the month's statement, the ledger and the top-ups. The payment page links back here with `?workspace_id=&checkout_id=`:
+ * The workspace's billing: balance, adding funds, saved cards and auto top-up, budgets, usage per
+ * day and tier, the plan and its advice, the month's statement, the ledger and the top-ups. The payment page links back here with `?workspace_id=&checkout_id=`:
  * the page opens that workspace and says how the top-up went.
  */
 export function BillingPage() {
@@ -129,6 +130,7 @@ function Billing({ checkoutId }: { checkoutId: string | null }) {
           reloadMoney();
         }}
       />
+      <WorkspaceBudgetsSection />
       <UsageSection />
       <PlanSection />
       <StatementSection refreshKey={statementRefresh} />

@@ -7,12 +7,18 @@ import { Link } from '../router';
 import { useSignedIn } from '../session';
 import { useLoad } from '../use-load';
 import { AlertWebhookSection } from './keys/alert-webhook-section';
+import { AllowedModelsSection } from './keys/allowed-models-section';
+import { BudgetsSection } from './keys/budgets-section';
+import { ExpirySection } from './keys/expiry-section';
+import { scopesLabel } from './keys/key-words';
 import { type Key, KeyStatus } from './keys/keys-section';
 import { NameSection } from './keys/name-section';
+import { RateLimitsSection } from './keys/rate-limits-section';
 import { RevokeSection } from './keys/revoke-section';
+import { RotateSection } from './keys/rotate-section';
 import { RoutingSection } from './keys/routing-section';
+import { ScopesSection } from './keys/scopes-section';
 import { SpendBar } from './keys/spend-bar';
-import { SpendCapSection } from './keys/spend-cap-section';
 
 /** What the sections of an active key's page get: the key, whether the user may change it, and what to call after a change. */
 export interface KeySectionProps {
@@ -22,8 +28,8 @@ export interface KeySectionProps {
 }
 
 /**
- * One key: its facts and month-to-date spend, and its settings (name, cap, spend alerts,
- * routing, revocation). The settings can be changed by the key's creator, and by owners and
+ * One key: its facts and month-to-date spend, and its settings (name, scopes, expiry, allowed
+ * models, rate limits, budgets, spend alerts, routing, rotation, revocation). The settings can be changed by the key's creator, and by owners and
  * admins for any key; a revoked key is read-only.
  */
 export function KeyPage({ params }: { params: Record<string, string> }) {
@@ -52,6 +58,18 @@ export function KeyPage({ params }: { params: Record<string, string> }) {
                     <KeyStatus keyRecord={keyRecord} />
                     {keyRecord.revoked_at && ` since ${formatDateTime(keyRecord.revoked_at)}`}
                   </dd>
+                  <dt>Scopes</dt>
+                  <dd>{scopesLabel(keyRecord.scopes)}</dd>
+                  <dt>Expires</dt>
+                  <dd>{keyRecord.expires_at ? formatDateTime(keyRecord.expires_at) : 'Never'}</dd>
+                  {keyRecord.rotated_from && (
+                    <>
+                      <dt>Rotated from</dt>
+                      <dd>
+                        <Link to={`/keys/${keyRecord.rotated_from}`}>the previous key</Link>
+                      </dd>
+                    </>
+                  )}
                   <dt>Spend this month</dt>
                   <dd>
                     <SpendBar spend={keyRecord.month_to_date_spend_usd} cap={keyRecord.monthly_spend_cap_usd} />
@@ -72,9 +90,14 @@ export function KeyPage({ params }: { params: Record<string, string> }) {
                 )}
               </Section>
               <NameSection {...props} />
-              <SpendCapSection {...props} />
+              <ScopesSection {...props} />
+              <ExpirySection {...props} />
+              <AllowedModelsSection {...props} />
+              <RateLimitsSection {...props} />
+              <BudgetsSection {...props} />
               <AlertWebhookSection {...props} />
               <RoutingSection {...props} />
+              {props.canManage && <RotateSection {...props} />}
               {props.canManage && <RevokeSection {...props} />}
             </>
           );

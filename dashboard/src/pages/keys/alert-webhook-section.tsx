@@ -6,27 +6,42 @@ import { Form, fieldError } from '../../components/form';
 import { Notice } from '../../components/notice';
 import { Section } from '../../components/section';
 import { compareDecimals } from '../../decimal';
+import { indexInList, retargetFieldError } from '../../error-fields';
 import { useSignedIn } from '../../session';
 import type { KeySectionProps } from '../key-page';
+import { percentsLabel } from './key-words';
 
 /**
- * The HTTPS endpoint that receives the key's spend alerts (`key.spend_alert`): one at the
- * threshold, one at the cap. Each save issues a new signing secret, shown here once.
+ * The HTTPS endpoint that receives the key's spend alerts (`key.spend_alert`): one at each
+ * threshold, a percent of each budget, once per budget period. Each save issues a new signing
+ * secret, shown here once.
  */
 export function AlertWebhookSection({ keyRecord, canManage, onChanged }: KeySectionProps) {
   const { client } = useSignedIn();
   const [url, setUrl] = useState(keyRecord.alert_webhook_url ?? '');
-  const [threshold, setThreshold] = useState(String(keyRecord.alert_threshold_pct ?? 80));
+  const [thresholds, setThresholds] = useState(keyRecord.alert_thresholds_pct.join(', '));
   const [secret, setSecret] = useState<string>();
   const [notice, setNotice] = useState<string>();
   const path = { key_id: keyRecord.key_id };
-  const cap = keyRecord.monthly_spend_cap_usd;
+  const budgeted = keyRecord.spend_limits.some((limit) => compareDecimals(limit.amount_usd, '0') > 0);
   const save = async () => {
     setNotice(undefined);
     setSecret(undefined);
-    const pct = threshold.trim();
-    if (!/^\d+$/.test(pct)) throw fieldError('threshold_pct', 'The threshold must be a whole number from 1 to 100.');
-    const key = await client.put('/v1/keys/{key_id}/alert-webhook', { params: { path }, body: { url: url.trim(), threshold_pct: Number(pct) } });
+    const typed = thresholds
+      .split(',')
+      .map((pct) => pct.trim())
+      .filter(Boolean);
+    if (!typed.every((pct) => /^\d+$/.test(pct)))
+      throw fieldError('thresholds_pct', 'The thresholds must be whole percents from 1 to 100, separated by commas.');
+    // None typed: left out, so the API's default (80 and 100) applies.
+    const body = { url: url.trim(), ...(typed.length ? { thresholds_pct: typed.map(Number) } : {}) };
+    const key = await client.put('/v1/keys/{key_id}/alert-webhook', { params: { path }, body }).catch((error: unknown) => {
+      // `thresholds_pct[i]` is the i-th percent typed: the message says which, the input holds them all.
+      throw retargetFieldError(error, (field) => {
+        const index = indexInList(field, 'thresholds_pct');
+        return index === undefined ? undefined : { field: 'thresholds_pct', mention: `Threshold ${index + 1} of thresholds_pct` };
+      });
+    });
     setSecret(key.signing_secret ?? undefined);
     onChanged();
   };
@@ -42,14 +57,15 @@ export function AlertWebhookSection({ keyRecord, canManage, onChanged }: KeySect
       <p>
         {keyRecord.alert_webhook_url ? (
           <>
-            Alerts go to <code>{keyRecord.alert_webhook_url}</code> when this month's spend reaches {keyRecord.alert_threshold_pct}% of the cap, and again at
-            the cap (once each per month), signed as Standard Webhooks.
+            Alerts go to <code>{keyRecord.alert_webhook_url}</code> when the spend of a budget period reaches{' '}
+            <span data-testid="alert-thresholds">{percentsLabel(keyRecord.alert_thresholds_pct)}</span> of its limit (once each per period), signed as Standard
+            Webhooks.
           </>
         ) : (
           'No alert webhook: no spend alerts are sent for this key.'
         )}
       </p>
-      {(cap === null || compareDecimals(cap, '0') === 0) && <p className="hint">Alerts are sent only while the key has a cap above zero.</p>}
+      {!budgeted && <p className="hint">Alerts are sent only for budgets above zero: set one under Budgets.</p>}
       {secret && (
         <CopyOnce
           label="Signing secret of the alert webhook"
@@ -75,13 +91,20 @@ export function AlertWebhookSection({ keyRecord, canManage, onChanged }: KeySect
               onChange={setUrl}
               required
             />
-            <Field name="threshold_pct" label="First alert at (% of the cap)" hint="1 to 100." inputMode="numeric" value={threshold} onChange={setThreshold} />
+            <Field
+              name="thresholds_pct"
+              label="Alert thresholds (% of each budget)"
+              hint="1 to 10 different whole percents from 1 to 100, separated by commas, e.g. 50, 80, 100. Empty: 80, 100."
+              inputMode="numeric"
+              value={thresholds}
+              onChange={setThresholds}
+            />
           </Form>
           {keyRecord.alert_webhook_url && (
             <div className="secondary-action">
               <ConfirmAction
                 label="Remove the webhook"
-                question="Stop sending spend alerts for this key? Its signing secret is deleted; the cap stays."
+                question="Stop sending spend alerts for this key? Its signing secret is deleted; the budgets stay."
                 confirmLabel="Yes, remove it"
                 onConfirm={remove}
               />

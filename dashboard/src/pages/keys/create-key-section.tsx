@@ -5,12 +5,17 @@ import { Form } from '../../components/form';
 import { Section } from '../../components/section';
 import { Link } from '../../router';
 import { useSignedIn } from '../../session';
+import { keyScopes } from './key-words';
 import { routingPolicies } from './routing-policies';
+import { ScopesField } from './scopes-section';
 
 type Created = { keyId: string; name: string; fullKey: string };
 
+const allScopes = keyScopes.map(({ scope }) => scope);
+
 /**
- * A new key: its name, optionally a monthly cap and a routing policy. The full key of the answer
+ * A new key: its name, what it may do (all three scopes unless unticked), optionally a monthly
+ * cap and a routing policy; its other limits are set on its page. The full key of the answer
  * is shown once, kept in this component's state only: it is gone when the page is left.
  */
 export function CreateKeySection({ onCreated }: { onCreated(): void }) {
@@ -18,16 +23,18 @@ export function CreateKeySection({ onCreated }: { onCreated(): void }) {
   const [name, setName] = useState('');
   const [cap, setCap] = useState('');
   const [routing, setRouting] = useState('any');
+  const [scopes, setScopes] = useState<string[]>(allScopes);
   const [created, setCreated] = useState<Created>();
   const submit = async () => {
     const { full_key, key } = await client.post('/v1/keys', {
-      body: { name, routing_policy: routing, ...(cap.trim() ? { monthly_spend_cap_usd: cap.trim() } : {}) },
+      body: { name, scopes, routing_policy: routing, ...(cap.trim() ? { monthly_spend_cap_usd: cap.trim() } : {}) },
     });
     if (!key) throw new Error('The key was created, but the answer did not describe it: find it in the list below.');
     setCreated({ keyId: key.key_id, name: key.name, fullKey: full_key });
     setName('');
     setCap('');
     setRouting('any');
+    setScopes(allScopes);
     onCreated();
   };
   return (
@@ -61,6 +68,7 @@ export function CreateKeySection({ onCreated }: { onCreated(): void }) {
             value={cap}
             onChange={setCap}
           />
+          <ScopesField value={scopes} onChange={setScopes} />
           <Field name="routing_policy" label="Where its requests may be served" options={routingPolicies} value={routing} onChange={setRouting} required />
         </Form>
       )}

@@ -9,6 +9,7 @@ import { formatDate, formatDateTime } from '../../format';
 import { Link } from '../../router';
 import { useSignedIn } from '../../session';
 import { usePages } from '../../use-pages';
+import { isExpired, keyScopes, scopesLabel } from './key-words';
 import { routingPolicyLabel } from './routing-policies';
 import { SpendBar } from './spend-bar';
 
@@ -20,7 +21,7 @@ const filters = [
   { value: 'revoked', label: 'Revoked' },
 ];
 
-/** The workspace's keys, newest first, a page at a time, with their status and this month's spend. */
+/** The workspace's keys, newest first, a page at a time, with their status (and expiry), scopes when not all, and this month's spend. */
 export function KeysSection({ version }: { version: number }) {
   const { client } = useSignedIn();
   const [status, setStatus] = useState('');
@@ -53,12 +54,16 @@ export function KeysSection({ version }: { version: number }) {
                     <th scope="row">
                       <Link to={`/keys/${key.key_id}`}>{key.name}</Link>
                       <div className="muted small">Created {formatDate(key.created_at)}</div>
+                      {key.scopes.length < keyScopes.length && <div className="muted small">Scopes: {scopesLabel(key.scopes)}</div>}
                     </th>
                     <td className="nowrap">
                       <code>{key.hint}</code>
                     </td>
                     <td className="nowrap">
                       <KeyStatus keyRecord={key} />
+                      {key.status === 'active' && key.expires_at && !isExpired(key.expires_at) && (
+                        <div className="muted small">until {formatDateTime(key.expires_at)}</div>
+                      )}
                     </td>
                     <td className="spend-cell">
                       <SpendBar spend={key.month_to_date_spend_usd} cap={key.monthly_spend_cap_usd} />
@@ -77,6 +82,8 @@ export function KeysSection({ version }: { version: number }) {
   );
 }
 
+/** The key's standing: revoked, expired (its status stays `active`: status is about revocation), or active. */
 export function KeyStatus({ keyRecord }: { keyRecord: Key }) {
-  return keyRecord.status === 'active' ? <span className="badge ok">active</span> : <span className="badge bad">revoked</span>;
+  if (keyRecord.status !== 'active') return <span className="badge bad">revoked</span>;
+  return isExpired(keyRecord.expires_at) ? <span className="badge bad">expired</span> : <span className="badge ok">active</span>;
 }

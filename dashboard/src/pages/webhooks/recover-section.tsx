@@ -3,14 +3,9 @@ import { Field } from '../../components/field';
 import { Form, fieldError } from '../../components/form';
 import { Notice } from '../../components/notice';
 import { Section } from '../../components/section';
+import { localInputValue } from '../../format';
 import { useSignedIn } from '../../session';
 import type { Webhook } from './webhook-status';
-
-/** `date` as the value of a datetime-local input: the reader's local time, to the minute. */
-function localInputValue(date: Date): string {
-  const local = new Date(date.getTime() - date.getTimezoneOffset() * 60_000);
-  return local.toISOString().slice(0, 16);
-}
 
 /** Sending again every failed or exhausted delivery created since a time (after the receiver was down). */
 export function RecoverSection({ webhook, onRecovered }: { webhook: Webhook; onRecovered(): void }) {
