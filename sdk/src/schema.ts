@@ -4806,12 +4806,74 @@ export interface components {
          *       "key": {
          *         "key_id": "key_9Rn3yW0qMs5UaL9xOd4ZcB",
          *         "name": "Production",
-         *         "rotated_from": "key_7Qm2xV9pLr4TzK8wNc3YbA"
+         *         "hint": "sb_…b2c3",
+         *         "status": "active",
+         *         "monthly_spend_cap_usd": "50.00",
+         *         "month_to_date_spend_usd": "12.4375",
+         *         "alert_webhook_url": null,
+         *         "alert_threshold_pct": null,
+         *         "routing_policy": "any",
+         *         "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
+         *         "created_at": "2026-11-26T09:30:00Z",
+         *         "last_used_at": null,
+         *         "revoked_at": null,
+         *         "scopes": [
+         *           "inference"
+         *         ],
+         *         "expires_at": null,
+         *         "allowed_models": null,
+         *         "rate_limits": {
+         *           "requests_per_minute": 60,
+         *           "tokens_per_minute": null,
+         *           "max_concurrent": null
+         *         },
+         *         "spend_limits": [
+         *           {
+         *             "period": "month",
+         *             "amount_usd": "50.00",
+         *             "spend_usd": "12.4375",
+         *             "remaining_usd": "37.5625",
+         *             "resets_at": "2026-12-01T00:00:00Z"
+         *           }
+         *         ],
+         *         "rotated_from": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+         *         "alert_thresholds_pct": []
          *       },
          *       "previous": {
          *         "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
          *         "name": "Production",
-         *         "expires_at": "2026-11-27T09:30:00Z"
+         *         "hint": "sb_…a1b2",
+         *         "status": "active",
+         *         "monthly_spend_cap_usd": "50.00",
+         *         "month_to_date_spend_usd": "12.4375",
+         *         "alert_webhook_url": null,
+         *         "alert_threshold_pct": null,
+         *         "routing_policy": "any",
+         *         "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
+         *         "created_at": "2026-11-02T08:15:00Z",
+         *         "last_used_at": null,
+         *         "revoked_at": null,
+         *         "scopes": [
+         *           "inference"
+         *         ],
+         *         "expires_at": "2026-11-27T09:30:00Z",
+         *         "allowed_models": null,
+         *         "rate_limits": {
+         *           "requests_per_minute": 60,
+         *           "tokens_per_minute": null,
+         *           "max_concurrent": null
+         *         },
+         *         "spend_limits": [
+         *           {
+         *             "period": "month",
+         *             "amount_usd": "50.00",
+         *             "spend_usd": "12.4375",
+         *             "remaining_usd": "37.5625",
+         *             "resets_at": "2026-12-01T00:00:00Z"
+         *           }
+         *         ],
+         *         "rotated_from": null,
+         *         "alert_thresholds_pct": []
          *       }
          *     }
          */
@@ -12772,12 +12834,74 @@ export interface operations {
                      *       "key": {
                      *         "key_id": "key_9Rn3yW0qMs5UaL9xOd4ZcB",
                      *         "name": "Production",
-                     *         "rotated_from": "key_7Qm2xV9pLr4TzK8wNc3YbA"
+                     *         "hint": "sb_…b2c3",
+                     *         "status": "active",
+                     *         "monthly_spend_cap_usd": "50.00",
+                     *         "month_to_date_spend_usd": "12.4375",
+                     *         "alert_webhook_url": null,
+                     *         "alert_threshold_pct": null,
+                     *         "routing_policy": "any",
+                     *         "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
+                     *         "created_at": "2026-11-26T09:30:00Z",
+                     *         "last_used_at": null,
+                     *         "revoked_at": null,
+                     *         "scopes": [
+                     *           "inference"
+                     *         ],
+                     *         "expires_at": null,
+                     *         "allowed_models": null,
+                     *         "rate_limits": {
+                     *           "requests_per_minute": 60,
+                     *           "tokens_per_minute": null,
+                     *           "max_concurrent": null
+                     *         },
+                     *         "spend_limits": [
+                     *           {
+                     *             "period": "month",
+                     *             "amount_usd": "50.00",
+                     *             "spend_usd": "12.4375",
+                     *             "remaining_usd": "37.5625",
+                     *             "resets_at": "2026-12-01T00:00:00Z"
+                     *           }
+                     *         ],
+                     *         "rotated_from": "key_7Qm2xV9pLr4TzK8wNc3YbA",
+                     *         "alert_thresholds_pct": []
                      *       },
                      *       "previous": {
                      *         "key_id": "key_7Qm2xV9pLr4TzK8wNc3YbA",
                      *         "name": "Production",
-                     *         "expires_at": "2026-11-27T09:30:00Z"
+                     *         "hint": "sb_…a1b2",
+                     *         "status": "active",
+                     *         "monthly_spend_cap_usd": "50.00",
+                     *         "month_to_date_spend_usd": "12.4375",
+                     *         "alert_webhook_url": null,
+                     *         "alert_threshold_pct": null,
+                     *         "routing_policy": "any",
+                     *         "created_by": "usr_4fH8kL2mQ9rT6vW1xZ3aBc",
+                     *         "created_at": "2026-11-02T08:15:00Z",
+                     *         "last_used_at": null,
+                     *         "revoked_at": null,
+                     *         "scopes": [
+                     *           "inference"
+                     *         ],
+                     *         "expires_at": "2026-11-27T09:30:00Z",
+                     *         "allowed_models": null,
+                     *         "rate_limits": {
+                     *           "requests_per_minute": 60,
+                     *           "tokens_per_minute": null,
+                     *           "max_concurrent": null
+                     *         },
+                     *         "spend_limits": [
+                     *           {
+                     *             "period": "month",
+                     *             "amount_usd": "50.00",
+                     *             "spend_usd": "12.4375",
+                     *             "remaining_usd": "37.5625",
+                     *             "resets_at": "2026-12-01T00:00:00Z"
+                     *           }
+                     *         ],
+                     *         "rotated_from": null,
+                     *         "alert_thresholds_pct": []
                      *       }
                      *     }
                      */
