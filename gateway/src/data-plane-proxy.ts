@@ -17,7 +17,9 @@ const forwardedRequestHeaders = ['authorization', 'content-type', 'content-lengt
  * and its own X-Service-Overhead-Ms). A JSON answer keeps its Content-Length: its body passes
  * through unchanged, so it need not be re-framed in chunks with a last empty one after it.
  */
-const forwardedResponseHeaders = ['content-type', 'content-length', 'cache-control', 'retry-after', 'x-service-generation-id'];
+/** The rate-limit headers of a key with limits (docs/api/front-door.md#rate-limits), OpenAI's names. */
+const rateLimitHeaders = ['requests', 'tokens'].flatMap((kind) => ['limit', 'remaining', 'reset'].map((what) => `x-ratelimit-${what}-${kind}`));
+const forwardedResponseHeaders = ['content-type', 'content-length', 'cache-control', 'retry-after', 'x-service-generation-id', ...rateLimitHeaders];
 
 /**
  * X-Service-Overhead-Ms through the gateway (docs/api/front-door.md#responses): the time since the
