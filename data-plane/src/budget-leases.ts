@@ -4,7 +4,8 @@ import { startPeriodic } from '@switchboard/runtime/periodic';
 
 /**
  * This replica's leases on budgets owned elsewhere (docs/money-path.md#leases): the keys service's
- * caps and billing's prepaid balances. A request reserves its upper-bound estimate against the
+ * key and workspace budgets and a key's rate limits (amounts in whole requests, tokens or slots
+ * there), and billing's prepaid balances. A request reserves its upper-bound estimate against the
  * lease of each budget it spends from, with no call; the reservation is settled at the actual cost
  * when the request ends. The owner keeps, atomically, what it has granted within the budget, so no
  * number of replicas can pass a cap or take a balance below zero.
@@ -45,6 +46,8 @@ export type Reservation<Facts = unknown> = {
   readonly leaseId: string;
   /** What the owner last said about the budget (a balance lease carries the workspace's plan). */
   readonly facts: Facts;
+  /** What the lease had left once this was reserved (x-ratelimit-remaining-*); undefined for an unlimited budget. */
+  readonly left?: Money;
   /** Ends the reservation at the actual cost (at most once). */
   settle(actual: Money): void;
 };
@@ -144,6 +147,13 @@ export class BudgetLeases<Facts> {
     return (await this.grant(subject, zero)).facts;
   }
 
+  /** The facts of the live lease of `subject` and what it has left, without reserving or asking; undefined without one. */
+  peek(subject: string): { facts: Facts; left?: Money } | undefined {
+    const lease = this.leases.get(subject);
+    if (!lease || lease.expiresAt <= Date.now()) return undefined;
+    return { facts: lease.facts, left: lease.unlimited ? undefined : lease.granted.minus(lease.used) };
+  }
+
   /** Reserves `amount` against the lease of `subject`, asking the owner when the lease cannot cover it. */
   async reserve(subject: string, amount: Money): Promise<Reservation<Facts> | Refusal<Facts>> {
     let refusal: Refusal<Facts> | undefined;
@@ -194,6 +204,7 @@ export class BudgetLeases<Facts> {
       ok: true,
       leaseId: lease.unlimited ? '' : lease.id,
       facts: lease.facts,
+      left: lease.unlimited ? undefined : lease.granted.minus(lease.used),
       settle: (actual: Money) => {
         if (settled) return;
         settled = true;
@@ -272,7 +283,12 @@ export class BudgetLeases<Facts> {
     return lease;
   }
 
-  /** Renews leases past half their life that are still in use; gives back the idle ones. */
+  /**
+   * Renews leases past half their life that are still in use; gives back the idle ones. An
+   * unlimited answer used since it was given is asked again too: a busy subject without a limit
+   * (most workspaces) never has a request wait for the owner, and the answer is still never
+   * older than its trust.
+   */
   private async sweep(): Promise<void> {
     const now = Date.now();
     const work: Promise<unknown>[] = [];
@@ -281,7 +297,11 @@ export class BudgetLeases<Facts> {
         this.leases.delete(subject);
         continue;
       }
-      if (lease.unlimited || this.granting.has(subject)) continue;
+      if (this.granting.has(subject)) continue;
+      if (lease.unlimited) {
+        if (lease.lastUsedAt > lease.grantedAt && now - lease.grantedAt > lease.ttlMs / 2) work.push(this.renewUnlimited(subject));
+        continue;
+      }
       if (lease.inFlight === 0 && now - lease.lastUsedAt > this.idleMs) {
         work.push(this.giveBack(subject, lease));
         continue;
@@ -296,6 +316,10 @@ export class BudgetLeases<Facts> {
       }
     }
     await Promise.allSettled(work);
+  }
+
+  private async renewUnlimited(subject: string): Promise<void> {
+    await this.grant(subject, keepAliveMin).catch((err) => this.deps.log.warn({ err: errorMessage(err), subject }, `could not ask for a ${this.deps.name} lease`));
   }
 
   private async giveBack(subject: string, lease: Lease<Facts>): Promise<void> {
