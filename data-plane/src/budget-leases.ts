@@ -319,7 +319,9 @@ export class BudgetLeases<Facts> {
   }
 
   private async renewUnlimited(subject: string): Promise<void> {
-    await this.grant(subject, keepAliveMin).catch((err) => this.deps.log.warn({ err: errorMessage(err), subject }, `could not ask for a ${this.deps.name} lease`));
+    await this.grant(subject, keepAliveMin).catch((err) =>
+      this.deps.log.warn({ err: errorMessage(err), subject }, `could not ask for a ${this.deps.name} lease`),
+    );
   }
 
   private async giveBack(subject: string, lease: Lease<Facts>): Promise<void> {

@@ -430,7 +430,13 @@ export class Completions {
   }
 
   /** The model to call first: the routing replica's pick for a service tier, else the catalog model the key's policy allows. */
-  private firstTarget(tier: ServiceTier | undefined, passthrough: CatalogModel[] | undefined, key: ReplicatedKey, candidates: Candidates, requested: string): Target {
+  private firstTarget(
+    tier: ServiceTier | undefined,
+    passthrough: CatalogModel[] | undefined,
+    key: ReplicatedKey,
+    candidates: Candidates,
+    requested: string,
+  ): Target {
     const policy = key.routingPolicy;
     if (tier) return this.deps.routing.pick(tier, policy, candidates);
     const allowed = passthrough?.find((model) => policyAllows(policy, model.region));
@@ -449,7 +455,14 @@ export class Completions {
   }
 
   /** The first target, then (a service tier only) once another candidate the policy allows. */
-  private async callWithFailover(first: Target, tier: ServiceTier | undefined, policy: RoutingPolicy, candidates: Candidates, request: ChatRequest, signal: AbortSignal) {
+  private async callWithFailover(
+    first: Target,
+    tier: ServiceTier | undefined,
+    policy: RoutingPolicy,
+    candidates: Candidates,
+    request: ChatRequest,
+    signal: AbortSignal,
+  ) {
     const { headersTimeoutMs, upstreamApiKeys: apiKeys, demoRegions } = this.deps.settings;
     const settings = { headersTimeoutMs, apiKeys, demoRegions, signal };
     try {

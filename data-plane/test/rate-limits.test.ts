@@ -186,7 +186,7 @@ describe('rate limits on leases', () => {
     // 600 more do not fit while the first holds its estimate…
     const second = await attempt(a, key, 600);
     expect(second.ok).toBe(false);
-    expect(second.err.options.metadata).toMatchObject({ limit: 1000, scope: 'tokens' });
+    expect(second.err?.options.metadata).toMatchObject({ limit: 1000, scope: 'tokens' });
     // …and the refusal took no request (requests are checked last).
     // Once the first used 100 tokens of its 600, they fit.
     first.hold!.settleTokens(100);
