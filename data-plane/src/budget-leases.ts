@@ -94,6 +94,8 @@ const keepAliveMin = new Money('0.000000000001');
  * one is rare and a third rarer; the bound only keeps a request from waiting without end.
  */
 const maxGrantRounds = 8;
+/** How often leases are looked over (renewed, given back). */
+const sweepEveryMs = 500;
 /** A burst sizes a grant for at most this many requests waiting: one replica never takes a whole budget other replicas share. */
 const maxWaitingPerGrant = 64;
 
@@ -119,7 +121,7 @@ export class BudgetLeases<Facts> {
   }
 
   start(): void {
-    this.sweeper = startPeriodic({ name: `${this.deps.name}-leases`, everyMs: 500, log: this.deps.log, run: () => this.sweep() });
+    this.sweeper = startPeriodic({ name: `${this.deps.name}-leases`, everyMs: sweepEveryMs, log: this.deps.log, run: () => this.sweep() });
   }
 
   /** Stops renewing and gives every lease back (what it used stays held until it is settled). */
@@ -285,9 +287,10 @@ export class BudgetLeases<Facts> {
 
   /**
    * Renews leases past half their life that are still in use; gives back the idle ones. An
-   * unlimited answer used since it was given is asked again too: a busy subject without a limit
-   * (most workspaces) never has a request wait for the owner, and the answer is still never
-   * older than its trust.
+   * unlimited answer used since it was given is asked again once it would not outlive the next
+   * sweep but one (its trust is a second, two sweeps): a busy subject without a limit (most
+   * workspaces) never has a request wait for the owner, and the answer is still never older than
+   * its trust.
    */
   private async sweep(): Promise<void> {
     const now = Date.now();
@@ -299,7 +302,7 @@ export class BudgetLeases<Facts> {
       }
       if (this.granting.has(subject)) continue;
       if (lease.unlimited) {
-        if (lease.lastUsedAt > lease.grantedAt && now - lease.grantedAt > lease.ttlMs / 2) work.push(this.renewUnlimited(subject));
+        if (lease.lastUsedAt > lease.grantedAt && lease.expiresAt - now <= 2 * sweepEveryMs) work.push(this.renewUnlimited(subject));
         continue;
       }
       if (lease.inFlight === 0 && now - lease.lastUsedAt > this.idleMs) {

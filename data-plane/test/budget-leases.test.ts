@@ -153,3 +153,40 @@ describe('budget leases', () => {
     await expect(new BudgetLeases({ name: 'cap', log, owner: capOwner(nowhere, 'f', 1000) }).reserve(key.keyId, estimate)).rejects.toThrow();
   });
 });
+
+describe('an unlimited budget', () => {
+  it('is asked again in the background while it is used, so no request waits for its owner, and left alone when idle', async () => {
+    let asked = 0;
+    const owner = {
+      lease: async () => {
+        asked += 1;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return { leaseId: '', grantedUsd: '0', expiresAt: new Date(Date.now() + 1000), unlimited: true, facts: {} };
+      },
+      release: async () => {},
+    };
+    const leases = new BudgetLeases({ name: 'workspace budget', log, owner });
+    leases.start();
+    try {
+      const waits: number[] = [];
+      const until = Date.now() + 3000;
+      while (Date.now() < until) {
+        const started = performance.now();
+        const reserved = await leases.reserve('org_busy', new Money('0.01'));
+        waits.push(performance.now() - started);
+        expect(reserved).toMatchObject({ ok: true, leaseId: '', left: undefined });
+        if (reserved.ok) reserved.settle(new Money('0.01'));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      // The first request waited for the answer; none after it did, though each answer lasts a second.
+      expect(waits.slice(1).filter((ms) => ms >= 15)).toEqual([]);
+      expect(asked).toBeGreaterThanOrEqual(3);
+      const before = asked;
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      expect(asked - before).toBeLessThanOrEqual(1);
+      expect(leases.peek('org_busy')).toBeUndefined();
+    } finally {
+      await leases.stop();
+    }
+  }, 15_000);
+});
