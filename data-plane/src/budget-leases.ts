@@ -64,6 +64,8 @@ interface Lease<Facts> {
   ttlMs: number;
   /** used when it was last granted, to size the next grant on the spend since. */
   usedAtGrant: Money;
+  /** Past this `used` less than a quarter of the last headroom is left: renewed ahead of exhaustion (computed once per grant). */
+  renewAbove: Money;
   grantedAt: number;
   lastUsedAt: number;
   facts: Facts;
@@ -200,7 +202,7 @@ export class BudgetLeases<Facts> {
     lease.inFlight += 1;
     lease.lastUsedAt = Date.now();
     // Ahead of exhaustion: renewed in the background once less than a quarter of the grant is left.
-    if (!lease.unlimited && lease.granted.minus(lease.used).lt(lease.granted.minus(lease.usedAtGrant).div(4))) this.renewInBackground(subject, amount);
+    if (!lease.unlimited && lease.used.gt(lease.renewAbove)) this.renewInBackground(subject, amount);
     let settled = false;
     return {
       ok: true,
@@ -265,6 +267,7 @@ export class BudgetLeases<Facts> {
       expiresAt: 0,
       ttlMs: 1,
       usedAtGrant: zero,
+      renewAbove: zero,
       grantedAt: now,
       lastUsedAt: now,
       facts: answer.facts,
@@ -278,6 +281,7 @@ export class BudgetLeases<Facts> {
     lease.expiresAt = answer.expiresAt.getTime();
     lease.ttlMs = Math.max(1, lease.expiresAt - now);
     lease.usedAtGrant = lease.used;
+    lease.renewAbove = granted.minus(granted.minus(lease.used).div(4));
     lease.grantedAt = now;
     lease.facts = answer.facts;
     lease.unlimited = answer.unlimited ?? false;

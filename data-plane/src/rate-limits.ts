@@ -50,6 +50,8 @@ export interface RateHold {
 const headerDimensions = ['requests', 'tokens'] as const;
 
 const noHold: RateHold = { settleTokens() {}, end() {} };
+const zero = new Money(0);
+const one = new Money(1);
 
 export class RateLimiter {
   constructor(private readonly leases: RateLeases) {}
@@ -95,14 +97,14 @@ export class RateLimiter {
     const held: Partial<Record<RateDimension, Reservation<RateFacts>>> = {};
     const seen: Partial<Record<RateDimension, { facts: RateFacts; left?: Money }>> = {};
     const giveBack = () => {
-      for (const reservation of Object.values(held)) reservation.settle(new Money(0));
+      for (const reservation of Object.values(held)) reservation.settle(zero);
     };
-    const amounts: Record<RateDimension, number> = { concurrency: 1, tokens, requests: 1 };
+    const amounts: Record<RateDimension, Money> = { concurrency: one, tokens: new Money(tokens), requests: one };
     for (const dimension of ['concurrency', 'tokens', 'requests'] as const) {
       if (limits[dimension] === undefined) continue;
       let reserved: Reservation<RateFacts> | Refusal<RateFacts>;
       try {
-        reserved = await this.leases[dimension].reserve(key.keyId, new Money(amounts[dimension]));
+        reserved = await this.leases[dimension].reserve(key.keyId, amounts[dimension]);
       } catch (err) {
         giveBack();
         throw err;
@@ -110,7 +112,7 @@ export class RateLimiter {
       if (!reserved.ok) {
         giveBack();
         if (reserved.refusal) throw keyRefusalError({ reason: reserved.refusal }, 'front-door')!;
-        seen[dimension] = { facts: reserved.facts, left: new Money(0) };
+        seen[dimension] = { facts: reserved.facts, left: zero };
         headers(this.headersOf(key, seen, now));
         throw rateLimitExceeded(dimension, reserved.facts.limit ?? limits[dimension]!, reserved.facts.resetsAt, now);
       }
@@ -119,7 +121,7 @@ export class RateLimiter {
     }
     headers(this.headersOf(key, seen, now));
     // Counted once admitted, whatever follows: nothing of a request's count comes back.
-    held.requests?.settle(new Money(1));
+    held.requests?.settle(one);
     let tokensSettled = false;
     return {
       settleTokens(actual) {
@@ -127,8 +129,8 @@ export class RateLimiter {
         held.tokens?.settle(new Money(actual));
       },
       end() {
-        if (!tokensSettled) held.tokens?.settle(new Money(0));
-        held.concurrency?.settle(new Money(0));
+        if (!tokensSettled) held.tokens?.settle(zero);
+        held.concurrency?.settle(zero);
       },
     };
   }
