@@ -212,10 +212,11 @@ describe('rate limits across two data planes', () => {
         }),
       );
       expect(proxy.most).toBeLessThanOrEqual(3);
-      const served = outcomes.filter((o) => o === 'ok').length;
-      expect(served).toBeGreaterThanOrEqual(1);
-      expect(served).toBeLessThanOrEqual(3);
-      for (const err of outcomes.filter((o): o is ApiError => o !== 'ok')) {
+      // Each stream lasts over a second, far longer than the burst takes to be decided: most are refused.
+      expect(outcomes.filter((o) => o === 'ok').length).toBeGreaterThanOrEqual(1);
+      const refused = outcomes.filter((o): o is ApiError => o !== 'ok');
+      expect(refused.length).toBeGreaterThanOrEqual(6);
+      for (const err of refused) {
         expect(err.status).toBe(429);
         expect(err.error).toMatchObject({ code: 'rate_limit_exceeded', metadata: { limit: 3, scope: 'concurrency', reset_seconds: 1 } });
       }
