@@ -85,6 +85,13 @@ export interface BudgetLeasesDeps<Facts> {
   idleMs?: number;
   /** A lease asks for at least this many estimates of the request that needs it. */
   requestsPerGrant?: number;
+  /**
+   * How long the owner's last "no limit" keeps serving while the owner cannot be reached (30 s,
+   * KEY_STATES_MAX_STALE's default, after which the key replica refuses anyway). A limit is set
+   * through the owner, so while it is down no new one can have been set; without this, a keys
+   * restart would refuse every request of every unlimited workspace after a second.
+   */
+  unlimitedWhileOwnerDownMs?: number;
 }
 
 const zero = new Money(0);
@@ -115,11 +122,13 @@ export class BudgetLeases<Facts> {
   private readonly expiryMarginMs: number;
   private readonly idleMs: number;
   private readonly requestsPerGrant: number;
+  private readonly unlimitedWhileOwnerDownMs: number;
 
   constructor(private readonly deps: BudgetLeasesDeps<Facts>) {
     this.expiryMarginMs = deps.expiryMarginMs ?? 2000;
     this.idleMs = deps.idleMs ?? 60_000;
     this.requestsPerGrant = deps.requestsPerGrant ?? 16;
+    this.unlimitedWhileOwnerDownMs = deps.unlimitedWhileOwnerDownMs ?? 30_000;
   }
 
   start(): void {
@@ -171,7 +180,14 @@ export class BudgetLeases<Facts> {
           waiting = true;
           this.waiting.set(subject, (this.waiting.get(subject) ?? 0) + 1);
         }
-        const answer = await this.grant(subject, amount);
+        let answer: Lease<Facts> | Refusal<Facts>;
+        try {
+          answer = await this.grant(subject, amount);
+        } catch (err) {
+          const last = this.leases.get(subject);
+          if (last?.unlimited && Date.now() - last.expiresAt < this.unlimitedWhileOwnerDownMs) return this.take(subject, last, amount);
+          throw err;
+        }
         if ('ok' in answer) return answer;
         if (this.covers(answer, amount, Date.now())) return this.take(subject, answer, amount);
         refusal = { ok: false, facts: answer.facts };
@@ -300,7 +316,9 @@ export class BudgetLeases<Facts> {
     const now = Date.now();
     const work: Promise<unknown>[] = [];
     for (const [subject, lease] of this.leases) {
-      if (lease.expiresAt <= now && lease.inFlight === 0) {
+      // An unlimited answer is kept past its trust for when its owner cannot be reached (see unlimitedWhileOwnerDownMs).
+      const keptUntil = lease.unlimited ? lease.expiresAt + this.unlimitedWhileOwnerDownMs : lease.expiresAt;
+      if (keptUntil <= now && lease.inFlight === 0) {
         this.leases.delete(subject);
         continue;
       }

@@ -190,3 +190,27 @@ describe('an unlimited budget', () => {
     }
   }, 15_000);
 });
+
+describe('an unlimited budget whose owner cannot be reached', () => {
+  it('keeps serving on the owner’s last "no limit" for a while (no limit can be set meanwhile), then is refused', async () => {
+    let down = false;
+    const owner = {
+      lease: async () => {
+        if (down) throw new Error('connection refused');
+        return { leaseId: '', grantedUsd: '0', expiresAt: new Date(Date.now() + 100), unlimited: true, facts: {} };
+      },
+      release: async () => {},
+    };
+    const leases = new BudgetLeases({ name: 'workspace budget', log, owner, unlimitedWhileOwnerDownMs: 400 });
+    expect(await leases.reserve('org_down', new Money('0.01'))).toMatchObject({ ok: true });
+    down = true;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Past its trust, the owner down: still served.
+    expect(await leases.reserve('org_down', new Money('0.01'))).toMatchObject({ ok: true, leaseId: '' });
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    await expect(leases.reserve('org_down', new Money('0.01'))).rejects.toThrow('connection refused');
+    // A budget the owner never answered for is never served on a guess.
+    const limited = new BudgetLeases({ name: 'cap', log, owner: { ...owner, lease: async () => Promise.reject(new Error('connection refused')) } });
+    await expect(limited.reserve('key_down', new Money('0.01'))).rejects.toThrow('connection refused');
+  });
+});
