@@ -86,6 +86,13 @@ export interface BudgetLeasesDeps<Facts> {
   /** A lease asks for at least this many estimates of the request that needs it. */
   requestsPerGrant?: number;
   /**
+   * Whether a lease is renewed in the background once less than a quarter of its headroom is left
+   * (default true). Not for a lease whose use comes back (concurrency slots): renewed ahead, it
+   * would grow to a multiple of the peak in use and hold slots other replicas could use; it grows
+   * only when a request finds it full.
+   */
+  renewAhead?: boolean;
+  /**
    * How long the owner's last "no limit" keeps serving while the owner cannot be reached (30 s,
    * KEY_STATES_MAX_STALE's default, after which the key replica refuses anyway). A limit is set
    * through the owner, so while it is down no new one can have been set; without this, a keys
@@ -218,7 +225,7 @@ export class BudgetLeases<Facts> {
     lease.inFlight += 1;
     lease.lastUsedAt = Date.now();
     // Ahead of exhaustion: renewed in the background once less than a quarter of the grant is left.
-    if (!lease.unlimited && lease.used.gt(lease.renewAbove)) this.renewInBackground(subject, amount);
+    if (!lease.unlimited && this.deps.renewAhead !== false && lease.used.gt(lease.renewAbove)) this.renewInBackground(subject, amount);
     let settled = false;
     return {
       ok: true,

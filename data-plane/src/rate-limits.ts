@@ -26,15 +26,16 @@ export type RateLeases = Record<RateDimension, BudgetLeases<RateFacts>>;
 /**
  * The leases of each dimension. A requests or tokens lease ends with its window (the UTC
  * minute): its expiry is not a loss of room, so it is used to its last moment (no margin). A
- * concurrency lease is asked for one slot at a time and given back after a second idle: slots a
- * replica holds and does not use would starve the other replicas of the key (the owner only
- * shares what no lease holds).
+ * concurrency lease is asked for one slot at a time (more when requests wait for it, or it was
+ * outgrown), grows only when a request finds it full (its use comes back, so it is not renewed
+ * ahead), and is given back after a second idle: slots a replica holds and does not use would
+ * starve the other replicas of the key (the owner only shares what no lease holds).
  */
 export function rateLeases(log: Logger, owner: (dimension: RateDimension) => LeaseOwner<RateFacts>): RateLeases {
   return {
     requests: new BudgetLeases({ name: 'requests rate', log, owner: owner('requests'), expiryMarginMs: 0 }),
     tokens: new BudgetLeases({ name: 'tokens rate', log, owner: owner('tokens'), expiryMarginMs: 0 }),
-    concurrency: new BudgetLeases({ name: 'concurrency rate', log, owner: owner('concurrency'), idleMs: 1000, requestsPerGrant: 1 }),
+    concurrency: new BudgetLeases({ name: 'concurrency rate', log, owner: owner('concurrency'), idleMs: 1000, requestsPerGrant: 1, renewAhead: false }),
   };
 }
 
