@@ -34,8 +34,7 @@ export interface ReplicatedKey {
   scopes: ReadonlySet<string>;
   /** Epoch ms from which the key is refused as expired, by this replica's clock; null: never. */
   expiresAt: number | null;
-  /** The patterns as set (null: every model), and their matcher. */
-  allowedModels: readonly string[] | null;
+  /** The key's allowed models (docs/api/keys.md#allowed-models): every model without a list. */
   allows: ModelAllowList;
   rateLimits: RateLimits;
   /** Whose spend and rate limits the key counts against (its own id, or the key it was rotated from). */
@@ -74,7 +73,6 @@ export function sameSpendLimits(a: ReplicatedKey, b: ReplicatedKey): boolean {
 
 /** The key as a request is decided on, from the keys service's state. */
 export function replicatedKey(state: KeyState): ReplicatedKey {
-  const allowedModels = state.allModels ? null : [...state.allowedModels];
   const limits = state.rateLimits;
   return {
     keyId: state.keyId,
@@ -84,8 +82,7 @@ export function replicatedKey(state: KeyState): ReplicatedKey {
     routingPolicy: (state.routingPolicy || 'any') as RoutingPolicy,
     scopes: new Set(state.scopes),
     expiresAt: state.expiresAt ? timestampMs(state.expiresAt) : null,
-    allowedModels,
-    allows: modelAllowList(allowedModels),
+    allows: modelAllowList(state.allModels ? null : state.allowedModels),
     rateLimits: {
       ...(limits?.requestsPerMinute !== undefined ? { requests: limits.requestsPerMinute } : {}),
       ...(limits?.tokensPerMinute !== undefined ? { tokens: limits.tokensPerMinute } : {}),

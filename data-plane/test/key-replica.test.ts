@@ -99,7 +99,6 @@ describe('a replicated key', () => {
       keyId: 'key_1',
       routingPolicy: 'cn-only',
       expiresAt: 1_800_000_000_000,
-      allowedModels: ['service/*', 'gpt-4o'],
       rateLimits: { requests: 20, concurrency: 3 },
       budgetId: 'key_0',
       capUsd: '10',
@@ -112,7 +111,7 @@ describe('a replicated key', () => {
 
   it('allows every model with all_models, never expires without expires_at, and is its own budget by default', () => {
     const key = replicatedKey(state({ allModels: true }));
-    expect(key).toMatchObject({ allowedModels: null, expiresAt: null, budgetId: 'key_1', rateLimits: {}, capUsd: null, spendLimits: [] });
+    expect(key).toMatchObject({ expiresAt: null, budgetId: 'key_1', rateLimits: {}, capUsd: null, spendLimits: [] });
     expect(key.allows('anything')).toBe(true);
     expect(key.scopes.size).toBe(0);
     expect(hasKeyBudget(key)).toBe(false);

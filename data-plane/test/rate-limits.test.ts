@@ -73,7 +73,6 @@ function keyWith(keyId: string, rateLimits: ReplicatedKey['rateLimits']): Replic
     routingPolicy: 'any',
     scopes: new Set(['inference']),
     expiresAt: null,
-    allowedModels: null,
     allows: allModels,
     rateLimits,
     budgetId: keyId,
