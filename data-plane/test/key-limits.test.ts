@@ -84,17 +84,18 @@ const workspaceOwner: LeaseOwner<CapFacts> = {
   release: async () => {},
 };
 
-/** Rate leases of a generous limit (1000 of each), all of it granted to this replica. */
+/** Rate leases of a generous limit (1000 of each), all of it granted to this replica; none left for the throttled key. */
 const rateOwner: LeaseOwner<RateFacts> = {
-  lease: async (_keyId, request) => ({
-    leaseId: 'rte_1',
-    grantedUsd: String(Math.max(Number(request.usedUsd), 0) + 100),
+  lease: async (keyId, request) => ({
+    ...(keyId === throttledId ? { leaseId: '', grantedUsd: '0' } : { leaseId: 'rte_1', grantedUsd: String(Math.max(Number(request.usedUsd), 0) + 100) }),
     expiresAt: new Date((Math.floor(Date.now() / 60_000) + 1) * 60_000),
     facts: { limit: 1000, remaining: 900, resetsAt: new Date((Math.floor(Date.now() / 60_000) + 1) * 60_000) },
   }),
   release: async () => {},
 };
 
+const throttledId = 'key_0';
+const throttled = key({ rateLimits: create(RateLimitsSchema, { requestsPerMinute: 1000 }) });
 const expired = key({ expiresAt: timestampFromMs(Date.now() - 1000) });
 const expiring = key({ expiresAt: timestampFromMs(Date.now() + 60 * 60_000) });
 const readOnly = key({ scopes: ['read'] });
@@ -256,6 +257,19 @@ describe('keys II at the front door', () => {
     expect(Number(ok.headers.get('x-ratelimit-remaining-tokens'))).toBeLessThan(1000);
     // Concurrency has no header.
     expect([...ok.headers.keys()].filter((name) => name.includes('concurren'))).toEqual([]);
+    // Over the limit: a 429 with its metadata, Retry-After and the headers, through the server.
+    const over = await complete(throttled, { model: 'service/fast' });
+    expect(over.status).toBe(429);
+    const reset = Number(over.headers.get('retry-after'));
+    expect(reset).toBeGreaterThanOrEqual(1);
+    expect(over.body.error).toMatchObject({
+      code: 'rate_limit_exceeded',
+      type: 'rate_limit_error',
+      metadata: { limit: 1000, scope: 'requests', reset_seconds: reset },
+    });
+    expect(over.headers.get('x-ratelimit-remaining-requests')).toBe('900');
+    expect(over.headers.get('x-ratelimit-reset-requests')).toBe(`${reset}s`);
+    expect(over.headers.get('x-ratelimit-limit-tokens')).toBeNull();
     const free = await complete(plain, { model: 'service/fast' });
     expect([...free.headers.keys()].filter((name) => name.startsWith('x-ratelimit'))).toEqual([]);
   });
