@@ -35,6 +35,10 @@
  *    and streaming, 8 s each): back to back, the work each request leaves behind (billing's
  *    settlement, the relay, the keys and conversations consumers) runs meanwhile; paced, it is
  *    done before the next request, and every hop of the path wakes an idle process.
+ *    Then the same front-door request with the account's key that has every limit set (scopes,
+ *    expiry, allowed models, rate limits of every dimension, spend limits of every period, each
+ *    far above what the bench reaches) next to its key without limits, interleaved, at 64 and at
+ *    1 in flight: what the limits' checks and leases cost (issue 25: within 10 % of req/s).
  *    Then the steps of a request alone, 1 in flight, 3 s each: a whole request to the data plane
  *    without the gateway; GET /v1/models on the data plane and through the gateway (the gateway's
  *    hop); a UsageRecord published to the work stream and acknowledged, as the data plane does
@@ -61,7 +65,7 @@
  */
 
 import { dataPlaneErrors, meshWarnings, settleBilling } from './data-plane/checks.js';
-import { lowLoadPhase, pacedPhase, throughputPhase } from './data-plane/phases.js';
+import { limitsPhase, lowLoadPhase, pacedPhase, throughputPhase } from './data-plane/phases.js';
 import { dataPlanePrintout } from './data-plane/printout.js';
 import { type DataPlaneMeasured, dataPlaneResults } from './data-plane/results.js';
 import { stagesPhase } from './data-plane/stages.js';
@@ -94,10 +98,11 @@ runBench(() =>
       rpcAfter,
       requests: traffic.platformRequestsSent - frontSentBefore,
     };
+    const keyLimits = await limitsPhase(session, traffic, watch);
     const stages = await stagesPhase(session, world, traffic, watch);
 
     const settled = await settleBilling(session, world, traffic);
-    const summaries = [throughput, lowLoad, paced, stages].flatMap((runs) => Object.values(runs));
+    const summaries = [throughput, lowLoad, paced, keyLimits, stages].flatMap((runs) => Object.values(runs));
     const errors = dataPlaneErrors(world, traffic, summaries, settled);
     const measured: DataPlaneMeasured = {
       world,
@@ -105,6 +110,7 @@ runBench(() =>
       throughput,
       lowLoad,
       paced,
+      keyLimits,
       stages,
       frontActivity,
       fastFrontSent,

@@ -4,7 +4,8 @@ import { startPeriodic } from '@switchboard/runtime/periodic';
 
 /**
  * This replica's leases on budgets owned elsewhere (docs/money-path.md#leases): the keys service's
- * caps and billing's prepaid balances. A request reserves its upper-bound estimate against the
+ * key and workspace budgets and a key's rate limits (amounts in whole requests, tokens or slots
+ * there), and billing's prepaid balances. A request reserves its upper-bound estimate against the
  * lease of each budget it spends from, with no call; the reservation is settled at the actual cost
  * when the request ends. The owner keeps, atomically, what it has granted within the budget, so no
  * number of replicas can pass a cap or take a balance below zero.
@@ -45,6 +46,8 @@ export type Reservation<Facts = unknown> = {
   readonly leaseId: string;
   /** What the owner last said about the budget (a balance lease carries the workspace's plan). */
   readonly facts: Facts;
+  /** What the lease had left once this was reserved (x-ratelimit-remaining-*); undefined for an unlimited budget. */
+  readonly left?: Money;
   /** Ends the reservation at the actual cost (at most once). */
   settle(actual: Money): void;
 };
@@ -61,6 +64,8 @@ interface Lease<Facts> {
   ttlMs: number;
   /** used when it was last granted, to size the next grant on the spend since. */
   usedAtGrant: Money;
+  /** Past this `used` less than a quarter of the last headroom is left: renewed ahead of exhaustion (computed once per grant). */
+  renewAbove: Money;
   grantedAt: number;
   lastUsedAt: number;
   facts: Facts;
@@ -80,6 +85,20 @@ export interface BudgetLeasesDeps<Facts> {
   idleMs?: number;
   /** A lease asks for at least this many estimates of the request that needs it. */
   requestsPerGrant?: number;
+  /**
+   * Whether a lease is renewed in the background once less than a quarter of its headroom is left
+   * (default true). Not for a lease whose use comes back (concurrency slots): renewed ahead, it
+   * would grow to a multiple of the peak in use and hold slots other replicas could use; it grows
+   * only when a request finds it full.
+   */
+  renewAhead?: boolean;
+  /**
+   * How long the owner's last "no limit" keeps serving while the owner cannot be reached (30 s,
+   * KEY_STATES_MAX_STALE's default, after which the key replica refuses anyway). A limit is set
+   * through the owner, so while it is down no new one can have been set; without this, a keys
+   * restart would refuse every request of every unlimited workspace after a second.
+   */
+  unlimitedWhileOwnerDownMs?: number;
 }
 
 const zero = new Money(0);
@@ -91,6 +110,8 @@ const keepAliveMin = new Money('0.000000000001');
  * one is rare and a third rarer; the bound only keeps a request from waiting without end.
  */
 const maxGrantRounds = 8;
+/** How often leases are looked over (renewed, given back). */
+const sweepEveryMs = 500;
 /** A burst sizes a grant for at most this many requests waiting: one replica never takes a whole budget other replicas share. */
 const maxWaitingPerGrant = 64;
 
@@ -108,15 +129,17 @@ export class BudgetLeases<Facts> {
   private readonly expiryMarginMs: number;
   private readonly idleMs: number;
   private readonly requestsPerGrant: number;
+  private readonly unlimitedWhileOwnerDownMs: number;
 
   constructor(private readonly deps: BudgetLeasesDeps<Facts>) {
     this.expiryMarginMs = deps.expiryMarginMs ?? 2000;
     this.idleMs = deps.idleMs ?? 60_000;
     this.requestsPerGrant = deps.requestsPerGrant ?? 16;
+    this.unlimitedWhileOwnerDownMs = deps.unlimitedWhileOwnerDownMs ?? 30_000;
   }
 
   start(): void {
-    this.sweeper = startPeriodic({ name: `${this.deps.name}-leases`, everyMs: 500, log: this.deps.log, run: () => this.sweep() });
+    this.sweeper = startPeriodic({ name: `${this.deps.name}-leases`, everyMs: sweepEveryMs, log: this.deps.log, run: () => this.sweep() });
   }
 
   /** Stops renewing and gives every lease back (what it used stays held until it is settled). */
@@ -144,6 +167,13 @@ export class BudgetLeases<Facts> {
     return (await this.grant(subject, zero)).facts;
   }
 
+  /** The facts of the live lease of `subject` and what it has left, without reserving or asking; undefined without one. */
+  peek(subject: string): { facts: Facts; left?: Money } | undefined {
+    const lease = this.leases.get(subject);
+    if (!lease || lease.expiresAt <= Date.now()) return undefined;
+    return { facts: lease.facts, left: lease.unlimited ? undefined : lease.granted.minus(lease.used) };
+  }
+
   /** Reserves `amount` against the lease of `subject`, asking the owner when the lease cannot cover it. */
   async reserve(subject: string, amount: Money): Promise<Reservation<Facts> | Refusal<Facts>> {
     let refusal: Refusal<Facts> | undefined;
@@ -157,7 +187,14 @@ export class BudgetLeases<Facts> {
           waiting = true;
           this.waiting.set(subject, (this.waiting.get(subject) ?? 0) + 1);
         }
-        const answer = await this.grant(subject, amount);
+        let answer: Lease<Facts> | Refusal<Facts>;
+        try {
+          answer = await this.grant(subject, amount);
+        } catch (err) {
+          const last = this.leases.get(subject);
+          if (last?.unlimited && Date.now() - last.expiresAt < this.unlimitedWhileOwnerDownMs) return this.take(subject, last, amount);
+          throw err;
+        }
         if ('ok' in answer) return answer;
         if (this.covers(answer, amount, Date.now())) return this.take(subject, answer, amount);
         refusal = { ok: false, facts: answer.facts };
@@ -188,12 +225,13 @@ export class BudgetLeases<Facts> {
     lease.inFlight += 1;
     lease.lastUsedAt = Date.now();
     // Ahead of exhaustion: renewed in the background once less than a quarter of the grant is left.
-    if (!lease.unlimited && lease.granted.minus(lease.used).lt(lease.granted.minus(lease.usedAtGrant).div(4))) this.renewInBackground(subject, amount);
+    if (!lease.unlimited && this.deps.renewAhead !== false && lease.used.gt(lease.renewAbove)) this.renewInBackground(subject, amount);
     let settled = false;
     return {
       ok: true,
       leaseId: lease.unlimited ? '' : lease.id,
       facts: lease.facts,
+      left: lease.unlimited ? undefined : lease.granted.minus(lease.used),
       settle: (actual: Money) => {
         if (settled) return;
         settled = true;
@@ -252,6 +290,7 @@ export class BudgetLeases<Facts> {
       expiresAt: 0,
       ttlMs: 1,
       usedAtGrant: zero,
+      renewAbove: zero,
       grantedAt: now,
       lastUsedAt: now,
       facts: answer.facts,
@@ -265,6 +304,7 @@ export class BudgetLeases<Facts> {
     lease.expiresAt = answer.expiresAt.getTime();
     lease.ttlMs = Math.max(1, lease.expiresAt - now);
     lease.usedAtGrant = lease.used;
+    lease.renewAbove = granted.minus(granted.minus(lease.used).div(4));
     lease.grantedAt = now;
     lease.facts = answer.facts;
     lease.unlimited = answer.unlimited ?? false;
@@ -272,16 +312,28 @@ export class BudgetLeases<Facts> {
     return lease;
   }
 
-  /** Renews leases past half their life that are still in use; gives back the idle ones. */
+  /**
+   * Renews leases past half their life that are still in use; gives back the idle ones. An
+   * unlimited answer used since it was given is asked again once it would not outlive the next
+   * sweep but one (its trust is a second, two sweeps): a busy subject without a limit (most
+   * workspaces) never has a request wait for the owner, and the answer is still never older than
+   * its trust.
+   */
   private async sweep(): Promise<void> {
     const now = Date.now();
     const work: Promise<unknown>[] = [];
     for (const [subject, lease] of this.leases) {
-      if (lease.expiresAt <= now && lease.inFlight === 0) {
+      // An unlimited answer is kept past its trust for when its owner cannot be reached (see unlimitedWhileOwnerDownMs).
+      const keptUntil = lease.unlimited ? lease.expiresAt + this.unlimitedWhileOwnerDownMs : lease.expiresAt;
+      if (keptUntil <= now && lease.inFlight === 0) {
         this.leases.delete(subject);
         continue;
       }
-      if (lease.unlimited || this.granting.has(subject)) continue;
+      if (this.granting.has(subject)) continue;
+      if (lease.unlimited) {
+        if (lease.lastUsedAt > lease.grantedAt && lease.expiresAt - now <= 2 * sweepEveryMs) work.push(this.renewUnlimited(subject));
+        continue;
+      }
       if (lease.inFlight === 0 && now - lease.lastUsedAt > this.idleMs) {
         work.push(this.giveBack(subject, lease));
         continue;
@@ -296,6 +348,12 @@ export class BudgetLeases<Facts> {
       }
     }
     await Promise.allSettled(work);
+  }
+
+  private async renewUnlimited(subject: string): Promise<void> {
+    await this.grant(subject, keepAliveMin).catch((err) =>
+      this.deps.log.warn({ err: errorMessage(err), subject }, `could not ask for a ${this.deps.name} lease`),
+    );
   }
 
   private async giveBack(subject: string, lease: Lease<Facts>): Promise<void> {

@@ -20,19 +20,22 @@ import type { Pricing } from '@switchboard/runtime/pricing';
 import type { BudgetLeases, Reservation } from './budget-leases.js';
 import { type ChatRequest, lastUserMessage, promptTokenBound } from './chat-request.js';
 import type { ConversationDirectory } from './conversation-directory.js';
-import type { KeyReplica } from './key-replica.js';
+import { hasKeyBudget, type KeyReplica, type ReplicatedKey } from './key-replica.js';
 import type { BalanceFacts, CapFacts } from './lease-owners.js';
 import { modelList } from './model-list.js';
 import { type Prices, upstreamCost } from './prices.js';
+import type { RateHold, RateLimiter } from './rate-limits.js';
 import type { RoutingReplica } from './routing-replica.js';
 import { callUpstream, readEvents, UpstreamRejected, UpstreamUnavailable } from './upstream.js';
 import type { WorkPublisher } from './work-publisher.js';
 
 /**
  * One chat completion through the platform (docs/api/front-door.md#a-request-step-by-step,
- * docs/money-path.md): the key is looked up in the key replica, the request's upper-bound
- * estimate is reserved against the key's cap lease and the workspace's balance lease, a service
- * tier is routed on the replicated feedback scores within the key's policy, the upstream is
+ * docs/money-path.md): the key is looked up in the key replica (its standing, expiry, scopes and
+ * allowed models decided there), the key's rate limits admit it from their leases, the request's
+ * upper-bound estimate is reserved against the key's budget lease, the workspace's budget lease
+ * and its balance lease, a service tier is routed on the replicated feedback scores within the
+ * key's policy and allowed models, the upstream is
  * called (once more on another candidate of the tier if it fails before its first byte), the
  * usage is priced here and published to JetStream before the answer's last byte, and the
  * exchange follows it when a conversation was named. Steady state: no call and no SQL.
@@ -46,7 +49,11 @@ export interface CompletionsDeps {
   prices: Prices;
   pricing: Pricing;
   keys: KeyReplica;
+  /** The key's budgets (every period it has a limit for), by key id. */
   caps: BudgetLeases<CapFacts>;
+  /** The workspace's budgets, by workspace id. */
+  workspaces: BudgetLeases<CapFacts>;
+  rates: RateLimiter;
   balances: BudgetLeases<BalanceFacts>;
   routing: RoutingReplica;
   conversations: ConversationDirectory;
@@ -75,6 +82,8 @@ export interface Reply {
   /** Resolves once the client can take more (backpressure), or at once when it went away. */
   write(text: string): Promise<void>;
   end(): void;
+  /** Headers every answer to this request carries from now on, an error's included (x-ratelimit-*). */
+  headers(headers: Record<string, string>): void;
   /** Runs `work` (the upstream's call, or the read of its answer) and leaves its time out of X-Service-Overhead-Ms. */
   upstream<T>(work: () => Promise<T>): Promise<T>;
   /**
@@ -92,19 +101,15 @@ interface Target {
   region: CatalogRegion;
 }
 
-interface Authorized {
-  keyId: string;
-  workspaceId: string;
-  policy: RoutingPolicy;
-  capUsd: string | null;
-}
-
 interface Tokens {
   input: number;
   output: number;
 }
 
 const serviceTierOf = (model: string): ServiceTier | undefined => (model === 'service/fast' ? 'fast' : model === 'service/balanced' ? 'balanced' : undefined);
+
+/** Which of a tier's candidates a key may be routed to; undefined: all of them. */
+type Candidates = ((model: CatalogModel) => boolean) | undefined;
 
 export class Completions {
   /** Requests in progress, for a shutdown that loses no usage. */
@@ -129,16 +134,21 @@ export class Completions {
     return work;
   }
 
-  complete(fullKey: string, request: ChatRequest, conversationId: string | undefined, reply: Reply): Promise<void> {
-    return this.track(this.run(fullKey, request, conversationId, reply));
+  /**
+   * A completion for `key` (authorized by `authorize`). The order of the checks is
+   * docs/api/front-door.md#order-of-checks: the key and its scope came first; here the model (400),
+   * the allow-list (403), the rate limits (429), the budgets (402: key, workspace, balance), then
+   * the conversation (404); nothing goes upstream before all of them passed.
+   */
+  complete(key: ReplicatedKey, request: ChatRequest, conversationId: string | undefined, reply: Reply): Promise<void> {
+    return this.track(this.run(key, request, conversationId, reply));
   }
 
-  private async run(fullKey: string, request: ChatRequest, conversationId: string | undefined, reply: Reply): Promise<void> {
+  private async run(key: ReplicatedKey, request: ChatRequest, conversationId: string | undefined, reply: Reply): Promise<void> {
     const { catalog, pricing } = this.deps;
     const tier = serviceTierOf(request.model);
     const passthrough = tier ? undefined : catalog.models.filter((model) => model.id === request.model);
     if (passthrough && passthrough.length === 0) {
-      await this.authorize(fullKey); // credentials before input (docs/conventions.md#order-of-checks)
       throw new ApiError(
         400,
         'model_unavailable',
@@ -148,7 +158,7 @@ export class Completions {
         },
       );
     }
-    const key = await this.authorize(fullKey);
+    const candidates = this.allowedCandidates(key, tier, request.model);
     const bound: Tokens = { input: promptTokenBound(request), output: (request.maxTokens ?? this.deps.settings.defaultMaxTokens) * request.choices };
     const estimate = new Money(await this.deps.prices.estimate(tier ? { tier } : { models: passthrough! }, bound));
     // The estimate's output bound holds upstream too: without a limit an answer could outgrow it.
@@ -156,20 +166,24 @@ export class Completions {
 
     const places = this.deps.publisher.hold(conversationId === undefined ? 1 : 2);
     if (!places) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'usage queue' }, {}, 'front-door');
+    let rate: RateHold | undefined;
     let cap: Reservation<CapFacts> | undefined;
+    let workspace: Reservation<CapFacts> | undefined;
     let balance: Reservation<BalanceFacts> | undefined;
     let billed = false;
     try {
-      cap = await this.reserveCap(key, estimate);
+      rate = await this.deps.rates.admit(key, bound.input + bound.output, (headers) => reply.headers(headers));
+      cap = hasKeyBudget(key) ? await this.reserveBudget(this.deps.caps, key.keyId, estimate) : undefined;
+      workspace = await this.reserveBudget(this.deps.workspaces, key.workspaceId, estimate);
       balance = await this.reserveBalance(key, estimate);
       if (conversationId !== undefined) await this.deps.conversations.check(key.workspaceId, conversationId);
-      const first = this.firstTarget(tier, passthrough, key.policy, request.model);
+      const first = this.firstTarget(tier, passthrough, key, candidates, request.model);
       const generationId = newId('gen');
       // A non-streamed answer is produced (and billed) even if the client leaves; a stream stops with the client.
       const signal = request.stream
         ? AbortSignal.any([reply.signal, this.stopping.signal, AbortSignal.timeout(this.deps.settings.streamMaxDurationMs)])
         : this.stopping.signal;
-      const { response, target } = await reply.upstream(() => this.callWithFailover(first, tier, key.policy, request, signal));
+      const { response, target } = await reply.upstream(() => this.callWithFailover(first, tier, key.routingPolicy, candidates, request, signal));
       const planId = balance.facts.planId;
       const bill = async (tokens: Tokens, answer: string | undefined, ending: Ending) => {
         const timing = reply.timing();
@@ -194,6 +208,7 @@ export class Completions {
           planId,
           pricingVersion: pricing.version,
           capLeaseId: cap?.leaseId || undefined,
+          workspaceLeaseId: workspace?.leaseId || undefined,
           balanceLeaseId: balance?.leaseId || undefined,
           region: target.model.region,
           streamed: request.stream,
@@ -205,7 +220,9 @@ export class Completions {
         });
         await this.deps.publisher.publish(this.deps.subjects.usage, toBinary(UsageRecordSchema, record), generationId);
         cap?.settle(cost);
+        workspace?.settle(cost);
         balance?.settle(cost);
+        rate?.settleTokens(tokens.input + tokens.output);
         billed = true;
         if (conversationId !== undefined && answer !== undefined) await this.storeExchange(generationId, key.workspaceId, conversationId, request, answer);
         return {
@@ -221,8 +238,10 @@ export class Completions {
       // Nothing was billed (refused, the upstream failed, its answer unreadable): the reservations end at no cost.
       if (!billed) {
         cap?.settle(new Money(0));
+        workspace?.settle(new Money(0));
         balance?.settle(new Money(0));
       }
+      rate?.end();
       places.release();
     }
   }
@@ -344,8 +363,7 @@ export class Completions {
    * plan, which the balance lease carries. Without billing the prices are the default plan's,
    * rather than no list at all.
    */
-  async models(fullKey: string): Promise<ReturnType<typeof modelList>> {
-    const key = await this.authorize(fullKey);
+  async models(key: ReplicatedKey): Promise<ReturnType<typeof modelList>> {
     const { pricing, balances, catalog, log, settings } = this.deps;
     const planId = await balances.facts(key.workspaceId).then(
       (facts) => facts.planId || pricing.defaultPlan,
@@ -354,29 +372,52 @@ export class Completions {
         return pricing.defaultPlan;
       },
     );
-    return modelList(catalog, pricing, planId, settings.demoRegions);
+    return modelList(catalog, pricing, planId, settings.demoRegions, key.allows);
   }
 
-  /** The key as the replica holds it; a refused key is its error of the catalogue (docs/api/keys.md). */
-  async authorize(fullKey: string): Promise<Authorized> {
+  /**
+   * The key as the replica holds it, checked as every front-door route checks it first: a refused
+   * key is its 401 of the catalogue (docs/api/keys.md; expiry by this replica's clock, so no event
+   * is needed for it), then a key without the `inference` scope is a 403. From here on every
+   * answer carries the key's x-ratelimit-* headers (`headers` gets them).
+   */
+  async authorize(fullKey: string, headers: (headers: Record<string, string>) => void): Promise<ReplicatedKey> {
     if (!this.deps.keys.fresh) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'keys service' }, {}, 'front-door');
     const key = await this.deps.keys.lookup(fullKey);
     if (!key) throw keyRefusalError({ reason: 'unknown' }, 'front-door')!;
     if (key.status === 'revoked') throw keyRefusalError({ reason: 'revoked' }, 'front-door')!;
-    return { keyId: key.keyId, workspaceId: key.workspaceId, policy: key.routingPolicy, capUsd: key.capUsd };
+    if (key.expiresAt !== null && Date.now() >= key.expiresAt) throw keyRefusalError({ reason: 'expired' }, 'front-door')!;
+    headers(this.deps.rates.headers(key));
+    // A key state without scopes is refused rather than trusted (fail closed), as the gateway does.
+    if (!key.scopes.has('inference')) throw catalogued(errorCatalogue.insufficientScope, { metadata: { required_scope: 'inference' } }, 'front-door');
+    return key;
   }
 
-  /** The estimate held against the key's cap lease; a key without a cap needs none. */
-  private async reserveCap(key: Authorized, estimate: Money): Promise<Reservation<CapFacts> | undefined> {
-    if (key.capUsd === null) return undefined;
-    const reserved = await this.deps.caps.reserve(key.keyId, estimate).catch(ownerUnavailable);
+  /**
+   * The candidates of `tier` the key may be routed to (docs/api/front-door.md#allowed-models): all
+   * of them when a pattern matches the tier's own id (`service/fast`, `service/*`, `*`), else those
+   * whose id a pattern matches; a 403 model_not_allowed when the key may use none, or may not use
+   * the concrete model asked for.
+   */
+  private allowedCandidates(key: ReplicatedKey, tier: ServiceTier | undefined, model: string): Candidates {
+    if (key.allows(model)) return undefined;
+    if (tier) {
+      const allowed = (candidate: CatalogModel) => key.allows(candidate.id);
+      if (this.deps.catalog.candidates(tier).some(allowed)) return allowed;
+    }
+    throw catalogued(errorCatalogue.modelNotAllowed, { field: 'model' }, 'front-door');
+  }
+
+  /** The estimate held against a budget lease (the key's, the workspace's); an unlimited budget holds nothing. */
+  private async reserveBudget(leases: BudgetLeases<CapFacts>, subject: string, estimate: Money): Promise<Reservation<CapFacts>> {
+    const reserved = await leases.reserve(subject, estimate).catch(ownerUnavailable);
     if (reserved.ok) return reserved;
     if (reserved.refusal) throw keyRefusalError({ reason: reserved.refusal }, 'front-door')!;
     throw keyRefusalError({ reason: 'spend_cap_exceeded', ...reserved.facts }, 'front-door')!;
   }
 
   /** The estimate held against the workspace's balance lease: a request must be affordable at its estimate. */
-  private async reserveBalance(key: Authorized, estimate: Money): Promise<Reservation<BalanceFacts>> {
+  private async reserveBalance(key: ReplicatedKey, estimate: Money): Promise<Reservation<BalanceFacts>> {
     const reserved = await this.deps.balances.reserve(key.workspaceId, estimate).catch(ownerUnavailable);
     if (reserved.ok) return reserved;
     throw catalogued(
@@ -389,8 +430,15 @@ export class Completions {
   }
 
   /** The model to call first: the routing replica's pick for a service tier, else the catalog model the key's policy allows. */
-  private firstTarget(tier: ServiceTier | undefined, passthrough: CatalogModel[] | undefined, policy: RoutingPolicy, requested: string): Target {
-    if (tier) return this.deps.routing.pick(tier, policy);
+  private firstTarget(
+    tier: ServiceTier | undefined,
+    passthrough: CatalogModel[] | undefined,
+    key: ReplicatedKey,
+    candidates: Candidates,
+    requested: string,
+  ): Target {
+    const policy = key.routingPolicy;
+    if (tier) return this.deps.routing.pick(tier, policy, candidates);
     const allowed = passthrough?.find((model) => policyAllows(policy, model.region));
     if (!allowed) {
       throw new ApiError(403, 'routing_policy_violation', `The model ${requested} is served only in a region this key's ${policy} routing policy excludes.`, {
@@ -407,7 +455,14 @@ export class Completions {
   }
 
   /** The first target, then (a service tier only) once another candidate the policy allows. */
-  private async callWithFailover(first: Target, tier: ServiceTier | undefined, policy: RoutingPolicy, request: ChatRequest, signal: AbortSignal) {
+  private async callWithFailover(
+    first: Target,
+    tier: ServiceTier | undefined,
+    policy: RoutingPolicy,
+    candidates: Candidates,
+    request: ChatRequest,
+    signal: AbortSignal,
+  ) {
     const { headersTimeoutMs, upstreamApiKeys: apiKeys, demoRegions } = this.deps.settings;
     const settings = { headersTimeoutMs, apiKeys, demoRegions, signal };
     try {
@@ -418,7 +473,10 @@ export class Completions {
       const second = tier
         ? this.deps.catalog
             .candidates(tier)
-            .find((model) => model !== first.model && policyAllows(policy, model.region) && this.deps.catalog.regions.has(model.region))
+            .find(
+              (model) =>
+                model !== first.model && policyAllows(policy, model.region) && (candidates?.(model) ?? true) && this.deps.catalog.regions.has(model.region),
+            )
         : undefined;
       this.deps.log.warn({ model: first.model.id, err: err.message, failover: second?.id ?? null }, 'upstream failed before its first byte');
       if (!second) throw upstreamError(err);

@@ -1,8 +1,10 @@
+import { timestampMs } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
-import type { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import type { KeyService, KeyState } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { hashKey, isWellFormedKey } from '@switchboard/runtime/api-key-format';
 import { errorMessage, type Logger } from '@switchboard/runtime/log';
 import type { RoutingPolicy } from '@switchboard/runtime/model-catalog';
+import { type ModelAllowList, modelAllowList } from '@switchboard/runtime/model-patterns';
 import { startPeriodic } from '@switchboard/runtime/periodic';
 
 /**
@@ -25,9 +27,70 @@ export interface ReplicatedKey {
   keyId: string;
   workspaceId: string;
   status: 'active' | 'revoked';
-  /** The monthly cap as set; null without one (no cap lease is needed). */
+  /** The monthly cap as set; null without one. */
   capUsd: string | null;
   routingPolicy: RoutingPolicy;
+  /** inference, read, manage: a model request needs inference (none at all refuses it: fail closed). */
+  scopes: ReadonlySet<string>;
+  /** Epoch ms from which the key is refused as expired, by this replica's clock; null: never. */
+  expiresAt: number | null;
+  /** The key's allowed models (docs/api/keys.md#allowed-models): every model without a list. */
+  allows: ModelAllowList;
+  rateLimits: RateLimits;
+  /** Whose spend and rate limits the key counts against (its own id, or the key it was rotated from). */
+  budgetId: string;
+  /** The key's periodic budgets beside the month's cap (day, week, total), as set. */
+  spendLimits: ReadonlyArray<{ period: string; amountUsd: string }>;
+}
+
+/** A key's rate limits (docs/api/keys.md#rate-limits); each absent when not set. */
+export interface RateLimits {
+  requests?: number;
+  tokens?: number;
+  concurrency?: number;
+}
+
+export const rateDimensions = ['requests', 'tokens', 'concurrency'] as const;
+export type RateDimension = (typeof rateDimensions)[number];
+
+/** Whether the key has a budget of its own to lease (a cap or a periodic limit): else no key lease is needed. */
+export function hasKeyBudget(key: ReplicatedKey): boolean {
+  return key.capUsd !== null || key.spendLimits.length > 0;
+}
+
+export function sameRateLimits(a: ReplicatedKey, b: ReplicatedKey): boolean {
+  return rateDimensions.every((dimension) => a.rateLimits[dimension] === b.rateLimits[dimension]);
+}
+
+export function sameSpendLimits(a: ReplicatedKey, b: ReplicatedKey): boolean {
+  const key = (limits: ReplicatedKey['spendLimits']) =>
+    limits
+      .map((limit) => `${limit.period}=${limit.amountUsd}`)
+      .sort()
+      .join(',');
+  return key(a.spendLimits) === key(b.spendLimits);
+}
+
+/** The key as a request is decided on, from the keys service's state. */
+export function replicatedKey(state: KeyState): ReplicatedKey {
+  const limits = state.rateLimits;
+  return {
+    keyId: state.keyId,
+    workspaceId: state.workspaceId,
+    status: state.status === 'active' ? 'active' : 'revoked',
+    capUsd: state.monthlySpendCapUsd ?? null,
+    routingPolicy: (state.routingPolicy || 'any') as RoutingPolicy,
+    scopes: new Set(state.scopes),
+    expiresAt: state.expiresAt ? timestampMs(state.expiresAt) : null,
+    allows: modelAllowList(state.allModels ? null : state.allowedModels),
+    rateLimits: {
+      ...(limits?.requestsPerMinute !== undefined ? { requests: limits.requestsPerMinute } : {}),
+      ...(limits?.tokensPerMinute !== undefined ? { tokens: limits.tokensPerMinute } : {}),
+      ...(limits?.maxConcurrent !== undefined ? { concurrency: limits.maxConcurrent } : {}),
+    },
+    budgetId: state.budgetId || state.keyId,
+    spendLimits: state.spendLimits.filter((limit) => limit.period !== 'month').map((limit) => ({ period: limit.period, amountUsd: limit.amountUsd })),
+  };
 }
 
 export interface KeyReplicaDeps {
@@ -135,13 +198,7 @@ export class KeyReplica {
     for (;;) {
       const page = await this.deps.keys.listKeyStates({ afterVersion: this.version, limit: pageSize }, { timeoutMs: this.deps.timeoutMs ?? 5000 });
       for (const state of page.states) {
-        const after: ReplicatedKey = {
-          keyId: state.keyId,
-          workspaceId: state.workspaceId,
-          status: state.status === 'active' ? 'active' : 'revoked',
-          capUsd: state.monthlySpendCapUsd ?? null,
-          routingPolicy: (state.routingPolicy || 'any') as RoutingPolicy,
-        };
+        const after = replicatedKey(state);
         const before = this.byHash.get(state.keyHash);
         this.byHash.set(state.keyHash, after);
         if (before) this.deps.onChange?.(before, after);

@@ -17,9 +17,10 @@ import { BudgetLeases } from './budget-leases.js';
 import { Completions } from './completions.js';
 import { readDataPlaneConfig } from './config.js';
 import { ConversationDirectory } from './conversation-directory.js';
-import { KeyReplica } from './key-replica.js';
-import { balanceOwner, capOwner } from './lease-owners.js';
+import { KeyReplica, sameRateLimits, sameSpendLimits } from './key-replica.js';
+import { balanceOwner, capOwner, rateOwner } from './lease-owners.js';
 import { Prices } from './prices.js';
+import { RateLimiter, rateLeases } from './rate-limits.js';
 import { RoutingReplica } from './routing-replica.js';
 import { createHandler } from './server.js';
 import { WorkPublisher } from './work-publisher.js';
@@ -52,14 +53,18 @@ try {
     .catch((err: unknown) => log.warn({ err: errorMessage(err) }, 'could not make sure of the work stream; its consumers create it too'));
   const caps = new BudgetLeases({ name: 'cap', log, owner: capOwner(keysClient, holder, config.internalTimeoutMs) });
   const balances = new BudgetLeases({ name: 'balance', log, owner: balanceOwner(billingClient, holder, config.internalTimeoutMs) });
+  const workspaces = new BudgetLeases({ name: 'workspace budget', log, owner: capOwner(keysClient, holder, config.internalTimeoutMs, 'workspace') });
+  const rates = new RateLimiter(rateLeases(log, (dimension) => rateOwner(keysClient, holder, config.internalTimeoutMs, dimension)));
   const keys = new KeyReplica({
     log,
     keys: keysClient,
     refreshMs: config.keyStatesRefreshMs,
     maxStaleMs: config.keyStatesMaxStaleMs,
     timeoutMs: config.internalTimeoutMs,
+    // Leases granted under a key's old limits are let go; the next request asks under the new ones.
     onChange: (before, after) => {
-      if (before.capUsd !== after.capUsd) caps.forget(after.keyId);
+      if (before.budgetId !== after.budgetId || before.capUsd !== after.capUsd || !sameSpendLimits(before, after)) caps.forget(after.keyId);
+      if (before.budgetId !== after.budgetId || !sameRateLimits(before, after)) rates.forget(after.keyId);
     },
   });
   await keys.start();
@@ -76,6 +81,8 @@ try {
   });
   routing.start();
   caps.start();
+  workspaces.start();
+  rates.start();
   balances.start();
   const publisher = new WorkPublisher({ log, js: natsReady.then((nc) => jetstream(nc)), maxQueued: config.workQueueMax, metrics });
   const pricing = Pricing.load(config.pricingFile);
@@ -86,6 +93,8 @@ try {
     pricing,
     keys,
     caps,
+    workspaces,
+    rates,
     balances,
     routing,
     conversations: new ConversationDirectory({ exchanges: peer(ExchangeService, 'conversations'), timeoutMs: config.internalTimeoutMs }),
@@ -133,7 +142,7 @@ try {
       await publisher.drain(drainTimeoutMs);
     },
     async release() {
-      await Promise.allSettled([caps.stop(), balances.stop(), keys.stop(), routing.stop()]);
+      await Promise.allSettled([caps.stop(), workspaces.stop(), rates.stop(), balances.stop(), keys.stop(), routing.stop()]);
       // Never connected: nothing to close (the connection attempt ends with the process).
       const connected = await Promise.race([natsReady, new Promise<undefined>((resolve) => setTimeout(resolve, 0, undefined))]);
       if (connected) {

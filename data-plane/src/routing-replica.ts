@@ -80,12 +80,14 @@ export class RoutingReplica {
   }
 
   /**
-   * The model a request for `tier` under `policy` is sent to; a 403 routing_policy_violation
-   * (as RouteModel's refusal was answered) when the policy allows no candidate of the tier.
+   * The model a request for `tier` under `policy` is sent to, among the candidates `allowed`
+   * keeps (a key's allowed models; all without it); a 403 routing_policy_violation (as
+   * RouteModel's refusal was answered) when the policy allows none of them.
    */
-  pick(tier: ServiceTier, policy: RoutingPolicy): RoutingTarget {
+  pick(tier: ServiceTier, policy: RoutingPolicy, allowed?: (model: CatalogModel) => boolean): RoutingTarget {
     const scores = this.tiers.get(tier)!;
-    const chosen = pickCandidate(scores.candidates, policy, scores.exploration, this.sampler);
+    const candidates = allowed ? scores.candidates.filter((candidate) => allowed(candidate.target.model)) : scores.candidates;
+    const chosen = pickCandidate(candidates, policy, scores.exploration, this.sampler);
     if (!chosen) throw new ApiError(403, 'routing_policy_violation', noAllowedCandidateMessage(tier, policy), { field: 'model' });
     return chosen.target;
   }

@@ -108,7 +108,9 @@ export function createHandler(deps: ServerDeps): http.RequestListener {
           res.destroy();
           return;
         }
-        sendJson(res, overhead, status, retryAfterSeconds ? { 'retry-after': String(retryAfterSeconds) } : {}, JSON.stringify(body));
+        // An error's own headers (a 429's Retry-After) beside those the request set already (x-ratelimit-*).
+        const headers = { ...(retryAfterSeconds ? { 'retry-after': String(retryAfterSeconds) } : {}), ...(err instanceof ApiError ? err.options.headers : {}) };
+        sendJson(res, overhead, status, headers, JSON.stringify(body));
       })
       .finally(() => {
         const path = req.url?.split('?')[0] ?? '/';
@@ -137,15 +139,16 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
   }
   if (path === '/v1/models') {
     if (req.method !== 'GET') throw wrongMethod('GET /v1/models lists the models.');
-    const key = bearerKey(req);
+    const fullKey = bearerKey(req);
+    const key = await deps.completions.authorize(fullKey, headersOn(res));
     sendJson(res, overhead, 200, {}, JSON.stringify(await deps.completions.models(key)));
     return;
   }
   if (path === '/v1/chat/completions') {
     if (req.method !== 'POST') throw wrongMethod('POST /v1/chat/completions creates a completion.');
-    const key = bearerKey(req);
+    const fullKey = bearerKey(req);
     // Nothing that cannot be a key gets its body read (a key is checked for real in the key replica).
-    if (!keyShape.test(key)) throw catalogued(errorCatalogue.invalidApiKey, {}, 'front-door');
+    if (!keyShape.test(fullKey)) throw catalogued(errorCatalogue.invalidApiKey, {}, 'front-door');
     const raw = await readBody(req, maxBodyBytes, tooLarge);
     if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) {
       throw catalogued(errorCatalogue.unsupportedMediaType, {}, 'front-door');
@@ -156,19 +159,25 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
     } catch {
       throw catalogued(errorCatalogue.invalidJson, {}, 'front-door');
     }
+    // The body's syntax first, as the gateway checks it on the REST surface; then the key and its
+    // scope, before the fields (docs/api/front-door.md#order-of-checks).
+    const key = await deps.completions.authorize(fullKey, headersOn(res));
     const conversation = req.headers['x-service-conversation-id'];
     const conversationId = typeof conversation === 'string' && conversation !== '' ? conversation : undefined;
     const request = parseChatRequest(json, raw.length);
     const unsupported = unsupportedParameter(request);
-    if (unsupported) {
-      // Credentials before input (docs/conventions.md#order-of-checks): a key that may not be used gets its own answer.
-      await deps.completions.authorize(key);
-      throw unsupported;
-    }
+    if (unsupported) throw unsupported;
     await deps.completions.complete(key, request, conversationId, replyTo(res, deps.idleTimeoutMs, overhead));
     return;
   }
   throw catalogued(errorCatalogue.routeNotFound, { method: req.method, path }, {}, 'front-door');
+}
+
+/** Headers every answer to the request carries from now on, an error's included. */
+function headersOn(res: http.ServerResponse): (headers: Record<string, string>) => void {
+  return (headers) => {
+    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+  };
 }
 
 /** The API key of the request (the data plane takes API keys only). */
@@ -197,6 +206,7 @@ export function replyTo(res: http.ServerResponse, idleTimeoutMs?: number, overhe
   });
   return {
     signal: aborted.signal,
+    headers: headersOn(res),
     upstream: (work) => overhead.upstream(work),
     timing() {
       const now = performance.now();

@@ -153,3 +153,64 @@ describe('budget leases', () => {
     await expect(new BudgetLeases({ name: 'cap', log, owner: capOwner(nowhere, 'f', 1000) }).reserve(key.keyId, estimate)).rejects.toThrow();
   });
 });
+
+describe('an unlimited budget', () => {
+  it('is asked again in the background while it is used, so no request waits for its owner, and left alone when idle', async () => {
+    let asked = 0;
+    const owner = {
+      lease: async () => {
+        asked += 1;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return { leaseId: '', grantedUsd: '0', expiresAt: new Date(Date.now() + 1000), unlimited: true, facts: {} };
+      },
+      release: async () => {},
+    };
+    const leases = new BudgetLeases({ name: 'workspace budget', log, owner });
+    leases.start();
+    try {
+      const waits: number[] = [];
+      const until = Date.now() + 3000;
+      while (Date.now() < until) {
+        const started = performance.now();
+        const reserved = await leases.reserve('org_busy', new Money('0.01'));
+        waits.push(performance.now() - started);
+        expect(reserved).toMatchObject({ ok: true, leaseId: '', left: undefined });
+        if (reserved.ok) reserved.settle(new Money('0.01'));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      // The first request waited for the answer; none after it did, though each answer lasts a second.
+      expect(waits.slice(1).filter((ms) => ms >= 15)).toEqual([]);
+      expect(asked).toBeGreaterThanOrEqual(3);
+      const before = asked;
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      expect(asked - before).toBeLessThanOrEqual(1);
+      expect(leases.peek('org_busy')).toBeUndefined();
+    } finally {
+      await leases.stop();
+    }
+  }, 15_000);
+});
+
+describe('an unlimited budget whose owner cannot be reached', () => {
+  it('keeps serving on the owner’s last "no limit" for a while (no limit can be set meanwhile), then is refused', async () => {
+    let down = false;
+    const owner = {
+      lease: async () => {
+        if (down) throw new Error('connection refused');
+        return { leaseId: '', grantedUsd: '0', expiresAt: new Date(Date.now() + 100), unlimited: true, facts: {} };
+      },
+      release: async () => {},
+    };
+    const leases = new BudgetLeases({ name: 'workspace budget', log, owner, unlimitedWhileOwnerDownMs: 400 });
+    expect(await leases.reserve('org_down', new Money('0.01'))).toMatchObject({ ok: true });
+    down = true;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Past its trust, the owner down: still served.
+    expect(await leases.reserve('org_down', new Money('0.01'))).toMatchObject({ ok: true, leaseId: '' });
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    await expect(leases.reserve('org_down', new Money('0.01'))).rejects.toThrow('connection refused');
+    // A budget the owner never answered for is never served on a guess.
+    const limited = new BudgetLeases({ name: 'cap', log, owner: { ...owner, lease: async () => Promise.reject(new Error('connection refused')) } });
+    await expect(limited.reserve('key_down', new Money('0.01'))).rejects.toThrow('connection refused');
+  });
+});

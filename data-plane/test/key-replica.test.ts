@@ -1,6 +1,8 @@
+import { create } from '@bufbuild/protobuf';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
-import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
-import { KeyReplica } from '@switchboard/data-plane/key-replica';
+import { KeyService, KeyStateSchema, RateLimitsSchema, SpendLimitStateSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { hasKeyBudget, KeyReplica, replicatedKey, sameRateLimits, sameSpendLimits } from '@switchboard/data-plane/key-replica';
 import { readKeysConfig } from '@switchboard/keys/config';
 import { prepareKeys } from '@switchboard/keys/prepare';
 import { registerRoutes } from '@switchboard/keys/server';
@@ -73,5 +75,56 @@ describe('the key replica', () => {
     const unknown = await Promise.all(Array.from({ length: 200 }, () => replica.lookup(generateFullKey())));
     expect(unknown.every((key) => key === undefined)).toBe(true);
     expect(polls - before).toBeLessThanOrEqual(2);
+  });
+});
+
+describe('a replicated key', () => {
+  const state = (fields: Parameters<typeof create<typeof KeyStateSchema>>[1]) =>
+    create(KeyStateSchema, { keyId: 'key_1', workspaceId: 'org_1', status: 'active', routingPolicy: 'cn-only', ...fields });
+
+  it('carries what a request is decided on: scopes, expiry, allowed models, rate limits, budget and spend limits', () => {
+    const key = replicatedKey(
+      state({
+        scopes: ['inference', 'read'],
+        expiresAt: timestampFromMs(1_800_000_000_000),
+        allowedModels: ['service/*', 'gpt-4o'],
+        allModels: false,
+        rateLimits: create(RateLimitsSchema, { requestsPerMinute: 20, maxConcurrent: 3 }),
+        budgetId: 'key_0',
+        monthlySpendCapUsd: '10',
+        spendLimits: [create(SpendLimitStateSchema, { period: 'day', amountUsd: '1.50' })],
+      }),
+    );
+    expect(key).toMatchObject({
+      keyId: 'key_1',
+      routingPolicy: 'cn-only',
+      expiresAt: 1_800_000_000_000,
+      rateLimits: { requests: 20, concurrency: 3 },
+      budgetId: 'key_0',
+      capUsd: '10',
+      spendLimits: [{ period: 'day', amountUsd: '1.50' }],
+    });
+    expect([...key.scopes]).toEqual(['inference', 'read']);
+    expect(['service/fast', 'gpt-4o', 'gpt-4o-mini'].map(key.allows)).toEqual([true, true, false]);
+    expect(hasKeyBudget(key)).toBe(true);
+  });
+
+  it('allows every model with all_models, never expires without expires_at, and is its own budget by default', () => {
+    const key = replicatedKey(state({ allModels: true }));
+    expect(key).toMatchObject({ expiresAt: null, budgetId: 'key_1', rateLimits: {}, capUsd: null, spendLimits: [] });
+    expect(key.allows('anything')).toBe(true);
+    expect(key.scopes.size).toBe(0);
+    expect(hasKeyBudget(key)).toBe(false);
+    // An empty list without all_models allows nothing (never everything by mistake).
+    expect(replicatedKey(state({ allModels: false })).allows('anything')).toBe(false);
+  });
+
+  it('tells a change of limits apart from a change of anything else', () => {
+    const before = replicatedKey(state({ rateLimits: create(RateLimitsSchema, { requestsPerMinute: 20 }) }));
+    expect(sameRateLimits(before, replicatedKey(state({ rateLimits: create(RateLimitsSchema, { requestsPerMinute: 20 }), routingPolicy: 'any' })))).toBe(true);
+    expect(sameRateLimits(before, replicatedKey(state({ rateLimits: create(RateLimitsSchema, { requestsPerMinute: 21 }) })))).toBe(false);
+    const day = (amountUsd: string) => replicatedKey(state({ spendLimits: [create(SpendLimitStateSchema, { period: 'day', amountUsd })] }));
+    expect(sameSpendLimits(day('1'), day('1'))).toBe(true);
+    expect(sameSpendLimits(day('1'), day('2'))).toBe(false);
   });
 });

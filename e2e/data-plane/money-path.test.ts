@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -7,7 +6,6 @@ import path from 'node:path';
 import { serviceNames } from '@switchboard/contracts/components';
 import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
-import { freePort } from '@switchboard/runtime/infra';
 import { Money } from '@switchboard/runtime/money';
 import { eventually } from '@switchboard/runtime/testing';
 import { bootMesh, restClient, signUp } from '@switchboard/testkit/mesh';
@@ -19,6 +17,7 @@ import type {
 } from 'openai/resources/chat/completions';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clientAt, Replica } from './replica.js';
 
 /**
  * The money path's acceptance tests (issue 23, "Done when"; docs/money-path.md), through
@@ -112,8 +111,6 @@ afterAll(async () => {
   await Promise.all([overseas?.close(), cn?.close()]);
   if (catalogDir) await rm(catalogDir, { recursive: true, force: true });
 });
-
-const clientAt = (baseUrl: string, apiKey: string) => new OpenAI({ apiKey, baseURL: `${baseUrl}/v1`, maxRetries: 0 });
 
 interface Key {
   keyId: string;
@@ -357,56 +354,6 @@ describe('a budget of 10 estimates and 64 requests at once', () => {
 
 // ---------------------------------------------------------------------------------------------
 // A second data plane
-
-/** Another data-plane process on the mesh's peers, NATS and work stream, at its own port. */
-class Replica {
-  private constructor(
-    readonly url: string,
-    private readonly child: ChildProcess,
-    readonly output: () => string,
-  ) {}
-
-  static async start(env: Record<string, string>): Promise<Replica> {
-    const port = await freePort();
-    const child = spawn(process.execPath, [path.join(repoRoot, 'data-plane/dist/src/main.js')], {
-      cwd: repoRoot,
-      env: { ...process.env, ...env, PORT: String(port), METRICS_PORT: '0' },
-      // The IPC channel: the process stops if this runner dies.
-      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-    });
-    let output = '';
-    for (const stream of [child.stdout, child.stderr]) stream?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    const replica = new Replica(`http://127.0.0.1:${port}`, child, () => output);
-    try {
-      await eventually(
-        async () => {
-          if (child.exitCode !== null) throw new Error(`the second data plane exited ${child.exitCode}`);
-          return (await fetch(`${replica.url}/healthz`, { signal: AbortSignal.timeout(1000) })).ok;
-        },
-        'the second data plane to be healthy',
-        30_000,
-        100,
-      );
-    } catch (err) {
-      await replica.stop();
-      throw new Error(`${(err as Error).message}\n${output.split('\n').slice(-20).join('\n')}`);
-    }
-    return replica;
-  }
-
-  client(apiKey: string): OpenAI {
-    return clientAt(this.url, apiKey);
-  }
-
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 20_000);
-    await exited;
-    clearTimeout(timer);
-  }
-}
 
 describe('two data-plane replicas sharing one cap and one balance', () => {
   let second: Replica;

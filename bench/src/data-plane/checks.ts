@@ -23,20 +23,31 @@ export async function settleBilling(session: BenchSession, world: DataPlaneWorld
   const upstreamCalls = await world.upstream.calls();
   session.progress('waiting for the key spend and the balance to show every answered cost');
   const answered = traffic.ledger.total();
-  const expectedBalance = new Money(account.balanceAfterTopUp).minus(answered);
+  const limitedAnswered = traffic.limitedLedger.total();
+  const expectedBalance = new Money(account.balanceAfterTopUp).minus(answered).minus(limitedAnswered);
   const expectedSpend = new Money(account.spendAtStart).plus(answered);
+  const expectedLimitedSpend = new Money(account.limited.spendAtStart).plus(limitedAnswered);
   const started = performance.now();
-  const read = async () => ({ spendAtEnd: await spendOf(mesh.gatewayUrl, token, account.keyId), balanceAtEnd: await balanceOf(mesh.gatewayUrl, token) });
+  const read = async () => ({
+    spendAtEnd: await spendOf(mesh.gatewayUrl, token, account.keyId),
+    limitedSpendAtEnd: await spendOf(mesh.gatewayUrl, token, account.limited.keyId),
+    balanceAtEnd: await balanceOf(mesh.gatewayUrl, token),
+  });
   let seen = await read();
   let movedAt = performance.now();
   const waiting = () => performance.now() - movedAt < settle.stallTimeoutMs && performance.now() - started < settle.maxWaitMs;
-  while (!(new Money(seen.spendAtEnd).eq(expectedSpend) && new Money(seen.balanceAtEnd).eq(expectedBalance)) && waiting()) {
+  const complete = () =>
+    new Money(seen.spendAtEnd).eq(expectedSpend) &&
+    new Money(seen.limitedSpendAtEnd).eq(expectedLimitedSpend) &&
+    new Money(seen.balanceAtEnd).eq(expectedBalance);
+  while (!complete() && waiting()) {
     await sleep(250);
     const before = seen;
     seen = await read();
-    if (seen.spendAtEnd !== before.spendAtEnd || seen.balanceAtEnd !== before.balanceAtEnd) movedAt = performance.now();
+    if (seen.spendAtEnd !== before.spendAtEnd || seen.limitedSpendAtEnd !== before.limitedSpendAtEnd || seen.balanceAtEnd !== before.balanceAtEnd)
+      movedAt = performance.now();
   }
-  return { upstreamCalls, answered, expectedBalance, ...seen, settledAfterMs: Math.round(performance.now() - started) };
+  return { upstreamCalls, answered, limitedAnswered, expectedBalance, ...seen, settledAfterMs: Math.round(performance.now() - started) };
 }
 
 export type Settled = Awaited<ReturnType<typeof settleBilling>>;
@@ -56,7 +67,7 @@ export function dataPlaneErrors(world: DataPlaneWorld, traffic: Traffic, summari
   }
   const { sent } = traffic;
   const requestsSent = sent.direct + traffic.platformRequestsSent;
-  const { answered, spendAtEnd, balanceAtEnd, expectedBalance } = settled;
+  const { answered, limitedAnswered, spendAtEnd, limitedSpendAtEnd, balanceAtEnd, expectedBalance } = settled;
   if (settled.upstreamCalls !== requestsSent)
     errors.push(
       `the upstream got ${settled.upstreamCalls} calls for ${requestsSent} requests sent (${sent.direct} direct, ${sent['front door']} front door, ${sent['data plane']} to the data plane alone)`,
@@ -66,9 +77,14 @@ export function dataPlaneErrors(world: DataPlaneWorld, traffic: Traffic, summari
     errors.push(
       `${settled.settledAfterMs} ms after the load the key's spend had moved by ${spendMoved.toFixed()} USD, the platform answered costs summing to ${answered.toFixed()} USD`,
     );
+  const limitedMoved = new Money(limitedSpendAtEnd).minus(world.account.limited.spendAtStart);
+  if (!limitedMoved.eq(limitedAnswered))
+    errors.push(
+      `${settled.settledAfterMs} ms after the load the spend of the key with every limit had moved by ${limitedMoved.toFixed()} USD, the platform answered it costs summing to ${limitedAnswered.toFixed()} USD`,
+    );
   if (!new Money(balanceAtEnd).eq(expectedBalance))
     errors.push(
-      `${settled.settledAfterMs} ms after the load the workspace balance was ${balanceAtEnd} USD, expected ${expectedBalance.toFixed()} (after the top-up ${world.account.balanceAfterTopUp} − answered costs ${answered.toFixed()})`,
+      `${settled.settledAfterMs} ms after the load the workspace balance was ${balanceAtEnd} USD, expected ${expectedBalance.toFixed()} (after the top-up ${world.account.balanceAfterTopUp} − answered costs ${answered.plus(limitedAnswered).toFixed()})`,
     );
   if ((traffic.ledger.tiers.fast ?? 0) === 0) errors.push('no service/fast answer said tier "fast"');
   errors.push(...exitedComponents(world.mesh, path));

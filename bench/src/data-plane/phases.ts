@@ -64,6 +64,29 @@ export async function lowLoadPhase(session: BenchSession, traffic: Traffic, watc
 }
 
 /**
+ * The key with every limit set next to the key without any (docs/api/front-door.md#order-of-checks:
+ * every check and lease a limit adds), the same request through the front door, interleaved
+ * without, with, with, without: at `concurrency` in flight for the rate, at 1 for the latency.
+ * Keyed `<in flight>|<variant>`.
+ */
+export async function limitsPhase(session: BenchSession, traffic: Traffic, watch: Watch): Promise<Record<string, Summary>> {
+  const { variants } = traffic;
+  const runs: Record<string, Summary> = {};
+  for (const [inFlight, seconds] of [
+    [concurrency, halfSeconds],
+    [1, lowLoadSeconds / 2],
+  ] as const) {
+    session.progress(`${inFlight} in flight: ${variants.front.name} / ${variants.frontLimited.name} interleaved, ${seconds} s × 2 each`);
+    await traffic.run(variants.front, 0.5, inFlight);
+    await traffic.run(variants.frontLimited, 0.5, inFlight);
+    const pair = await traffic.interleaved(variants.front, variants.frontLimited, seconds, inFlight, watch);
+    runs[`${inFlight}|${variants.front.name}`] = pair.direct;
+    runs[`${inFlight}|${variants.frontLimited.name}`] = pair.front;
+  }
+  return runs;
+}
+
+/**
  * Paced: one request, then a pause, so the work each request leaves behind (its usage record's
  * settlement in billing, the usage event's relay and consumers) is done before the next one;
  * each hop then wakes an idle process. Direct both ways, so each front-door run has its baseline.

@@ -82,6 +82,22 @@ function lowLoadSection(report: DataPlaneReport, m: DataPlaneMeasured): string[]
   ];
 }
 
+function keyLimitsSection(report: DataPlaneReport, m: DataPlaneMeasured): string[] {
+  const { keyLimits } = report;
+  const { variants } = m.traffic;
+  const rows = [concurrency, 1].flatMap((inFlight) =>
+    [variants.front, variants.frontLimited].map((v) => {
+      const s = keyLimits.runs[`${inFlight}|${v.name}`];
+      return [`${inFlight}: ${v.name}`, fmt(s.perSecond), fmt(s.latencyMs.p50, 2), fmt(s.latencyMs.p99, 2), fmt(s.latencyMs.max, 1), fmt(s.failed)];
+    }),
+  );
+  return [
+    'A key with every limit set (scopes, expiry, allowed models, requests/tokens/concurrency limits, day/week/month/total budgets; none reached) next to the key without, interleaved',
+    table(['run (in flight: target)', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'failed'], rows),
+    `    with ÷ without, req/s at ${concurrency} in flight: ${keyLimits.ratioAtConcurrency.toFixed(3)}; at 1 in flight with − without: p50 ${signedMs(keyLimits.addedAtOneMs.p50)} ms, p99 ${signedMs(keyLimits.addedAtOneMs.p99)} ms`,
+  ];
+}
+
 function stagesSection(report: DataPlaneReport, m: DataPlaneMeasured): string[] {
   const { stages, lowLoad } = report;
   const { variants } = m.traffic;
@@ -163,6 +179,8 @@ export function dataPlanePrintout(report: DataPlaneReport, m: DataPlaneMeasured)
     ...throughputSection(report, m),
     '',
     ...lowLoadSection(report, m),
+    '',
+    ...keyLimitsSection(report, m),
     '',
     ...stagesSection(report, m),
     '',

@@ -39,6 +39,8 @@ export interface Variant {
   through: 'direct' | 'front door' | 'data plane';
   model: string;
   stream: boolean;
+  /** Sent with the account's key with every limit set (world.ts), instead of its key without any. */
+  limited?: boolean;
 }
 
 export interface Outcome {

@@ -20,6 +20,7 @@ import {
   maxPlatformCpuMicrosPerRequest,
   maxTransactionsPerRequest,
   minFrontPerSecond,
+  minLimitedKeyRatio,
   pacedPauseMs,
   requestTimeoutMs,
   topUpUsd,
@@ -34,6 +35,8 @@ export interface DataPlaneMeasured {
   throughput: Record<string, Summary>;
   lowLoad: Record<string, Summary>;
   paced: Record<string, Summary>;
+  /** The key with every limit set and the key without, interleaved (phases.ts limitsPhase), keyed `<in flight>|<variant>`. */
+  keyLimits: Record<string, Summary>;
   stages: Record<string, Summary>;
   /**
    * pg_stat_database and the RPCs served, from the service/fast run at `concurrency` to the end
@@ -82,6 +85,22 @@ function addedLatencyOf(m: DataPlaneMeasured): Record<string, { p50: number; p99
   return addedLatency;
 }
 
+/** The key with every limit set against the key without: req/s ratio at `concurrency` in flight, added latency at 1. */
+export function keyLimitsOf(m: DataPlaneMeasured) {
+  const { variants } = m.traffic;
+  const at = (inFlight: number) => ({
+    without: m.keyLimits[`${inFlight}|${variants.front.name}`],
+    with: m.keyLimits[`${inFlight}|${variants.frontLimited.name}`],
+  });
+  const busy = at(concurrency);
+  const idle = at(1);
+  return {
+    runs: m.keyLimits,
+    ratioAtConcurrency: busy.without.perSecond > 0 ? round(busy.with.perSecond / busy.without.perSecond, 3) : 0,
+    addedAtOneMs: { p50: round(idle.with.latencyMs.p50 - idle.without.latencyMs.p50), p99: round(idle.with.latencyMs.p99 - idle.without.latencyMs.p99) },
+  };
+}
+
 /** The span of the database and RPC counters, as the report names it. */
 const activitySpan = (requests: number) =>
   `service/fast at ${concurrency} in flight and the low-load and paced runs after it: ${requests} front-door requests; direct requests touch neither`;
@@ -107,6 +126,7 @@ function targetsOf(
   m: DataPlaneMeasured,
   addedLatency: Record<string, { p50: number; p99: number }>,
   postgres: ReturnType<typeof postgresPerFrontRequestOf>,
+  keyLimits: ReturnType<typeof keyLimitsOf>,
 ): TargetCheck[] {
   const { variants } = m.traffic;
   const latency = ['1 in flight, non-streaming', '1 in flight, streaming', '1 in flight paced, non-streaming', '1 in flight paced, streaming'].flatMap(
@@ -129,6 +149,7 @@ function targetsOf(
       ),
     ),
     check('Postgres transactions per front-door request', postgres.transactions, '<=', maxTransactionsPerRequest, 'transactions'),
+    check(`key with every limit ÷ key without: req/s at ${concurrency} in flight`, keyLimits.ratioAtConcurrency, '>=', minLimitedKeyRatio, '×'),
   ];
 }
 
@@ -145,6 +166,7 @@ export function dataPlaneResults(session: BenchSession, m: DataPlaneMeasured, er
   const ratios = ratiosOf(m);
   const addedLatency = addedLatencyOf(m);
   const postgresPerFrontRequest = postgresPerFrontRequestOf(m);
+  const keyLimits = keyLimitsOf(m);
   return {
     at: session.at,
     machine: machineFacts(session.loadAverageAtStart),
@@ -169,6 +191,7 @@ export function dataPlaneResults(session: BenchSession, m: DataPlaneMeasured, er
     lowLoad: m.lowLoad,
     addedLatencyMs: addedLatency,
     paced: { pauseMs: pacedPauseMs, runs: m.paced },
+    keyLimits,
     stages: m.stages,
     postgresPerFrontRequest,
     rpcPerFrontRequest: rpcPerFrontRequestOf(m),
@@ -180,6 +203,9 @@ export function dataPlaneResults(session: BenchSession, m: DataPlaneMeasured, er
       costsAnswered: settled.answered.toFixed(),
       keySpendAtStart: account.spendAtStart,
       keySpendAtEnd: settled.spendAtEnd,
+      limitedKeySpendAtStart: account.limited.spendAtStart,
+      limitedKeySpendAtEnd: settled.limitedSpendAtEnd,
+      limitedKeyCostsAnswered: settled.limitedAnswered.toFixed(),
       /** From the end of the load to the spend and the balance seen complete (or the timeout). */
       settledAfterMs: settled.settledAfterMs,
       tiers: traffic.ledger.tiers,
@@ -192,7 +218,7 @@ export function dataPlaneResults(session: BenchSession, m: DataPlaneMeasured, er
       fastRunFrontDoor: m.fastFrontSent,
     },
     warnings: m.warnings,
-    targets: targetsOf(m, addedLatency, postgresPerFrontRequest),
+    targets: targetsOf(m, addedLatency, postgresPerFrontRequest, keyLimits),
     errors,
     totalSeconds: 0,
   };

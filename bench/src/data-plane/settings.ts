@@ -17,6 +17,8 @@ export const minFrontPerSecond = 2000;
 /** CPU µs per request, summed over every process of the platform (results.ts platformProcesses). */
 export const maxPlatformCpuMicrosPerRequest = 1000;
 export const maxTransactionsPerRequest = 0.1;
+/** A key with every limit set keeps at least this share of the req/s of a key without (issue 25: within 10 %). */
+export const minLimitedKeyRatio = 0.9;
 /** A hard cap on the requests of one run, whatever its duration: loops are bounded in count too. */
 export const maxRequestsPerRun = 2_000_000;
 export const requestTimeoutMs = 10_000;

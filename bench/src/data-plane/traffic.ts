@@ -32,9 +32,18 @@ export class Traffic {
     frontStream: { name: `front door, ${passthroughModel}, stream`, through: 'front door', model: passthroughModel, stream: true },
     fast: { name: 'front door, service/fast', through: 'front door', model: 'service/fast', stream: false },
     dataPlane: { name: `data plane alone, ${passthroughModel}`, through: 'data plane', model: passthroughModel, stream: false },
+    frontLimited: {
+      name: `front door, ${passthroughModel}, key with every limit`,
+      through: 'front door',
+      model: passthroughModel,
+      stream: false,
+      limited: true,
+    },
   } satisfies Record<string, Variant>;
-  /** What the front door (or the data plane alone) answered it cost. */
+  /** What the front door (or the data plane alone) answered it cost, for the key without limits. */
   readonly ledger = new Ledger();
+  /** The same for the key with every limit set. */
+  readonly limitedLedger = new Ledger();
   private readonly directLedger = new Ledger();
   /** Requests sent each way. */
   readonly sent: Record<Variant['through'], number> = { direct: 0, 'front door': 0, 'data plane': 0 };
@@ -66,7 +75,9 @@ export class Traffic {
   private senderOf(variant: Variant): Call {
     const body = bodyOf(variant);
     const { agent, url } = this.targets[variant.through];
-    const headers: Record<string, string> = variant.through === 'direct' ? {} : { authorization: `Bearer ${this.world.account.fullKey}` };
+    const { account } = this.world;
+    const key = variant.limited ? account.limited.fullKey : account.fullKey;
+    const headers: Record<string, string> = variant.through === 'direct' ? {} : { authorization: `Bearer ${key}` };
     return async () => {
       const answer = await send(agent, url, headers, body);
       return { status: String(answer.status), inspect: () => inspect(variant, answer) };
@@ -75,7 +86,7 @@ export class Traffic {
 
   /** `inFlight` loops of `variant` for `seconds` (drive.ts), counted. */
   async run(variant: Variant, seconds: number, inFlight: number, watch?: Watch, pauseMs = 0): Promise<Run> {
-    const ledger = variant.through === 'direct' ? this.directLedger : this.ledger;
+    const ledger = variant.through === 'direct' ? this.directLedger : variant.limited ? this.limitedLedger : this.ledger;
     const result = await drive(variant.name, this.senderOf(variant), ledger, seconds, inFlight, watch, pauseMs);
     this.sent[variant.through] += result.ok + Object.values(result.failures).reduce((sum, count) => sum + count, 0);
     return result;

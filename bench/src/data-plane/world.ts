@@ -5,12 +5,15 @@ import { createKey, registerUser } from '@switchboard/testkit/gateway-accounts';
 import { connectDatabase, postgresBackends } from '../measure/postgres.js';
 import { type BenchSession, startBenchMesh, startOwnNats } from '../measure/session.js';
 import { benchNodeFlags } from '../measure/settings.js';
-import { balanceOf, catalogJson, spendOf, topUp } from './account.js';
+import { balanceOf, catalogJson, createLimitedKey, spendOf, topUp } from './account.js';
 import type { Watch } from './drive.js';
 import { topUpUsd } from './settings.js';
 import { startUpstreamProcess } from './upstream.js';
 
-/** A user whose workspace was topped up through the sandbox checkout, with an API key; the balance and spend before the load. */
+/**
+ * A user whose workspace was topped up through the sandbox checkout, with an API key without
+ * limits and one with every limit set; the balance and the keys' spend before the load.
+ */
 async function prepareAccount(session: BenchSession, mesh: Mesh) {
   const user = await registerUser(mesh.gatewayUrl, 'data-plane');
   const balanceAtStart = await balanceOf(mesh.gatewayUrl, user.accessToken);
@@ -18,8 +21,10 @@ async function prepareAccount(session: BenchSession, mesh: Mesh) {
   const balanceAfterTopUp = await balanceOf(mesh.gatewayUrl, user.accessToken);
   const { keyId, fullKey } = await createKey(mesh.gatewayUrl, user.accessToken, 'bench data plane');
   const spendAtStart = await spendOf(mesh.gatewayUrl, user.accessToken, keyId);
+  const limited = await createLimitedKey(mesh.gatewayUrl, user.accessToken);
+  const limitedSpendAtStart = await spendOf(mesh.gatewayUrl, user.accessToken, limited.keyId);
   session.progress(`workspace balance ${balanceAtStart} → ${balanceAfterTopUp} after the sandbox top-up; key spend ${spendAtStart}`);
-  return { user, keyId, fullKey, balanceAtStart, balanceAfterTopUp, spendAtStart };
+  return { user, keyId, fullKey, balanceAtStart, balanceAfterTopUp, spendAtStart, limited: { ...limited, spendAtStart: limitedSpendAtStart } };
 }
 
 /**
