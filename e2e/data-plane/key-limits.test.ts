@@ -1,8 +1,3 @@
-// MERGE: needs B1/B2 (and C) — the keys service's KeyState feed (scopes, expiry, allowed models,
-// rate limits, spend limits: B1), its LeaseRate/ReleaseRateLease and workspace LeaseCap (B2), and
-// the gateway forwarding the x-ratelimit-* headers (C, REQUESTS.md). Until then this suite fails at
-// its first request (a key state without scopes is refused). Passed whole on integ + h-b2 + h-d
-// with those two fixes (the proxy's header list, 007's duplicate index).
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';

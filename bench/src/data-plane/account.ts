@@ -40,7 +40,6 @@ export const spendOf = async (gatewayUrl: string, token: string, keyId: string) 
  * through every check and lease of the front door (docs/api/front-door.md#order-of-checks).
  */
 export async function createLimitedKey(gatewayUrl: string, token: string): Promise<{ keyId: string; fullKey: string }> {
-  // MERGE: needs B1 (the key fields) and B2 (spend limits of every period).
   const send = async (method: string, url: string, body: unknown, status: number) => {
     const response = await fetch(url, {
       method,
