@@ -42,7 +42,9 @@ import { budgetStatuses, setKeySpendLimits } from './store/budget-spend.js';
 import {
   budgetOf,
   findKey,
+  findKeyExpiry,
   findKeyOwner,
+  hasActiveSuccessor,
   insertKey,
   type KeyChanges,
   type KeyRow,
@@ -123,7 +125,7 @@ export class Keys {
     const capUsd = input.capUsd === undefined ? null : parseSpendCap(input.capUsd);
     const routingPolicy = parseRoutingPolicy(input.routingPolicy);
     const scopes = parseScopes(input.scopes) ?? keyScopes;
-    const expiresAt = parseExpiresAt(input.expiresAt, this.now()) ?? null;
+    const asked = parseExpiresAt(input.expiresAt, this.now());
     const allowedModels = parseAllowedModels(input.allowedModels) ?? null;
     const rateLimits = parseRateLimits(input.rateLimits);
     const spendLimits = parseSpendLimits(input.spendLimits);
@@ -132,6 +134,10 @@ export class Keys {
       throw invalidArgument('monthly_spend_cap_usd', 'Send the monthly cap as monthly_spend_cap_usd or as the month entry of spend_limits, not both.');
     this.mayGrant(caller, scopes);
     const { db, recordEvent } = this.deps;
+    // A key made by a key ends with it at the latest: without an expiry of its own, it gets the creator's.
+    const ownEnd = await this.callerKeyEnd(caller);
+    const expiresAt = asked === undefined ? (ownEnd ?? null) : asked;
+    this.mayOutlive(caller, ownEnd, expiresAt);
     const fullKey = generateFullKey();
     const keyId = newId('key');
     const hint = hintOf(fullKey);
@@ -206,11 +212,12 @@ export class Keys {
    * change, anything else `settings`, both with the changed fields. Nothing different: the key
    * as it is, and no event.
    */
-  update(
+  async update(
     caller: Caller,
     keyId: string,
     input: { name?: string; scopes?: Value; expiresAt?: Value; allowedModels?: Value; rateLimits?: Value },
   ): Promise<KeyRecord> {
+    const ownEnd = input.expiresAt === undefined ? undefined : await this.callerKeyEnd(caller);
     return this.change(caller, keyId, (key) => {
       const name = input.name === undefined ? undefined : parseKeyName(input.name);
       if (input.scopes?.kind.case === 'nullValue') throw invalidArgument('scopes', 'scopes cannot be null: send the scopes the key keeps (at least one).');
@@ -230,6 +237,11 @@ export class Keys {
         fields.push('scopes');
       }
       if (expiresAt !== undefined && expiresAt?.getTime() !== key.expires_at?.getTime()) {
+        // Giving a key more time is granting: only to a key whose scopes the caller has, never past the caller's own end.
+        if (expiresAt === null || (key.expires_at !== null && expiresAt > key.expires_at)) {
+          this.mayGrant(caller, key.scopes);
+          this.mayOutlive(caller, ownEnd, expiresAt);
+        }
         // A new expiry is announced again when it passes.
         Object.assign(changes, { expires_at: expiresAt, expired_event_at: null });
         fields.push('expires_at');
@@ -332,6 +344,7 @@ export class Keys {
   async rotate(caller: Caller, keyId: string, rawGrace: Value | undefined): Promise<{ fullKey: string; key: KeyRecord; previous: KeyRecord }> {
     const { db } = this.deps;
     const now = this.now();
+    const ownEnd = await this.callerKeyEnd(caller);
     const fullKey = generateFullKey();
     const newKeyId = newId('key');
     const rows = await db.transaction(async (trx) => {
@@ -339,8 +352,14 @@ export class Keys {
       authorize(caller.ctx, 'keys.manage', { ownerId: old.created_by, workspaceId: caller.workspaceId });
       const graceSeconds = parseGracePeriod(rawGrace);
       this.mayGrant(caller, old.scopes);
+      // The new key keeps the old one's expiry: a key may not hand out one that outlives it.
+      this.mayOutlive(caller, ownEnd, old.expires_at);
       if (old.status === 'revoked' || (old.expires_at !== null && old.expires_at <= now)) {
         throw apiError(Code.FailedPrecondition, 'key_revoked', 'This key is revoked or expired; it cannot be rotated.', { httpStatus: 409 });
+      }
+      // Its successor holds the credential now: a second rotation would make a key that dies with the grace period.
+      if (await hasActiveSuccessor(trx, keyId)) {
+        throw apiError(Code.FailedPrecondition, 'key_already_rotated', 'This key was rotated already; rotate the key that replaced it.', { httpStatus: 409 });
       }
       await rotateKey(trx, this.deps.recordEvent, {
         old,
@@ -381,6 +400,28 @@ export class Keys {
 
   private month(): string {
     return monthOf(this.now());
+  }
+
+  /** When the calling API key itself expires: undefined for a user's session or a key that never does. */
+  private async callerKeyEnd(caller: Caller): Promise<Date | undefined> {
+    const claims = callerOf(caller.ctx);
+    if (claims.principalType !== 'key' || !claims.keyId) return undefined;
+    return (await findKeyExpiry(this.deps.db, claims.keyId)) ?? undefined;
+  }
+
+  /**
+   * An API key may not give a key more lifetime than it has itself (docs/api/keys.md#expiry): a key
+   * that expires cannot make, extend or rotate one that lives longer (or forever), so an expiry
+   * bounds everything done with the key. 403 on `expires_at`.
+   */
+  private mayOutlive(caller: Caller, ownEnd: Date | undefined, expiresAt: Date | null): void {
+    if (ownEnd === undefined || (expiresAt !== null && expiresAt <= ownEnd)) return;
+    throw apiError(
+      Code.PermissionDenied,
+      'forbidden',
+      `An API key cannot give a key an expiry later than its own (${ownEnd.toISOString()}); set expires_at at or before it, or use a user's session.`,
+      { field: 'expires_at', metadata: { expires_at_limit: ownEnd.toISOString() } },
+    );
   }
 
   /**

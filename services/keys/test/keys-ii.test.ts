@@ -408,6 +408,43 @@ describe('rotation', () => {
     await keys.revokeKey({ keyId: max.key!.keyId });
     expect(await refusalOf(keys.rotateKey({ keyId: max.key!.keyId }))).toMatchObject({ error: 'key_revoked' });
   });
+
+  it('refuses to rotate a key whose successor is active, and allows it again once that one is revoked', async () => {
+    const keys = owner();
+    const { key } = await keys.createKey({ name: 'twice' });
+    const first = await keys.rotateKey({ keyId: key!.keyId });
+    expect(await refusalOf(keys.rotateKey({ keyId: key!.keyId }))).toMatchObject({ code: Code.FailedPrecondition, error: 'key_already_rotated' });
+    await keys.revokeKey({ keyId: first.key!.keyId });
+    expect((await keys.rotateKey({ keyId: key!.keyId })).key!.rotatedFrom).toBe(key!.keyId);
+  });
+});
+
+describe('the lifetime an API key may give', () => {
+  it('never past its own expiry: a key it makes ends with it, and it cannot extend, clear or rotate past it', async () => {
+    const end = new Date(Date.now() + 3_600_000);
+    const caller = await owner().createKey({ name: 'contractor', expiresAt: v(end.toISOString()) });
+    const asKey = clientAs(KeyService, keyPrincipal(['inference', 'read', 'manage'], caller.key!.keyId));
+    const refused = { code: Code.PermissionDenied, error: 'forbidden', field: 'expires_at', metadata: { expires_at_limit: end.toISOString() } };
+
+    // Without an expiry of its own, a key made by the key gets the key's.
+    const made = await asKey.createKey({ name: 'child' });
+    expect(timestampDate(made.key!.expiresAt!).getTime()).toBe(end.getTime());
+    expect(await errorOf(asKey.createKey({ name: 'forever', expiresAt: v(null) }))).toEqual(refused);
+    expect(await errorOf(asKey.createKey({ name: 'later', expiresAt: v(new Date(end.getTime() + 1000).toISOString()) }))).toEqual(refused);
+    const earlier = new Date(end.getTime() - 60_000);
+    expect(timestampDate((await asKey.createKey({ name: 'earlier', expiresAt: v(earlier.toISOString()) })).key!.expiresAt!).getTime()).toBe(earlier.getTime());
+
+    // Its own expiry cannot be cleared or pushed back; brought forward, it may.
+    expect(await errorOf(asKey.updateKey({ keyId: caller.key!.keyId, expiresAt: v(null) }))).toEqual(refused);
+    expect(await errorOf(asKey.updateKey({ keyId: made.key!.keyId, expiresAt: v(new Date(end.getTime() + 60_000).toISOString()) }))).toEqual(refused);
+    expect(timestampDate((await asKey.updateKey({ keyId: made.key!.keyId, expiresAt: v(earlier.toISOString()) })).expiresAt!).getTime()).toBe(earlier.getTime());
+
+    // A key that never expires, rotated by it, would hand out a credential that outlives it.
+    const lasting = await owner().createKey({ name: 'lasting' });
+    expect(await errorOf(asKey.rotateKey({ keyId: lasting.key!.keyId }))).toEqual(refused);
+    // A user's session is not bound by any key's expiry.
+    expect((await owner().updateKey({ keyId: caller.key!.keyId, expiresAt: v(null) })).expiresAt).toBeUndefined();
+  });
 });
 
 describe('GET /v1/key', () => {

@@ -62,8 +62,10 @@ export async function periodSpends(db: Db, subject: BudgetSubject, of: Period[],
 
 /**
  * Per period of `now` named: the settled spend, and for a key's budget with `withReservations`
- * the open AuthorizeKey reservations of its keys made in the period. One statement, so spend and
- * reservations come from one snapshot (a usage batch settles a reservation as it adds the spend).
+ * every open AuthorizeKey reservation of its keys. A reservation counts against every period,
+ * whenever it was made, as a lease does: one made at 23:59 may be settled after midnight, into the
+ * new day. One statement, so spend and reservations come from one snapshot (a usage batch settles
+ * a reservation as it adds the spend).
  */
 export async function periodCommitments(
   db: Db,
@@ -82,7 +84,7 @@ export async function periodCommitments(
             CASE WHEN CAST(:reservations AS boolean)
                  THEN COALESCE((SELECT sum(r.amount_usd) FROM reservations r
                                  WHERE r.key_id IN (SELECT k.id FROM api_keys k WHERE k.id = :id OR k.budget_id = :id)
-                                   AND r.settled_at IS NULL AND r.expires_at > :now AND r.created_at >= CAST(p.start AS timestamp) AT TIME ZONE 'UTC'), 0)
+                                   AND r.settled_at IS NULL AND r.expires_at > :now), 0)
                  ELSE 0 END::text AS reserved
        FROM unnest(CAST(:periods AS text[]), CAST(:starts AS date[])) AS p (period, start)`,
     { isKey, id, reservations: isKey && withReservations, now, periods: of, starts: of.map((period) => periodStart(period, now)) },

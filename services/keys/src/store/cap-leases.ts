@@ -146,6 +146,8 @@ export async function settleLeases(
 ): Promise<void> {
   if (costs.length === 0) return;
   const { table, subject } = tables[kind];
+  // Locked in id order first: two batches settling the same leases never wait on each other crosswise.
+  await trx.raw(`SELECT 1 FROM ${table} WHERE id = ANY(?::text[]) ORDER BY id FOR UPDATE`, [costs.map((c) => c.leaseId)]);
   await trx.raw(
     `UPDATE ${table} l SET settled_usd = l.settled_usd + c.cost, updated_at = now()
        FROM unnest(?::text[], ?::text[], ?::numeric[]) AS c (id, subject, cost)

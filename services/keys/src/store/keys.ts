@@ -126,6 +126,17 @@ export async function copyKeySpendLimits(trx: Knex.Transaction, from: string, to
   await trx.raw('INSERT INTO spend_limits (subject, period, amount_usd) SELECT ?, period, amount_usd FROM spend_limits WHERE subject = ?', [to, from]);
 }
 
+/** Whether a key rotated from `keyId` is still active (not revoked). */
+export async function hasActiveSuccessor(db: Db, keyId: string): Promise<boolean> {
+  return (await db('api_keys').where({ rotated_from: keyId, status: 'active' }).first('id')) !== undefined;
+}
+
+/** When the key expires: null when never, undefined when there is no such key. */
+export async function findKeyExpiry(db: Db, keyId: string): Promise<Date | null | undefined> {
+  const row = await db('api_keys').where({ id: keyId }).first('expires_at');
+  return row ? (row.expires_at as Date | null) : undefined;
+}
+
 /** The key `keyId` of `workspaceId` (never another workspace's) with its budget's spend of `month`. */
 export async function findKey(db: Db, keyId: string, workspaceId: string, month: string): Promise<KeyWithSpendRow | undefined> {
   const { rows } = await db.raw<{ rows: KeyWithSpendRow[] }>(`SELECT ${withSpend} WHERE k.id = ? AND k.workspace_id = ?`, [month, keyId, workspaceId]);
