@@ -123,6 +123,8 @@ export class BudgetLeases<Facts> {
    * of the grant as used, so whatever they reserve meanwhile stays within what the owner holds.
    */
   private readonly granting = new Map<string, Promise<Lease<Facts> | Refusal<Facts>>>();
+  /** Bumped by forget: a grant asked under an older generation is of limits that changed meanwhile. */
+  private readonly generations = new Map<string, number>();
   /** Requests per subject that its lease could not cover, waiting for a grant: the next grant is sized for them all. */
   private readonly waiting = new Map<string, number>();
   private sweeper?: { stop(): Promise<void> };
@@ -153,6 +155,8 @@ export class BudgetLeases<Facts> {
    * limit is given back, and the next request asks for one under the new limit.
    */
   forget(subject: string): void {
+    // A grant under way was decided under the old limit: ask() gives it back when it arrives.
+    this.generations.set(subject, (this.generations.get(subject) ?? 0) + 1);
     const lease = this.leases.get(subject);
     if (lease) void this.giveBack(subject, lease);
   }
@@ -250,18 +254,24 @@ export class BudgetLeases<Facts> {
   }
 
   /** One grant per subject at a time, shared by every request waiting for it. */
-  private grant(subject: string, amount: Money): Promise<Lease<Facts> | Refusal<Facts>> {
+  private grant(subject: string, amount: Money, keepAlive = false): Promise<Lease<Facts> | Refusal<Facts>> {
     let pending = this.granting.get(subject);
     if (!pending) {
-      pending = this.ask(subject, amount).finally(() => this.granting.delete(subject));
+      pending = this.ask(subject, amount, keepAlive).finally(() => this.granting.delete(subject));
       this.granting.set(subject, pending);
     }
     return pending;
   }
 
-  /** Asks the owner for (more of) the subject's lease: a renewal while it lives, else a new one. */
-  private async ask(subject: string, amount: Money): Promise<Lease<Facts> | Refusal<Facts>> {
+  /**
+   * Asks the owner for (more of) the subject's lease: a renewal while it lives, else a new one.
+   * `keepAlive` (leases that never renew ahead: concurrency slots) renews a live lease for its
+   * time only, asking for nothing more: renewed with a margin each time, it would grow to a
+   * multiple of the slots in use and starve the other replicas.
+   */
+  private async ask(subject: string, amount: Money, keepAlive = false): Promise<Lease<Facts> | Refusal<Facts>> {
     const now = Date.now();
+    const generation = this.generations.get(subject) ?? 0;
     const current = this.leases.get(subject);
     const alive = current && !current.unlimited && current.id && current.expiresAt > now ? current : undefined;
     // Sized on the spend since the last grant (at least a few requests' worth, and one estimate per
@@ -272,14 +282,20 @@ export class BudgetLeases<Facts> {
     // is under way, so the owner must go on holding all of it. It asks for a top-up to the target's
     // free room; what is never used goes back when the lease is given back (idle, or at shutdown).
     const free = alive ? alive.granted.minus(alive.used) : zero;
-    const min = Money.max(amount.minus(free), keepAliveMin);
-    const want = Money.max(target.minus(free), min);
+    const min = alive && keepAlive ? zero : Money.max(amount.minus(free), keepAliveMin);
+    const want = alive && keepAlive ? zero : Money.max(target.minus(free), min);
     const answer = await this.deps.owner.lease(subject, {
       leaseId: alive?.id ?? '',
       usedUsd: formatMoney(alive?.granted ?? zero),
       wantUsd: formatMoney(want),
       minUsd: formatMoney(min),
     });
+    if ((this.generations.get(subject) ?? 0) !== generation) {
+      // The budget changed while the owner answered (forget): this grant may be of the old limit. It
+      // goes back, holding only what the requests of the given-back lease used, and the next is asked under the new one.
+      if (answer.leaseId && !answer.unlimited) await this.deps.owner.release(answer.leaseId, formatMoney(alive?.used ?? zero)).catch(() => undefined);
+      return this.ask(subject, amount);
+    }
     if (answer.refusal) return { ok: false, refusal: answer.refusal, facts: answer.facts };
     const renewed = alive && answer.leaseId === alive.id ? alive : undefined;
     const lease: Lease<Facts> = renewed ?? {
@@ -341,7 +357,7 @@ export class BudgetLeases<Facts> {
       if (now - lease.grantedAt > lease.ttlMs / 2) {
         const typical = lease.granted.minus(lease.usedAtGrant).div(this.requestsPerGrant);
         work.push(
-          this.grant(subject, Money.max(typical, keepAliveMin)).catch((err) =>
+          this.grant(subject, Money.max(typical, keepAliveMin), this.deps.renewAhead === false).catch((err) =>
             this.deps.log.warn({ err: errorMessage(err), subject }, `could not renew a ${this.deps.name} lease`),
           ),
         );

@@ -1,10 +1,12 @@
+import { fromJson } from '@bufbuild/protobuf';
+import { ValueSchema } from '@bufbuild/protobuf/wkt';
 import { readBillingConfig } from '@switchboard/billing/config';
 import { prepareBilling } from '@switchboard/billing/prepare';
 import { registerRoutes as billingRoutes } from '@switchboard/billing/server';
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { BudgetLeases } from '@switchboard/data-plane/budget-leases';
-import { balanceOwner, capOwner } from '@switchboard/data-plane/lease-owners';
+import { balanceOwner, capOwner, rateOwner } from '@switchboard/data-plane/lease-owners';
 import { readKeysConfig } from '@switchboard/keys/config';
 import { prepareKeys } from '@switchboard/keys/prepare';
 import { registerRoutes as keysRoutes } from '@switchboard/keys/server';
@@ -153,6 +155,100 @@ describe('budget leases', () => {
     await expect(new BudgetLeases({ name: 'cap', log, owner: capOwner(nowhere, 'f', 1000) }).reserve(key.keyId, estimate)).rejects.toThrow();
   });
 });
+
+describe('a budget changed while a grant is under way', () => {
+  it('gives the grant of the old limit back when it arrives and asks again under the new one', async () => {
+    const workspaceId = newId('org');
+    const developer = { caller: 'gateway', principalId: newId('usr'), principalType: 'user' as const, workspaceId, role: 'developer' };
+    const keyId = (await keysAs(KeyService, developer).createKey({ name: 'lowered', monthlySpendCapUsd: '1.00' })).key!.keyId;
+    const owner = capOwner(keysAs(KeyService, { caller: 'data-plane' }), 'replica-a', 5000);
+    let answered!: () => void;
+    const held = new Promise<void>((resolve) => {
+      answered = resolve;
+    });
+    let granted!: () => void;
+    const grantMade = new Promise<void>((resolve) => {
+      granted = resolve;
+    });
+    let first = true;
+    const leases = new BudgetLeases({
+      name: 'cap',
+      log,
+      owner: {
+        ...owner,
+        // The first answer (under the 1.00 cap) reaches the replica only after the cap was lowered.
+        async lease(subject, request) {
+          const answer = await owner.lease(subject, request);
+          if (first) {
+            first = false;
+            granted();
+            await held;
+          }
+          return answer;
+        },
+      },
+    });
+    const reserving = leases.reserve(keyId, estimate);
+    await grantMade;
+    await keysAs(KeyService, developer).updateSpendCap({ keyId, monthlySpendCapUsd: '0.02' });
+    leases.forget(keyId);
+    answered();
+    const reservation = await reserving;
+    expect(reservation.ok).toBe(true);
+    // Under the new cap only one estimate fits: the old grant (sized for 16) was given back.
+    expect((await leases.reserve(keyId, estimate)).ok).toBe(false);
+    expect((await outstanding(keys, 'cap_leases', 'key_id', keyId)).lte('0.02')).toBe(true);
+    await leases.stop();
+  });
+});
+
+describe('a concurrency lease', () => {
+  it('holds the slots in use while a long request runs, renewed for its time only, never growing', async () => {
+    // Leases of 2 s, renewed past half their life: a 4 s request sees several renewals.
+    const shortKeys = prepareKeys(keys.runtime, readKeysConfig({ LEASE_TTL: '2s' }));
+    const shortAs = keys.serve((router) => keysRoutes(router, shortKeys));
+    const workspaceId = newId('org');
+    const developer = { caller: 'gateway', principalId: newId('usr'), principalType: 'user' as const, workspaceId, role: 'developer' };
+    const keyId = (await shortAs(KeyService, developer).createKey({ name: 'slots', rateLimits: fromJson(ValueSchema, { max_concurrent: 5 }) })).key!.keyId;
+    const slots = new BudgetLeases({
+      name: 'concurrency rate',
+      log,
+      owner: rateOwner(shortAs(KeyService, { caller: 'data-plane' }), 'replica-a', 5000, 'concurrency'),
+      idleMs: 1000,
+      requestsPerGrant: 1,
+      renewAhead: false,
+    });
+    slots.start();
+    try {
+      const running = await slots.reserve(keyId, new Money(1));
+      expect(running.ok).toBe(true);
+      const held = async () => {
+        const { rows } = await keys.runtime.db.raw<{ rows: Array<{ held: string }> }>(
+          `SELECT COALESCE(sum(granted), 0)::text AS held FROM rate_leases WHERE budget_id = ? AND dimension = 'concurrency' AND expires_at > now()`,
+          [keyId],
+        );
+        return Number(rows[0].held);
+      };
+      const renewals = await sampleFor(4_000, held);
+      expect(renewals.every((slotsHeld) => slotsHeld === 1)).toBe(true);
+      if (running.ok) running.settle(new Money(0));
+    } finally {
+      await slots.stop();
+      await shortKeys.states.stop();
+    }
+  });
+});
+
+/** What `probe` reads every 250 ms for `ms` (an observation window, not a wait for something to happen). */
+async function sampleFor(ms: number, probe: () => Promise<number>): Promise<number[]> {
+  const seen: number[] = [];
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    seen.push(await probe());
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  return seen;
+}
 
 describe('an unlimited budget', () => {
   it('is asked again in the background while it is used, so no request waits for its owner, and left alone when idle', async () => {

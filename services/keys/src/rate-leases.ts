@@ -69,8 +69,9 @@ export class RateLeases {
     const dimension = request.dimension as RateDimension;
     if (!dimensions.includes(dimension)) throw invalidArgument('dimension', `dimension must be one of ${dimensions.join(', ')}.`);
     const used = count(request.used, 'used', true);
-    const want = count(request.want, 'want', false);
-    if (want === 0) throw invalidArgument('want', 'want must be more than 0.');
+    // 0 only to keep a lease alive without growing it (a concurrency lease whose slots come back as requests end).
+    const want = count(request.want, 'want', true);
+    if (want === 0 && request.leaseId === '') throw invalidArgument('want', 'want must be more than 0 for a new lease.');
     const min = count(request.min, 'min', true);
     if (min > want) throw invalidArgument('min', 'min may not be more than want.');
     const now = this.clock();
