@@ -137,7 +137,7 @@ export class Keys {
     // A key made by a key ends with it at the latest: without an expiry of its own, it gets the creator's.
     const ownEnd = await this.callerKeyEnd(caller);
     const expiresAt = asked === undefined ? (ownEnd ?? null) : asked;
-    this.mayOutlive(caller, ownEnd, expiresAt);
+    this.mayOutlive(ownEnd, expiresAt);
     const fullKey = generateFullKey();
     const keyId = newId('key');
     const hint = hintOf(fullKey);
@@ -240,7 +240,7 @@ export class Keys {
         // Giving a key more time is granting: only to a key whose scopes the caller has, never past the caller's own end.
         if (expiresAt === null || (key.expires_at !== null && expiresAt > key.expires_at)) {
           this.mayGrant(caller, key.scopes);
-          this.mayOutlive(caller, ownEnd, expiresAt);
+          this.mayOutlive(ownEnd, expiresAt);
         }
         // A new expiry is announced again when it passes.
         Object.assign(changes, { expires_at: expiresAt, expired_event_at: null });
@@ -353,7 +353,7 @@ export class Keys {
       const graceSeconds = parseGracePeriod(rawGrace);
       this.mayGrant(caller, old.scopes);
       // The new key keeps the old one's expiry: a key may not hand out one that outlives it.
-      this.mayOutlive(caller, ownEnd, old.expires_at);
+      this.mayOutlive(ownEnd, old.expires_at);
       if (old.status === 'revoked' || (old.expires_at !== null && old.expires_at <= now)) {
         throw apiError(Code.FailedPrecondition, 'key_revoked', 'This key is revoked or expired; it cannot be rotated.', { httpStatus: 409 });
       }
@@ -414,7 +414,7 @@ export class Keys {
    * that expires cannot make, extend or rotate one that lives longer (or forever), so an expiry
    * bounds everything done with the key. 403 on `expires_at`.
    */
-  private mayOutlive(caller: Caller, ownEnd: Date | undefined, expiresAt: Date | null): void {
+  private mayOutlive(ownEnd: Date | undefined, expiresAt: Date | null): void {
     if (ownEnd === undefined || (expiresAt !== null && expiresAt <= ownEnd)) return;
     throw apiError(
       Code.PermissionDenied,

@@ -437,7 +437,9 @@ describe('the lifetime an API key may give', () => {
     // Its own expiry cannot be cleared or pushed back; brought forward, it may.
     expect(await errorOf(asKey.updateKey({ keyId: caller.key!.keyId, expiresAt: v(null) }))).toEqual(refused);
     expect(await errorOf(asKey.updateKey({ keyId: made.key!.keyId, expiresAt: v(new Date(end.getTime() + 60_000).toISOString()) }))).toEqual(refused);
-    expect(timestampDate((await asKey.updateKey({ keyId: made.key!.keyId, expiresAt: v(earlier.toISOString()) })).expiresAt!).getTime()).toBe(earlier.getTime());
+    expect(timestampDate((await asKey.updateKey({ keyId: made.key!.keyId, expiresAt: v(earlier.toISOString()) })).expiresAt!).getTime()).toBe(
+      earlier.getTime(),
+    );
 
     // A key that never expires, rotated by it, would hand out a credential that outlives it.
     const lasting = await owner().createKey({ name: 'lasting' });
