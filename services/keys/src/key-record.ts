@@ -4,6 +4,7 @@ import { Code } from '@connectrpc/connect';
 import type { KeySchema, RateLimitsSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { apiError } from '@switchboard/runtime/errors';
 import { formatMoney } from '@switchboard/runtime/money';
+import { spendLimitStatus } from './spend-limits.js';
 import type { BudgetStatus } from './store/budget-spend.js';
 import type { KeyRow, KeyWithSpendRow } from './store/keys.js';
 
@@ -35,13 +36,7 @@ export function toKey(row: KeyWithSpendRow, budgets: readonly BudgetStatus[]): M
     expiresAt: row.expires_at ? timestampFromDate(row.expires_at) : undefined,
     allowedModels: allowedModelsOf(row),
     rateLimits: rateLimitsOf(row),
-    spendLimits: budgets.map((budget) => ({
-      period: budget.period,
-      amountUsd: budget.amountUsd,
-      spendUsd: budget.spendUsd,
-      remainingUsd: budget.remainingUsd,
-      resetsAt: budget.resetsAt ? timestampFromDate(budget.resetsAt) : undefined,
-    })),
+    spendLimits: budgets.map(spendLimitStatus),
     rotatedFrom: row.rotated_from ?? undefined,
   };
 }
