@@ -12993,6 +12993,7 @@ export interface operations {
              * @description Conflicts with the current state.
              *
              *     - `key_revoked`: The key is revoked or expired; it cannot be rotated.
+             *     - `key_already_rotated`: The key was rotated already and its successor is active: rotate the successor (the old key only has its grace period left).
              */
             409: {
                 headers: {
