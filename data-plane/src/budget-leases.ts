@@ -123,7 +123,10 @@ export class BudgetLeases<Facts> {
    * of the grant as used, so whatever they reserve meanwhile stays within what the owner holds.
    */
   private readonly granting = new Map<string, Promise<Lease<Facts> | Refusal<Facts>>>();
-  /** Bumped by forget: a grant asked under an older generation is of limits that changed meanwhile. */
+  /**
+   * Bumped by forget while a grant is under way: a grant asked under an older generation is of
+   * limits that changed meanwhile. An entry lives only as long as its subject's grant (bounded).
+   */
   private readonly generations = new Map<string, number>();
   /** Requests per subject that its lease could not cover, waiting for a grant: the next grant is sized for them all. */
   private readonly waiting = new Map<string, number>();
@@ -156,7 +159,7 @@ export class BudgetLeases<Facts> {
    */
   forget(subject: string): void {
     // A grant under way was decided under the old limit: ask() gives it back when it arrives.
-    this.generations.set(subject, (this.generations.get(subject) ?? 0) + 1);
+    if (this.granting.has(subject)) this.generations.set(subject, (this.generations.get(subject) ?? 0) + 1);
     const lease = this.leases.get(subject);
     if (lease) void this.giveBack(subject, lease);
   }
@@ -257,7 +260,10 @@ export class BudgetLeases<Facts> {
   private grant(subject: string, amount: Money, keepAlive = false): Promise<Lease<Facts> | Refusal<Facts>> {
     let pending = this.granting.get(subject);
     if (!pending) {
-      pending = this.ask(subject, amount, keepAlive).finally(() => this.granting.delete(subject));
+      pending = this.ask(subject, amount, keepAlive).finally(() => {
+        this.granting.delete(subject);
+        this.generations.delete(subject);
+      });
       this.granting.set(subject, pending);
     }
     return pending;

@@ -1,5 +1,5 @@
 import { eventually } from '@switchboard/runtime/testing';
-import { type ApiResponse, expectErrorBody, meshSuiteOfFile, signUp } from '@switchboard/testkit/mesh';
+import { type ApiResponse, createKey as createKeyAs, expectErrorBody, keyRecordFields, meshSuiteOfFile, signUp } from '@switchboard/testkit/mesh';
 import { describe, expect, it } from 'vitest';
 
 /**
@@ -9,35 +9,7 @@ import { describe, expect, it } from 'vitest';
 
 const suite = meshSuiteOfFile();
 
-async function createKey(token: string, body: Record<string, unknown> = { name: 'ci' }): Promise<{ fullKey: string; key: Record<string, unknown> }> {
-  const response = await suite.call('POST', '/v1/keys', { token, body });
-  expect(response.status, response.text).toBe(201);
-  return { fullKey: response.json.full_key, key: response.json.key };
-}
-
-const keyRecordFields = [
-  'key_id',
-  'name',
-  'hint',
-  'status',
-  'monthly_spend_cap_usd',
-  'month_to_date_spend_usd',
-  'alert_webhook_url',
-  'alert_threshold_pct',
-  'routing_policy',
-  'created_by',
-  'created_at',
-  'last_used_at',
-  'revoked_at',
-  // Keys II (docs/api/keys.md#the-key-record; their own tests are in keys-ii.test.ts).
-  'scopes',
-  'expires_at',
-  'allowed_models',
-  'rate_limits',
-  'spend_limits',
-  'rotated_from',
-  'alert_thresholds_pct',
-].sort();
+const createKey = (token: string, body?: Record<string, unknown>) => createKeyAs(suite.call, token, body);
 
 describe('creating and reading keys', () => {
   it('creates a key: 201 {full_key, key}, the key shown once and stored only as a hash', async () => {

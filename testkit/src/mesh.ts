@@ -133,6 +133,41 @@ export async function signUp(call: RestCall): Promise<SignedUp> {
   };
 }
 
+/** The fields of a key record (docs/api/keys.md#the-key-record), sorted. */
+export const keyRecordFields = [
+  'key_id',
+  'name',
+  'hint',
+  'status',
+  'monthly_spend_cap_usd',
+  'month_to_date_spend_usd',
+  'alert_webhook_url',
+  'alert_threshold_pct',
+  'alert_thresholds_pct',
+  'routing_policy',
+  'created_by',
+  'created_at',
+  'last_used_at',
+  'revoked_at',
+  'scopes',
+  'expires_at',
+  'allowed_models',
+  'rate_limits',
+  'spend_limits',
+  'rotated_from',
+].sort();
+
+/** Creates an API key through REST (201 asserted): the full key, shown once, and the record. */
+export async function createKey(
+  call: RestCall,
+  token: string,
+  body: Record<string, unknown> = { name: 'ci' },
+): Promise<{ fullKey: string; key: Record<string, unknown> }> {
+  const response = await call('POST', '/v1/keys', { token, body });
+  expect(response.status, response.text).toBe(201);
+  return { fullKey: response.json.full_key, key: response.json.key };
+}
+
 let topupCounter = 0;
 /**
  * Funds a workspace as a newcomer would (docs/api/billing.md#free-credit-and-the-sandbox): a top-up
