@@ -387,7 +387,8 @@ export class Completions {
     if (!key) throw keyRefusalError({ reason: 'unknown' }, 'front-door')!;
     if (key.status === 'revoked') throw keyRefusalError({ reason: 'revoked' }, 'front-door')!;
     if (key.expiresAt !== null && Date.now() >= key.expiresAt) throw keyRefusalError({ reason: 'expired' }, 'front-door')!;
-    headers(this.deps.rates.headers(key));
+    // Only a key with a requests or tokens limit has x-ratelimit-* headers: nothing to build for the others.
+    if (key.rateLimits.requests !== undefined || key.rateLimits.tokens !== undefined) headers(this.deps.rates.headers(key));
     // A key state without scopes is refused rather than trusted (fail closed), as the gateway does.
     if (!key.scopes.has('inference')) throw catalogued(errorCatalogue.insufficientScope, { metadata: { required_scope: 'inference' } }, 'front-door');
     return key;

@@ -15,6 +15,7 @@ import type { Logger } from '@switchboard/runtime/log';
 import { formatMoney } from '@switchboard/runtime/money';
 import { enumToWire } from '@switchboard/runtime/wire-enum';
 import { type BudgetReached, budgetPassedBy } from './budgets.js';
+import { keyRefusal } from './cap-leases.js';
 import { parseEstimate } from './key-input.js';
 import type { KeyState, KeyStates } from './key-states.js';
 import { lockKeyBudget } from './store/cap-leases.js';
@@ -120,7 +121,9 @@ export class KeyAuthorizer {
     const ttlSeconds = (this.deps.reservationTtlMs ?? defaultReservationTtlMs) / 1000;
     return this.deps.db.transaction(async (trx) => {
       const key = await lockKeyBudget(trx, state.keyId);
-      if (key?.status !== 'active') return { reason: refusalReason(key?.status === 'revoked' ? KeyRefusal.REVOKED : KeyRefusal.UNKNOWN) };
+      // Decided again under the lock: the cached state may predate a revocation or a sooner expiry.
+      const refusal = keyRefusal(key, this.clock());
+      if (refusal !== undefined || !key) return { reason: refusalReason(refusal ?? KeyRefusal.UNKNOWN) };
       const passed = await budgetPassedBy(trx, { keyId: state.keyId, budgetId: key.budget_id, monthlyCapUsd: key.cap }, amountUsd, this.clock());
       if (passed) return capExceeded(passed);
       await insertReservation(trx, { id, keyId: state.keyId, amountUsd, ttlSeconds });

@@ -4,7 +4,7 @@ import { invalidArgument } from '@switchboard/runtime/errors';
 import { formatMoney, Money } from '@switchboard/runtime/money';
 import { parseSpendCap } from './key-input.js';
 import { isPeriod, type Period, periodEnd, periods } from './periods.js';
-import { type BudgetStatus, budgetLimits, budgetStatuses, periodCommitments } from './store/budget-spend.js';
+import { type BudgetStatus, budgetLimits, periodCommitments } from './store/budget-spend.js';
 import { otherLeases } from './store/cap-leases.js';
 
 /**
@@ -61,24 +61,6 @@ export interface BudgetReached {
 export function firstReached(scope: BudgetReached['scope'], statuses: BudgetStatus[]): BudgetReached | undefined {
   const reached = statuses.find((status) => new Money(status.spendUsd).gte(status.amountUsd));
   return reached && { scope, period: reached.period, capUsd: reached.amountUsd, spendUsd: reached.spendUsd, resetsAt: reached.resetsAt };
-}
-
-/**
- * Has the key reached a limit of its budget, or its workspace one of its own? For AuthenticateKey's
- * 402 on REST calls (docs/api/keys.md#periodic-budgets): the key's limits first, then the
- * workspace's; undefined when neither is reached. Settled spend only (REST calls spend nothing:
- * leases and reservations matter to model requests alone).
- */
-export async function keyBudgetReached(
-  db: Knex,
-  key: { keyId: string; budgetId: string; workspaceId: string; monthlyCapUsd: string | null },
-  now: Date,
-): Promise<BudgetReached | undefined> {
-  const [own, workspace] = await Promise.all([
-    budgetStatuses(db, { keyId: key.keyId, budgetId: key.budgetId }, key.monthlyCapUsd, now),
-    budgetStatuses(db, { workspaceId: key.workspaceId }, null, now),
-  ]);
-  return firstReached('key', own) ?? firstReached('workspace', workspace);
 }
 
 /**

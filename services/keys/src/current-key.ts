@@ -8,7 +8,7 @@ import { apiError } from '@switchboard/runtime/errors';
 import { allowedModelsOf, keyNotFound, rateLimitsOf } from './key-record.js';
 import { monthOf } from './months.js';
 import { budgetStatuses } from './store/budget-spend.js';
-import { budgetOf, findKeyById } from './store/keys.js';
+import { budgetOf, findKey } from './store/keys.js';
 
 export type CurrentKeyRecord = MessageInitShape<typeof CurrentKeySchema>;
 
@@ -22,9 +22,9 @@ export async function currentKey(db: Knex, ctx: HandlerContext, now: Date): Prom
   if (claims.principalType !== 'key' || !claims.keyId) {
     throw apiError(Code.InvalidArgument, 'api_key_required', 'GET /v1/key describes the API key of the request: call it with an API key, not an access token.');
   }
-  const row = await findKeyById(db, claims.keyId, monthOf(now));
+  const row = await findKey(db, claims.keyId, claims.workspaceId ?? '', monthOf(now));
   // Cannot happen for a key the gateway authenticated (keys are never deleted); a 404 rather than a guess.
-  if (!row || row.workspace_id !== claims.workspaceId) throw keyNotFound();
+  if (!row) throw keyNotFound();
   const budgets = await budgetStatuses(db, { budgetId: budgetOf(row), keyId: row.id }, row.monthly_spend_cap_usd, now);
   return {
     keyId: row.id,

@@ -6,7 +6,7 @@ import { type Timestamp, timestampDate, ValueSchema } from '@bufbuild/protobuf/w
 import type { ConnectError } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { budgetPassedBy, keyBudgetReached, parseSpendLimits } from '@switchboard/keys/budgets';
+import { budgetPassedBy, firstReached, parseSpendLimits } from '@switchboard/keys/budgets';
 import { CapLeases, type LeaseRequest } from '@switchboard/keys/cap-leases';
 import { RateLeases } from '@switchboard/keys/rate-leases';
 import { Spend } from '@switchboard/keys/spend';
@@ -138,7 +138,7 @@ describe('periodic budgets of a key', () => {
     const refused = await ask({ keyId: key.id }, '0.01', '0.01');
     expect(refused).toMatchObject({ leaseId: '', grantedUsd: '0', scope: 'key', period: 'day', capUsd: '1.00', spendUsd: '1' });
     expect(iso(refused.resetsAt)).toBe('2026-11-26T00:00:00.000Z');
-    expect(await keyBudgetReached(db, { keyId: key.id, budgetId: key.id, workspaceId: key.workspaceId, monthlyCapUsd: null }, now)).toEqual({
+    expect(firstReached('key', await budgetStatuses(db, { keyId: key.id, budgetId: key.id }, null, now))).toEqual({
       scope: 'key',
       period: 'day',
       capUsd: '1.00',
@@ -148,7 +148,7 @@ describe('periodic budgets of a key', () => {
 
     now = new Date('2026-11-26T00:00:01Z');
     expect(await ask({ keyId: key.id }, '1', '1')).toMatchObject({ grantedUsd: '1', spendUsd: '0' });
-    expect(await keyBudgetReached(db, { keyId: key.id, budgetId: key.id, workspaceId: key.workspaceId, monthlyCapUsd: null }, now)).toBeUndefined();
+    expect(firstReached('key', await budgetStatuses(db, { keyId: key.id, budgetId: key.id }, null, now))).toBeUndefined();
     expect(await budgetStatuses(db, { keyId: key.id, budgetId: key.id }, null, now)).toEqual([
       { period: 'day', amountUsd: '1.00', spendUsd: '0', remainingUsd: '1', resetsAt: new Date('2026-11-27T00:00:00Z') },
     ]);
@@ -321,9 +321,9 @@ describe('workspace budgets', () => {
     // 0.1 is left, shared with the 8 leases holding some: at least the least asked.
     expect(await ask({ workspaceId }, '0.1', '0.05')).toMatchObject({ grantedUsd: '0.05', spendUsd: '0.15' });
     expect((await spendLimits.get(caller(workspaceId))).spendLimits?.map((s) => s.spendUsd)).toEqual(['0.15', '0.15']);
-    expect(await keyBudgetReached(db, { keyId: a.id, budgetId: a.id, workspaceId, monthlyCapUsd: null }, now)).toBeUndefined();
+    expect(firstReached('workspace', await budgetStatuses(db, { workspaceId }, null, now))).toBeUndefined();
     await record(usage(a, '1', now));
-    expect(await keyBudgetReached(db, { keyId: a.id, budgetId: a.id, workspaceId, monthlyCapUsd: null }, now)).toMatchObject({
+    expect(firstReached('workspace', await budgetStatuses(db, { workspaceId }, null, now))).toMatchObject({
       scope: 'workspace',
       period: 'day',
       capUsd: '1',

@@ -284,12 +284,6 @@ export async function findAlertWebhook(
   return db('api_keys').where({ id: keyId }).first('alert_webhook_url', 'alert_threshold_pct', 'alert_thresholds_pct', 'alert_signing_secret_encrypted');
 }
 
-/** The key `keyId` (any workspace: the caller is the key itself) with its budget's spend of `month`. */
-export async function findKeyById(db: Db, keyId: string, month: string): Promise<KeyWithSpendRow | undefined> {
-  const { rows } = await db.raw<{ rows: KeyWithSpendRow[] }>(`SELECT ${withSpend} WHERE k.id = ?`, [month, keyId]);
-  return rows[0];
-}
-
 /**
  * Marks up to `limit` active keys whose expiry passed by `now` and that were not announced yet
  * (skipping those another replica is marking), and returns them: each gets its key.expired once.
