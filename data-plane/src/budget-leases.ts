@@ -72,6 +72,8 @@ interface Lease<Facts> {
   unlimited: boolean;
   /** The owner's last answer granted less than the least asked: it has no room left to share. */
   exhausted: boolean;
+  /** An unlimited answer past its trust served because its owner could not be reached: served so at once until it answers again. */
+  ownerDownSince?: number;
 }
 
 export interface BudgetLeasesDeps<Facts> {
@@ -190,6 +192,8 @@ export class BudgetLeases<Facts> {
         const lease = this.leases.get(subject);
         // A renewal under way never holds up a request the lease covers (it claims all of the grant: see ask).
         if (lease && this.covers(lease, amount, Date.now())) return this.take(subject, lease, amount);
+        // The owner is known to be away: no request waits out a call's timeout for it again (the sweep keeps asking).
+        if (lease?.ownerDownSince !== undefined && this.servesWhileOwnerDown(lease)) return this.take(subject, lease, amount);
         if (!waiting) {
           waiting = true;
           this.waiting.set(subject, (this.waiting.get(subject) ?? 0) + 1);
@@ -199,7 +203,10 @@ export class BudgetLeases<Facts> {
           answer = await this.grant(subject, amount);
         } catch (err) {
           const last = this.leases.get(subject);
-          if (last?.unlimited && Date.now() - last.expiresAt < this.unlimitedWhileOwnerDownMs) return this.take(subject, last, amount);
+          if (last && this.servesWhileOwnerDown(last)) {
+            last.ownerDownSince ??= Date.now();
+            return this.take(subject, last, amount);
+          }
           throw err;
         }
         if ('ok' in answer) return answer;
@@ -217,6 +224,11 @@ export class BudgetLeases<Facts> {
       }
     }
     return refusal!;
+  }
+
+  /** An unlimited answer keeps serving for a while after its trust when its owner cannot be reached (see unlimitedWhileOwnerDownMs). */
+  private servesWhileOwnerDown(lease: Lease<Facts>): boolean {
+    return lease.unlimited && Date.now() - lease.expiresAt < this.unlimitedWhileOwnerDownMs;
   }
 
   private covers(lease: Lease<Facts>, amount: Money, now: number): boolean {

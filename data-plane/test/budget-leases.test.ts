@@ -290,8 +290,10 @@ describe('an unlimited budget', () => {
 describe('an unlimited budget whose owner cannot be reached', () => {
   it('keeps serving on the owner’s last "no limit" for a while (no limit can be set meanwhile), then is refused', async () => {
     let down = false;
+    let calls = 0;
     const owner = {
       lease: async () => {
+        calls += 1;
         if (down) throw new Error('connection refused');
         return { leaseId: '', grantedUsd: '0', expiresAt: new Date(Date.now() + 100), unlimited: true, facts: {} };
       },
@@ -303,6 +305,10 @@ describe('an unlimited budget whose owner cannot be reached', () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     // Past its trust, the owner down: still served.
     expect(await leases.reserve('org_down', new Money('0.01'))).toMatchObject({ ok: true, leaseId: '' });
+    // The owner known to be away, the next request is served without waiting for a call of its own.
+    const before = calls;
+    expect(await leases.reserve('org_down', new Money('0.01'))).toMatchObject({ ok: true, leaseId: '' });
+    expect(calls).toBe(before);
     await new Promise((resolve) => setTimeout(resolve, 400));
     await expect(leases.reserve('org_down', new Money('0.01'))).rejects.toThrow('connection refused');
     // A budget the owner never answered for is never served on a guess.
