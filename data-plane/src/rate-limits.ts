@@ -1,4 +1,3 @@
-import { ApiError } from '@switchboard/runtime/api-error';
 import { catalogued, errorCatalogue, keyRefusalError } from '@switchboard/runtime/error-catalogue';
 import type { Logger } from '@switchboard/runtime/log';
 import { Money } from '@switchboard/runtime/money';
@@ -95,15 +94,6 @@ export class RateLimiter {
   async admit(key: ReplicatedKey, tokens: number, headers: (headers: Record<string, string>) => void): Promise<RateHold> {
     const limits = key.rateLimits;
     if (limits.requests === undefined && limits.tokens === undefined && limits.concurrency === undefined) return noHold;
-    // A request larger than a whole minute's tokens is never admitted: a 429 would have it retried for ever.
-    if (limits.tokens !== undefined && tokens > limits.tokens) {
-      throw new ApiError(
-        400,
-        'invalid_request',
-        `This request may use up to ${tokens} tokens (its prompt and max_tokens × n), more than the key's tokens_per_minute (${limits.tokens}); ask for fewer.`,
-        { field: 'max_tokens' },
-      );
-    }
     const now = Date.now();
     const held: Partial<Record<RateDimension, Reservation<RateFacts>>> = {};
     const seen: Partial<Record<RateDimension, { facts: RateFacts; left?: Money }>> = {};

@@ -196,15 +196,6 @@ describe('rate limits on leases', () => {
     expect(third.headers['x-ratelimit-remaining-requests']).toBe('98');
   });
 
-  it('refuses with a 400 on max_tokens a request larger than a whole minute of tokens, which no retry would admit', async () => {
-    const owner = new ExactOwner(new Map([['key_big', { tokens: 1000 }]]));
-    const [a] = replicas(owner, 1);
-    const refused = await attempt(a, keyWith('key_big', { tokens: 1000 }), 1001);
-    expect(refused.ok).toBe(false);
-    expect([refused.err?.status, refused.err?.code, refused.err?.options.field]).toEqual([400, 'invalid_request', 'max_tokens']);
-    expect((await attempt(a, keyWith('key_big', { tokens: 1000 }), 1000)).ok).toBe(true);
-  });
-
   it('needs no lease for a key without limits, and says the limits as they stand without asking', async () => {
     const owner = new ExactOwner(new Map());
     const [a] = replicas(owner, 1);
