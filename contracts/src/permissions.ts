@@ -53,6 +53,8 @@ export const permissions = {
   'billing.read': { roles: everyone, describes: 'read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods)' },
   'billing.topup': { roles: managers, describes: 'top up or check out' },
   'billing.manage': { roles: managers, describes: 'save or remove payment methods, read and set auto top-up' },
+  // audit log and exports
+  'audit.read': { roles: managers, describes: 'read the audit log' },
   // webhooks
   'webhooks.read': { roles: managers, describes: 'read webhooks and deliveries' },
   'webhooks.manage': { roles: managers, describes: 'manage webhooks' },

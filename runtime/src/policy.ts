@@ -3,7 +3,7 @@ import { Code, ConnectError, type ContextValues, createContextKey } from '@conne
 import { http } from '@switchboard/contracts/google/api/annotations_pb';
 import { type Action, isRole, type Permission, permissions, type Role } from '@switchboard/contracts/permissions';
 import { AccessKind, type AccessRule, access, KeyScope, KeyScopeSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { audit } from './audit.js';
+import { type AuditTrail, audit } from './audit.js';
 import { callerOf, clientIpOf, requestIdOf } from './call-context.js';
 import { errorCatalogue } from './error-catalogue.js';
 import { apiError } from './errors.js';
@@ -58,6 +58,12 @@ export function mayManageMember(actor: Role, target: Role): boolean {
 }
 
 let policyLog: Logger | undefined;
+let policyAudit: AuditTrail | undefined;
+
+/** Where refusals are recorded in the audit log (docs/api/audit.md, `access.denied`); runService sets the service's own. */
+export function setPolicyAuditTrail(trail: AuditTrail | undefined): void {
+  policyAudit = trail;
+}
 
 /** The logger decisions go to (debug level); runService sets the service's own. */
 export function setPolicyLogger(log: Logger): void {
@@ -112,10 +118,28 @@ export function authorize(ctx: { values: ContextValues }, action: Action, option
   return role as Role;
 }
 
-/** The audit line of a refused authorization (ASVS 16.3): who, from where, what and why. */
+/**
+ * The audit line of a refused authorization (ASVS 16.3): who, from where, what and why; and,
+ * for a principal refused in a workspace, an `access.denied` record of the audit log.
+ */
 function refused(ctx: { values: ContextValues }, reason: string, details: Record<string, string | undefined>): void {
-  if (!policyLog) return;
   const claims = callerOf(ctx);
+  const workspaceId = details.workspace_id ?? claims.workspaceId;
+  if (policyAudit && workspaceId && claims.principalId && reason !== 'caller_not_allowed') {
+    const keyActor = claims.principalType === 'key' && claims.keyId;
+    void policyAudit.recordAlone({
+      action: 'access.denied',
+      outcome: 'denied',
+      actor: keyActor ? { type: 'api_key', id: claims.keyId ?? '', ip: clientIpOf(ctx) } : { type: 'user', id: claims.principalId, ip: clientIpOf(ctx) },
+      target: details.rpc ? { type: 'rpc', id: details.rpc } : undefined,
+      workspaceId,
+      requestId: requestIdOf(ctx),
+      subjectUserId: claims.principalId,
+      metadata: { reason, ...details, workspace_id: undefined },
+    });
+    return;
+  }
+  if (!policyLog) return;
   audit(policyLog, {
     event: 'authorization',
     outcome: 'denied',

@@ -1,5 +1,6 @@
 import type { DescMessage } from '@bufbuild/protobuf';
 import type { ConnectRouter } from '@connectrpc/connect';
+import { AuditTrail } from './audit.js';
 import { type CommonConfig, readCommonConfig, readInt } from './config.js';
 import { type EncryptedColumn, rotateDataKey } from './data-key-rotation.js';
 import { createDb, type Knex, migrate, watchDatabasePool } from './db.js';
@@ -8,7 +9,7 @@ import { MeshTokens } from './mesh-token.js';
 import { Metrics, startMetricsServer } from './metrics.js';
 import { connectNats, ensureEventStream, type NatsConnection } from './nats.js';
 import { type RecordEventInput, recordEvent, recordEvents, startOutboxRelay, watchOutbox } from './outbox.js';
-import { setPolicyLogger } from './policy.js';
+import { setPolicyAuditTrail, setPolicyLogger } from './policy.js';
 import { startRpcServer } from './server.js';
 import { stopGracefully } from './shutdown.js';
 import { keepByteOrderMarks } from './text-encoding.js';
@@ -31,6 +32,8 @@ export interface ServiceRuntime {
   recordEvent: EventWriter;
   /** Writes a batch of events of the type `schema` names in the caller's transaction, in one statement. */
   recordEvents: EventsWriter;
+  /** Writes audit records (docs/api/audit.md) in the caller's transaction, or alone for a refusal. */
+  audit: AuditTrail;
 }
 
 /** Writes an event in the caller's transaction (the outbox): what domain modules get as a dep. */
@@ -108,6 +111,9 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
     const metrics = new Metrics(name);
     watchDatabasePool(metrics, db);
     watchOutbox(metrics, db, name);
+    const writeEvent: EventWriter = (trx, schema, event) => recordEvent(trx, schema, event, { producer: name, subjectPrefix: config.eventsSubjectPrefix });
+    const auditTrail = new AuditTrail({ log, db, recordEvent: writeEvent });
+    setPolicyAuditTrail(auditTrail);
     const runtime: ServiceRuntime = {
       name,
       config,
@@ -116,8 +122,9 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
       nats,
       metrics,
       meshTokens: new MeshTokens(config.meshSecret, Date.now, config.meshSecretPrevious),
-      recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
+      recordEvent: writeEvent,
       recordEvents: (trx, schema, events) => recordEvents(trx, schema, events, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
+      audit: auditTrail,
     };
     const prepared = (await definition.prepare?.(runtime)) as Prepared;
     const server = await startRpcServer({

@@ -555,6 +555,88 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/account/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export my data
+         * @description Asks for a copy of everything Switchboard holds about the signed-in user (GDPR art. 15 and
+         *     20): the account, sessions (never their tokens), memberships, invitations, the keys they
+         *     created (never a secret), the conversations, messages and feedback of their personal
+         *     workspace, and the audit records about them. The copy is built in the background; when it is
+         *     ready a mail to the account's address links to `GET /v1/account/exports/{export_id}`. The
+         *     link works for 7 days. An account has at most one export being built at a time: asking again
+         *     meanwhile answers that one.
+         *
+         *     Credentials: A user access token (an API key gets 403 `user_session_required`).
+         *
+         *     Access: any member role; it acts on the caller's own account or memberships.
+         */
+        post: operations["AccountService_RequestDataExport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/account/exports/{export_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download a data export
+         * @description The data export as one JSON document (docs/api/identity.md#data-export), to the user who
+         *     asked for it. While it is being built the answer is 202 with `{export_id, status}`.
+         *
+         *     Credentials: A user access token (an API key gets 403 `user_session_required`).
+         *
+         *     Access: any member role; it acts on the caller's own account or memberships.
+         */
+        get: operations["AccountService_GetDataExport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/audit-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The workspace's audit log, newest first
+         * @description The workspace's audit records, newest first, a page at a time; `action`, `actor_id`,
+         *     `since` and `until` narrow the list. A record appears once its action has committed
+         *     (within about a second). Sign-ins and other account events of a user belong to their
+         *     personal workspace.
+         *
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
+         *
+         *     Access: in the workspace of the request, the owner or admin may read the audit log.
+         */
+        get: operations["AuditService_ListAuditEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/organizations": {
         parameters: {
             query?: never;
@@ -1547,6 +1629,34 @@ export interface paths {
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
         get: operations["BillingService_ListGenerations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Usage by hour or day, grouped by key, model, tier or region
+         * @description Usage analytics (docs/api/billing.md#usage-analytics): requests, tokens and cost per hour or
+         *     day bucket, grouped by any of key, model (the model that served), tier and region, over a
+         *     time range (default the last 30 days; at most 366 days, and 31 days of hour buckets). Buckets
+         *     are UTC; groups without usage are left out. The sums are exact and equal
+         *     `GET /v1/billing/usage` for the same days. `format=csv` answers `text/csv` with a header row.
+         *
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
+         *
+         *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
+         */
+        get: operations["BillingService_GetUsageReport"];
         put?: never;
         post?: never;
         delete?: never;
@@ -3173,6 +3283,76 @@ export interface components {
             by_tier: components["schemas"]["switchboard.billing.v1.TierBreakdown"];
         };
         /**
+         * UsageReport
+         * @description Usage per bucket and group, in bucket order.
+         * @example {
+         *       "start": "2026-11-01T00:00:00Z",
+         *       "end": "2026-11-24T00:00:00Z",
+         *       "bucket": "day",
+         *       "data": [
+         *         {
+         *           "bucket_start": "2026-11-02T00:00:00Z",
+         *           "model": "gpt-4o-mini",
+         *           "requests": 42,
+         *           "input_tokens": 5120,
+         *           "output_tokens": 20480,
+         *           "cost_usd": "0.0123"
+         *         }
+         *       ]
+         *     }
+         */
+        "switchboard.billing.v1.UsageReport": {
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC.
+             */
+            start: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC.
+             */
+            end: string;
+            /** @description hour or day. */
+            bucket: string;
+            /** @description One row per bucket and group with usage, in bucket order (then by group). */
+            data: components["schemas"]["switchboard.billing.v1.UsageReportRow"][];
+            /**
+             * @description The same report as CSV, when `format=csv` asked for it: the gateway answers it as the body
+             *     (`text/csv`), instead of this JSON.
+             *
+             *     Raw content.
+             */
+            csv?: string;
+        };
+        /**
+         * UsageReportRow
+         * @description The usage of one bucket and group. The group's fields are present only when grouped by them.
+         */
+        "switchboard.billing.v1.UsageReportRow": {
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC.
+             */
+            bucket_start: string;
+            key_id?: string;
+            model?: string;
+            tier?: string;
+            /** @description The region that served; empty for usage recorded without one. */
+            region?: string;
+            /** Format: int64 */
+            requests: number;
+            /** Format: int64 */
+            input_tokens: number;
+            /** Format: int64 */
+            output_tokens: number;
+            /**
+             * @description Exact decimal.
+             *
+             *     Decimal string (USD), e.g. "12.50".
+             */
+            cost_usd: string;
+        };
+        /**
          * Conversation
          * @description A stored conversation (its messages are listed separately).
          * @example {
@@ -3626,6 +3806,74 @@ export interface components {
             code: string;
         };
         /**
+         * AuditActor
+         * @description Who acted.
+         */
+        "switchboard.identity.v1.AuditActor": {
+            /** @description user, api_key or system. */
+            type: string;
+            /** @description The user's (`usr_…`) or key's (`key_…`) id; empty for system. */
+            id: string;
+            /** @description The client's address; null when no client made the call. */
+            ip: string | null;
+        };
+        /**
+         * AuditEvent
+         * @description One record of the audit log.
+         * @example {
+         *       "event_id": "aud_5mK2pQ8rT1vX4yZ7bN0cLd",
+         *       "action": "access.denied",
+         *       "actor": {
+         *         "type": "api_key",
+         *         "id": "key_7Hq2LmN9pR4sT6vW8xY0zB",
+         *         "ip": "203.0.113.7"
+         *       },
+         *       "target": {
+         *         "type": "rpc",
+         *         "id": "CreateTopup"
+         *       },
+         *       "workspace_id": "ws_2bN8qL5mX1pT7rV3sW9yZc",
+         *       "request_id": "req_9fK3mP6qR2tV5wX8yZ1aBc",
+         *       "outcome": "denied",
+         *       "metadata": {
+         *         "reason": "insufficient_scope"
+         *       },
+         *       "created_at": "2026-11-24T09:30:00Z"
+         *     }
+         */
+        "switchboard.identity.v1.AuditEvent": {
+            /** @description "aud_…". */
+            event_id: string;
+            /** @description What happened, from the catalogue of docs/api/audit.md. */
+            action: string;
+            actor: components["schemas"]["switchboard.identity.v1.AuditActor"];
+            /** @description What the action was about; null when it was about nothing in particular. */
+            target: components["schemas"]["switchboard.identity.v1.AuditTarget"] | null;
+            workspace_id: string;
+            /** @description The `X-Request-Id` of the request that caused it; null for the platform's own work. */
+            request_id: string | null;
+            /** @description success, denied or failed. */
+            outcome: string;
+            /** @description Ids, reason codes and changed field names; never a secret. */
+            metadata: {
+                [key: string]: unknown;
+            };
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC.
+             */
+            created_at: string;
+        };
+        /**
+         * AuditTarget
+         * @description What an action was about.
+         */
+        "switchboard.identity.v1.AuditTarget": {
+            /** @description api_key, webhook, user, session, organization, member, invitation, topup, spend_limits, rpc, export, ... */
+            type: string;
+            id: string;
+        };
+        /**
          * ChangePasswordRequest
          * @description The current password and the new one.
          * @example {
@@ -3694,6 +3942,34 @@ export interface components {
         "switchboard.identity.v1.CreateOrganizationResponse": {
             /** @description The new organization; the caller is its owner. */
             organization: components["schemas"]["switchboard.identity.v1.Organization"];
+        };
+        /**
+         * DataExport
+         * @description A data export of the signed-in user's account.
+         * @example {
+         *       "export_id": "exp_3kT9wQ2mZp7RbX1sLc8VdN",
+         *       "status": "pending",
+         *       "created_at": "2026-11-24T09:30:00Z",
+         *       "expires_at": null
+         *     }
+         */
+        "switchboard.identity.v1.DataExport": {
+            /** @description "exp_…". */
+            export_id: string;
+            /** @description pending (being built), ready (mailed; download it) or expired. */
+            status: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the download stops working (7 days after it was ready); null while pending.
+             *
+             *     RFC 3339, UTC.
+             */
+            expires_at: string | null;
         };
         /**
          * DeactivateAccountRequest
@@ -3862,6 +4138,44 @@ export interface components {
         "switchboard.identity.v1.Jwks": {
             /** @description The keys: the current one, and any retired in the last day. */
             keys: components["schemas"]["switchboard.identity.v1.Jwk"][];
+        };
+        /**
+         * ListAuditEventsResponse
+         * @description A page of audit records, newest first.
+         * @example {
+         *       "data": [
+         *         {
+         *           "event_id": "aud_5mK2pQ8rT1vX4yZ7bN0cLd",
+         *           "action": "key.created",
+         *           "actor": {
+         *             "type": "user",
+         *             "id": "usr_8Hq2LmN9pR4sT6vW8xY0zA",
+         *             "ip": "203.0.113.7"
+         *           },
+         *           "target": {
+         *             "type": "api_key",
+         *             "id": "key_7Hq2LmN9pR4sT6vW8xY0zB"
+         *           },
+         *           "workspace_id": "ws_2bN8qL5mX1pT7rV3sW9yZc",
+         *           "request_id": "req_9fK3mP6qR2tV5wX8yZ1aBc",
+         *           "outcome": "success",
+         *           "metadata": {
+         *             "name": "ci"
+         *           },
+         *           "created_at": "2026-11-24T09:30:00Z"
+         *         }
+         *       ],
+         *       "has_more": false,
+         *       "next_cursor": null
+         *     }
+         */
+        "switchboard.identity.v1.ListAuditEventsResponse": {
+            /** @description The records of this page, newest first. */
+            data: components["schemas"]["switchboard.identity.v1.AuditEvent"][];
+            /** @description Whether more records follow this page. */
+            has_more: boolean;
+            /** @description The cursor of the next page, to pass as `after`; null on the last page. */
+            next_cursor: string | null;
         };
         /**
          * ListInvitationsResponse
@@ -4254,6 +4568,12 @@ export interface components {
             /** @description A session for the new account: the user is signed in. */
             session: components["schemas"]["switchboard.identity.v1.Session"];
         };
+        /**
+         * RequestDataExportRequest
+         * @description Nothing to give: the export covers the whole account.
+         * @example {}
+         */
+        "switchboard.identity.v1.RequestDataExportRequest": Record<string, never>;
         /**
          * RequestPasswordResetRequest
          * @description The address to send a reset token to.
@@ -8553,6 +8873,509 @@ export interface operations {
              *
              *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
              *     - `session_not_found`: The user has no active session with this id (another user's session is not found either).
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    AccountService_RequestDataExport: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["switchboard.identity.v1.RequestDataExportRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "export_id": "exp_3kT9wQ2mZp7RbX1sLc8VdN",
+                     *       "status": "pending",
+                     *       "created_at": "2026-11-24T09:30:00Z",
+                     *       "expires_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.identity.v1.DataExport"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             *     - `invalid_json`: The body is not valid JSON.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    AccountService_GetDataExport: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path: {
+                /** @description Its id, `exp_…`, from the request's answer or the mail. */
+                export_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Accepted: The export is still being built: the body is `{export_id, status}`, as the request answered. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             *     - `export_not_found`: The user has no export with this id (another user's export is not found either).
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Gone
+             *
+             *     - `export_expired`: The export is older than 7 days: its copy is deleted; ask for a new one.
+             */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    AuditService_ListAuditEvents: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100 (default 20). */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty for the first page. */
+                after?: string;
+                /** @description Only records of this action (docs/api/audit.md lists them), e.g. `key.revoked`. */
+                action?: string;
+                /** @description Only records whose actor is this user (`usr_…`) or API key (`key_…`). */
+                actor_id?: string;
+                /** @description Only records at or after this time (RFC 3339). */
+                since?: string;
+                /** @description Only records before this time (RFC 3339). */
+                until?: string;
+            };
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "event_id": "aud_5mK2pQ8rT1vX4yZ7bN0cLd",
+                     *           "action": "key.created",
+                     *           "actor": {
+                     *             "type": "user",
+                     *             "id": "usr_8Hq2LmN9pR4sT6vW8xY0zA",
+                     *             "ip": "203.0.113.7"
+                     *           },
+                     *           "target": {
+                     *             "type": "api_key",
+                     *             "id": "key_7Hq2LmN9pR4sT6vW8xY0zB"
+                     *           },
+                     *           "workspace_id": "ws_2bN8qL5mX1pT7rV3sW9yZc",
+                     *           "request_id": "req_9fK3mP6qR2tV5wX8yZ1aBc",
+                     *           "outcome": "success",
+                     *           "metadata": {
+                     *             "name": "ci"
+                     *           },
+                     *           "created_at": "2026-11-24T09:30:00Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.identity.v1.ListAuditEventsResponse"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter is invalid (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, `since` or `until` is not an RFC 3339 time, `since` is after `until`, or `action` or `actor_id` is longer than 200 characters.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
              */
             404: {
                 headers: {
@@ -16241,6 +17064,168 @@ export interface operations {
              * @description Invalid input; `field` names it.
              *
              *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, or `key_id` is longer than 200 characters.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
+             *     - `forbidden`: The caller's role in the workspace does not allow this.
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    BillingService_GetUsageReport: {
+        parameters: {
+            query?: {
+                /** @description The first instant reported, RFC 3339 (default 30 days before `end`); usage at or after it. */
+                start?: string;
+                /** @description The end of the range, RFC 3339, exclusive (default now). */
+                end?: string;
+                /** @description hour or day (default day). Buckets start on the UTC hour or day. */
+                bucket?: string;
+                /** @description Comma-separated: any of key, model, tier and region (default none: one total per bucket). */
+                group_by?: string;
+                /** @description Only this key's usage (`key_…`). */
+                key_id?: string;
+                /** @description json (default) or csv. */
+                format?: string;
+            };
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "start": "2026-11-01T00:00:00Z",
+                     *       "end": "2026-11-24T00:00:00Z",
+                     *       "bucket": "day",
+                     *       "data": [
+                     *         {
+                     *           "bucket_start": "2026-11-02T00:00:00Z",
+                     *           "model": "gpt-4o-mini",
+                     *           "requests": 42,
+                     *           "input_tokens": 5120,
+                     *           "output_tokens": 20480,
+                     *           "cost_usd": "0.0123"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["switchboard.billing.v1.UsageReport"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter is invalid (`field` names it): `group_by` names something other than key, model, tier and region, `bucket` is not hour or day, `start` or `end` is not an RFC 3339 time, `start` is after `end`, the range is longer than 366 days (31 for hour buckets), `key_id` is longer than 200 characters, or `format` is not json or csv.
              */
             400: {
                 headers: {

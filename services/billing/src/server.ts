@@ -1,5 +1,5 @@
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
+import { Code, type ConnectRouter, ConnectError, type ServiceImpl } from '@connectrpc/connect';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import type { Pricing } from '@switchboard/runtime/pricing';
@@ -39,6 +39,8 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
   const { pricing, usage, leases, reports, generations, topups, paymentMethods, stripeWebhooks, statements, autoTopups } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
+    // MERGE: the usage helper replaces this (issue 26).
+    getUsageReport: () => Promise.reject(new ConnectError('not built yet', Code.Unimplemented)),
     getBalance: (_req, ctx) => reports.balance(workspaceCaller(ctx).workspaceId),
     getUsage: (req, ctx) => reports.usage(workspaceCaller(ctx).workspaceId, req.days),
     getUsageByTier: (req, ctx) => reports.usageByTier(workspaceCaller(ctx).workspaceId, req.days),

@@ -137,6 +137,9 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
   };
 
   const account: ServiceImpl<typeof AccountService> = {
+    // MERGE: the export helper replaces these two (issue 26).
+    requestDataExport: () => Promise.reject(apiError(Code.Unimplemented, 'not_implemented', 'Not built yet.')),
+    getDataExport: () => Promise.reject(apiError(Code.Unimplemented, 'not_implemented', 'Not built yet.')),
     async getAccount(_req, ctx) {
       return toAccount(await accounts.get(userCaller(ctx).userId));
     },
