@@ -1,5 +1,5 @@
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import { Code, type ConnectRouter, ConnectError, type ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from '@connectrpc/connect';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import type { Pricing } from '@switchboard/runtime/pricing';
