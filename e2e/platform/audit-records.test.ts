@@ -81,7 +81,10 @@ describe('audit records of keys', () => {
     const updated = await recordOf(renamed, { action: 'key.updated', ...base });
     expect(updated.data.metadata).toMatchObject({ changed_fields: 'name,scopes' });
 
-    const limited = await suite.call('PUT', `/v1/keys/${keyId}/spend-limits`, { token: owner.token, body: { spend_limits: [{ period: 'day', amount_usd: '5' }] } });
+    const limited = await suite.call('PUT', `/v1/keys/${keyId}/spend-limits`, {
+      token: owner.token,
+      body: { spend_limits: [{ period: 'day', amount_usd: '5' }] },
+    });
     expect(limited.status, limited.text).toBe(200);
     await recordOf(limited, { action: 'spend_limits.updated', ...base });
 
@@ -96,7 +99,10 @@ describe('audit records of keys', () => {
   });
 
   it('records the workspace budgets changing, with the workspace as target', async () => {
-    const response = await suite.call('PUT', '/v1/billing/spend-limits', { token: owner.token, body: { spend_limits: [{ period: 'month', amount_usd: '100' }] } });
+    const response = await suite.call('PUT', '/v1/billing/spend-limits', {
+      token: owner.token,
+      body: { spend_limits: [{ period: 'month', amount_usd: '100' }] },
+    });
     expect(response.status, response.text).toBe(200);
     await recordOf(response, {
       action: 'spend_limits.updated',
@@ -167,7 +173,10 @@ describe('access.denied records', () => {
 
   it('records a lookup of another workspace’s key, webhook and conversation in the caller’s workspace, answered the same 404', async () => {
     const key = await suite.call('POST', '/v1/keys', { token: owner.token, body: { name: 'probed' } });
-    const hook = await suite.call('POST', `/v1/workspaces/${owner.workspaceId}/webhooks`, { token: owner.token, body: { url: 'https://hooks.example.com/p', events: [] } });
+    const hook = await suite.call('POST', `/v1/workspaces/${owner.workspaceId}/webhooks`, {
+      token: owner.token,
+      body: { url: 'https://hooks.example.com/p', events: [] },
+    });
     const conversation = await suite.call('POST', '/v1/conversations', { token: owner.token, body: { title: 'private' } });
     expect([key.status, hook.status, conversation.status]).toEqual([201, 201, 201]);
     const keyId = key.json.key.key_id as string;

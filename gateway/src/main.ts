@@ -4,8 +4,8 @@ import { type ServiceName, serviceNames } from '@switchboard/contracts/component
 import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
-import { createPeerClient, UnaryClient } from '@switchboard/runtime/clients';
 import { AuditPublisher } from '@switchboard/runtime/audit-publisher';
+import { createPeerClient, UnaryClient } from '@switchboard/runtime/clients';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
