@@ -1,4 +1,6 @@
+import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import type { EventEnvelopeJson } from '@switchboard/runtime/consumer';
+import { meshClient } from '@switchboard/runtime/testing';
 import { EventBus } from '@switchboard/testkit/events';
 import { type ApiResponse, expectErrorBody, meshSuiteOfFile, type SignedUp, signUp, topUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -182,10 +184,25 @@ describe('access.denied records', () => {
     const keyId = key.json.key.key_id as string;
     const webhookId = (hook.json.webhook_id ?? hook.json.webhook?.webhook_id) as string;
     const conversationId = (conversation.json.conversation_id ?? conversation.json.conversation?.conversation_id) as string;
+    // A generation of the owner's workspace, as a data plane reports it.
+    const generationId = `gen_audit${Date.now().toString(36)}`;
+    const dataPlane = meshClient(UsageService, suite.mesh.urls.billing, 'billing', { caller: 'data-plane' });
+    const usage = await dataPlane.recordUsage({
+      generationId,
+      keyId,
+      workspaceId: owner.workspaceId,
+      model: 'service/fast',
+      routedModel: 'gpt-4o-mini',
+      inputTokens: 10n,
+      outputTokens: 5n,
+    });
+    expect(usage.duplicate).toBe(false);
 
     // A plain miss first: nothing is recorded for it (checked once the probes' records arrived).
     const missing = await suite.call('GET', '/v1/keys/key_doesnotexist0000', { token: stranger.token });
     expectErrorBody(missing, 404, 'key_not_found');
+    const missingGeneration = await suite.call('GET', '/v1/generations/gen_doesnotexist', { token: stranger.token });
+    expectErrorBody(missingGeneration, 404, 'generation_not_found');
 
     const probes: Array<[ApiResponse, string, string, string]> = [
       [await suite.call('GET', `/v1/keys/${keyId}`, { token: stranger.token }), 'key_not_found', 'api_key', keyId],
@@ -204,6 +221,7 @@ describe('access.denied records', () => {
         webhookId,
       ],
       [await suite.call('GET', `/v1/conversations/${conversationId}`, { token: stranger.token }), 'conversation_not_found', 'conversation', conversationId],
+      [await suite.call('GET', `/v1/generations/${generationId}`, { token: stranger.token }), 'generation_not_found', 'generation', generationId],
     ];
     for (const [response, code, type, id] of probes) {
       expectErrorBody(response, 404, code);
@@ -216,7 +234,7 @@ describe('access.denied records', () => {
       });
       expect(event.data.metadata).toMatchObject({ reason: 'not_found' });
     }
-    expect(seen.filter((event) => event.request_id === requestIdOf(missing))).toEqual([]);
+    for (const plain of [missing, missingGeneration]) expect(seen.filter((event) => event.request_id === requestIdOf(plain))).toEqual([]);
     // The owner's workspace holds nothing of the stranger's probes.
     expect(seen.filter((event) => event.workspace_id === owner.workspaceId && event.data.actor_id === stranger.userId)).toEqual([]);
   });
