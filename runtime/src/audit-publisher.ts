@@ -44,6 +44,7 @@ export class AuditPublisher {
   private draining: Promise<void> | undefined;
   private client: { nc: NatsConnection; js: JetStreamClient } | undefined;
   private stopped = false;
+  private readonly droppedCounter: { inc(): void } | undefined;
   /** Records dropped because the queue was full, since start. */
   dropped = 0;
 
@@ -52,6 +53,9 @@ export class AuditPublisher {
     this.subject = `${options.subjectPrefix}.${eventTypeOf(AuditRecordedSchema)}`;
     this.natsReady = Promise.resolve(options.nats);
     this.natsReady.catch(() => undefined); // reported where it is awaited
+    // Registered at once, so a scrape shows 0 before the first drop.
+    this.droppedCounter = options.metrics?.counter('audit_records_dropped_total', 'Audit records dropped because the publishing queue was full.', []);
+    options.metrics?.gauge('audit_records_queued', 'Audit records waiting to be published to NATS.', [], (gauge) => gauge.set(this.queue.length));
   }
 
   /** Writes the audit line and queues the record; returns at once, whatever NATS does. */
@@ -60,7 +64,7 @@ export class AuditPublisher {
     if (record.workspaceId === '' || this.stopped) return;
     if (this.queue.length >= this.maxQueued) {
       this.dropped += 1;
-      this.options.metrics?.counter('audit_records_dropped_total', 'Audit records dropped because the publishing queue was full.', []).inc();
+      this.droppedCounter?.inc();
       if (this.dropped === 1 || this.dropped % 1000 === 0)
         this.options.log.error({ dropped: this.dropped, action: record.action }, 'audit record dropped: queue full');
       return;
