@@ -9,7 +9,7 @@ import type { NatsConnection } from './nats.js';
 import { buildEventPayload } from './outbox.js';
 
 /**
- * Audit records of a component without a database (the gateway): published straight to the
+ * Audit records of a component without a database (so without an outbox): published straight to the
  * event stream as `audit.recorded` events, in the envelope an outbox relay publishes
  * (buildEventPayload, Nats-Msg-Id = event id), so the audit log's consumer cannot tell them
  * apart. Best effort by design (docs/decisions.md): a bounded in-memory queue that a request
@@ -20,7 +20,7 @@ import { buildEventPayload } from './outbox.js';
 export interface AuditPublisherOptions {
   nats: Promise<NatsConnection> | NatsConnection;
   subjectPrefix: string;
-  /** The component publishing ("gateway"): the envelope's producer. */
+  /** The component publishing: the envelope's producer. */
   producer: string;
   log: Logger;
   metrics?: Metrics;
