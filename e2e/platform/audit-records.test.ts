@@ -173,6 +173,23 @@ describe('access.denied records', () => {
     expect(event.data.subject_user_id).toBe(owner.userId);
   });
 
+  it('records the keys service refusing a key a scope it cannot grant', async () => {
+    const created = await suite.call('POST', '/v1/keys', { token: owner.token, body: { name: 'manager', scopes: ['read', 'manage'] } });
+    expect(created.status, created.text).toBe(201);
+    const manager = { id: created.json.key.key_id as string, full: created.json.full_key as string };
+    const refused = await suite.call('POST', '/v1/keys', { token: manager.full, body: { name: 'wider', scopes: ['inference'] } });
+    expectErrorBody(refused, 403, 'insufficient_scope');
+    const event = await recordOf(refused, {
+      action: 'access.denied',
+      workspaceId: owner.workspaceId,
+      actor: { type: 'api_key', id: manager.id },
+      target: { type: 'rpc', id: 'switchboard.keys.v1.KeyService/CreateKey' },
+      outcome: 'denied',
+    });
+    expect(event.producer).toBe('keys');
+    expect(event.data.metadata).toMatchObject({ reason: 'insufficient_scope', required_scope: 'inference' });
+  });
+
   it('records a lookup of another workspace’s key, webhook and conversation in the caller’s workspace, answered the same 404', async () => {
     const key = await suite.call('POST', '/v1/keys', { token: owner.token, body: { name: 'probed' } });
     const hook = await suite.call('POST', `/v1/workspaces/${owner.workspaceId}/webhooks`, {
