@@ -54,7 +54,11 @@ export function responseOf(route: Route, schemas: Schemas): { contentType: strin
       example: field.fieldKind === 'message' ? exampleOf(field.message) : undefined,
     };
   }
-  if (output.typeName === HTTP_BODY) return { contentType: 'text/html', schema: { type: 'string' } };
+  if (output.typeName === HTTP_BODY) {
+    // A page unless the route names another media type (a JSON document such as a data export).
+    if (route.responseContentType === 'application/json') return { contentType: 'application/json', schema: { type: 'object' } };
+    return { contentType: route.responseContentType || 'text/html', schema: { type: 'string' } };
+  }
   return { contentType: 'application/json', schema: schemas.message(output, 'output'), example: exampleOf(output) };
 }
 

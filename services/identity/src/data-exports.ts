@@ -118,6 +118,12 @@ function recordJson<Desc extends DescMessage>(desc: Desc, init: MessageInitShape
   return json;
 }
 
+/** A key's record in the document: its workspace added, the shown-once secret's field left out (never set here anyway). */
+function keyJson(key: MessageInitShape<typeof KeySchema>, workspaceId: string): JsonObject {
+  const { signing_secret: _shownOnce, ...record } = recordJson(KeySchema, key);
+  return { ...record, workspace_id: workspaceId };
+}
+
 export class DataExports {
   private running: Promise<void> | undefined;
   private again = false;
@@ -317,7 +323,7 @@ export class DataExports {
         accepted_by: i.accepted_by,
         revoked_at: iso(i.revoked_at),
       })),
-      keys: keys.keys.map((k) => ({ ...recordJson(KeySchema, k.key ?? {}), workspace_id: k.workspaceId })),
+      keys: keys.keys.map((k) => keyJson(k.key ?? {}, k.workspaceId)),
       conversations: workspace.conversations.map((c) => ({
         ...recordJson(ConversationSchema, c.conversation ?? {}),
         workspace_id: user.personal_workspace_id,

@@ -58,16 +58,14 @@ export async function claimDueExport(db: Db, now: Date, leaseUntil: Date): Promi
 
 /** Stores the built document; false when the export is no longer pending (an erased account). */
 export async function completeExport(db: Db, id: string, document: { encrypted: string; bytes: number; readyAt: Date; expiresAt: Date }): Promise<boolean> {
-  const updated = await db('data_exports')
-    .where({ id, status: 'pending' })
-    .update({
-      status: 'ready',
-      document_encrypted: document.encrypted,
-      document_bytes: document.bytes,
-      ready_at: document.readyAt,
-      expires_at: document.expiresAt,
-      last_error: null,
-    });
+  const updated = await db('data_exports').where({ id, status: 'pending' }).update({
+    status: 'ready',
+    document_encrypted: document.encrypted,
+    document_bytes: document.bytes,
+    ready_at: document.readyAt,
+    expires_at: document.expiresAt,
+    last_error: null,
+  });
   return updated === 1;
 }
 
