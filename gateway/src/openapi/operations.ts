@@ -56,7 +56,8 @@ export function responseOf(route: Route, schemas: Schemas): { contentType: strin
   }
   if (output.typeName === HTTP_BODY) {
     // A page unless the route names another media type (a JSON document such as a data export).
-    if (route.responseContentType === 'application/json') return { contentType: 'application/json', schema: { type: 'object' } };
+    // Its shape is the document's (docs/api/…), not a message of the protos: any JSON, like a raw request body.
+    if (route.responseContentType === 'application/json') return { contentType: 'application/json', schema: {} };
     return { contentType: route.responseContentType || 'text/html', schema: { type: 'string' } };
   }
   return { contentType: 'application/json', schema: schemas.message(output, 'output'), example: exampleOf(output) };
