@@ -213,7 +213,8 @@ export class DataExports {
     return {
       stop: async () => {
         await periodic.stop();
-        await this.running;
+        // A build in flight ends or is cut short (its lease lets another replica finish it later).
+        if (this.running) await withTimeout(this.running, 15_000, 'data export stopping').catch(() => this.deps.log.warn('data export still building at stop'));
       },
     };
   }
