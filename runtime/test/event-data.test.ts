@@ -2,6 +2,7 @@ import { create, type DescMessage, hasOption, type JsonObject, toBinary } from '
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import {
   AgentCompletedSchema,
+  AuditRecordedSchema,
   AutoTopupFailedSchema,
   AutoTopupUpdatedSchema,
   BalanceChangedSchema,
@@ -327,6 +328,22 @@ const cases: Case<DescMessage>[] = [
       reason: 'endpoint_gone',
       disabled_at: '2025-05-31T09:30:00.123Z',
       failing_since: null,
+    },
+  ),
+  of(
+    AuditRecordedSchema,
+    'audit.recorded',
+    { action: 'key.created', actorType: 'user', actorId: 'usr_1', actorIp: '203.0.113.7', targetType: 'api_key', targetId: 'key_1', outcome: 'success', metadata: { name: 'ci', scopes: 2 }, subjectUserId: 'usr_1' },
+    {
+      action: 'key.created',
+      actor_type: 'user',
+      actor_id: 'usr_1',
+      actor_ip: '203.0.113.7',
+      target_type: 'api_key',
+      target_id: 'key_1',
+      outcome: 'success',
+      metadata: { name: 'ci', scopes: 2 },
+      subject_user_id: 'usr_1',
     },
   ),
   of(

@@ -37,6 +37,7 @@ const table: Array<[string, Action[], Record<(typeof roles)[number], boolean>]> 
   ['top-up / checkout', ['billing.topup'], { owner: true, admin: true, developer: false }],
   ['save or remove cards; read and set auto top-up', ['billing.manage'], { owner: true, admin: true, developer: false }],
   ['webhooks', ['webhooks.read', 'webhooks.manage'], { owner: true, admin: true, developer: false }],
+  ['audit log', ['audit.read'], { owner: true, admin: true, developer: false }],
   [
     'invite, remove members; change roles',
     ['members.invite', 'members.remove', 'members.update_role', 'invitations.read', 'invitations.revoke'],
