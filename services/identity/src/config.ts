@@ -1,6 +1,7 @@
 import os from 'node:os';
-import { readDuration, readInt } from '@switchboard/runtime/config';
+import { ConfigError, readDuration, readInt } from '@switchboard/runtime/config';
 import { type ActionLimitsConfig, readActionLimits } from './action-limits.js';
+import { minAuditRetentionMs } from './audit-log.js';
 import { defaultInvitationTtl } from './invitations.js';
 
 /**
@@ -32,6 +33,8 @@ export interface IdentityConfig {
    * storm into memory use and answers that come after their deadline.
    */
   argon2QueueLimit: number;
+  /** AUDIT_RETENTION (default and least 365d): how long audit records are kept before the sweeper deletes them. */
+  auditRetentionMs: number;
 }
 
 export function readIdentityConfig(env: Record<string, string | undefined> = process.env): IdentityConfig {
@@ -45,5 +48,14 @@ export function readIdentityConfig(env: Record<string, string | undefined> = pro
     actionLimits: readActionLimits(env),
     argon2Concurrency,
     argon2QueueLimit: readInt('ARGON2_QUEUE_LIMIT', argon2Concurrency * 8, env),
+    auditRetentionMs: readAuditRetention(env),
   };
+}
+
+/** AUDIT_RETENTION: a duration of at least 365 days (records are kept at least a year, SPEC §15). */
+function readAuditRetention(env: Record<string, string | undefined>): number {
+  const ms = readDuration('AUDIT_RETENTION', '365d', env);
+  if (ms < minAuditRetentionMs)
+    throw new ConfigError(`AUDIT_RETENTION must be at least 365d (audit records are kept at least a year), got "${env.AUDIT_RETENTION}"`);
+  return ms;
 }

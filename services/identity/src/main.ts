@@ -24,7 +24,7 @@ await runService<{ config: IdentityConfig; handlers: IdentityHandlers }>({
     return { config, handlers: await prepareIdentity(runtime, config) };
   },
   routes: (router, _runtime, { handlers }) => registerRoutes(router, handlers),
-  background: (runtime, { config }) => [
+  background: (runtime, { config, handlers }) => [
     startHousekeeping({
       db: runtime.db,
       log: runtime.log,
@@ -32,5 +32,6 @@ await runService<{ config: IdentityConfig; handlers: IdentityHandlers }>({
       throttle: new LoginThrottle({ db: runtime.db, log: runtime.log }),
       intervalMs: config.housekeepingIntervalMs,
     }),
+    ...handlers.auditLog.start(runtime, config.housekeepingIntervalMs),
   ],
 });
