@@ -3,7 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, type ConnectError } from '@connectrpc/connect';
 import { UserRegisteredSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { AccountSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import type { AuditRecord, AuditTrail } from '@switchboard/runtime/audit';
+import { type AuditRecord, type AuditTrail, audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
@@ -165,7 +165,14 @@ export class Accounts {
     if (user.two_factor_enabled) {
       await throttle.succeed(attempt, 'password', input.email);
       // The password step alone is no sign-in: the record comes with the second factor.
-      log.info({ audit: true, user_id: user.id, request_id: input.requestId }, 'password accepted; second factor required');
+      audit(log, {
+        event: 'login.password',
+        outcome: 'success',
+        userId: user.id,
+        ip: input.ip,
+        requestId: input.requestId,
+        details: { second_factor_required: true },
+      });
       return { mfaToken: await challenges.issue(user.id) };
     }
     const session = await db.transaction(async (trx) => {
