@@ -194,7 +194,8 @@ describe('audit lines', () => {
     expect(accepted.status, accepted.text).toBe(200);
     expect((await call('DELETE', `/v1/organizations/${orgId}`, { token: outsider.token })).status).toBe(403);
     const refusal = await eventually(
-      () => auditLines('identity').find((line) => line.event === 'authorization' && line.user_id === outsider.userId),
+      // A refusal in a workspace is an access.denied record of the audit log, and its line.
+      () => auditLines('identity').find((line) => line.event === 'access.denied' && line.user_id === outsider.userId),
       'the refusal audit line',
     );
     expect(refusal).toMatchObject({ outcome: 'denied', reason: 'organization.delete', role: 'developer', ip: `${subnet}.${ipCounter}` });
