@@ -11,7 +11,14 @@ import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { startPeriodic } from '@switchboard/runtime/periodic';
 import type { BackgroundTask } from '@switchboard/runtime/service';
-import { type AuditEventRow, deleteAuditEventsBefore, insertAuditEvents, listAuditEvents, type NewAuditEventRow } from './store/audit-events.js';
+import {
+  type AuditEventRow,
+  deleteAuditEventsBefore,
+  insertAuditEvents,
+  listAuditEvents,
+  listAuditEventsAboutUser,
+  type NewAuditEventRow,
+} from './store/audit-events.js';
 
 /**
  * The audit log (docs/api/audit.md): every service writes `audit.recorded` events in the
@@ -67,6 +74,14 @@ export class AuditLog {
     const rows = await listAuditEvents(this.deps.reader, { workspaceId: caller.workspaceId, action, actorId, since, until }, { limit, after });
     const page = pageOf(rows, limit, (row) => ({ micros: row.cursor_micros, id: row.id }));
     return { data: page.rows.map(toAuditEvent), hasMore: page.hasMore, nextCursor: page.nextCursor };
+  }
+
+  /**
+   * Every record about `userId` (they acted, or were acted upon), newest first, as the API shows
+   * records, read as the writer role: for the data export (docs/api/audit.md).
+   */
+  async aboutUser(userId: string): Promise<MessageInitShape<typeof AuditEventSchema>[]> {
+    return (await listAuditEventsAboutUser(this.deps.reader, userId)).map(toAuditEvent);
   }
 
   /** Deletes the records older than the retention (the owner's pool); returns how many. */

@@ -74,6 +74,16 @@ export async function listAuditEvents(db: Db, filter: AuditEventFilter, page: Pa
   return result.rows;
 }
 
+/** Every record about a user (they acted, or were acted upon), newest first: the data export's. */
+export async function listAuditEventsAboutUser(db: Db, userId: string): Promise<AuditEventRow[]> {
+  return db('audit_events')
+    .where((about) => about.where({ subject_user_id: userId }).orWhere({ actor_id: userId }))
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ]);
+}
+
 /** Deletes up to `batch` records older than `before` (the owner's pool); returns how many. */
 export async function deleteAuditEventsBefore(db: Db, before: Date, batch: number): Promise<number> {
   const result = await db.raw<{ rowCount: number }>(
