@@ -333,7 +333,17 @@ const cases: Case<DescMessage>[] = [
   of(
     AuditRecordedSchema,
     'audit.recorded',
-    { action: 'key.created', actorType: 'user', actorId: 'usr_1', actorIp: '203.0.113.7', targetType: 'api_key', targetId: 'key_1', outcome: 'success', metadata: { name: 'ci', scopes: 2 }, subjectUserId: 'usr_1' },
+    {
+      action: 'key.created',
+      actorType: 'user',
+      actorId: 'usr_1',
+      actorIp: '203.0.113.7',
+      targetType: 'api_key',
+      targetId: 'key_1',
+      outcome: 'success',
+      metadata: { name: 'ci', scopes: 2 },
+      subjectUserId: 'usr_1',
+    },
     {
       action: 'key.created',
       actor_type: 'user',

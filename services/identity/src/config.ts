@@ -1,7 +1,8 @@
 import os from 'node:os';
 import { servicePorts } from '@switchboard/contracts/components';
-import { readDuration, readInt, readString, serviceUrl } from '@switchboard/runtime/config';
+import { ConfigError, readDuration, readInt, readString, serviceUrl } from '@switchboard/runtime/config';
 import { type ActionLimitsConfig, readActionLimits } from './action-limits.js';
+import { minAuditRetentionMs } from './audit-log.js';
 import { defaultInvitationTtl } from './invitations.js';
 
 /**
@@ -35,6 +36,8 @@ export interface IdentityConfig {
   argon2QueueLimit: number;
   /** The data export (docs/api/identity.md#data-export): PUBLIC_BASE_URL for its link, KEYS_URL and CONVERSATIONS_URL for its parts, DATA_EXPORT_INTERVAL for its worker's retries and sweep. */
   dataExport: { publicUrl: string; keysUrl: string; conversationsUrl: string; intervalMs: number };
+  /** AUDIT_RETENTION (default and least 365d): how long audit records are kept before the sweeper deletes them. */
+  auditRetentionMs: number;
 }
 
 export function readIdentityConfig(env: Record<string, string | undefined> = process.env): IdentityConfig {
@@ -54,5 +57,14 @@ export function readIdentityConfig(env: Record<string, string | undefined> = pro
       conversationsUrl: serviceUrl('conversations', servicePorts.conversations, env),
       intervalMs: readDuration('DATA_EXPORT_INTERVAL', '10s', env, 100),
     },
+    auditRetentionMs: readAuditRetention(env),
   };
+}
+
+/** AUDIT_RETENTION: a duration of at least 365 days (records are kept at least a year, SPEC §15). */
+function readAuditRetention(env: Record<string, string | undefined>): number {
+  const ms = readDuration('AUDIT_RETENTION', '365d', env);
+  if (ms < minAuditRetentionMs)
+    throw new ConfigError(`AUDIT_RETENTION must be at least 365d (audit records are kept at least a year), got "${env.AUDIT_RETENTION}"`);
+  return ms;
 }
