@@ -23,6 +23,8 @@ const frontDoor = walkThroughs.find((block) => block.includes("from 'openai'"));
 const autoTopup = walkThroughs.find((block) => block.includes('/v1/billing/auto-topup'));
 /** Keys II's: an inference-only key with a daily budget and a rate limit, hitting each, then rotated. */
 const keyLimits = walkThroughs.find((block) => block.includes('"scopes": ["inference"]'));
+/** Usage as CSV, a generation by id, and the audit log after a key is created and revoked. */
+const usageAndAudit = walkThroughs.find((block) => block.includes('/v1/audit-events'));
 
 describe('the README walk-throughs work as written', () => {
   let mesh: Mesh;
@@ -53,9 +55,10 @@ describe('the README walk-throughs work as written', () => {
     expect(frontDoor).toBeDefined();
     expect(autoTopup).toBeDefined();
     expect(keyLimits).toBeDefined();
+    expect(usageAndAudit).toBeDefined();
   });
 
-  it.each(walkThroughs.filter((script) => ![frontDoor, autoTopup, keyLimits].includes(script)).map((script, index) => [index + 1, script]))(
+  it.each(walkThroughs.filter((script) => ![frontDoor, autoTopup, keyLimits, usageAndAudit].includes(script)).map((script, index) => [index + 1, script]))(
     'walk-through %i',
     async (_index, script) => {
       await runWalkThrough(script as string);
@@ -122,6 +125,25 @@ describe('the README walk-throughs work as written', () => {
     expect(expired).toEqual({ code: 'api_key_expired' });
     expect(rotated).toMatchObject({ rate_limits: { requests_per_minute: 2 } });
     expect(rotated.key_id).not.toBe(introspection.key_id);
+  });
+
+  it('usage, a generation and the audit log: the CSV by model, the generation as answered, key.created and key.revoked with their requests', async () => {
+    const { stdout } = await runWalkThrough(usageAndAudit!);
+    const lines = stdout.split('\n').filter((line) => line !== '');
+    // The CSV: its header, then one row for the day and the model that served both requests.
+    expect(lines[0]).toBe('bucket_start,model,requests,input_tokens,output_tokens,cost_usd');
+    const rows = lines.filter((line) => /^\d{4}-\d\d-\d\dT00:00:00(\.000)?Z,/.test(line));
+    expect(rows).toHaveLength(1);
+    expect(rows[0].split(',')[2]).toBe('2');
+    const json = lines.filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    const [generation, ...records] = json;
+    expect(generation).toMatchObject({ generation_id: expect.stringMatching(/^gen_/), status: 'completed', output_tokens: expect.any(Number) });
+    expect(new Money(generation.cost_usd as string).gt(0)).toBe(true);
+    // Newest first: the revocation, then the creation, each by the user, each with its request id.
+    expect(records.map((record) => record.action)).toEqual(['key.revoked', 'key.created']);
+    for (const record of records) {
+      expect(record).toMatchObject({ outcome: 'success', actor: 'user', target: 'api_key', request_id: expect.stringMatching(/\S/) });
+    }
   });
 
   it('the demo upstream: its models marked in /v1/models, its answers billed at the usual prices', async () => {
