@@ -3316,13 +3316,6 @@ export interface components {
             bucket: string;
             /** @description One row per bucket and group with usage, in bucket order (then by group). */
             data: components["schemas"]["switchboard.billing.v1.UsageReportRow"][];
-            /**
-             * @description The same report as CSV, when `format=csv` asked for it: the gateway answers it as the body
-             *     (`text/csv`), instead of this JSON.
-             *
-             *     Raw content.
-             */
-            csv?: string;
         };
         /**
          * UsageReportRow
@@ -17220,6 +17213,7 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.billing.v1.UsageReport"];
+                    "text/csv": string;
                 };
             };
             /**
