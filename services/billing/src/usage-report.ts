@@ -111,6 +111,15 @@ function bucketEndOf(at: Date, bucket: Bucket): Date {
   return floor.getTime() === at.getTime() ? floor : new Date(floor.getTime() + (bucket === 'hour' ? hourMs : dayMs));
 }
 
+/**
+ * A sum as Postgres writes a `numeric` (plain notation, never an exponent) in its shortest form,
+ * as Money.toFixed() would give it ("0.30" → "0.3", "2.000" → "2"), without a decimal per row.
+ */
+export function plainSum(text: string): string {
+  if (!/^\d+(\.\d+)?$/.test(text)) return new Money(text).toFixed();
+  return text.includes('.') ? text.replace(/\.?0+$/, '') : text;
+}
+
 /** RFC 3339 UTC with no fraction, as the JSON's times. */
 const isoSeconds = (at: Date) => `${at.toISOString().slice(0, 19)}Z`;
 
@@ -150,7 +159,7 @@ export class UsageReports {
       requests: BigInt(row.requests),
       inputTokens: BigInt(row.input_tokens),
       outputTokens: BigInt(row.output_tokens),
-      costUsd: new Money(row.cost_usd).toFixed(),
+      costUsd: plainSum(row.cost_usd),
     }));
     const report: Report = { start: timestampFromDate(from), end: timestampFromDate(to), bucket: params.bucket, data };
     if (params.format === 'csv') {
@@ -167,7 +176,7 @@ function toCsv(groupBy: GroupName[], rows: RollupRow[]): string {
   const lines = [['bucket_start', ...columns, 'requests', 'input_tokens', 'output_tokens', 'cost_usd'].join(',')];
   for (const row of rows) {
     const groups = columns.map((column) => csvField(row[column] ?? ''));
-    lines.push([isoSeconds(row.bucket_start), ...groups, row.requests, row.input_tokens, row.output_tokens, new Money(row.cost_usd).toFixed()].join(','));
+    lines.push([isoSeconds(row.bucket_start), ...groups, row.requests, row.input_tokens, row.output_tokens, plainSum(row.cost_usd)].join(','));
   }
   return `${lines.map((line) => `${line}\r\n`).join('')}`;
 }

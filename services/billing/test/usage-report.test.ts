@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { csvField } from '@switchboard/billing/usage-report';
+import { csvField, plainSum } from '@switchboard/billing/usage-report';
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { Money } from '@switchboard/runtime/money';
@@ -400,5 +400,13 @@ describe('CSV fields', () => {
       `"'\tx"`,
       '',
     ]);
+  });
+});
+
+describe('sums', () => {
+  it('are written in their shortest exact form, as Money writes them', () => {
+    for (const sum of ['0', '0.000', '10', '10.0', '100.500', '0.000000000000000000123', '123456789012345678901234567890.10']) {
+      expect(plainSum(sum), sum).toBe(new Money(sum).toFixed());
+    }
   });
 });

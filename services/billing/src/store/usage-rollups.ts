@@ -82,35 +82,42 @@ function sumsOf(usages: RollupUsage[], bucket: Bucket): Sum[] {
   });
 }
 
+const upsertColumns = 'workspace_id, bucket_start, key_id, model, tier, region, requests, input_tokens, output_tokens, cost_usd';
+const upsertRows =
+  'SELECT * FROM unnest(?::text[], ?::timestamptz[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::numeric[])';
+const upsertConflict = `ON CONFLICT (workspace_id, bucket_start, key_id, model, tier, region) DO UPDATE SET
+  requests = r.requests + excluded.requests, input_tokens = r.input_tokens + excluded.input_tokens,
+  output_tokens = r.output_tokens + excluded.output_tokens, cost_usd = r.cost_usd + excluded.cost_usd`;
+
+const bindingsOf = (sums: Sum[]): Knex.RawBinding[] => [
+  sums.map((s) => s.workspaceId),
+  sums.map((s) => s.bucketStart.toISOString()),
+  sums.map((s) => s.keyId),
+  sums.map((s) => s.model),
+  sums.map((s) => s.tier),
+  sums.map((s) => s.region),
+  sums.map((s) => s.requests.toString()),
+  sums.map((s) => s.inputTokens.toString()),
+  sums.map((s) => s.outputTokens.toString()),
+  sums.map((s) => s.costUsd.toFixed()),
+];
+
 /**
  * Adds `usages` (rows just inserted, each once: the caller passes only what its INSERT returned)
- * to the hourly and daily aggregates, in `trx`: one statement per table, the sums made here.
+ * to the hourly and daily aggregates, in `trx`: the sums made here, one upsert per table (from
+ * unnest), both sent as one statement (a data-modifying WITH): one round trip per batch.
  */
 export async function addToRollups(trx: Knex.Transaction, usages: RollupUsage[]): Promise<void> {
   if (usages.length === 0) return;
-  for (const bucket of ['hour', 'day'] as const) {
-    const sums = sumsOf(usages, bucket);
-    const table = rollupTables[bucket];
-    await trx.raw(
-      `INSERT INTO ${table} AS r (workspace_id, bucket_start, key_id, model, tier, region, requests, input_tokens, output_tokens, cost_usd)
-       SELECT * FROM unnest(?::text[], ?::timestamptz[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::numeric[])
-       ON CONFLICT (workspace_id, bucket_start, key_id, model, tier, region) DO UPDATE SET
-         requests = r.requests + excluded.requests, input_tokens = r.input_tokens + excluded.input_tokens,
-         output_tokens = r.output_tokens + excluded.output_tokens, cost_usd = r.cost_usd + excluded.cost_usd`,
-      [
-        sums.map((s) => s.workspaceId),
-        sums.map((s) => s.bucketStart.toISOString()),
-        sums.map((s) => s.keyId),
-        sums.map((s) => s.model),
-        sums.map((s) => s.tier),
-        sums.map((s) => s.region),
-        sums.map((s) => s.requests.toString()),
-        sums.map((s) => s.inputTokens.toString()),
-        sums.map((s) => s.outputTokens.toString()),
-        sums.map((s) => s.costUsd.toFixed()),
-      ],
-    );
-  }
+  await trx.raw(
+    `WITH hourly AS (
+       INSERT INTO ${rollupTables.hour} AS r (${upsertColumns}) ${upsertRows}
+       ${upsertConflict}
+     )
+     INSERT INTO ${rollupTables.day} AS r (${upsertColumns}) ${upsertRows}
+     ${upsertConflict}`,
+    [...bindingsOf(sumsOf(usages, 'hour')), ...bindingsOf(sumsOf(usages, 'day'))],
+  );
 }
 
 /**
