@@ -120,9 +120,6 @@ export function plainSum(text: string): string {
   return text.includes('.') ? text.replace(/\.?0+$/, '') : text;
 }
 
-/** RFC 3339 UTC with no fraction, as the JSON's times. */
-const isoSeconds = (at: Date) => `${at.toISOString().slice(0, 19)}Z`;
-
 /**
  * A CSV field (RFC 4180): quoted when it holds a comma, a quote, CR or LF (quotes doubled). A text
  * that a spreadsheet would run as a formula (starting with =, +, -, @, a tab or CR) gets a leading
@@ -150,8 +147,14 @@ export class UsageReports {
       groupBy: params.groupBy.map((name) => groupNames[name]),
       keyId: params.keyId,
     });
-    const data = rows.map((row) => ({
-      bucketStart: timestampFromDate(row.bucket_start),
+    const report: Report = { start: timestampFromDate(from), end: timestampFromDate(to), bucket: params.bucket, data: [] };
+    if (params.format === 'csv') {
+      // The CSV instead of the rows (the gateway answers it as the body).
+      report.csv = { contentType: 'text/csv; charset=utf-8', data: Buffer.from(toCsv(params.groupBy, rows), 'utf8') };
+      return report;
+    }
+    report.data = rows.map((row) => ({
+      bucketStart: { seconds: BigInt(row.bucket_epoch), nanos: 0 },
       keyId: row.key_id,
       model: row.model,
       tier: row.tier,
@@ -161,11 +164,6 @@ export class UsageReports {
       outputTokens: BigInt(row.output_tokens),
       costUsd: plainSum(row.cost_usd),
     }));
-    const report: Report = { start: timestampFromDate(from), end: timestampFromDate(to), bucket: params.bucket, data };
-    if (params.format === 'csv') {
-      report.csv = { contentType: 'text/csv; charset=utf-8', data: Buffer.from(toCsv(params.groupBy, rows), 'utf8') };
-      report.data = [];
-    }
     return report;
   }
 }
@@ -176,7 +174,7 @@ function toCsv(groupBy: GroupName[], rows: RollupRow[]): string {
   const lines = [['bucket_start', ...columns, 'requests', 'input_tokens', 'output_tokens', 'cost_usd'].join(',')];
   for (const row of rows) {
     const groups = columns.map((column) => csvField(row[column] ?? ''));
-    lines.push([isoSeconds(row.bucket_start), ...groups, row.requests, row.input_tokens, row.output_tokens, plainSum(row.cost_usd)].join(','));
+    lines.push([row.bucket_iso, ...groups, row.requests, row.input_tokens, row.output_tokens, plainSum(row.cost_usd)].join(','));
   }
   return `${lines.map((line) => `${line}\r\n`).join('')}`;
 }

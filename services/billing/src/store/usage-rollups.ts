@@ -134,7 +134,9 @@ export function rollupFromUsageRecordsSql(bucket: Bucket, where = 'TRUE'): strin
 }
 
 export interface RollupRow {
-  bucket_start: Date;
+  /** The bucket's start: seconds since the epoch, and RFC 3339 UTC (`2026-11-02T00:00:00Z`), both made by Postgres. */
+  bucket_epoch: string;
+  bucket_iso: string;
   key_id?: string;
   model?: string;
   tier?: string;
@@ -162,7 +164,8 @@ export async function readRollups(db: Db, query: RollupQuery): Promise<RollupRow
   const bindings: Knex.RawBinding[] = [query.workspaceId, query.from.toISOString(), query.to.toISOString()];
   if (query.keyId !== undefined) bindings.push(query.keyId);
   const { rows } = await db.raw<{ rows: RollupRow[] }>(
-    `SELECT bucket_start${groups ? `, ${groups}` : ''}, sum(requests)::text AS requests, sum(input_tokens)::text AS input_tokens,
+    `SELECT extract(epoch FROM bucket_start)::bigint::text AS bucket_epoch,
+            to_char(bucket_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS bucket_iso${groups ? `, ${groups}` : ''}, sum(requests)::text AS requests, sum(input_tokens)::text AS input_tokens,
             sum(output_tokens)::text AS output_tokens, sum(cost_usd)::text AS cost_usd
        FROM ${rollupTables[query.bucket]}
       WHERE workspace_id = ? AND bucket_start >= ? AND bucket_start < ? ${keyFilter}
