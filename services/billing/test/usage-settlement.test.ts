@@ -2,6 +2,7 @@ import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { readBillingConfig } from '@switchboard/billing/config';
 import { type PreparedBilling, prepareBilling } from '@switchboard/billing/prepare';
+import { insertUsages, type NewUsage } from '@switchboard/billing/store/usage';
 import { type UsageRecord, UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { newId } from '@switchboard/runtime/ids';
 import { type InProcessService, inProcessService } from '@switchboard/runtime/in-process';
@@ -271,5 +272,45 @@ describe('usage settlement', () => {
       );
       expect(rows[0].differences, table).toBe(0);
     }
+  });
+
+  it('adds only the rows inserted when a batch inserts some of its rows, and those once', async () => {
+    const workspaceId = newId('org');
+    const at = timestampFromDate(new Date('2026-03-06T08:20:00Z'));
+    const [a, b] = [record(workspaceId, { occurredAt: at, costUsd: '0.1' }), record(workspaceId, { occurredAt: at, costUsd: '0.02' })];
+    await settle([a]);
+    // a again (not inserted) beside b (inserted): the statement's sums are not applied, b's alone are.
+    await settle([a, b]);
+    await settle([b, a]);
+    // Straight through the store, as RecordUsage: two rows of one generation in one statement, one inserted.
+    const c = record(workspaceId, { occurredAt: at, costUsd: '0.003' });
+    const usageOf = (item: UsageRecord, costUsd: string): NewUsage => ({
+      id: newId('usg'),
+      generationId: item.generationId,
+      workspaceId,
+      keyId: item.keyId,
+      model: item.model,
+      routedModel: item.routedModel ?? null,
+      tier: item.tier,
+      inputTokens: '1000',
+      outputTokens: '500',
+      upstreamCostUsd: null,
+      costUsd,
+      planId: 'payg',
+      pricingVersion: '2026-11-01',
+      reservationId: null,
+      occurredAt: new Date('2026-03-06T08:20:00Z'),
+    });
+    const inserted = await service.runtime.db.transaction((trx) => insertUsages(trx, [usageOf(c, '0.003'), usageOf(c, '0.5')]));
+    expect([...inserted]).toEqual([c.generationId]);
+    const { rows } = await service.runtime.db.raw(
+      `SELECT 'hourly' AS t, requests::text, cost_usd::text FROM usage_rollups_hourly WHERE workspace_id = ?
+       UNION ALL SELECT 'daily', requests::text, cost_usd::text FROM usage_rollups_daily WHERE workspace_id = ? ORDER BY 1`,
+      [workspaceId, workspaceId],
+    );
+    expect(rows).toEqual([
+      { t: 'daily', requests: '3', cost_usd: '0.123' },
+      { t: 'hourly', requests: '3', cost_usd: '0.123' },
+    ]);
   });
 });

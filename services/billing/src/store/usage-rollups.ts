@@ -103,21 +103,30 @@ const bindingsOf = (sums: Sum[]): Knex.RawBinding[] => [
 ];
 
 /**
+ * The two upserts of `usages`' sums into the hourly and daily aggregates, as the definitions of
+ * two data-modifying WITH queries (`rollup_hourly AS (…), rollup_daily AS (…)`) for a statement
+ * to embed; each upserts only where `condition` (SQL) holds. The sums are made here.
+ */
+export function rollupUpserts(usages: RollupUsage[], condition = 'TRUE'): { sql: string; bindings: Knex.RawBinding[] } {
+  const upsert = (bucket: Bucket) =>
+    `rollup_${bucket === 'hour' ? 'hourly' : 'daily'} AS (
+       INSERT INTO ${rollupTables[bucket]} AS r (${upsertColumns}) ${upsertRows} WHERE ${condition}
+       ${upsertConflict}
+     )`;
+  return {
+    sql: `${upsert('hour')}, ${upsert('day')}`,
+    bindings: [...bindingsOf(sumsOf(usages, 'hour')), ...bindingsOf(sumsOf(usages, 'day'))],
+  };
+}
+
+/**
  * Adds `usages` (rows just inserted, each once: the caller passes only what its INSERT returned)
- * to the hourly and daily aggregates, in `trx`: the sums made here, one upsert per table (from
- * unnest), both sent as one statement (a data-modifying WITH): one round trip per batch.
+ * to the hourly and daily aggregates, in `trx`: one upsert per table, both in one statement.
  */
 export async function addToRollups(trx: Knex.Transaction, usages: RollupUsage[]): Promise<void> {
   if (usages.length === 0) return;
-  await trx.raw(
-    `WITH hourly AS (
-       INSERT INTO ${rollupTables.hour} AS r (${upsertColumns}) ${upsertRows}
-       ${upsertConflict}
-     )
-     INSERT INTO ${rollupTables.day} AS r (${upsertColumns}) ${upsertRows}
-     ${upsertConflict}`,
-    [...bindingsOf(sumsOf(usages, 'hour')), ...bindingsOf(sumsOf(usages, 'day'))],
-  );
+  const upserts = rollupUpserts(usages);
+  await trx.raw(`WITH ${upserts.sql} SELECT 1`, upserts.bindings);
 }
 
 /**
