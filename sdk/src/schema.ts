@@ -3851,9 +3851,11 @@ export interface components {
             event_id: string;
             /** @description What happened, from the catalogue of docs/api/audit.md. */
             action: string;
+            /** @description Who acted: a user, an API key, or the platform itself. */
             actor: components["schemas"]["switchboard.identity.v1.AuditActor"];
             /** @description What the action was about; null when it was about nothing in particular. */
             target: components["schemas"]["switchboard.identity.v1.AuditTarget"] | null;
+            /** @description The workspace the record belongs to (a user's own account events: their personal workspace). */
             workspace_id: string;
             /** @description The `X-Request-Id` of the request that caused it; null for the platform's own work. */
             request_id: string | null;
@@ -3876,6 +3878,7 @@ export interface components {
         "switchboard.identity.v1.AuditTarget": {
             /** @description api_key, webhook, user, session, organization, member, invitation, topup, spend_limits, rpc, export, ... */
             type: string;
+            /** @description Its id (`key_…`, `wh_…`, `usr_…`, an RPC's name, ...). */
             id: string;
         };
         /**
