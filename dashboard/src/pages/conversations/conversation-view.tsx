@@ -5,6 +5,7 @@ import { formatDateTime } from '../../format';
 import { useSignedIn } from '../../session';
 import { useLoad } from '../../use-load';
 import { usePages } from '../../use-pages';
+import { ConversationGenerations } from './conversation-generations';
 
 const roleLabels: Record<string, string> = { user: 'User', assistant: 'Assistant', system: 'System', tool: 'Tool' };
 
@@ -65,6 +66,7 @@ export function ConversationView({ conversationId }: { conversationId: string })
             }
           </Loaded>
           <LoadMore pages={messages} what="messages" />
+          <ConversationGenerations conversationId={conversationId} />
         </article>
       )}
     </Loaded>
