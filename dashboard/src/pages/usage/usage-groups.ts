@@ -1,4 +1,4 @@
-import { compareDecimals, sumDecimals } from '../../decimal';
+import { compareDecimals, sumDecimals } from '../../decimal.js';
 
 /** What the Usage page groups by: the model that served, or the key. */
 export type UsageGroupBy = 'model' | 'key';
