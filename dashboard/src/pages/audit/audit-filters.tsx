@@ -38,19 +38,21 @@ export function AuditFilters({ apply }: { apply(filter: AuditFilter): Promise<vo
     await apply(filter);
   };
   return (
-    <Form onSubmit={submit} submitLabel="Apply filters" busyLabel="Searching…" label="Filter the audit log">
-      <div className="filter-grid">
-        <Field
-          name="action"
-          label="Action"
-          value={action}
-          onChange={setAction}
-          options={[{ value: '', label: 'Every action' }, ...auditActions.map(({ value, label }) => ({ value, label: `${label} (${value})` }))]}
-        />
-        <Field name="actor_id" label="Actor id" value={actorId} onChange={setActorId} hint="A user (usr_…) or an API key (key_…)." spellCheck={false} />
-        <Field name="since" label="From" type="datetime-local" value={since} onChange={setSince} />
-        <Field name="until" label="Until" type="datetime-local" value={until} onChange={setUntil} />
-      </div>
-    </Form>
+    <div className="filters">
+      <Form onSubmit={submit} submitLabel="Apply filters" busyLabel="Searching…" label="Filter the audit log">
+        <div className="filter-grid">
+          <Field
+            name="action"
+            label="Action"
+            value={action}
+            onChange={setAction}
+            options={[{ value: '', label: 'Every action' }, ...auditActions.map(({ value, label }) => ({ value, label: `${label} (${value})` }))]}
+          />
+          <Field name="actor_id" label="Actor id" value={actorId} onChange={setActorId} hint="A user (usr_…) or an API key (key_…)." spellCheck={false} />
+          <Field name="since" label="From" type="datetime-local" value={since} onChange={setSince} />
+          <Field name="until" label="Until" type="datetime-local" value={until} onChange={setUntil} />
+        </div>
+      </Form>
+    </div>
   );
 }
