@@ -31,7 +31,7 @@ export function ConversationGenerations({ conversationId }: { conversationId: st
         if (mine.length === 0) return null;
         return (
           <section className="conversation-generations" aria-labelledby="conversation-generations">
-            <h3 id="conversation-generations">Generations</h3>
+            <h2 id="conversation-generations">Generations</h2>
             <ul>
               {mine.map((generation) => (
                 <li key={generation.generation_id}>

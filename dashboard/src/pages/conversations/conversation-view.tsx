@@ -5,7 +5,6 @@ import { formatDateTime } from '../../format';
 import { useSignedIn } from '../../session';
 import { useLoad } from '../../use-load';
 import { usePages } from '../../use-pages';
-import { ConversationGenerations } from './conversation-generations';
 
 const roleLabels: Record<string, string> = { user: 'User', assistant: 'Assistant', system: 'System', tool: 'Tool' };
 
@@ -66,7 +65,6 @@ export function ConversationView({ conversationId }: { conversationId: string })
             }
           </Loaded>
           <LoadMore pages={messages} what="messages" />
-          <ConversationGenerations conversationId={conversationId} />
         </article>
       )}
     </Loaded>
