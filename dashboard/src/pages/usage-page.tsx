@@ -43,7 +43,12 @@ export function UsagePage() {
   const period = usagePeriods.find((candidate) => candidate.value === periodValue) ?? usagePeriods[0];
   // biome-ignore lint/correctness/useExhaustiveDependencies: a refresh moves the period's end to now.
   const range = useMemo(() => usageRange(period, new Date()), [period, refresh]);
-  const report = useLoad(() => client.get('/v1/usage', { params: { query: { ...range, group_by: groupBy } } }), [client, range, groupBy]);
+  const report = useLoad(async () => {
+    const answer = await client.get('/v1/usage', { params: { query: { ...range, group_by: groupBy } } });
+    // The operation answers CSV too (format=csv, the download): asked for JSON, JSON it is.
+    if (typeof answer === 'string') throw new Error('The usage report came back as text instead of JSON.');
+    return answer;
+  }, [client, range, groupBy]);
 
   const readsKeys = can(role, 'keys.read');
   const keys = useLoad(async () => (readsKeys ? (await client.get('/v1/keys', { params: { query: { limit: 100 } } })).data : []), [client, readsKeys]);
