@@ -226,7 +226,8 @@ describe('the Usage, Generation and Audit log pages, and the data export', () =>
     await expect
       .poll(async () => {
         await filters.getByRole('button', { name: 'Apply filters' }).click();
-        // The list starts again with the filter: its records, or "No records".
+        // The filter is tried ("Searching…"), then the list starts again with it: its records, or "No records".
+        await filters.getByRole('button', { name: 'Apply filters' }).waitFor();
         await page.locator('table.audit-events, .empty').first().waitFor();
         return created.count();
       }, settles)
