@@ -126,6 +126,7 @@ describe('the sandbox checkout page over REST', () => {
       created_at: new Date('2026-01-01T00:00:00Z'),
       expires_at: new Date('2026-01-02T00:00:00Z'),
       completed_at: null,
+      created_by: null,
       cursor_micros: '0',
     };
     const pending = renderCheckoutPage(row, `tok'${evil}`, `n0nce${evil}`);

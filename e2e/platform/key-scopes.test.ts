@@ -105,8 +105,9 @@ describe('a key with the inference scope only', () => {
           .find((l) => l.includes(requestId) && l.includes('"audit":true')),
       'the audit line in the gateway log',
     );
+    // The line of its access.denied audit record (docs/api/audit.md).
     expect(JSON.parse(line)).toMatchObject({
-      event: 'authorization',
+      event: 'access.denied',
       outcome: 'denied',
       reason: 'insufficient_scope',
       key_id: inferenceKey.keyId,

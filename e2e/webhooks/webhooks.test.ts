@@ -114,8 +114,9 @@ describe('endpoints', () => {
     );
     expect(JSON.parse(auditLine.slice(auditLine.indexOf('{')))).toMatchObject({
       event: 'webhook.updated',
-      fields: 'description',
-      webhook_id: created.webhook_id,
+      changed_fields: 'description',
+      target_type: 'webhook',
+      target_id: created.webhook_id,
     });
 
     expect((await call('DELETE', `${base}/${created.webhook_id}`, { token: owner.token })).status).toBe(204);

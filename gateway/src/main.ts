@@ -4,10 +4,12 @@ import { type ServiceName, serviceNames } from '@switchboard/contracts/component
 import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { AuditPublisher } from '@switchboard/runtime/audit-publisher';
 import { createPeerClient, UnaryClient } from '@switchboard/runtime/clients';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
+import { connectNats } from '@switchboard/runtime/nats';
 import { closeHttpServer, stopGracefully } from '@switchboard/runtime/shutdown';
 import { keepByteOrderMarks } from '@switchboard/runtime/text-encoding';
 import { trustIncomingTraceContext } from '@switchboard/runtime/trace-context';
@@ -81,6 +83,10 @@ async function main() {
   };
 
   const metrics = new Metrics('gateway');
+  // The gateway's own refusals go to the audit log straight over JetStream (it has no outbox): best effort.
+  const auditNats = connectNats(events.natsUrl, 'gateway-audit', log);
+  auditNats.catch((err) => log.warn({ err: (err as Error).message }, 'NATS unavailable: the gateway audit records wait in memory'));
+  const auditPublisher = new AuditPublisher({ nats: auditNats, subjectPrefix: events.eventsSubjectPrefix, producer: 'gateway', log, metrics });
   // The public edge: a client's own trace context is continued only through a proxy trusted here.
   trustIncomingTraceContext((req) => trustedProxies.has(req.socket.remoteAddress ?? ''));
   const handler = createRestHandler({
@@ -90,6 +96,7 @@ async function main() {
     meshTokens,
     log,
     metrics,
+    audit: auditPublisher,
     trustedProxies,
     async builtIn(req, res, pathname, requestId, clientIp) {
       if (dataPlanePaths.has(pathname)) {
@@ -147,6 +154,8 @@ async function main() {
     },
     async release() {
       await revocationFeed.stop();
+      await auditPublisher.stop();
+      await auditNats.then((nc) => nc.close()).catch(() => undefined);
       await metricsServer?.close();
     },
   });

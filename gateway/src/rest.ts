@@ -7,7 +7,7 @@ import type { ServiceName } from '@switchboard/contracts/components';
 import { type HttpBody, HttpBodySchema } from '@switchboard/contracts/google/api/httpbody_pb';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { ApiError } from '@switchboard/runtime/api-error';
-import { audit } from '@switchboard/runtime/audit';
+import { type AuditRecord, audit } from '@switchboard/runtime/audit';
 import type { UnaryClient } from '@switchboard/runtime/clients';
 import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { type ErrorBody, errorBody, toHttpError } from '@switchboard/runtime/errors';
@@ -47,6 +47,12 @@ export interface RestOptions {
   trustedProxies?: AddressRanges;
   /** Where each request's latency and status are counted. */
   metrics: Metrics;
+  /**
+   * Where the gateway's own refusals of a principal in a workspace go as audit records
+   * (`access.denied`, runtime/src/audit-publisher.ts): best effort, never waited on. Without it,
+   * the audit log line only.
+   */
+  audit?: { publish(record: AuditRecord): void };
   /**
    * Built-in endpoints (health, OpenAPI, docs, the dashboard): true when handled, or the route to
    * log and count it under when the path itself is not bounded (the dashboard's pages).
@@ -163,11 +169,12 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     principal = await options.authenticator.authenticate(req.headers.authorization, { ip: facts.clientIp, requestId });
     facts.principal = principal;
     if (route.credentials === 'user_session' && principal.type === 'key') {
+      refusedKey(options, route, principal, facts.clientIp, requestId, errorCatalogue.userSessionRequired.code);
       throw catalogued(errorCatalogue.userSessionRequired);
     }
     // docs/conventions.md#order-of-checks: an API key's scope is a fact of the credential, checked with it, before
     // the workspace and the input; the service checks it again (runtime/src/policy.ts guardRpc).
-    if (principal.type === 'key') assertScope(options.log, route, principal, facts.clientIp, requestId);
+    if (principal.type === 'key') assertScope(options, route, principal, facts.clientIp, requestId);
     const requested = req.headers['x-workspace-id'];
     const pathWorkspace = workspaceOfPath(pathValues);
     workspace =
@@ -241,19 +248,49 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
 }
 
 /** 403 `insufficient_scope` for an API key without the route's scope (docs/api/keys.md#scopes). */
-function assertScope(log: Logger, route: Route, principal: Principal, clientIp: string | undefined, requestId: string): void {
+function assertScope(options: Pick<RestOptions, 'log' | 'audit'>, route: Route, principal: Principal, clientIp: string | undefined, requestId: string): void {
   if (principal.scopes?.includes(route.scope)) return;
-  // ASVS 16.3: a refused authorization is an audit line, as the services' are (runtime/src/policy.ts).
-  audit(log, {
+  refusedKey(options, route, principal, clientIp, requestId, errorCatalogue.insufficientScope.code, { required_scope: route.scope });
+  throw catalogued(errorCatalogue.insufficientScope, { metadata: { required_scope: route.scope } });
+}
+
+/**
+ * An API key refused by the gateway itself (the call never reaches a service): an `access.denied`
+ * record in the key's workspace (docs/api/audit.md), which writes the audit line (ASVS 16.3) as
+ * the services' refusals do (runtime/src/policy.ts); without a publisher, the line alone.
+ */
+function refusedKey(
+  options: Pick<RestOptions, 'log' | 'audit'>,
+  route: Route,
+  principal: Principal,
+  clientIp: string | undefined,
+  requestId: string,
+  reason: string,
+  details: Record<string, string> = {},
+): void {
+  const routeName = `${route.httpMethod} ${route.template}`;
+  if (options.audit && principal.keyId && principal.keyWorkspaceId) {
+    options.audit.publish({
+      action: 'access.denied',
+      outcome: 'denied',
+      actor: { type: 'api_key', id: principal.keyId, ip: clientIp },
+      target: { type: 'route', id: routeName },
+      workspaceId: principal.keyWorkspaceId,
+      requestId,
+      subjectUserId: principal.userId,
+      metadata: { reason, route: routeName, ...details },
+    });
+    return;
+  }
+  audit(options.log, {
     event: 'authorization',
     outcome: 'denied',
     userId: principal.userId,
     ip: clientIp,
     requestId,
-    reason: errorCatalogue.insufficientScope.code,
-    details: { key_id: principal.keyId, route: `${route.httpMethod} ${route.template}`, required_scope: route.scope },
+    reason,
+    details: { key_id: principal.keyId, route: routeName, ...details },
   });
-  throw catalogued(errorCatalogue.insufficientScope, { metadata: { required_scope: route.scope } });
 }
 
 /** The client's User-Agent, bounded: a mesh token carries it and a session row keeps it. */

@@ -141,21 +141,26 @@ export class AuditTrail {
   }
 
   private logLine(record: AuditRecord): void {
-    audit(this.deps.log, {
-      event: record.action,
-      outcome: record.outcome === 'failed' ? 'failure' : record.outcome,
-      userId: record.actor.type === 'user' ? record.actor.id : record.subjectUserId,
-      ip: record.actor.ip,
-      requestId: record.requestId,
-      details: {
-        workspace_id: record.workspaceId || undefined,
-        key_id: record.actor.type === 'api_key' ? record.actor.id : undefined,
-        target_type: record.target?.type,
-        target_id: record.target?.id,
-        ...record.metadata,
-      },
-    });
+    auditRecordLine(this.deps.log, record);
   }
+}
+
+/** The audit log line of a record (what AuditTrail and AuditPublisher write with each). */
+export function auditRecordLine(log: Logger, record: AuditRecord): void {
+  audit(log, {
+    event: record.action,
+    outcome: record.outcome === 'failed' ? 'failure' : record.outcome,
+    userId: record.actor.type === 'user' ? record.actor.id : record.subjectUserId,
+    ip: record.actor.ip,
+    requestId: record.requestId,
+    details: {
+      workspace_id: record.workspaceId || undefined,
+      key_id: record.actor.type === 'api_key' ? record.actor.id : undefined,
+      target_type: record.target?.type,
+      target_id: record.target?.id,
+      ...record.metadata,
+    },
+  });
 }
 
 /** The event payload of a record (metadata's undefined values left out). */
@@ -173,4 +178,37 @@ export function toEventData(record: AuditRecord): MessageInitShape<typeof AuditR
     metadata,
     subjectUserId: record.subjectUserId ?? '',
   };
+}
+
+/**
+ * The miss path of a lookup by id in the caller's workspace (docs/api/audit.md, `access.denied`):
+ * when the id names an object of ANOTHER workspace (`existsElsewhere`, a cheap indexed query run
+ * only here), an `access.denied` record (reason `not_found`) in the caller's workspace, so its
+ * owners and admins see the probe. The answer stays the same 404; a plain miss records nothing.
+ * Never throws, and never holds the caller's transaction: call it with `void` and the pool
+ * (not the transaction) in `existsElsewhere`.
+ */
+export async function recordForeignObjectProbe(
+  trail: AuditTrail,
+  caller: Caller,
+  target: { type: string; id: string },
+  existsElsewhere: () => Promise<boolean>,
+): Promise<void> {
+  if (!target.id || !caller.workspaceId) return;
+  try {
+    if (!(await existsElsewhere())) return;
+  } catch {
+    return;
+  }
+  const method = caller.ctx.method;
+  await trail.recordAlone({
+    action: 'access.denied',
+    outcome: 'denied',
+    actor: actorOf(caller),
+    target,
+    workspaceId: caller.workspaceId,
+    requestId: caller.requestId,
+    subjectUserId: caller.userId,
+    metadata: { reason: 'not_found', rpc: method ? `${method.parent.typeName}/${method.name}` : undefined },
+  });
 }

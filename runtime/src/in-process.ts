@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { DescService } from '@bufbuild/protobuf';
 import { type Client, type Code, ConnectError, type ConnectRouter, createClient, createRouterTransport, type Interceptor } from '@connectrpc/connect';
 import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
+import { AuditTrail } from './audit.js';
 import { requestIdKey } from './call-context.js';
 import { readDataKeys } from './config.js';
 import { createDb, migrate } from './db.js';
@@ -17,7 +18,7 @@ import type { ServiceRuntime } from './service.js';
 import { requireEnv } from './testing.js';
 
 /** What a service's `prepare<Service>` builds its handlers from, for a test: no RPC server, no NATS. */
-export type InProcessRuntime = Pick<ServiceRuntime, 'name' | 'db' | 'log' | 'recordEvent' | 'recordEvents' | 'meshTokens' | 'metrics'> & {
+export type InProcessRuntime = Pick<ServiceRuntime, 'name' | 'db' | 'log' | 'recordEvent' | 'recordEvents' | 'meshTokens' | 'metrics' | 'audit'> & {
   config: Pick<ServiceRuntime['config'], 'dataKeys'>;
 };
 
@@ -45,15 +46,18 @@ export async function inProcessService(name: string, migrationsDir: URL): Promis
   const db = createDb(requireEnv('DATABASE_URL'), schema, 4);
   await migrate(db, schema, fileURLToPath(migrationsDir));
   const meshTokens = new MeshTokens(randomBytes(32).toString('base64url'));
+  const log = createLogger(`${name}-in-process`, 'silent');
+  const writeEvent: ServiceRuntime['recordEvent'] = (trx, schema, event) => recordEvent(trx, schema, event, { producer: name, subjectPrefix: 'in-process' });
   const runtime: InProcessRuntime = {
     name,
     db,
-    log: createLogger(`${name}-in-process`, 'silent'),
+    log,
     meshTokens,
     metrics: new Metrics(name),
     config: { dataKeys: readDataKeys() },
-    recordEvent: (trx, schema, event) => recordEvent(trx, schema, event, { producer: name, subjectPrefix: 'in-process' }),
+    recordEvent: writeEvent,
     recordEvents: (trx, schema, events) => recordEvents(trx, schema, events, { producer: name, subjectPrefix: 'in-process' }),
+    audit: new AuditTrail({ log, db, recordEvent: writeEvent }),
   };
   // What startRpcServer puts around every call: the caller from the mesh token, the request id,
   // the RPC's access rule, and errors translated as the real server translates them.

@@ -3,7 +3,7 @@ import { timestampFromDate, type Value } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { AutoTopupSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { AutoTopupFailedSchema, AutoTopupUpdatedSchema, BalanceLowSchema, TopupCompletedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { audit } from '@switchboard/runtime/audit';
+import { type AuditTrail, audit } from '@switchboard/runtime/audit';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
 import { invalidArgument, unprocessable } from '@switchboard/runtime/errors';
@@ -65,6 +65,8 @@ export interface AutoTopupsDeps {
   log: Logger;
   accounts: Accounts;
   recordEvent: EventWriter;
+  /** Where a credited charge is recorded (`topup.completed`, docs/api/audit.md). */
+  audit: AuditTrail;
   /** Ledger.post: credits the balance in `trx` (the account must exist). */
   post: Ledger['post'];
   /** PaymentMethods.defaultOf: the method auto top-up charges (the newest saved), if any. */
@@ -354,6 +356,18 @@ export class AutoTopups implements BalanceWatcher {
           trigger: 'auto',
         },
         requestId,
+      });
+      // Started by the platform under the workspace's settings: the system acts, about the user who set auto top-up up.
+      const settings = await findAutoTopup(trx, charge.workspace_id);
+      await this.deps.audit.record(trx, {
+        action: 'topup.completed',
+        outcome: 'success',
+        actor: { type: 'system', id: '' },
+        target: { type: 'topup', id: charge.id },
+        workspaceId: charge.workspace_id,
+        requestId,
+        subjectUserId: settings?.updated_by ?? undefined,
+        metadata: { amount_usd: charge.amount_usd, provider: charge.provider, trigger: 'auto' },
       });
       log.info(
         { charge_id: charge.id, workspace_id: charge.workspace_id, amount_usd: charge.amount_usd, provider_payment_id: providerPaymentId, was: charge.status },

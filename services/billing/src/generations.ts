@@ -3,6 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import type { GenerationRecordSchema, ListGenerationsResponseSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import type { FeedbackRecorded, FeedbackRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import { type AuditTrail, recordForeignObjectProbe } from '@switchboard/runtime/audit';
 import type { WorkspaceCaller } from '@switchboard/runtime/caller';
 import type { ReceivedEvent } from '@switchboard/runtime/consumer';
 import type { Knex } from '@switchboard/runtime/db';
@@ -11,6 +12,7 @@ import { Money } from '@switchboard/runtime/money';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { optionalId } from './fields.js';
 import { type FeedbackRow, findGeneration, type GenerationRow, type GenerationScope, listGenerations, upsertFeedback } from './store/generations.js';
+import { workspaceOfGeneration } from './store/usage.js';
 
 /**
  * The activity log (docs/api/generations.md): the workspace's generations from the usage records
@@ -27,6 +29,8 @@ export const generationStatuses = ['completed', 'client_closed', 'upstream_error
 
 export interface GenerationsDeps {
   db: Knex;
+  /** Where a lookup of another workspace's generation is recorded (access.denied). */
+  audit?: AuditTrail;
   /** Resolves once the usage the data planes published before the call is settled (docs/money-path.md#usage). */
   usageSettled?: () => Promise<unknown>;
 }
@@ -93,7 +97,16 @@ export class Generations {
       await this.deps.usageSettled();
       row = await findGeneration(this.deps.db, scope, generationId);
     }
-    if (!row) throw notFound();
+    if (!row) {
+      const { audit, db } = this.deps;
+      if (audit) {
+        void recordForeignObjectProbe(audit, caller, { type: 'generation', id: generationId }, async () => {
+          const owner = await workspaceOfGeneration(db, generationId);
+          return owner !== undefined && owner !== caller.workspaceId;
+        });
+      }
+      throw notFound();
+    }
     return toRecord(row);
   }
 

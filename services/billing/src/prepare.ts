@@ -28,7 +28,7 @@ import { UsageLedger } from './usage.js';
 import { UsageSettlement } from './usage-settlement.js';
 
 /** What the billing handlers are built from: the parts of the service runtime they use. */
-export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'recordEvents' | 'meshTokens'> & {
+export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'recordEvents' | 'meshTokens' | 'audit'> & {
   config: Pick<ServiceRuntime['config'], 'dataKeys'> & Partial<Pick<ServiceRuntime['config'], 'workStream' | 'workSubjectPrefix'>>;
   /** With NATS, reads wait for the usage published before them to be settled (ConsumerBarrier). */
   nats?: ServiceRuntime['nats'];
@@ -50,7 +50,7 @@ export interface PreparedBilling extends BillingHandlers {
 
 /** The domain modules behind the billing handlers and consumers, as main.ts (and the in-process tests) builds them. */
 export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): PreparedBilling {
-  const { db, log, recordEvent, recordEvents, meshTokens } = runtime;
+  const { db, log, recordEvent, recordEvents, meshTokens, audit } = runtime;
   const { dataKeys } = runtime.config;
   const pricing = Pricing.load(config.pricingFile);
   // SWITCHBOARD_MODELS_FILE: the model catalog whose prices GET /v1/billing/prices shows (a malformed one stops the start).
@@ -78,6 +78,7 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     log,
     accounts,
     recordEvent,
+    audit,
     post: (trx, entry) => ledger.post(trx, entry),
     defaultMethod: (db, workspaceId) => paymentMethods.defaultOf(db, workspaceId),
     charge: (charge) => {
@@ -102,6 +103,7 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     provider,
     sandbox,
     recordEvent,
+    audit,
     maxAmountUsd: config.topupMaxUsd,
     checkoutTtlMs: config.checkoutTtlMs,
   });
@@ -121,7 +123,7 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     usage: new UsageLedger({ db, pricing, accounts, ledger, keys, recordEvent, usageSettled }),
     leases: new BalanceLeases({ db, pricing, accounts, leaseTtlMs: config.leaseTtlMs }),
     reports: new Reports({ db, pricing, accounts, catalog, usageSettled }),
-    generations: new Generations({ db, usageSettled }),
+    generations: new Generations({ db, usageSettled, audit }),
     topups,
     paymentMethods,
     stripeWebhooks: new StripeWebhooks({

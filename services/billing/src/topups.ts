@@ -3,7 +3,7 @@ import { timestampFromDate, type Value } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import type { CheckoutSchema, ListTopupsResponseSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { TopupCompletedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { audit } from '@switchboard/runtime/audit';
+import { type AuditTrail, audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
@@ -51,6 +51,8 @@ export interface TopupsDeps {
   /** Only when the sandbox runs (BILLING_SANDBOX=true, no Stripe): its checkout pages answer, else they are 404. */
   sandbox?: SandboxProvider;
   recordEvent: EventWriter;
+  /** Where a completed top-up is recorded (`topup.completed`, docs/api/audit.md). */
+  audit: AuditTrail;
   /** The largest top-up accepted (TOPUP_MAX_USD). */
   maxAmountUsd: string;
   /** How long an unpaid checkout stays payable. */
@@ -238,6 +240,17 @@ export class Topups {
         trigger: 'manual',
       },
       requestId,
+    });
+    // Completed by the provider's event or the sandbox's page, never by a user's signed-in call: the system acts.
+    await this.deps.audit.record(trx, {
+      action: 'topup.completed',
+      outcome: 'success',
+      actor: { type: 'system', id: '' },
+      target: { type: 'topup', id: checkout.id },
+      workspaceId: checkout.workspace_id,
+      requestId,
+      subjectUserId: checkout.created_by ?? undefined,
+      metadata: { amount_usd: checkout.amount_usd, provider: checkout.provider, trigger: 'manual' },
     });
     this.deps.log.info(
       { checkout_id: checkout.id, workspace_id: checkout.workspace_id, amount_usd: checkout.amount_usd, request_id: requestId },

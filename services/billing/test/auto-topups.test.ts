@@ -50,12 +50,13 @@ const methods = new Map<string, SavedMethodRef>();
 const payments: Array<{ providerPaymentId: string; workspaceId: string; topupId: string; amountUsd: string }> = [];
 
 function deps(overrides: Partial<AutoTopupsDeps> = {}): AutoTopupsDeps {
-  const { db, log, recordEvent } = service.runtime;
+  const { db, log, recordEvent, audit } = service.runtime;
   return {
     db,
     log,
     accounts,
     recordEvent,
+    audit,
     post: (trx, entry) => ledger.post(trx, entry),
     defaultMethod: async (_db, workspaceId) => methods.get(workspaceId),
     charge: (charge) => provider.charge(charge),

@@ -8,6 +8,8 @@ import type {
   ListMessagesResponseSchema,
   MessageSchema,
 } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { type AuditTrail, recordForeignObjectProbe } from '@switchboard/runtime/audit';
+import type { WorkspaceCaller } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
@@ -16,6 +18,7 @@ import type { Db } from '@switchboard/runtime/sql';
 import {
   appendMessage,
   type ConversationRow,
+  conversationExists,
   deleteConversation,
   findConversation,
   insertConversation,
@@ -115,7 +118,8 @@ export function exchangeProblem(messages: ReadonlyArray<{ role: string; content:
 }
 
 export class Conversations {
-  constructor(private readonly deps: { db: Knex }) {}
+  /** `audit`: where a lookup of another workspace's conversation is recorded (access.denied). */
+  constructor(private readonly deps: { db: Knex; audit?: AuditTrail }) {}
 
   async create(workspaceId: string, input: { title?: string; metadata?: JsonObject }): Promise<MessageInitShape<typeof ConversationSchema>> {
     const title = input.title === undefined ? null : parseTitle(input.title);
@@ -130,9 +134,15 @@ export class Conversations {
     return { data: page.rows.map(toConversation), hasMore: page.hasMore, nextCursor: page.nextCursor };
   }
 
-  async get(workspaceId: string, conversationId: string): Promise<MessageInitShape<typeof ConversationSchema>> {
+  /** One conversation of the workspace; `caller` (a client's call): a miss that names another workspace's is recorded. */
+  async get(workspaceId: string, conversationId: string, caller?: WorkspaceCaller): Promise<MessageInitShape<typeof ConversationSchema>> {
     const row = conversationId ? await findConversation(this.deps.db, conversationId, workspaceId) : undefined;
-    if (!row) throw conversationNotFound();
+    if (!row) {
+      const { audit, db } = this.deps;
+      if (audit && caller)
+        void recordForeignObjectProbe(audit, caller, { type: 'conversation', id: conversationId }, () => conversationExists(db, conversationId));
+      throw conversationNotFound();
+    }
     return toConversation(row);
   }
 

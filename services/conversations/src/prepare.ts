@@ -11,7 +11,7 @@ import { Router } from './routing.js';
 import type { ConversationsHandlers } from './server.js';
 
 /** What the conversations handlers are built from: the parts of the service runtime they use. */
-export type ConversationsRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'meshTokens'>;
+export type ConversationsRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'meshTokens' | 'audit'>;
 
 /** The domain modules behind the conversations handlers, as main.ts (and the in-process test) builds them. */
 export function prepareConversations(runtime: ConversationsRuntime, config: ConversationsConfig): ConversationsHandlers & { generations: GenerationDirectory } {
@@ -25,7 +25,7 @@ export function prepareConversations(runtime: ConversationsRuntime, config: Conv
   });
   log.info({ models: catalog.models.length, fast: catalog.candidates('fast').length, balanced: catalog.candidates('balanced').length }, 'model catalog loaded');
   return {
-    conversations: new Conversations({ db }),
+    conversations: new Conversations({ db, audit: runtime.audit }),
     feedback: new FeedbackLedger({ db, generations, router, recordEvent }),
     router,
     generations,

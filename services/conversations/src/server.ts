@@ -24,7 +24,10 @@ export function registerRoutes(router: ConnectRouter, handlers: ConversationsHan
   const conversationService: ServiceImpl<typeof ConversationService> = {
     createConversation: (req, ctx) => conversations.create(workspaceCaller(ctx).workspaceId, { title: req.title, metadata: req.metadata }),
     listConversations: (req, ctx) => conversations.list(workspaceCaller(ctx).workspaceId, { limit: req.limit, after: req.after }),
-    getConversation: (req, ctx) => conversations.get(workspaceCaller(ctx).workspaceId, req.conversationId),
+    getConversation: (req, ctx) => {
+      const caller = workspaceCaller(ctx);
+      return conversations.get(caller.workspaceId, req.conversationId, caller);
+    },
     updateConversation: (req, ctx) => conversations.update(workspaceCaller(ctx).workspaceId, req.conversationId, { title: req.title, metadata: req.metadata }),
     async deleteConversation(req, ctx) {
       await conversations.delete(workspaceCaller(ctx).workspaceId, req.conversationId);

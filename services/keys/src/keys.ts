@@ -4,8 +4,8 @@ import { Code, type HandlerContext } from '@connectrpc/connect';
 import { KeyCreatedSchema, KeyRevokedSchema, KeyUpdatedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { KeySchema, ListKeysResponseSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { generateFullKey, hashKey, hintOf } from '@switchboard/runtime/api-key-format';
-import { audit, auditCallerSuccess } from '@switchboard/runtime/audit';
-import { callerOf, clientIpOf } from '@switchboard/runtime/call-context';
+import { type AuditTrail, actorOf, callerAuditRecord, recordForeignObjectProbe } from '@switchboard/runtime/audit';
+import { callerOf } from '@switchboard/runtime/call-context';
 import type { WorkspaceCaller as Caller } from '@switchboard/runtime/caller';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
@@ -75,6 +75,8 @@ export interface KeysDeps {
   log: Logger;
   dataKeys: DataKeyRing;
   recordEvent: EventWriter;
+  /** Where the audit records of key changes are written (docs/api/audit.md). */
+  audit: AuditTrail;
   /** Tells every replica's key states (key-states.ts) that a key changed, once committed. */
   notifier: PgNotifier;
   clock?: Clock;
@@ -173,9 +175,9 @@ export class Keys {
         },
         requestId,
       });
+      await this.deps.audit.record(trx, keyAudit(caller, 'key.created', keyId));
       return findKey(trx, keyId, caller.workspaceId, this.month());
     });
-    this.audit(caller, 'api_key.created', keyId);
     return { fullKey, key: await this.record(db, row!) };
   }
 
@@ -190,7 +192,7 @@ export class Keys {
 
   async get(caller: Caller, keyId: string): Promise<KeyRecord> {
     const row = keyId ? await findKey(this.deps.db, keyId, caller.workspaceId, this.month()) : undefined;
-    if (!row) throw keyNotFound();
+    if (!row) throw this.notFound(caller, keyId);
     return this.record(this.deps.db, row);
   }
 
@@ -368,11 +370,11 @@ export class Keys {
         now,
         requestId: caller.requestId,
       });
+      await this.deps.audit.record(trx, keyAudit(caller, 'key.rotated', keyId, { new_key_id: newKeyId, grace_period_seconds: graceSeconds }));
       this.deps.notifier.afterCommit(trx, [`key:${keyId}`, `key:${newKeyId}`]);
       const month = this.month();
       return { key: await findKey(trx, newKeyId, caller.workspaceId, month), previous: await findKey(trx, keyId, caller.workspaceId, month) };
     });
-    this.audit(caller, 'api_key.rotated', keyId);
     return { fullKey, key: await this.record(db, rows.key!), previous: await this.record(db, rows.previous!) };
   }
 
@@ -380,7 +382,7 @@ export class Keys {
   async revoke(caller: Caller, keyId: string): Promise<KeyRecord> {
     const { db, recordEvent } = this.deps;
     const requestId = caller.requestId;
-    const { row, revoked } = await db.transaction(async (trx) => {
+    const { row } = await db.transaction(async (trx) => {
       const key = await this.lockVisible(trx, caller, keyId);
       authorize(caller.ctx, 'keys.manage', { ownerId: key.created_by, workspaceId: caller.workspaceId });
       const revoked = (await revokeKeys(trx, { keyId }, { by: caller.userId, reason: 'revoked' })).length === 1;
@@ -390,11 +392,11 @@ export class Keys {
           data: { keyId, workspaceId: key.workspace_id, revokedBy: caller.userId, reason: 'revoked' },
           requestId,
         });
+        await this.deps.audit.record(trx, keyAudit(caller, 'key.revoked', keyId));
         this.deps.notifier.afterCommit(trx, [`key:${keyId}`]);
       }
-      return { row: await findKey(trx, keyId, caller.workspaceId, this.month()), revoked };
+      return { row: await findKey(trx, keyId, caller.workspaceId, this.month()) };
     });
-    if (revoked) this.audit(caller, 'api_key.revoked', keyId);
     return this.record(db, row!);
   }
 
@@ -436,14 +438,17 @@ export class Keys {
     const missing = scopes.find((scope) => !own.includes(scope));
     if (missing === undefined) return;
     const { code } = errorCatalogue.insufficientScope;
-    audit(this.deps.log, {
-      event: 'authorization',
+    // A refusal changes nothing: recorded alone (its audit line with it), never waited on inside the change's transaction.
+    const method = caller.ctx.method;
+    void this.deps.audit.recordAlone({
+      action: 'access.denied',
       outcome: 'denied',
-      userId: caller.userId,
-      ip: clientIpOf(caller.ctx),
+      actor: actorOf(caller),
+      target: method ? { type: 'rpc', id: `${method.parent.typeName}/${method.name}` } : undefined,
+      workspaceId: caller.workspaceId,
       requestId: caller.requestId,
-      reason: code,
-      details: { key_id: claims.keyId, workspace_id: caller.workspaceId, required_scope: missing },
+      subjectUserId: caller.userId,
+      metadata: { reason: code, required_scope: missing },
     });
     throw apiError(Code.PermissionDenied, code, `This API key cannot grant the scope ${missing}: it does not have it.`, {
       metadata: { required_scope: missing },
@@ -452,14 +457,20 @@ export class Keys {
 
   private async lockVisible(trx: Knex.Transaction, caller: Caller, keyId: string): Promise<KeyRow> {
     const key = keyId ? await lockKey(trx, keyId, caller.workspaceId) : undefined;
-    if (!key) throw keyNotFound();
+    if (!key) throw this.notFound(caller, keyId);
     return key;
+  }
+
+  /** 404 for a key not in the caller's workspace; another workspace's key is recorded as a probe (access.denied). */
+  private notFound(caller: Caller, keyId: string): Error {
+    void recordForeignObjectProbe(this.deps.audit, caller, { type: 'api_key', id: keyId }, async () => (await findKeyOwner(this.deps.db, keyId)) !== undefined);
+    return keyNotFound();
   }
 
   /** A change of one key, in the order of the class comment; `decide` answers undefined when nothing differs. */
   private async change(caller: Caller, keyId: string, decide: (key: KeyRow) => Decision | undefined): Promise<KeyRecord> {
     const { db, recordEvent } = this.deps;
-    const { row, decision } = await db.transaction(async (trx) => {
+    const { row } = await db.transaction(async (trx) => {
       const key = await this.lockVisible(trx, caller, keyId);
       authorize(caller.ctx, 'keys.manage', { ownerId: key.created_by, workspaceId: caller.workspaceId });
       const decision = decide(key);
@@ -472,17 +483,27 @@ export class Keys {
           data: { keyId, workspaceId: key.workspace_id, change: decision.change, changedFields: decision.fields },
           requestId: caller.requestId,
         });
+        await this.deps.audit.record(trx, changeAudit(caller, keyId, decision));
         this.deps.notifier.afterCommit(trx, [`key:${keyId}`]);
       }
-      return { row: await findKey(trx, keyId, caller.workspaceId, this.month()), decision };
+      return { row: await findKey(trx, keyId, caller.workspaceId, this.month()) };
     });
-    if (decision && decision.change !== 'name' && decision.change !== 'routing_policy') this.audit(caller, `api_key.${decision.change}_changed`, keyId);
     return this.record(db, row!);
   }
+}
 
-  private audit(caller: Caller, event: string, keyId: string): void {
-    auditCallerSuccess(this.deps.log, caller, event, { key_id: keyId, workspace_id: caller.workspaceId });
-  }
+/** The audit record of a caller's action on a key (docs/api/audit.md): never the key itself, its id. */
+function keyAudit(caller: Caller, action: string, keyId: string, metadata?: Record<string, string | number>) {
+  return callerAuditRecord(caller, action, { type: 'api_key', id: keyId }, { metadata });
+}
+
+/**
+ * A key's spend limits (the cap is the month's limit) are `spend_limits.updated`; any other change
+ * `key.updated`; both name the fields changed (names only, comma-separated: metadata is flat).
+ */
+function changeAudit(caller: Caller, keyId: string, decision: Decision) {
+  const budgets = decision.change === 'spend_limits' || decision.change === 'spend_cap';
+  return keyAudit(caller, budgets ? 'spend_limits.updated' : 'key.updated', keyId, { change: decision.change, changed_fields: decision.fields.join(',') });
 }
 
 /** The key record fields of the alert webhook setting. */

@@ -1,5 +1,6 @@
 import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { type KeyService, SpendLimitService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import type { AuditTrail } from '@switchboard/runtime/audit';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import type { KeysConfig } from './config.js';
@@ -18,8 +19,8 @@ export interface BudgetHandlers {
   rateLeases: RateLeases;
 }
 
-export function prepareBudgets(db: Knex, config: Pick<KeysConfig, 'leaseTtlMs'>): BudgetHandlers {
-  return { spendLimits: new SpendLimits({ db }), rateLeases: new RateLeases({ db, leaseTtlMs: config.leaseTtlMs }) };
+export function prepareBudgets(db: Knex, audit: AuditTrail, config: Pick<KeysConfig, 'leaseTtlMs'>): BudgetHandlers {
+  return { spendLimits: new SpendLimits({ db, audit }), rateLeases: new RateLeases({ db, leaseTtlMs: config.leaseTtlMs }) };
 }
 
 export function registerSpendLimitRoutes(router: ConnectRouter, handlers: Pick<BudgetHandlers, 'spendLimits'>): void {

@@ -1,6 +1,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { SpendLimitStatusSchema, WorkspaceSpendLimitsSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { type AuditTrail, callerAuditRecord } from '@switchboard/runtime/audit';
 import type { WorkspaceCaller } from '@switchboard/runtime/caller';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
@@ -32,6 +33,8 @@ export function spendLimitStatus(status: BudgetStatus): SpendLimitStatusInit {
 
 export interface SpendLimitsDeps {
   db: Knex;
+  /** Where a change of the limits is recorded (`spend_limits.updated`, target the workspace). */
+  audit: AuditTrail;
   clock?: Clock;
 }
 
@@ -53,6 +56,15 @@ export class SpendLimits {
       // After every lease decision under way: the next one sees the new limits.
       await lockWorkspaceBudget(trx, caller.workspaceId);
       await setWorkspaceSpendLimits(trx, caller.workspaceId, limits);
+      await this.deps.audit.record(
+        trx,
+        callerAuditRecord(
+          caller,
+          'spend_limits.updated',
+          { type: 'workspace', id: caller.workspaceId },
+          { metadata: { periods: limits.map((limit) => limit.period).join(',') } },
+        ),
+      );
       return this.statuses(trx, caller.workspaceId);
     });
   }

@@ -16,6 +16,7 @@ import { lockKeyBudget } from '@switchboard/keys/store/cap-leases';
 import { insertKey, keyStateChannel } from '@switchboard/keys/store/keys';
 import { insertReservation } from '@switchboard/keys/store/reservations';
 import { generateFullKey, hashKey, hintOf } from '@switchboard/runtime/api-key-format';
+import { AuditTrail } from '@switchboard/runtime/audit';
 import type { WorkspaceCaller } from '@switchboard/runtime/caller';
 import { decodeEvent, parseEventEnvelope } from '@switchboard/runtime/consumer';
 import { createDb, type Knex, migrate } from '@switchboard/runtime/db';
@@ -291,14 +292,29 @@ describe('spend alerts per period', () => {
 
 describe('workspace budgets', () => {
   const caller = (workspaceId: string): WorkspaceCaller =>
-    ({ workspaceId, principalId: newId('usr'), principalType: 'user', role: 'owner' }) as unknown as WorkspaceCaller;
+    ({
+      workspaceId,
+      userId: newId('usr'),
+      principalType: 'user',
+      role: 'owner',
+      ctx: { values: new Map() },
+      requestId: newId('req'),
+    }) as unknown as WorkspaceCaller;
 
   it('lease the workspace limits over the spend of all its keys, for a second at most, settled by usage', async () => {
     now = new Date('2026-11-25T12:00:00Z');
     const workspaceId = newId('org');
     const a = await newKey({ workspaceId });
     const b = await newKey({ workspaceId });
-    const spendLimits = new SpendLimits({ db, clock });
+    const spendLimits = new SpendLimits({
+      db,
+      clock,
+      audit: new AuditTrail({
+        log,
+        db,
+        recordEvent: (trx, eventSchema, event) => recordEvent(trx, eventSchema, event, { producer: 'keys', subjectPrefix: 'test' }),
+      }),
+    });
     expect(await ask({ workspaceId }, '1', '0.1')).toMatchObject({ leaseId: '', scope: 'workspace' });
     const set = await spendLimits.update(caller(workspaceId), [
       { period: 'month', amountUsd: amount('10.00') },

@@ -1,6 +1,6 @@
 import type { JsonValue, MessageInitShape } from '@bufbuild/protobuf';
 import type { ListWebhooksResponseSchema, WebhookSchema } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
-import { auditCallerSuccess } from '@switchboard/runtime/audit';
+import { type AuditTrail, callerAuditRecord, recordForeignObjectProbe } from '@switchboard/runtime/audit';
 import type { WorkspaceCaller as Caller } from '@switchboard/runtime/caller';
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
@@ -22,6 +22,7 @@ import {
   lockEndpoint,
   replaceSecret,
   updateEndpoint,
+  webhookExists,
 } from './store/endpoints.js';
 
 /**
@@ -46,6 +47,8 @@ export interface EndpointsDeps {
   db: Knex;
   log: Logger;
   dataKeys: DataKeyRing;
+  /** Where changes of endpoints are recorded (docs/api/audit.md, `webhook.*`). */
+  audit: AuditTrail;
   /** Runs after a commit that made deliveries due (an endpoint re-enabled). */
   onQueued: () => void;
 }
@@ -60,16 +63,19 @@ export class Endpoints {
     const description = parseDescription(input.description);
     const secret = newSigningSecret();
     const id = newId('wh');
-    const row = await insertEndpoint(this.deps.db, {
-      id,
-      workspaceId: caller.workspaceId,
-      url,
-      events,
-      description,
-      secretEncrypted: this.deps.dataKeys.encrypt(secret, endpointSecretPurpose),
-      createdBy: caller.userId,
+    const row = await this.deps.db.transaction(async (trx) => {
+      const inserted = await insertEndpoint(trx, {
+        id,
+        workspaceId: caller.workspaceId,
+        url,
+        events,
+        description,
+        secretEncrypted: this.deps.dataKeys.encrypt(secret, endpointSecretPurpose),
+        createdBy: caller.userId,
+      });
+      await this.deps.audit.record(trx, webhookAudit(caller, 'webhook.created', id));
+      return inserted;
     });
-    this.audit(caller, 'webhook.created', id);
     return toWebhook(row, secret);
   }
 
@@ -89,7 +95,7 @@ export class Endpoints {
   /** The endpoint `webhookId` of the caller's workspace, once the caller may `action` it. */
   async find(caller: Caller, webhookId: string, action: 'webhooks.read' | 'webhooks.manage'): Promise<EndpointRow> {
     const row = webhookId ? await findEndpoint(this.deps.db, webhookId, caller.workspaceId) : undefined;
-    if (!row) throw webhookNotFound();
+    if (!row) throw this.notFound(caller, webhookId);
     allow(caller, action);
     return row;
   }
@@ -100,7 +106,7 @@ export class Endpoints {
     input: { url?: string; events?: JsonValue[]; description?: string; enabled?: boolean },
   ): Promise<WebhookRecord> {
     return this.deps.db.transaction(async (trx) => {
-      await this.lockVisible(trx, caller, webhookId);
+      const current = await this.lockVisible(trx, caller, webhookId);
       const changes: EndpointChanges = {};
       if (input.url !== undefined) changes.url = parseHttpsUrl(input.url, 'url');
       if (input.events !== undefined) {
@@ -117,8 +123,8 @@ export class Endpoints {
       // Retries that waited while it was disabled are due again.
       if (input.enabled === true) afterCommit(trx, this.deps.onQueued);
       // Every change is audited: events and description decide what reaches the URL and how it reads, too.
-      const fields = Object.keys(input).filter((field) => input[field as keyof typeof input] !== undefined);
-      if (fields.length > 0) this.audit(caller, 'webhook.updated', webhookId, { fields: fields.join(',') });
+      const fields = changedFields(current, changes);
+      if (fields.length > 0) await this.deps.audit.record(trx, webhookAudit(caller, 'webhook.updated', webhookId, { changed_fields: fields.join(',') }));
       return toWebhook(row);
     });
   }
@@ -127,8 +133,8 @@ export class Endpoints {
     await this.deps.db.transaction(async (trx) => {
       await this.lockVisible(trx, caller, webhookId);
       await deleteEndpoint(trx, webhookId);
+      await this.deps.audit.record(trx, webhookAudit(caller, 'webhook.deleted', webhookId));
     });
-    this.audit(caller, 'webhook.deleted', webhookId);
   }
 
   /** A new secret, shown once; the old one keeps signing too until the grace period ends. */
@@ -145,21 +151,39 @@ export class Endpoints {
         previous: grace > 0 ? current.secret_encrypted : null,
         previousExpiresAt: grace > 0 ? new Date(Date.now() + grace * 1000) : null,
       });
-      this.audit(caller, 'webhook.secret_rotated', webhookId);
+      await this.deps.audit.record(trx, webhookAudit(caller, 'webhook.secret_rotated', webhookId, { grace_period_seconds: grace }));
       return toWebhook(row, secret);
     });
   }
 
   private async lockVisible(trx: Knex.Transaction, caller: Caller, webhookId: string): Promise<EndpointRow> {
     const row = webhookId ? await lockEndpoint(trx, webhookId, caller.workspaceId) : undefined;
-    if (!row) throw webhookNotFound();
+    if (!row) throw this.notFound(caller, webhookId);
     allow(caller, 'webhooks.manage');
     return row;
   }
 
-  private audit(caller: Caller, event: string, webhookId: string, details: Record<string, string> = {}): void {
-    auditCallerSuccess(this.deps.log, caller, event, { webhook_id: webhookId, workspace_id: caller.workspaceId, ...details });
+  /** 404 for a webhook not in the caller's workspace; another workspace's is recorded as a probe (access.denied). */
+  private notFound(caller: Caller, webhookId: string): Error {
+    void recordForeignObjectProbe(this.deps.audit, caller, { type: 'webhook', id: webhookId }, () => webhookExists(this.deps.db, webhookId));
+    return webhookNotFound();
   }
+}
+
+/** The audit record of a caller's action on an endpoint: ids and field names, never its secret. */
+function webhookAudit(caller: Caller, action: string, webhookId: string, metadata?: Record<string, string | number>) {
+  return callerAuditRecord(caller, action, { type: 'webhook', id: webhookId }, { metadata });
+}
+
+/** The names of the settings a change gives a new value (API names). */
+function changedFields(current: EndpointRow, changes: EndpointChanges): string[] {
+  const fields: string[] = [];
+  if (changes.url !== undefined && changes.url !== current.url) fields.push('url');
+  if (changes.events !== undefined && changes.events.join(',') !== current.events.join(',')) fields.push('events');
+  if (changes.description !== undefined && changes.description !== current.description) fields.push('description');
+  // Enabling a failing endpoint clears its failure clock: a change even when it was enabled.
+  if (changes.enabled !== undefined && (changes.enabled !== current.enabled || (changes.enabled && current.failing_since !== null))) fields.push('enabled');
+  return fields;
 }
 
 /** Known event types, each once; empty is every type. */

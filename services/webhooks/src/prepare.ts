@@ -12,7 +12,7 @@ import { WebhookSender } from './sender.js';
 import type { WebhooksHandlers } from './server.js';
 
 /** What the webhooks handlers are built from: the parts of the service runtime they use. */
-export type WebhooksRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'meshTokens' | 'metrics'> & {
+export type WebhooksRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'meshTokens' | 'metrics' | 'audit'> & {
   config: Pick<ServiceRuntime['config'], 'dataKeys'>;
 };
 
@@ -42,7 +42,7 @@ export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig
     },
   });
   const onQueued = dispatcher.wake;
-  const endpoints = new Endpoints({ db, log, dataKeys, onQueued });
+  const endpoints = new Endpoints({ db, log, dataKeys, audit: runtime.audit, onQueued });
   return {
     dispatcher,
     endpoints,

@@ -17,12 +17,14 @@ export interface CheckoutRow {
   created_at: Date;
   expires_at: Date;
   completed_at: Date | null;
+  /** The user who started it (none for one started without a user). */
+  created_by: string | null;
   cursor_micros: string;
 }
 
 const columns = `id, workspace_id, idempotency_key, amount_usd::text AS amount_usd, provider,
   CASE WHEN status = 'pending' AND expires_at <= now() THEN 'expired' ELSE status END AS status,
-  checkout_url, token_key_id, provider_session_id, created_at, expires_at, completed_at, ${microsOf('created_at')} AS cursor_micros`;
+  checkout_url, token_key_id, provider_session_id, created_at, expires_at, completed_at, created_by, ${microsOf('created_at')} AS cursor_micros`;
 
 /**
  * Inserts the checkout unless the workspace used the idempotency key before; true when inserted.

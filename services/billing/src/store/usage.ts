@@ -86,6 +86,12 @@ export async function insertUsages(trx: Knex.Transaction, usages: NewUsage[]): P
   return new Set(inserted.map((row) => row.generation_id));
 }
 
+/** The workspace whose usage a generation is, if any (the miss path of a lookup: a probe of another workspace's). */
+export async function workspaceOfGeneration(db: Db, generationId: string): Promise<string | undefined> {
+  const row = await db('usage_records').where({ generation_id: generationId }).first('workspace_id');
+  return row?.workspace_id;
+}
+
 export async function findUsageByGeneration(db: Db, generationId: string): Promise<UsageRow | undefined> {
   const { rows } = await db.raw<{ rows: UsageRow[] }>(`SELECT ${usageColumns} FROM usage_records WHERE generation_id = ?`, [generationId]);
   return rows[0];

@@ -22,6 +22,11 @@ export async function insertConversation(db: Db, row: { id: string; workspaceId:
   return rows[0];
 }
 
+/** Whether a conversation `id` exists in any workspace (the miss path of a lookup: a probe of another workspace's). */
+export async function conversationExists(db: Db, id: string): Promise<boolean> {
+  return (await db('conversations').where({ id }).first('id')) !== undefined;
+}
+
 export async function findConversation(db: Db, id: string, workspaceId: string): Promise<ConversationRow | undefined> {
   const { rows } = await db.raw<{ rows: ConversationRow[] }>(`SELECT ${conversationColumns} FROM conversations WHERE id = ? AND workspace_id = ?`, [
     id,

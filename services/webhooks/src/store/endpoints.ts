@@ -46,6 +46,12 @@ export async function findEndpoint(db: Db, id: string, workspaceId: string): Pro
   return rows[0];
 }
 
+/** Whether a webhook `id` exists in any workspace (the miss path of a lookup: a probe of another workspace's). */
+export async function webhookExists(db: Db, id: string): Promise<boolean> {
+  const row = await db('endpoints').where({ id, kind: 'webhook' }).first('id');
+  return row !== undefined;
+}
+
 export async function lockEndpoint(trx: Knex.Transaction, id: string, workspaceId: string): Promise<EndpointRow | undefined> {
   const { rows } = await trx.raw<{ rows: EndpointRow[] }>(
     `SELECT ${endpointColumns} FROM endpoints WHERE id = ? AND workspace_id = ? AND kind = 'webhook' FOR UPDATE`,
