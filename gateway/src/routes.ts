@@ -24,6 +24,8 @@ export interface Route {
   successStatus: number;
   /** Other success statuses the handler may pick (RestRule.other_successes), with when. */
   otherSuccesses: Array<{ status: number; when: string }>;
+  /** The media type of a google.api.HttpBody answer (RestRule.response_content_type); "" for text/html. */
+  responseContentType: string;
   /** Who may call it: the method's access option (docs/conventions.md#roles). */
   rule: RpcRule;
   /** The credentials the gateway accepts, from the rule. */
@@ -66,6 +68,7 @@ export function buildRoutes(): Route[] {
         responseBody: rule.responseBody,
         successStatus,
         otherSuccesses: (restRule?.otherSuccesses ?? []).map(({ status, when }) => ({ status, when })),
+        responseContentType: restRule?.responseContentType ?? '',
         rule: accessRule,
         credentials: credentialsOf(accessRule),
         scope: requiredScope(method),

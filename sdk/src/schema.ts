@@ -9108,7 +9108,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/html": string;
+                    "application/json": unknown;
                 };
             };
             /** @description Accepted: The export is still being built: the body is `{export_id, status}`, as the request answered. */
@@ -9118,7 +9118,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/html": string;
+                    "application/json": unknown;
                 };
             };
             /**
@@ -9203,6 +9203,7 @@ export interface operations {
              * @description Gone
              *
              *     - `export_expired`: The export is older than 7 days: its copy is deleted; ask for a new one.
+             *     - `export_failed`: The export could not be built (its parts stayed unavailable through every retry); ask for a new one.
              */
             410: {
                 headers: {

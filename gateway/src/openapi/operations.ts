@@ -54,7 +54,12 @@ export function responseOf(route: Route, schemas: Schemas): { contentType: strin
       example: field.fieldKind === 'message' ? exampleOf(field.message) : undefined,
     };
   }
-  if (output.typeName === HTTP_BODY) return { contentType: 'text/html', schema: { type: 'string' } };
+  if (output.typeName === HTTP_BODY) {
+    // A page unless the route names another media type (a JSON document such as a data export).
+    // Its shape is the document's (docs/api/…), not a message of the protos: any JSON, like a raw request body.
+    if (route.responseContentType === 'application/json') return { contentType: 'application/json', schema: {} };
+    return { contentType: route.responseContentType || 'text/html', schema: { type: 'string' } };
+  }
   return { contentType: 'application/json', schema: schemas.message(output, 'output'), example: exampleOf(output) };
 }
 

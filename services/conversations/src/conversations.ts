@@ -74,7 +74,7 @@ function parseMetadata(metadata: JsonObject): string {
   return compact;
 }
 
-function toConversation(row: ConversationRow): MessageInitShape<typeof ConversationSchema> {
+export function toConversation(row: ConversationRow): MessageInitShape<typeof ConversationSchema> {
   return {
     conversationId: row.id,
     title: row.title ?? undefined,
@@ -84,7 +84,7 @@ function toConversation(row: ConversationRow): MessageInitShape<typeof Conversat
   };
 }
 
-function toMessage(row: MessageRow): MessageInitShape<typeof MessageSchema> {
+export function toMessage(row: MessageRow): MessageInitShape<typeof MessageSchema> {
   return { messageId: row.id, conversationId: row.conversation_id, role: row.role, content: row.content, createdAt: timestampFromDate(row.created_at) };
 }
 

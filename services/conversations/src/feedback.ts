@@ -29,7 +29,7 @@ export const maxTagLength = 50;
 const codePoints = (text: string) => Array.from(text).length;
 const generationNotFound = () => apiError(Code.NotFound, 'generation_not_found', 'No such generation in this workspace.');
 
-function toFeedback(row: FeedbackRow): MessageInitShape<typeof FeedbackSchema> {
+export function toFeedback(row: FeedbackRow): MessageInitShape<typeof FeedbackSchema> {
   return {
     feedbackId: row.id,
     generationId: row.generation_id,

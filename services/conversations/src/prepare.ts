@@ -28,6 +28,7 @@ export function prepareConversations(runtime: ConversationsRuntime, config: Conv
     conversations: new Conversations({ db, audit: runtime.audit }),
     feedback: new FeedbackLedger({ db, generations, router, recordEvent }),
     router,
+    db,
     generations,
   };
 }

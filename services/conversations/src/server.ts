@@ -2,7 +2,9 @@ import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { ConversationService, ExchangeService, FeedbackService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import { statusOverrideHeader } from '@switchboard/runtime/server';
+import type { Db } from '@switchboard/runtime/sql';
 import type { Conversations } from './conversations.js';
+import { exportWorkspace } from './export.js';
 import type { FeedbackLedger } from './feedback.js';
 import type { Router } from './routing.js';
 
@@ -16,6 +18,7 @@ export interface ConversationsHandlers {
   conversations: Conversations;
   feedback: FeedbackLedger;
   router: Router;
+  db: Db;
 }
 
 export function registerRoutes(router: ConnectRouter, handlers: ConversationsHandlers): void {
@@ -36,6 +39,8 @@ export function registerRoutes(router: ConnectRouter, handlers: ConversationsHan
     createMessage: (req, ctx) => conversations.append(workspaceCaller(ctx).workspaceId, req.conversationId, { role: req.role, content: req.content }),
     listMessages: (req, ctx) =>
       conversations.messages(workspaceCaller(ctx).workspaceId, req.conversationId, { limit: req.limit, after: req.after, order: req.order }),
+    // Identity's data export names the user's personal workspace: no member acts here.
+    exportUserConversations: (req) => exportWorkspace(handlers.db, req),
   };
 
   const feedbackService: ServiceImpl<typeof FeedbackService> = {

@@ -1,5 +1,6 @@
 import os from 'node:os';
-import { readDuration, readInt } from '@switchboard/runtime/config';
+import { servicePorts } from '@switchboard/contracts/components';
+import { readDuration, readInt, readString, serviceUrl } from '@switchboard/runtime/config';
 import { type ActionLimitsConfig, readActionLimits } from './action-limits.js';
 import { defaultInvitationTtl } from './invitations.js';
 
@@ -32,6 +33,8 @@ export interface IdentityConfig {
    * storm into memory use and answers that come after their deadline.
    */
   argon2QueueLimit: number;
+  /** The data export (docs/api/identity.md#data-export): PUBLIC_BASE_URL for its link, KEYS_URL and CONVERSATIONS_URL for its parts, DATA_EXPORT_INTERVAL for its worker's retries and sweep. */
+  dataExport: { publicUrl: string; keysUrl: string; conversationsUrl: string; intervalMs: number };
 }
 
 export function readIdentityConfig(env: Record<string, string | undefined> = process.env): IdentityConfig {
@@ -45,5 +48,11 @@ export function readIdentityConfig(env: Record<string, string | undefined> = pro
     actionLimits: readActionLimits(env),
     argon2Concurrency,
     argon2QueueLimit: readInt('ARGON2_QUEUE_LIMIT', argon2Concurrency * 8, env),
+    dataExport: {
+      publicUrl: readString('PUBLIC_BASE_URL', 'http://localhost:8080', env).replace(/\/+$/, ''),
+      keysUrl: serviceUrl('keys', servicePorts.keys, env),
+      conversationsUrl: serviceUrl('conversations', servicePorts.conversations, env),
+      intervalMs: readDuration('DATA_EXPORT_INTERVAL', '10s', env, 100),
+    },
   };
 }

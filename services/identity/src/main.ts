@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { servicePorts } from '@switchboard/contracts/components';
 import { runService } from '@switchboard/runtime/service';
 import { type IdentityConfig, readIdentityConfig } from './config.js';
+import { exportDocumentPurpose } from './data-exports.js';
 import { startHousekeeping } from './erasure.js';
 import { LoginThrottle } from './login-throttle.js';
 import { prepareIdentity } from './prepare.js';
@@ -18,13 +19,15 @@ await runService<{ config: IdentityConfig; handlers: IdentityHandlers }>({
     { table: 'signing_keys', keyColumn: 'kid', column: 'private_jwk_encrypted', purpose: signingKeyPurpose },
     { table: 'two_factor', keyColumn: 'user_id', column: 'secret_encrypted', purpose: totpSecretPurpose },
     { table: 'two_factor', keyColumn: 'user_id', column: 'pending_secret_encrypted', purpose: totpSecretPurpose },
+    { table: 'data_exports', keyColumn: 'id', column: 'document_encrypted', purpose: exportDocumentPurpose },
   ],
   async prepare(runtime) {
     const config = readIdentityConfig();
     return { config, handlers: await prepareIdentity(runtime, config) };
   },
   routes: (router, _runtime, { handlers }) => registerRoutes(router, handlers),
-  background: (runtime, { config }) => [
+  background: (runtime, { config, handlers }) => [
+    handlers.dataExports.start(config.dataExport.intervalMs),
     startHousekeeping({
       db: runtime.db,
       log: runtime.log,

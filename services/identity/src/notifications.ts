@@ -75,6 +75,22 @@ export class AccountMail {
     await this.send(user, { subject: 'Reset your password', text, kind: 'password_reset_request' });
   }
 
+  /** The data export is ready (docs/api/identity.md#data-export): its link, never its content. */
+  async dataExportReady(user: MailRecipient, link: string, expiresAt: Date): Promise<void> {
+    const text = [
+      user.fullName ? `Hello ${user.fullName},` : 'Hello,',
+      '',
+      'the copy of your Switchboard data you asked for is ready. Download it, signed in as yourself, at:',
+      '',
+      link,
+      '',
+      `The link works until ${expiresAt.toISOString()} (7 days); then the copy is deleted and you can ask for a new one.`,
+      '',
+      'If you did not ask for this, change your password and contact support.',
+    ].join('\n');
+    await this.send(user, { subject: 'Your data export is ready', text, kind: 'data_export_ready' });
+  }
+
   private async send(user: MailRecipient, message: { subject: string; text: string; kind: string }): Promise<void> {
     try {
       await this.deps.mailer.send({ to: user.email, ...message });

@@ -1,3 +1,7 @@
+import { ConversationService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
+import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
+import { AuditTrail } from '@switchboard/runtime/audit';
+import { createPeerClient } from '@switchboard/runtime/clients';
 import { systemClock } from '@switchboard/runtime/clock';
 import { createMailer } from '@switchboard/runtime/mail';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
@@ -5,6 +9,7 @@ import { AccountSettings } from './account-settings.js';
 import { Accounts } from './accounts.js';
 import { ActionLimits } from './action-limits.js';
 import type { IdentityConfig } from './config.js';
+import { DataExports } from './data-exports.js';
 import { Deactivations } from './deactivation.js';
 import { EmailVerifications } from './email-verification.js';
 import { Invitations } from './invitations.js';
@@ -23,7 +28,8 @@ import { SigningKeys } from './signing-keys.js';
 import { TwoFactor } from './two-factor.js';
 
 /** What the identity handlers are built from: the parts of the service runtime they use. */
-export type IdentityRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'metrics'> & { config: Pick<ServiceRuntime['config'], 'dataKeys'> };
+export type IdentityRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'metrics' | 'meshTokens'> &
+  Partial<Pick<ServiceRuntime, 'audit'>> & { config: Pick<ServiceRuntime['config'], 'dataKeys'> };
 
 /**
  * The domain modules behind the identity handlers, as main.ts (and the in-process test) builds
@@ -66,5 +72,17 @@ export async function prepareIdentity(runtime: IdentityRuntime, config: Identity
     members: new Members({ db, log, recordEvent }),
     invitations: new Invitations({ db, log, mailer, recordEvent, ttlMs: config.invitationTtlMs, limits }),
     ownership: new Ownership({ db, log, recordEvent }),
+    dataExports: new DataExports({
+      db,
+      log,
+      dataKeys,
+      mail,
+      audit: runtime.audit ?? new AuditTrail({ db, log, recordEvent }),
+      keys: createPeerClient(KeyService, { name: 'keys', url: config.dataExport.keysUrl }, runtime.meshTokens, { caller: 'identity' }),
+      conversations: createPeerClient(ConversationService, { name: 'conversations', url: config.dataExport.conversationsUrl }, runtime.meshTokens, {
+        caller: 'identity',
+      }),
+      publicUrl: config.dataExport.publicUrl,
+    }),
   };
 }

@@ -6,6 +6,7 @@ import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { callScopeOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader, userAgentOf } from '@switchboard/runtime/server';
 import type { AccountSettings } from './account-settings.js';
 import { type Accounts, normalizeEmail, normalizeFullName, toAccount } from './accounts.js';
+import type { DataExports } from './data-exports.js';
 import type { Deactivations } from './deactivation.js';
 import type { EmailVerifications } from './email-verification.js';
 import type { Invitations } from './invitations.js';
@@ -39,6 +40,7 @@ export interface IdentityHandlers {
   members: Members;
   invitations: Invitations;
   ownership: Ownership;
+  dataExports: DataExports;
 }
 
 /** Tells the gateway that cached roles of the organization are stale. */
@@ -137,9 +139,9 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
   };
 
   const account: ServiceImpl<typeof AccountService> = {
-    // MERGE: the export helper replaces these two (issue 26).
-    requestDataExport: () => Promise.reject(apiError(Code.Unimplemented, 'not_implemented', 'Not built yet.')),
-    getDataExport: () => Promise.reject(apiError(Code.Unimplemented, 'not_implemented', 'Not built yet.')),
+    // The data export (docs/api/identity.md#data-export): built in the background, mailed as a link.
+    requestDataExport: (_req, ctx) => handlers.dataExports.request(userCaller(ctx)),
+    getDataExport: (req, ctx) => handlers.dataExports.download(userCaller(ctx).userId, req.exportId, ctx),
     async getAccount(_req, ctx) {
       return toAccount(await accounts.get(userCaller(ctx).userId));
     },

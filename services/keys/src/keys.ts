@@ -50,6 +50,7 @@ import {
   type KeyRow,
   type KeyWithSpendRow,
   listKeys,
+  listKeysCreatedBy,
   lockKey,
   type RateLimitColumns,
   revokeKeys,
@@ -206,6 +207,19 @@ export class Keys {
     const row = keyId ? await findKeyOwner(this.deps.db, keyId) : undefined;
     if (!row) throw keyNotFound();
     return { keyId: row.id, workspaceId: row.workspace_id, status: row.status };
+  }
+
+  /**
+   * The keys a user created, in every workspace (identity's data export, docs/api/identity.md#data-export):
+   * their records as the workspace sees them, never a secret.
+   */
+  async exportCreatedBy(userId: string, limit: number): Promise<{ keys: Array<{ key: KeyRecord; workspaceId: string }>; truncated: boolean }> {
+    if (userId === '') throw invalidArgument('user_id', 'user_id is required.');
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw invalidArgument('limit', 'limit must be from 1 to 10000.');
+    const rows = await listKeysCreatedBy(this.deps.db, userId, this.month(), limit);
+    const kept = rows.slice(0, limit);
+    const keys = await Promise.all(kept.map(async (row) => ({ key: await this.record(this.deps.db, row), workspaceId: row.workspace_id })));
+    return { keys, truncated: rows.length > limit };
   }
 
   /**

@@ -130,6 +130,7 @@ export function registerRoutes(router: ConnectRouter, handlers: KeysHandlers): v
       if (req.keyId === '') throw invalidArgument('key_id', 'key_id is required.');
       return keys.owner(req.keyId);
     },
+    exportUserKeys: (req) => keys.exportCreatedBy(req.userId, req.limit),
     async resolveAlertWebhook(req) {
       if (req.keyId === '') throw invalidArgument('key_id', 'key_id is required.');
       return handlers.alertWebhooks.resolve(req.keyId);

@@ -123,4 +123,6 @@ export async function pseudonymizeUser(db: Db, user: { id: string; personalWorks
   await db('mfa_challenges').where({ user_id: user.id }).delete();
   // Where the user signed in from is personal data too (docs/api/identity.md#signed-in-sessions).
   await db('sessions').where({ user_id: user.id }).update({ ip: null, user_agent: null });
+  // Their data exports are copies of all of it.
+  await db('data_exports').where({ user_id: user.id }).delete();
 }

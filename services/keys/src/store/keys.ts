@@ -165,6 +165,16 @@ export async function listKeys(db: Db, workspaceId: string, status: string | und
   return rows;
 }
 
+/** The keys `userId` created, in every workspace, newest first; `limit + 1` rows (the data export). */
+export async function listKeysCreatedBy(db: Db, userId: string, month: string, limit: number): Promise<KeyWithSpendRow[]> {
+  const { rows } = await db.raw<{ rows: KeyWithSpendRow[] }>(`SELECT ${withSpend} WHERE k.created_by = ? ORDER BY k.created_at DESC, k.id DESC LIMIT ?`, [
+    month,
+    userId,
+    limit + 1,
+  ]);
+  return rows;
+}
+
 export type KeyChanges = Partial<
   Pick<
     KeyRow,
