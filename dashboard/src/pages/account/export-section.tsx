@@ -14,6 +14,7 @@ const statusBadges: Record<string, { label: string; badge: string }> = {
   pending: { label: 'Being prepared', badge: 'badge warn' },
   ready: { label: 'Ready', badge: 'badge ok' },
   expired: { label: 'Expired', badge: 'badge muted' },
+  failed: { label: 'Failed', badge: 'badge bad' },
 };
 
 /**
@@ -41,7 +42,12 @@ export function ExportSection() {
       params: { path: { export_id: requested.export_id } },
       parseAs: 'text',
     });
-    if (!response.ok) throw SwitchboardError.fromResponse(response, error);
+    if (!response.ok) {
+      const failure = SwitchboardError.fromResponse(response, error);
+      // 410: the link expired, or the export could not be built; the message says which.
+      if (failure.status === 410) setRequested({ ...requested, status: failure.code === 'export_failed' ? 'failed' : 'expired' });
+      throw failure;
+    }
     if (response.status === 202) {
       // Still being built: the body is `{export_id, status}`.
       const state = JSON.parse(data ?? '{}') as Partial<DataExport>;
@@ -85,7 +91,7 @@ export function ExportSection() {
               </>
             )}
           </dl>
-          {requested.status !== 'expired' && (
+          {(requested.status === 'pending' || requested.status === 'ready') && (
             <Form onSubmit={download} submitLabel="Download the export" busyLabel="Checking…" label="Download the export">
               <p className="hint">Saves the file here, with this session, once it is ready.</p>
             </Form>
