@@ -91,11 +91,10 @@ export function ExportSection() {
               </>
             )}
           </dl>
-          {(requested.status === 'pending' || requested.status === 'ready') && (
-            <Form onSubmit={download} submitLabel="Download the export" busyLabel="Checking…" label="Download the export">
-              <p className="hint">Saves the file here, with this session, once it is ready.</p>
-            </Form>
-          )}
+          {/* Kept after a 410: its error says why there is nothing to download. */}
+          <Form onSubmit={download} submitLabel="Download the export" busyLabel="Checking…" label="Download the export">
+            <p className="hint">Saves the file here, with this session, once it is ready.</p>
+          </Form>
           {stillPending && <Notice>The export is still being prepared. Try again in a moment, or wait for the mail.</Notice>}
           {downloaded && <Notice>The export is saved.</Notice>}
         </>
