@@ -174,7 +174,7 @@ describe('the Usage, Generation and Audit log pages, and the data export', () =>
     await dashboard.context.close();
   }, 60_000);
 
-  it('lists the audit log to owners (a key created, filtered by action), hides it from developers, and requests a data export', async () => {
+  it('lists the audit log to owners (a key created, filtered by action), hides it from developers, and requests a data export and downloads it', async () => {
     const owner = await signUp(suite.call);
     const developer = await signUp(suite.call);
     const { orgId, name: organization } = await organizationWithMember(suite.call, suite.mailboxDir, owner, developer);
@@ -247,8 +247,27 @@ describe('the Usage, Generation and Audit log pages, and the data export', () =>
     const exportSection = page.getByRole('region', { name: 'Export my data' });
     await exportSection.getByRole('button', { name: 'Export my data' }).click();
     await exportSection.getByText(`A link to download it will be mailed to ${owner.email}`).waitFor();
-    expect(await exportSection.getByTestId('data-export').innerText()).toMatch(/Export id\s+exp_\S+\s+Status\s+(Being prepared|Ready)/);
+    const requested = await exportSection.getByTestId('data-export').innerText();
+    expect(requested).toMatch(/Export id\s+exp_\S+\s+Status\s+Being prepared\s+Requested/);
+    const exportId = /exp_\S+/.exec(requested)?.[0];
     await checkPage(dashboard, 'account-export');
+
+    // Built in the background at once: downloaded from the page with the session (202 until then).
+    const saved = page.waitForEvent('download', { timeout: 20_000 });
+    const download = exportSection.getByRole('button', { name: 'Download the export' });
+    await expect
+      .poll(async () => {
+        await download.click();
+        await download.waitFor();
+        return exportSection.getByText('The export is saved.').count();
+      }, settles)
+      .toBe(1);
+    const file = await saved;
+    expect(file.suggestedFilename()).toBe(`switchboard-export-${exportId}.json`);
+    const document = await readFile((await file.path()) as string, 'utf8');
+    expect(JSON.parse(document)).toBeTypeOf('object');
+    expect(document).toContain(owner.email);
+    expect(await exportSection.getByTestId('data-export').innerText()).toMatch(/Status\s+Ready/);
     await dashboard.context.close();
   }, 60_000);
 });
