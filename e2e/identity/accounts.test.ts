@@ -401,7 +401,7 @@ describe('logs', () => {
     const session = await login(call, user.email, 'log check passphrase 2');
     secrets.push(reset, 'log check passphrase 1', 'log check passphrase 2', session.access_token, session.refresh_token);
     await eventually(
-      async () => (suite.mesh.output('identity').includes('audit: credentials.password_reset') ? true : undefined),
+      async () => (suite.mesh.output('identity').includes('audit: user.password_reset') ? true : undefined),
       'the identity log line of the reset',
     );
     const logs = (['identity', 'gateway', 'keys', 'billing', 'conversations', 'webhooks'] as const).map((c) => suite.mesh.output(c)).join('\n');

@@ -163,17 +163,17 @@ describe('audit lines', () => {
     const ip = `${subnet}.${ipCounter}`;
     const lines = await eventually(() => {
       const found = auditLines('identity').filter((line) => line.user_id === user.userId);
-      return found.some((line) => line.event === 'credentials.password_changed') ? found : undefined;
+      return found.some((line) => line.event === 'user.password_changed') ? found : undefined;
     }, 'the audit lines of the user');
     const summary = lines.map((line) => `${line.event} ${line.outcome}`);
     expect(summary).toEqual(
-      expect.arrayContaining(['login.password failure', 'login.password success', 'reauthentication failure', 'credentials.password_changed success']),
+      expect.arrayContaining(['user.sign_in_failed failure', 'user.signed_in success', 'reauthentication failure', 'user.password_changed success']),
     );
     for (const line of lines) {
       expect(line.ip).toBe(ip);
       expect(line.request_id).toEqual(expect.stringMatching(/\S/));
     }
-    expect(lines.find((line) => line.outcome === 'failure' && line.event === 'login.password')?.reason).toBe('wrong_password');
+    expect(lines.find((line) => line.outcome === 'failure' && line.event === 'user.sign_in_failed')?.reason).toBe('wrong_password');
     const text = mesh.output('identity') + mesh.output('gateway');
     for (const secret of [user.password, 'not the password at all', 'still not the password', 'a brand new passphrase', token])
       expect(text).not.toContain(secret);
@@ -194,7 +194,8 @@ describe('audit lines', () => {
     expect(accepted.status, accepted.text).toBe(200);
     expect((await call('DELETE', `/v1/organizations/${orgId}`, { token: outsider.token })).status).toBe(403);
     const refusal = await eventually(
-      () => auditLines('identity').find((line) => line.event === 'authorization' && line.user_id === outsider.userId),
+      // A refusal in a workspace is an access.denied record of the audit log, and its line.
+      () => auditLines('identity').find((line) => line.event === 'access.denied' && line.user_id === outsider.userId),
       'the refusal audit line',
     );
     expect(refusal).toMatchObject({ outcome: 'denied', reason: 'organization.delete', role: 'developer', ip: `${subnet}.${ipCounter}` });

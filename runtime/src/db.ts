@@ -25,6 +25,29 @@ export function createDb(databaseUrl: string, schema: string, poolMax = 10): Kne
   });
 }
 
+/**
+ * A second, small pool on the same database and search_path as `db` whose connections act as
+ * `role` (`SET ROLE` when a connection opens): what a service gives the code that must hold only
+ * that role's rights (identity's audit log: SELECT and INSERT, never UPDATE or DELETE). SET ROLE
+ * drops superuser rights too, so a superuser development setup is held to the same.
+ */
+export function createRolePool(db: Knex, role: string, poolMax = 4): Knex {
+  const config = db.client.config as Knex.Config;
+  return knexFactory({
+    ...config,
+    pool: {
+      min: 0,
+      max: poolMax,
+      afterCreate(connection: pg.Client, done: (err: Error | null, connection: pg.Client) => void) {
+        connection.query(`SET ROLE ${pg.escapeIdentifier(role)}`).then(
+          () => done(null, connection),
+          (err: Error) => done(err, connection),
+        );
+      },
+    },
+  });
+}
+
 /** The pool's connections in use, idle, and the acquisitions waiting for one, when scraped. */
 export function watchDatabasePool(metrics: Metrics, db: Knex): void {
   const pool = (db.client as { pool?: { numUsed(): number; numFree(): number; numPendingAcquires(): number } }).pool;

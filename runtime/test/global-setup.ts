@@ -7,6 +7,7 @@ import { connect } from '@nats-io/transport-node';
 import { type Dependency, dropDatabase, resolveNats, resolvePostgres } from '../src/infra.js';
 import { createLogger } from '../src/log.js';
 import { DataKeyRing } from '../src/secrets.js';
+import { AuditSecretsError, checkAuditRecordsForSecrets } from './audit-secrets.js';
 
 /**
  * One fresh database and one private event stream per test run, on the Postgres and NATS the
@@ -39,6 +40,14 @@ export default async function setup() {
   process.env.TEST_DATA_DIR = dataDir;
 
   return async () => {
+    // Every audit record the whole run wrote, checked for secrets before the database goes.
+    let secretsFound: AuditSecretsError | undefined;
+    try {
+      await checkAuditRecordsForSecrets(databaseUrl);
+    } catch (err) {
+      if (err instanceof AuditSecretsError) secretsFound = err;
+      else log.warn({ err: (err as Error).message }, 'could not check the audit records for secrets');
+    }
     try {
       const nc = await connect({ servers: nats.url, timeout: 2000 });
       const jsm = await jetstreamManager(nc);
@@ -51,5 +60,10 @@ export default async function setup() {
     await dropDatabase(databaseUrl).catch(() => undefined);
     await nats.stop?.();
     await postgres.stop?.();
+    if (secretsFound) {
+      // Vitest logs a teardown's error without failing the run: the exit code says it.
+      process.exitCode = 1;
+      throw secretsFound;
+    }
   };
 }

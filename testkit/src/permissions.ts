@@ -699,6 +699,22 @@ export const routeCases: RouteCase[] = [
       }
     },
   },
+  // The audit log (docs/api/audit.md): owners and admins read their workspace's records (audit.read); the outsider its own workspace's.
+  {
+    rpc: 'ListAuditEvents',
+    method: 'GET',
+    template: '/v1/audit-events',
+    path: () => '/v1/audit-events?limit=100',
+    expect: { owner: 200, admin: 200, developer: 403, outsider: 200 },
+    check: (response, ws, as) => {
+      if (response.status !== 200) return;
+      const records: { workspace_id: string }[] = response.json.data;
+      expect(response.json).toMatchObject({ data: expect.any(Array), has_more: expect.any(Boolean) });
+      // Only the records of the workspace of the call: the organization's, or the outsider's own.
+      if (as === 'outsider') for (const record of records) expect(record.workspace_id).not.toBe(ws.orgId);
+      else for (const record of records) expect(record.workspace_id).toBe(ws.orgId);
+    },
+  },
   // Auto top-up (docs/api/billing.md#auto-top-up): owners and admins read and change the settings
   // (billing.manage); the outsider reads and sets its own workspace's.
   {

@@ -3,7 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, type ConnectError } from '@connectrpc/connect';
 import { UserRegisteredSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { AccountSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { audit } from '@switchboard/runtime/audit';
+import { type AuditRecord, type AuditTrail, audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
@@ -12,7 +12,7 @@ import type { CallScope } from '@switchboard/runtime/server';
 import type { ActionLimits } from './action-limits.js';
 import type { EmailVerifications } from './email-verification.js';
 import type { LoginChallenges } from './login-challenge.js';
-import type { LoginThrottle } from './login-throttle.js';
+import { isTooManyAttempts, type LoginThrottle } from './login-throttle.js';
 import type { PasswordHasher } from './passwords.js';
 import { invalidCredentials, type Sessions, type SessionTokens } from './sessions.js';
 import { DuplicateEmailError, emailRegistered, findUserByEmail, findUserById, insertUser, replacePasswordHash, type UserRow } from './store/users.js';
@@ -80,6 +80,7 @@ export interface AccountsDeps {
   throttle: LoginThrottle;
   challenges: LoginChallenges;
   limits: ActionLimits;
+  audit: AuditTrail;
 }
 
 /** A password sign-in ends with a session, or with a second-factor challenge. */
@@ -134,31 +135,26 @@ export class Accounts {
     // it still counts against the client's address, or such guesses would be free.
     const impossible = input.email.length > maxEmailLength || input.email.includes('\u0000');
     const origin = { ip: input.ip, requestId: input.requestId };
-    const attempt = await throttle.begin('password', impossible ? origin : { ...origin, account: input.email });
+    const attempt = await throttle.begin('password', impossible ? origin : { ...origin, account: input.email }).catch(async (err: unknown) => {
+      if (isTooManyAttempts(err) && !impossible) await this.throttled(input);
+      throw err;
+    });
     if (impossible) {
       await throttle.checking(attempt, () => passwords.verifyDummy(input.password, input.signal));
       await throttle.fail(attempt);
-      throw this.failedLogin(input, undefined, 'malformed_email');
+      throw await this.failedLogin(input, undefined, 'malformed_email');
     }
     const user = await findUserByEmail(db, input.email);
     if (!user || user.deactivated_at !== null) {
       await throttle.checking(attempt, () => passwords.verifyDummy(input.password, input.signal));
       await throttle.fail(attempt);
-      throw this.failedLogin(input, user?.id, user ? 'deactivated' : 'unknown_account');
+      throw await this.failedLogin(input, user ?? undefined, user ? 'deactivated' : 'unknown_account');
     }
     const check = await throttle.checking(attempt, () => passwords.verify(user.password_hash, input.password, input.signal));
     if (!check.ok) {
       await throttle.fail(attempt);
-      throw this.failedLogin(input, user.id, 'wrong_password');
+      throw await this.failedLogin(input, user, 'wrong_password');
     }
-    audit(log, {
-      event: 'login.password',
-      outcome: 'success',
-      userId: user.id,
-      ip: input.ip,
-      requestId: input.requestId,
-      details: { second_factor_required: user.two_factor_enabled },
-    });
     let checkedHash = user.password_hash;
     // Rehashing is an improvement, not part of signing in: a busy hasher skips it this time.
     const rehashed = check.needsRehash ? await passwords.hash(input.password, input.signal).catch(() => undefined) : undefined;
@@ -168,21 +164,46 @@ export class Accounts {
     }
     if (user.two_factor_enabled) {
       await throttle.succeed(attempt, 'password', input.email);
+      // The password step alone is no sign-in: the record comes with the second factor.
+      audit(log, {
+        event: 'login.password',
+        outcome: 'success',
+        userId: user.id,
+        ip: input.ip,
+        requestId: input.requestId,
+        details: { second_factor_required: true },
+      });
       return { mfaToken: await challenges.issue(user.id) };
     }
-    return {
-      session: await sessions.open(db, user.id, {
+    const session = await db.transaction(async (trx) => {
+      const opened = await sessions.open(trx, user.id, {
         checkedPasswordHash: checkedHash,
         attemptsToDelete: throttle.successDeletion(attempt, 'password', input.email),
         origin: { ip: input.ip, userAgent: input.userAgent },
-      }),
-    };
+      });
+      await this.deps.audit.record(trx, signInRecord('user.signed_in', 'success', user, input, { method: 'password' }));
+      return opened;
+    });
+    return { session };
   }
 
-  /** The 401 of a failed password sign-in, and its audit line (the reason stays in the log). */
-  private failedLogin(input: { ip?: string; requestId?: string }, userId: string | undefined, reason: string): ConnectError {
-    audit(this.deps.log, { event: 'login.password', outcome: 'failure', userId, ip: input.ip, requestId: input.requestId, reason });
+  /**
+   * The 401 of a failed password sign-in, and its audit line; a wrong password of an account is
+   * also a record of its personal workspace (an unknown or deactivated account: the line only).
+   */
+  private async failedLogin(input: { ip?: string; requestId?: string }, user: UserRow | undefined, reason: string): Promise<ConnectError> {
+    const record = signInRecord('user.sign_in_failed', 'failed', user, input, { reason });
+    if (reason !== 'wrong_password') record.workspaceId = '';
+    await this.deps.audit.recordAlone(record);
     return invalidCredentials();
+  }
+
+  /** The record of a sign-in refused by the throttle (429), for an address that is an account's. */
+  private async throttled(input: { email: string; ip?: string; requestId?: string }): Promise<void> {
+    const user = await findUserByEmail(this.deps.db, input.email).catch(() => undefined);
+    await this.deps.audit.recordAlone(
+      signInRecord('user.sign_in_throttled', 'denied', user ?? undefined, input, { reason: 'too_many_attempts', step: 'password' }),
+    );
   }
 
   /** The account of `userId`; 404 when it does not exist. */
@@ -191,6 +212,26 @@ export class Accounts {
     if (!user) throw apiError(Code.NotFound, 'account_not_found', 'The account does not exist.');
     return user;
   }
+}
+
+/** A sign-in record of `user` (none known: a log line only), in their personal workspace. */
+export function signInRecord(
+  action: string,
+  outcome: AuditRecord['outcome'],
+  user: Pick<UserRow, 'id' | 'personal_workspace_id'> | undefined,
+  scope: { ip?: string; requestId?: string },
+  metadata: AuditRecord['metadata'],
+): AuditRecord {
+  return {
+    action,
+    outcome,
+    actor: { type: 'user', id: user?.id ?? '', ip: scope.ip },
+    target: user ? { type: 'user', id: user.id } : undefined,
+    workspaceId: user?.personal_workspace_id ?? '',
+    requestId: scope.requestId,
+    subjectUserId: user?.id,
+    metadata,
+  };
 }
 
 function emailTaken(): ConnectError {

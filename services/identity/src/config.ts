@@ -1,7 +1,8 @@
 import os from 'node:os';
 import { servicePorts } from '@switchboard/contracts/components';
-import { readDuration, readInt, readString, serviceUrl } from '@switchboard/runtime/config';
+import { ConfigError, readDuration, readInt, readString, serviceUrl } from '@switchboard/runtime/config';
 import { type ActionLimitsConfig, readActionLimits } from './action-limits.js';
+import { minAuditRetentionMs } from './audit-log.js';
 import { defaultInvitationTtl } from './invitations.js';
 
 /**
@@ -33,6 +34,8 @@ export interface IdentityConfig {
    * storm into memory use and answers that come after their deadline.
    */
   argon2QueueLimit: number;
+  /** AUDIT_RETENTION (default and least 365d): how long audit records are kept before the sweeper deletes them. */
+  auditRetentionMs: number;
   /** The data export (docs/api/identity.md#data-export): PUBLIC_BASE_URL for its link, KEYS_URL and CONVERSATIONS_URL for its parts, DATA_EXPORT_INTERVAL for its worker's retries and sweep. */
   dataExport: { publicUrl: string; keysUrl: string; conversationsUrl: string; intervalMs: number };
 }
@@ -48,6 +51,7 @@ export function readIdentityConfig(env: Record<string, string | undefined> = pro
     actionLimits: readActionLimits(env),
     argon2Concurrency,
     argon2QueueLimit: readInt('ARGON2_QUEUE_LIMIT', argon2Concurrency * 8, env),
+    auditRetentionMs: readAuditRetention(env),
     dataExport: {
       publicUrl: readString('PUBLIC_BASE_URL', 'http://localhost:8080', env).replace(/\/+$/, ''),
       keysUrl: serviceUrl('keys', servicePorts.keys, env),
@@ -55,4 +59,12 @@ export function readIdentityConfig(env: Record<string, string | undefined> = pro
       intervalMs: readDuration('DATA_EXPORT_INTERVAL', '10s', env, 100),
     },
   };
+}
+
+/** AUDIT_RETENTION: a duration of at least 365 days (records are kept at least a year, SPEC §15). */
+function readAuditRetention(env: Record<string, string | undefined>): number {
+  const ms = readDuration('AUDIT_RETENTION', '365d', env);
+  if (ms < minAuditRetentionMs)
+    throw new ConfigError(`AUDIT_RETENTION must be at least 365d (audit records are kept at least a year), got "${env.AUDIT_RETENTION}"`);
+  return ms;
 }

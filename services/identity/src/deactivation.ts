@@ -99,7 +99,7 @@ export class Deactivations {
       }
       await markDeactivated(trx, user.id, deactivatedAt, eraseAfter);
       await usePasswordResets(trx, user.id, deactivatedAt);
-      const ids = await sessions.revoke(trx, { userId: user.id, reason: 'deactivation', requestId });
+      const ids = await sessions.revoke(trx, { userId: user.id, reason: 'deactivation', requestId, ip: scope.ip });
       await recordEvent(trx, UserDeactivatedSchema, {
         data: { userId: user.id, deactivatedAt: timestampFromDate(deactivatedAt), eraseAfter: timestampFromDate(eraseAfter) },
         requestId,

@@ -3,6 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import { OrganizationMemberAddedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { InvitationSchema, ListInvitationsResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { type AuditTrail, callerAuditRecord } from '@switchboard/runtime/audit';
 import type { Caller } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
@@ -64,6 +65,7 @@ export interface InvitationsDeps {
   /** Lifetime of an invitation in milliseconds (INVITATION_TTL). */
   ttlMs: number;
   limits: ActionLimits;
+  audit: AuditTrail;
 }
 
 export class Invitations {
@@ -103,6 +105,10 @@ export class Invitations {
         invitedBy: caller.userId,
         ttlMs: this.deps.ttlMs,
       });
+      await this.deps.audit.record(
+        trx,
+        callerAuditRecord(caller, 'member.invited', { type: 'invitation', id: row.id }, { workspaceId: orgId, metadata: { role } }),
+      );
       const user = await findUserById(trx, caller.userId);
       return { invitation: row, organizationName: organization.name, inviter: user?.full_name ?? user?.email ?? 'A member' };
     });
@@ -176,6 +182,15 @@ export class Invitations {
         data: { orgId: invitation.org_id, userId: caller.userId, role: invitation.role, invitationId: invitation.id },
         requestId,
       });
+      await this.deps.audit.record(
+        trx,
+        callerAuditRecord(
+          caller,
+          'member.joined',
+          { type: 'member', id: caller.userId },
+          { workspaceId: invitation.org_id, metadata: { role: invitation.role, invitation_id: invitation.id } },
+        ),
+      );
       return (await findMember(trx, invitation.org_id, caller.userId))!;
     });
     log.info({ org_id: member.org_id, user_id: caller.userId, role: member.role, request_id: requestId }, 'invitation accepted');

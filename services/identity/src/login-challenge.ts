@@ -1,12 +1,13 @@
 import { Code } from '@connectrpc/connect';
-import { audit } from '@switchboard/runtime/audit';
+import type { AuditTrail } from '@switchboard/runtime/audit';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { sha256Hex } from '@switchboard/runtime/secrets';
-import type { LoginThrottle } from './login-throttle.js';
+import { signInRecord } from './accounts.js';
+import { isTooManyAttempts, type LoginThrottle } from './login-throttle.js';
 import type { Sessions, SessionTokens } from './sessions.js';
 import { findMfaChallenge, insertMfaChallenge, lockMfaChallenge, type MfaChallengeRow, updateMfaChallenge } from './store/login-challenges.js';
 import { findUserById, passwordChangedSince } from './store/users.js';
@@ -33,6 +34,7 @@ export interface LoginChallengesDeps {
   throttle: LoginThrottle;
   clock?: Clock;
   ttlMs?: number;
+  audit: AuditTrail;
 }
 
 export class LoginChallenges {
@@ -67,8 +69,16 @@ export class LoginChallenges {
     const tokenHash = sha256Hex(input.mfaToken);
     const peek = await findMfaChallenge(db, tokenHash);
     if (!peek || !this.usable(peek)) throw invalidMfaToken();
-    const attempt = await throttle.begin('second_factor', { account: peek.user_id, ip: input.ip, requestId: input.requestId });
-    const auditLine = { event: 'login.second_factor', userId: peek.user_id, ip: input.ip, requestId: input.requestId };
+    const attempt = await throttle.begin('second_factor', { account: peek.user_id, ip: input.ip, requestId: input.requestId }).catch(async (err: unknown) => {
+      if (isTooManyAttempts(err)) {
+        const user = await findUserById(db, peek.user_id).catch(() => undefined);
+        await this.deps.audit.recordAlone(
+          signInRecord('user.sign_in_throttled', 'denied', user, input, { reason: 'too_many_attempts', step: 'second_factor' }),
+        );
+      }
+      throw err;
+    });
+    const method = code ? 'totp' : 'recovery_code';
     const outcome = await db.transaction(async (trx) => {
       const challenge = await lockMfaChallenge(trx, tokenHash);
       if (!challenge || !this.usable(challenge)) return { kind: 'invalid' as const };
@@ -78,18 +88,16 @@ export class LoginChallenges {
       const ok = code ? await twoFactor.verifyCode(trx, user.id, code) : await twoFactor.verifyRecoveryCode(trx, user.id, recoveryCode!);
       if (!ok) {
         await updateMfaChallenge(trx, tokenHash, { attempts: challenge.attempts + 1 });
-        return { kind: 'wrong' as const, userId: user.id };
+        return { kind: 'wrong' as const, user };
       }
       await updateMfaChallenge(trx, tokenHash, { used_at: this.now() });
-      return {
-        kind: 'ok' as const,
-        userId: user.id,
-        session: await sessions.open(trx, user.id, {
-          aal: 'aal2',
-          checkedPasswordHash: user.password_hash,
-          origin: { ip: input.ip, userAgent: input.userAgent },
-        }),
-      };
+      const session = await sessions.open(trx, user.id, {
+        aal: 'aal2',
+        checkedPasswordHash: user.password_hash,
+        origin: { ip: input.ip, userAgent: input.userAgent },
+      });
+      await this.deps.audit.record(trx, signInRecord('user.signed_in', 'success', user, input, { method }));
+      return { kind: 'ok' as const, userId: user.id, session };
     });
     if (outcome.kind === 'invalid') {
       await throttle.release(attempt);
@@ -97,11 +105,12 @@ export class LoginChallenges {
     }
     if (outcome.kind === 'wrong') {
       await throttle.fail(attempt);
-      audit(this.deps.log, { ...auditLine, outcome: 'failure', reason: code ? 'wrong_code' : 'wrong_recovery_code' });
+      await this.deps.audit.recordAlone(
+        signInRecord('user.sign_in_failed', 'failed', outcome.user, input, { reason: code ? 'wrong_code' : 'wrong_recovery_code' }),
+      );
       throw apiError(Code.Unauthenticated, 'invalid_code', 'The code is not valid.', { field: code ? 'code' : 'recovery_code' });
     }
     await throttle.succeed(attempt, 'second_factor', outcome.userId);
-    audit(this.deps.log, { ...auditLine, outcome: 'success', details: { method: code ? 'totp' : 'recovery_code' } });
     return outcome.session;
   }
 

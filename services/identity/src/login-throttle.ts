@@ -1,4 +1,5 @@
-import type { ConnectError } from '@connectrpc/connect';
+import { ConnectError } from '@connectrpc/connect';
+import { ErrorDetailSchema } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { audit } from '@switchboard/runtime/audit';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
@@ -167,6 +168,11 @@ export class LoginThrottle {
   prune(): Promise<number> {
     return pruneAuthFailures(this.deps.db, new Date(this.now().getTime() - throttleMemoryMs));
   }
+}
+
+/** True for the refusal of `begin` (429 too_many_attempts). */
+export function isTooManyAttempts(err: unknown): boolean {
+  return err instanceof ConnectError && err.findDetails(ErrorDetailSchema).some((detail) => detail.code === 'too_many_attempts');
 }
 
 export function tooManyAttempts(retryAfterSeconds: number): ConnectError {

@@ -35,5 +35,6 @@ await runService<{ config: IdentityConfig; handlers: IdentityHandlers }>({
       throttle: new LoginThrottle({ db: runtime.db, log: runtime.log }),
       intervalMs: config.housekeepingIntervalMs,
     }),
+    ...handlers.auditLog.start(runtime, config.housekeepingIntervalMs),
   ],
 });

@@ -2,14 +2,13 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
 import { OrganizationMemberRemovedSchema, OrganizationMemberRoleChangedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { ListMembersResponseSchema, MemberSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { audit } from '@switchboard/runtime/audit';
+import { type AuditTrail, callerAuditRecord } from '@switchboard/runtime/audit';
 import type { Caller } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize, forbidden, isRole, mayGrant, mayManageMember, type Role } from '@switchboard/runtime/policy';
-import { clientIpOf } from '@switchboard/runtime/server';
 import { toMember, visibleOrganization } from './access.js';
 import { deleteMembership, findMember, listMembers, updateMemberRole } from './store/members.js';
 import type { EventWriter } from './workspaces.js';
@@ -34,6 +33,7 @@ export interface MembersDeps {
   db: Knex;
   log: Logger;
   recordEvent: EventWriter;
+  audit: AuditTrail;
 }
 
 export class Members {
@@ -55,7 +55,7 @@ export class Members {
    * new role (400; `owner` only by transfer; at or below the granter's own).
    */
   async updateRole(caller: Caller, orgId: string, userId: string, rawRole: string, requestId?: string): Promise<MessageInitShape<typeof MemberSchema>> {
-    const { db, recordEvent, log } = this.deps;
+    const { db, recordEvent, audit } = this.deps;
     const result = await db.transaction(async (trx) => {
       const organization = await visibleOrganization(trx, caller, orgId, true);
       const actorRole = authorize(caller.ctx, 'members.update_role', { role: organization.role, workspaceId: orgId });
@@ -81,18 +81,12 @@ export class Members {
         data: { orgId, userId, role, previousRole: targetRole },
         requestId,
       });
+      await audit.record(
+        trx,
+        callerAuditRecord(caller, 'member.role_changed', { type: 'member', id: userId }, { workspaceId: orgId, metadata: { role, previous_role: targetRole } }),
+      );
       return { member: { ...member, role }, changed: true };
     });
-    if (result.changed) {
-      audit(log, {
-        event: 'organization.role_changed',
-        outcome: 'success',
-        userId: caller.userId,
-        ip: clientIpOf(caller.ctx),
-        requestId,
-        details: { org_id: orgId, member_user_id: userId, role: result.member.role },
-      });
-    }
     return toMember(result.member);
   }
 
@@ -102,7 +96,7 @@ export class Members {
    * organization.member.removed tells keys to revoke the member's keys in the organization.
    */
   async remove(caller: Caller, orgId: string, userId: string, requestId?: string): Promise<void> {
-    const { db, recordEvent, log } = this.deps;
+    const { db, recordEvent, log, audit } = this.deps;
     await db.transaction(async (trx) => {
       const organization = await visibleOrganization(trx, caller, orgId, true);
       const leaving = userId === caller.userId;
@@ -124,6 +118,10 @@ export class Members {
         data: { orgId, userId, removedBy: caller.userId },
         requestId,
       });
+      await audit.record(
+        trx,
+        callerAuditRecord(caller, 'member.removed', { type: 'member', id: userId }, { workspaceId: orgId, metadata: { role: member.role, left: leaving } }),
+      );
     });
     log.info({ org_id: orgId, user_id: userId, by: caller.userId, request_id: requestId }, 'member removed');
   }

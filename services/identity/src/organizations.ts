@@ -1,6 +1,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { OrganizationDeletedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { ListOrganizationsResponseSchema, OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { type AuditTrail, callerAuditRecord } from '@switchboard/runtime/audit';
 import { type Caller, keyWorkspaceOf } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument, unprocessable } from '@switchboard/runtime/errors';
@@ -13,6 +14,7 @@ import { toOrganization, visibleOrganization } from './access.js';
 import type { ActionLimits } from './action-limits.js';
 import type { ResolvedMembership } from './store/members.js';
 import { deleteOrganization, findOrganizationOfMember, insertOrganization, listOrganizationsOfUser } from './store/organizations.js';
+import { findUserById } from './store/users.js';
 import { addOwner, type EventWriter, resolveWorkspace } from './workspaces.js';
 
 /** Organizations (docs/api/identity.md#organization-endpoints): create, list the caller's, read one, delete. */
@@ -34,6 +36,7 @@ export interface OrganizationsDeps {
   log: Logger;
   recordEvent: EventWriter;
   limits: ActionLimits;
+  audit: AuditTrail;
 }
 
 export class Organizations {
@@ -97,6 +100,17 @@ export class Organizations {
       }
       await deleteOrganization(trx, orgId);
       await recordEvent(trx, OrganizationDeletedSchema, { workspaceId: orgId, data: { orgId, deletedBy: caller.userId }, requestId });
+      // The organization's workspace is gone: the record goes to the deleting owner's personal one.
+      const owner = await findUserById(trx, caller.userId);
+      await this.deps.audit.record(
+        trx,
+        callerAuditRecord(
+          caller,
+          'organization.deleted',
+          { type: 'organization', id: orgId },
+          { workspaceId: owner?.personal_workspace_id ?? '', metadata: { name: organization.name } },
+        ),
+      );
     });
     log.info({ org_id: orgId, user_id: caller.userId, request_id: requestId }, 'organization deleted');
   }

@@ -2,13 +2,12 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
 import { OrganizationMemberRoleChangedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { OrganizationSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { audit } from '@switchboard/runtime/audit';
+import { type AuditTrail, callerAuditRecord } from '@switchboard/runtime/audit';
 import type { Caller } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { authorize } from '@switchboard/runtime/policy';
-import { clientIpOf } from '@switchboard/runtime/server';
 import { toOrganization, visibleOrganization } from './access.js';
 import { findMember, SecondOwnerError, updateMemberRole } from './store/members.js';
 import type { EventWriter } from './workspaces.js';
@@ -25,13 +24,14 @@ export interface OwnershipDeps {
   db: Knex;
   log: Logger;
   recordEvent: EventWriter;
+  audit: AuditTrail;
 }
 
 export class Ownership {
   constructor(private readonly deps: OwnershipDeps) {}
 
   async transfer(caller: Caller, orgId: string, newOwnerUserId: string, requestId?: string): Promise<MessageInitShape<typeof OrganizationSchema>> {
-    const { db, recordEvent, log } = this.deps;
+    const { db, recordEvent, audit } = this.deps;
     const result = await db
       .transaction(async (trx) => {
         const organization = await visibleOrganization(trx, caller, orgId, true);
@@ -61,6 +61,15 @@ export class Ownership {
           data: { orgId, userId: target, role: 'owner', previousRole: member.role },
           requestId,
         });
+        await audit.record(
+          trx,
+          callerAuditRecord(
+            caller,
+            'organization.ownership_transferred',
+            { type: 'member', id: target },
+            { workspaceId: orgId, metadata: { previous_role: member.role } },
+          ),
+        );
         return { organization, role: 'admin', changed: true };
       })
       .catch((err: unknown) => {
@@ -69,16 +78,6 @@ export class Ownership {
           throw apiError(Code.Aborted, 'conflict', 'Ownership changed at the same time; read the organization again and retry.');
         throw err;
       });
-    if (result.changed) {
-      audit(log, {
-        event: 'organization.ownership_transferred',
-        outcome: 'success',
-        userId: caller.userId,
-        ip: clientIpOf(caller.ctx),
-        requestId,
-        details: { org_id: orgId, new_owner_user_id: newOwnerUserId },
-      });
-    }
     return toOrganization(result.organization, result.role);
   }
 }

@@ -1,5 +1,5 @@
 import { Code } from '@connectrpc/connect';
-import { audit } from '@switchboard/runtime/audit';
+import type { AuditTrail } from '@switchboard/runtime/audit';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
@@ -39,6 +39,7 @@ export interface PasswordResetsDeps {
   throttle: LoginThrottle;
   clock?: Clock;
   ttlMs?: number;
+  audit: AuditTrail;
 }
 
 export class PasswordResets {
@@ -93,18 +94,22 @@ export class PasswordResets {
       if (!locked || !this.usable(locked)) return undefined;
       await setPasswordHash(trx, user.id, passwordHash);
       await usePasswordResets(trx, user.id, this.now());
-      return sessions.revoke(trx, { userId: user.id, reason: 'password_reset', requestId });
+      const ids = await sessions.revoke(trx, { userId: user.id, reason: 'password_reset', requestId, ip: scope.ip });
+      await this.deps.audit.record(trx, {
+        action: 'user.password_reset',
+        outcome: 'success',
+        actor: { type: 'user', id: user.id, ip: scope.ip },
+        target: { type: 'user', id: user.id },
+        workspaceId: user.personal_workspace_id,
+        requestId,
+        subjectUserId: user.id,
+        metadata: { sessions_revoked: ids.length },
+      });
+      return ids;
     });
     if (!revoked) throw invalidResetToken();
     // The mailbox is proven: earlier wrong guesses no longer block the owner.
     await throttle.clearAccount('password', user.email);
-    audit(this.deps.log, {
-      event: 'credentials.password_reset',
-      outcome: 'success',
-      userId: user.id,
-      requestId,
-      details: { sessions_revoked: revoked.length },
-    });
     await mail.credentialChanged({ id: user.id, email: user.email, fullName: user.full_name }, 'password_reset');
     return revoked;
   }

@@ -3,11 +3,13 @@ import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { AuditTrail } from '@switchboard/runtime/audit';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { systemClock } from '@switchboard/runtime/clock';
+import { createRolePool } from '@switchboard/runtime/db';
 import { createMailer } from '@switchboard/runtime/mail';
 import type { ServiceRuntime } from '@switchboard/runtime/service';
 import { AccountSettings } from './account-settings.js';
 import { Accounts } from './accounts.js';
 import { ActionLimits } from './action-limits.js';
+import { AuditLog, auditWriterRole } from './audit-log.js';
 import type { IdentityConfig } from './config.js';
 import { DataExports } from './data-exports.js';
 import { Deactivations } from './deactivation.js';
@@ -28,8 +30,11 @@ import { SigningKeys } from './signing-keys.js';
 import { TwoFactor } from './two-factor.js';
 
 /** What the identity handlers are built from: the parts of the service runtime they use. */
-export type IdentityRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'metrics' | 'meshTokens'> &
-  Partial<Pick<ServiceRuntime, 'audit'>> & { config: Pick<ServiceRuntime['config'], 'dataKeys'> };
+export type IdentityRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'metrics' | 'meshTokens'> & {
+  config: Pick<ServiceRuntime['config'], 'dataKeys'>;
+  /** The audit trail (an in-process test's runtime has none: one is built on its db). */
+  audit?: AuditTrail;
+};
 
 /**
  * The domain modules behind the identity handlers, as main.ts (and the in-process test) builds
@@ -39,6 +44,8 @@ export type IdentityRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' 
 export async function prepareIdentity(runtime: IdentityRuntime, config: IdentityConfig): Promise<IdentityHandlers> {
   const { db, log, recordEvent } = runtime;
   const clock = systemClock;
+  const audit = runtime.audit ?? new AuditTrail({ db, log, recordEvent });
+  const auditLog = new AuditLog({ db, reader: createRolePool(db, auditWriterRole), log, retentionMs: config.auditRetentionMs });
   const passwords = new PasswordHasher(config.argon2Concurrency, config.argon2QueueLimit);
   runtime.metrics.gauge('argon2_queue', 'Password hashes running and waiting for a slot (past the queue limit a request gets 503).', ['state'], (gauge) => {
     const { running, queued } = passwords.load;
@@ -50,34 +57,35 @@ export async function prepareIdentity(runtime: IdentityRuntime, config: Identity
   await Promise.all([passwords.prepare(), signingKeys.ready()]);
   const mailer = createMailer({ log });
   const mail = new AccountMail({ mailer, log });
-  const sessions = new Sessions({ db, signingKeys, dataKeys, recordEvent, log, clock });
+  const sessions = new Sessions({ db, signingKeys, dataKeys, recordEvent, log, clock, audit });
   const throttle = new LoginThrottle({ db, log, clock });
   const twoFactor = new TwoFactor({ db, dataKeys, clock });
-  const challenges = new LoginChallenges({ db, log, sessions, twoFactor, throttle, clock, ttlMs: config.mfaTokenTtlMs });
+  const challenges = new LoginChallenges({ db, log, sessions, twoFactor, throttle, clock, ttlMs: config.mfaTokenTtlMs, audit });
   const reauth = new Reauthentication({ db, log, passwords, twoFactor, throttle });
   const verifications = new EmailVerifications({ db, mailer, log, recordEvent });
   const limits = new ActionLimits({ db, clock, limits: config.actionLimits });
-  const accounts = new Accounts({ db, log, passwords, sessions, verifications, recordEvent, throttle, challenges, limits });
+  const accounts = new Accounts({ db, log, passwords, sessions, verifications, recordEvent, throttle, challenges, limits, audit });
   return {
+    auditLog,
     accounts,
     signingKeys,
     sessions,
     challenges,
     verifications,
     twoFactor,
-    passwordResets: new PasswordResets({ db, log, passwords, sessions, mail, throttle, clock, ttlMs: config.passwordResetTtlMs }),
-    settings: new AccountSettings({ db, log, passwords, sessions, twoFactor, reauth, mail }),
+    passwordResets: new PasswordResets({ db, log, passwords, sessions, mail, throttle, clock, ttlMs: config.passwordResetTtlMs, audit }),
+    settings: new AccountSettings({ db, log, passwords, sessions, twoFactor, reauth, mail, audit }),
     deactivations: new Deactivations({ db, log, sessions, reauth, mail, recordEvent, clock, eraseAfterMs: config.accountEraseAfterMs }),
-    organizations: new Organizations({ db, log, recordEvent, limits }),
-    members: new Members({ db, log, recordEvent }),
-    invitations: new Invitations({ db, log, mailer, recordEvent, ttlMs: config.invitationTtlMs, limits }),
-    ownership: new Ownership({ db, log, recordEvent }),
+    organizations: new Organizations({ db, log, recordEvent, limits, audit }),
+    members: new Members({ db, log, recordEvent, audit }),
+    invitations: new Invitations({ db, log, mailer, recordEvent, ttlMs: config.invitationTtlMs, limits, audit }),
+    ownership: new Ownership({ db, log, recordEvent, audit }),
     dataExports: new DataExports({
       db,
       log,
       dataKeys,
       mail,
-      audit: runtime.audit ?? new AuditTrail({ db, log, recordEvent }),
+      audit,
       keys: createPeerClient(KeyService, { name: 'keys', url: config.dataExport.keysUrl }, runtime.meshTokens, { caller: 'identity' }),
       conversations: createPeerClient(ConversationService, { name: 'conversations', url: config.dataExport.conversationsUrl }, runtime.meshTokens, {
         caller: 'identity',

@@ -1,11 +1,12 @@
 import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, type ConnectRouter, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
-import { AccountService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
-import { userCaller } from '@switchboard/runtime/caller';
+import { AccountService, AuditService, AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import { userCaller, workspaceCaller } from '@switchboard/runtime/caller';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { callScopeOf, changedWorkspaceHeader, clientIpOf, requestIdOf, revokedSessionsHeader, userAgentOf } from '@switchboard/runtime/server';
 import type { AccountSettings } from './account-settings.js';
 import { type Accounts, normalizeEmail, normalizeFullName, toAccount } from './accounts.js';
+import type { AuditLog } from './audit-log.js';
 import type { DataExports } from './data-exports.js';
 import type { Deactivations } from './deactivation.js';
 import type { EmailVerifications } from './email-verification.js';
@@ -27,6 +28,7 @@ import type { TwoFactor } from './two-factor.js';
  */
 
 export interface IdentityHandlers {
+  auditLog: AuditLog;
   accounts: Accounts;
   signingKeys: SigningKeys;
   sessions: Sessions;
@@ -97,7 +99,10 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
       const { userId, sessionId } = userCaller(ctx);
       const scope = req.scope ?? 'local';
       if (!isLogoutScope(scope)) throw invalidArgument('scope', 'scope must be local, others or global.');
-      announceRevoked(ctx, await sessions.logout({ userId, sessionId, scope, refreshToken: req.refreshToken, requestId: requestIdOf(ctx) }));
+      announceRevoked(
+        ctx,
+        await sessions.logout({ userId, sessionId, scope, refreshToken: req.refreshToken, requestId: requestIdOf(ctx), ip: clientIpOf(ctx) }),
+      );
       return {};
     },
 
@@ -207,7 +212,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
 
     async revokeSession(req, ctx) {
       if (req.sessionId === '') throw invalidArgument('session_id', 'session_id is required.');
-      announceRevoked(ctx, await sessions.revokeOne(userCaller(ctx).userId, req.sessionId, requestIdOf(ctx)));
+      announceRevoked(ctx, await sessions.revokeOne(userCaller(ctx).userId, req.sessionId, { requestId: requestIdOf(ctx), ip: clientIpOf(ctx) }));
       return {};
     },
   };
@@ -271,7 +276,13 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
     },
   };
 
+  // The audit log (docs/api/audit.md); `audit.read` (owners, admins) is its access rule.
+  const auditService: ServiceImpl<typeof AuditService> = {
+    listAuditEvents: (req, ctx) => handlers.auditLog.list(workspaceCaller(ctx), req),
+  };
+
   router.service(AuthService, auth);
+  router.service(AuditService, auditService);
   router.service(AccountService, account);
   router.service(OrganizationService, organizations);
 }

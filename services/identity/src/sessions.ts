@@ -3,6 +3,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import { SessionRevokedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { ListSessionsResponseSchema, SessionSchema } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
+import type { AuditActor, AuditTrail } from '@switchboard/runtime/audit';
 import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
@@ -26,6 +27,7 @@ import {
   type SessionRow,
   touchSession,
 } from './store/sessions.js';
+import { findUserById } from './store/users.js';
 import type { EventWriter } from './workspaces.js';
 
 /**
@@ -86,6 +88,8 @@ export interface SessionsDeps {
   recordEvent?: EventWriter;
   log?: Logger;
   clock?: Clock;
+  /** Writes `session.revoked` records (docs/api/audit.md); a test's Sessions may go without. */
+  audit?: AuditTrail;
 }
 
 export class Sessions {
@@ -163,7 +167,13 @@ export class Sessions {
         if (successor && successor.used_at === null)
           return { kind: 'ok' as const, refreshToken: this.successorOf(refreshToken, token.successor_nonce), session };
       }
-      await this.revoke(trx, { userId: session.user_id, only: [session.id], reason: 'refresh_token_reuse', requestId });
+      await this.revoke(trx, {
+        userId: session.user_id,
+        only: [session.id],
+        reason: 'refresh_token_reuse',
+        requestId,
+        actor: { type: 'system', id: '' },
+      });
       return { kind: 'reused' as const, session };
     });
     if (outcome.kind === 'invalid') throw invalidRefreshToken();
@@ -178,11 +188,12 @@ export class Sessions {
 
   /**
    * Revokes the user's live sessions (all, `only` these, or all `except` one) in `trx` and
-   * writes `session.revoked`; returns the revoked ids.
+   * writes `session.revoked`, and one audit record of the action (`actor`: default the user,
+   * with `ip`, in their personal workspace); returns the revoked ids.
    */
   async revoke(
     trx: Knex.Transaction,
-    input: { userId: string; reason: RevocationReason; only?: string[]; except?: string; requestId?: string },
+    input: { userId: string; reason: RevocationReason; only?: string[]; except?: string; requestId?: string; ip?: string; actor?: AuditActor },
   ): Promise<string[]> {
     const ids = await revokeUserSessions(trx, { userId: input.userId, reason: input.reason, at: this.now(), only: input.only, except: input.except });
     if (ids.length > 0) {
@@ -191,6 +202,20 @@ export class Sessions {
         data: { userId: input.userId, sessionIds: ids, reason: input.reason },
         requestId: input.requestId,
       });
+      if (this.deps.audit) {
+        const user = await findUserById(trx, input.userId);
+        await this.deps.audit.record(trx, {
+          action: 'session.revoked',
+          outcome: 'success',
+          actor: input.actor ?? { type: 'user', id: input.userId, ip: input.ip },
+          // One session: that session; several: the user whose sessions they were.
+          target: ids.length === 1 ? { type: 'session', id: ids[0] } : { type: 'user', id: input.userId },
+          workspaceId: user?.personal_workspace_id ?? '',
+          requestId: input.requestId,
+          subjectUserId: input.userId,
+          metadata: { reason: input.reason, sessions: ids.length },
+        });
+      }
     }
     return ids;
   }
@@ -200,17 +225,17 @@ export class Sessions {
    * when that one is the user's: another user's token is ignored), every other one (`others`),
    * or all of them (`global`); returns the revoked ids.
    */
-  async logout(input: { userId: string; sessionId?: string; scope: LogoutScope; refreshToken?: string; requestId?: string }): Promise<string[]> {
-    const { userId, sessionId, scope, requestId } = input;
+  async logout(input: { userId: string; sessionId?: string; scope: LogoutScope; refreshToken?: string; requestId?: string; ip?: string }): Promise<string[]> {
+    const { userId, sessionId, scope, requestId, ip } = input;
     let target = sessionId;
     if (scope === 'local' && input.refreshToken) {
       const owned = await findUsersSessionOfRefreshToken(this.deps.db, sha256Hex(input.refreshToken), userId);
       if (owned) target = owned;
     }
     return this.deps.db.transaction((trx) => {
-      if (scope === 'global') return this.revoke(trx, { userId, reason: 'logout', requestId });
-      if (scope === 'others') return this.revoke(trx, { userId, reason: 'logout', except: sessionId, requestId });
-      return target ? this.revoke(trx, { userId, reason: 'logout', only: [target], requestId }) : Promise.resolve([]);
+      if (scope === 'global') return this.revoke(trx, { userId, reason: 'logout', requestId, ip });
+      if (scope === 'others') return this.revoke(trx, { userId, reason: 'logout', except: sessionId, requestId, ip });
+      return target ? this.revoke(trx, { userId, reason: 'logout', only: [target], requestId, ip }) : Promise.resolve([]);
     });
   }
 
@@ -247,8 +272,8 @@ export class Sessions {
    * goes out and the gateway refuses its access tokens from the next request. Another user's
    * session, or one revoked already, is 404 session_not_found; returns the revoked ids.
    */
-  async revokeOne(userId: string, sessionId: string, requestId?: string): Promise<string[]> {
-    const revoked = await this.deps.db.transaction((trx) => this.revoke(trx, { userId, reason: 'logout', only: [sessionId], requestId }));
+  async revokeOne(userId: string, sessionId: string, scope: { requestId?: string; ip?: string }): Promise<string[]> {
+    const revoked = await this.deps.db.transaction((trx) => this.revoke(trx, { userId, reason: 'logout', only: [sessionId], ...scope }));
     if (revoked.length === 0) throw sessionNotFound();
     return revoked;
   }

@@ -91,7 +91,8 @@ export class TwoFactor {
   }
 
   /** Activates the pending secret with its first code; returns the recovery codes (shown once). */
-  async activate(user: UserRow, code: string): Promise<string[]> {
+  /** Turns 2FA on with the first code; `inTransaction` (the audit record) runs in the transaction that does. */
+  async activate(user: UserRow, code: string, inTransaction?: (trx: Knex.Transaction) => Promise<void>): Promise<string[]> {
     if (!isTotpCodeShape(code)) throw invalidCodeInput();
     const row = await findTwoFactor(this.deps.db, user.id);
     if (row?.secret_encrypted) throw apiError(Code.AlreadyExists, 'two_factor_already_enabled', 'Two-factor authentication is on already.');
@@ -110,6 +111,7 @@ export class TwoFactor {
           codes.map((c) => sha256Hex(normalizeRecoveryCode(c))),
         );
         await setTwoFactorEnabled(trx, user.id, true);
+        await inTransaction?.(trx);
         return true;
       }));
     if (!activated)
