@@ -239,6 +239,16 @@ describe('the Usage, Generation and Audit log pages, and the data export', () =>
     expect(row).toContain('success');
     expect(row).toMatch(/req_\S+/);
     expect(await page.locator('table.audit-events tbody tr').count()).toBe(1);
+    await checkPage(dashboard, 'audit-filtered');
+
+    // Every action again: the member's invitation and joining, and the developer refused a moment ago.
+    await filters.getByLabel(/^Action/).selectOption('');
+    await filters.getByRole('button', { name: 'Apply filters' }).click();
+    await filters.getByRole('button', { name: 'Apply filters' }).waitFor();
+    const actions = page.locator('table.audit-events tbody th code');
+    await expect
+      .poll(() => actions.allInnerTexts(), settles)
+      .toEqual(expect.arrayContaining(['key.created', 'member.invited', 'member.joined', 'access.denied']));
     await checkPage(dashboard, 'audit');
 
     // Data export: requested from the account page, being prepared, a link to be mailed.

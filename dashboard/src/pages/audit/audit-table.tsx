@@ -48,6 +48,7 @@ export function AuditTable({ events, names }: { events: AuditEvent[]; names: Map
               <td>
                 {event.target ? (
                   <>
+                    {names.has(event.target.id) && <div>{names.get(event.target.id)}</div>}
                     <span className="muted small">{event.target.type}</span> <code>{event.target.id}</code>
                   </>
                 ) : (
