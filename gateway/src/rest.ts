@@ -393,6 +393,8 @@ async function readInput(route: Route, req: http.IncomingMessage, query: URLSear
   return message;
 }
 
+const HTTP_BODY_TYPE = 'google.api.HttpBody';
+
 const tooLarge = () => catalogued(errorCatalogue.payloadTooLarge, { limitBytes: maxBodyBytes });
 
 function sendResult(res: http.ServerResponse, route: Route, status: number, message: Message, pagePolicy?: string): void {
@@ -401,12 +403,20 @@ function sendResult(res: http.ServerResponse, route: Route, status: number, mess
     res.writeHead(204).end();
     return;
   }
-  if (route.method.output.typeName === 'google.api.HttpBody') {
+  if (route.method.output.typeName === HTTP_BODY_TYPE) {
     const page = message as HttpBody;
     // A page may bring its own CSP (e.g. a nonce for its inline script); JSON answers never do.
     if (pagePolicy) res.setHeader('Content-Security-Policy', pagePolicy);
     res.writeHead(status, { 'Content-Type': page.contentType || 'application/octet-stream', 'Content-Length': page.data.length });
     res.end(page.data);
+    return;
+  }
+  // A response message with a set google.api.HttpBody field (e.g. a report's `csv`): that body, raw, instead of the JSON.
+  const rawField = route.responseBody ? undefined : route.method.output.fields.find((f) => f.fieldKind === 'message' && f.message.typeName === HTTP_BODY_TYPE);
+  const raw = rawField && ((message as Message & Record<string, unknown>)[rawField.localName] as HttpBody | undefined);
+  if (raw) {
+    res.writeHead(status, { 'Content-Type': raw.contentType || 'application/octet-stream', 'Content-Length': raw.data.length });
+    res.end(raw.data);
     return;
   }
   let json = encodeResponse(route.method.output, message);

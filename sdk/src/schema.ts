@@ -3316,13 +3316,6 @@ export interface components {
             bucket: string;
             /** @description One row per bucket and group with usage, in bucket order (then by group). */
             data: components["schemas"]["switchboard.billing.v1.UsageReportRow"][];
-            /**
-             * @description The same report as CSV, when `format=csv` asked for it: the gateway answers it as the body
-             *     (`text/csv`), instead of this JSON.
-             *
-             *     Raw content.
-             */
-            csv?: string;
         };
         /**
          * UsageReportRow
@@ -3334,16 +3327,28 @@ export interface components {
              * @description RFC 3339, UTC.
              */
             bucket_start: string;
+            /** @description The key (with group_by key). */
             key_id?: string;
+            /** @description The model that served: the routed model, else the model asked for (with group_by model). */
             model?: string;
+            /** @description fast, balanced, passthrough or byok (with group_by tier). */
             tier?: string;
             /** @description The region that served; empty for usage recorded without one. */
             region?: string;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Requests settled in the bucket and group.
+             */
             requests: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Their input tokens.
+             */
             input_tokens: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Their output tokens.
+             */
             output_tokens: number;
             /**
              * @description Exact decimal.
@@ -17221,6 +17226,7 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.billing.v1.UsageReport"];
+                    "text/csv": string;
                 };
             };
             /**

@@ -575,6 +575,17 @@ export const routeCases: RouteCase[] = [
     },
   },
   {
+    rpc: 'GetUsageReport',
+    method: 'GET',
+    template: '/v1/usage',
+    path: () => '/v1/usage?group_by=key,model&bucket=day',
+    expect: everyWorkspace,
+    check: (response) => {
+      expect(response.json).toMatchObject({ bucket: 'day', start: expect.any(String), end: expect.any(String) });
+      expect(Array.isArray(response.json.data)).toBe(true);
+    },
+  },
+  {
     rpc: 'GetUsageByTier',
     method: 'GET',
     template: '/v1/billing/usage/by-tier',

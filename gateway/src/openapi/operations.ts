@@ -63,6 +63,20 @@ export function responseOf(route: Route, schemas: Schemas): { contentType: strin
   return { contentType: 'application/json', schema: schemas.message(output, 'output'), example: exampleOf(output) };
 }
 
+/** The media type of a response's raw-body field, by its name (`csv` → text/csv); octet-stream for a name not listed. */
+const rawBodyMedia: Record<string, string> = { csv: 'text/csv', html: 'text/html' };
+
+/**
+ * The other answers of a JSON response: each google.api.HttpBody field of the response message,
+ * which the gateway sends raw instead of the JSON when the handler set it (rest.ts sendResult).
+ */
+export function rawBodiesOf(route: Route): Array<{ field: string; contentType: string }> {
+  if (route.successStatus === 204 || route.responseBody || route.method.output.typeName === HTTP_BODY) return [];
+  return route.method.output.fields
+    .filter((f) => f.fieldKind === 'message' && f.message.typeName === HTTP_BODY)
+    .map((f) => ({ field: f.name, contentType: rawBodyMedia[f.name] ?? 'application/octet-stream' }));
+}
+
 export function operationOf(route: Route, tag: string, schemas: Schemas): Json {
   const input = route.method.input;
   const pathFields = route.segments.flatMap((s) => ('field' in s ? [s.field] : []));
@@ -129,6 +143,13 @@ export function operationOf(route: Route, tag: string, schemas: Schemas): Json {
   };
   const response = responseOf(route, schemas);
   if (response) success.content = { [response.contentType]: { schema: response.schema, ...(response.example ? { example: response.example } : {}) } };
+  for (const raw of rawBodiesOf(route)) {
+    const content = (success.content ?? {}) as Record<string, Json>;
+    content[raw.contentType] = {
+      schema: { type: 'string', description: `The answer as ${raw.contentType}, when the request asks for it (the \`${raw.field}\` of the response).` },
+    };
+    success.content = content;
+  }
 
   const successes: Record<string, Json> = { [status]: success };
   for (const other of route.otherSuccesses) successes[other.status] = { ...success, description: `${STATUS_CODES[other.status] ?? 'Success'}: ${other.when}` };

@@ -3,7 +3,7 @@ import { comments } from '@switchboard/contracts/comments';
 import { FieldBehavior, field_behavior as fieldBehavior } from '@switchboard/contracts/google/api/field_behavior_pb';
 import { field as fieldRule, message as messageRule } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { ERROR_SCHEMA, errorSchema } from './errors.js';
-import { enumSchema, type Json, nullable, scalarSchema, wellKnownSchema } from './json-schema.js';
+import { enumSchema, HTTP_BODY, type Json, nullable, scalarSchema, wellKnownSchema } from './json-schema.js';
 
 /**
  * components.schemas: one JSON Schema per proto message and direction, described by the proto's
@@ -69,6 +69,8 @@ export class Schemas {
     const required: string[] = [];
     for (const field of message.fields) {
       if (excluded.has(field.name)) continue;
+      // A response's raw body (e.g. a report's `csv`) is sent instead of the JSON, never in it (operations.ts rawBodiesOf).
+      if (mode === 'output' && field.fieldKind === 'message' && field.message.typeName === HTTP_BODY) continue;
       properties[field.name] = described(this.field(field, mode), fieldDescription(field));
       if (mode === 'output' ? !omitIfUnset(field) : isRequired(field)) required.push(field.name);
     }

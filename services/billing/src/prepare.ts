@@ -25,6 +25,7 @@ import { recordProviderPayment } from './store/provider-payments.js';
 import { StripeWebhooks } from './stripe-webhooks.js';
 import { Topups } from './topups.js';
 import { UsageLedger } from './usage.js';
+import { UsageReports } from './usage-report.js';
 import { UsageSettlement } from './usage-settlement.js';
 
 /** What the billing handlers are built from: the parts of the service runtime they use. */
@@ -124,6 +125,7 @@ export function prepareBilling(runtime: BillingRuntime, config: BillingConfig): 
     leases: new BalanceLeases({ db, pricing, accounts, leaseTtlMs: config.leaseTtlMs }),
     reports: new Reports({ db, pricing, accounts, catalog, usageSettled }),
     generations: new Generations({ db, usageSettled, audit }),
+    usageReports: new UsageReports({ db, usageSettled }),
     topups,
     paymentMethods,
     stripeWebhooks: new StripeWebhooks({

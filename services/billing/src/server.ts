@@ -1,5 +1,5 @@
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from '@connectrpc/connect';
+import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { BillingService, CheckoutService, UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
 import type { Pricing } from '@switchboard/runtime/pricing';
@@ -15,6 +15,7 @@ import type { Statements } from './statements.js';
 import type { StripeWebhooks } from './stripe-webhooks.js';
 import type { Topups } from './topups.js';
 import type { UsageLedger } from './usage.js';
+import type { UsageReports } from './usage-report.js';
 
 /**
  * The RPC surface of the billing service: translation only; the work happens in the domain
@@ -33,14 +34,14 @@ export interface BillingHandlers {
   stripeWebhooks: StripeWebhooks;
   statements: Statements;
   autoTopups: AutoTopups;
+  usageReports: UsageReports;
 }
 
 export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers): void {
-  const { pricing, usage, leases, reports, generations, topups, paymentMethods, stripeWebhooks, statements, autoTopups } = handlers;
+  const { pricing, usage, leases, reports, generations, topups, paymentMethods, stripeWebhooks, statements, autoTopups, usageReports } = handlers;
 
   const billing: ServiceImpl<typeof BillingService> = {
-    // MERGE: the usage helper replaces this (issue 26).
-    getUsageReport: () => Promise.reject(new ConnectError('not built yet', Code.Unimplemented)),
+    getUsageReport: (req, ctx) => usageReports.report(workspaceCaller(ctx).workspaceId, req),
     getBalance: (_req, ctx) => reports.balance(workspaceCaller(ctx).workspaceId),
     getUsage: (req, ctx) => reports.usage(workspaceCaller(ctx).workspaceId, req.days),
     getUsageByTier: (req, ctx) => reports.usageByTier(workspaceCaller(ctx).workspaceId, req.days),

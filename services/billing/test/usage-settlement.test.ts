@@ -2,6 +2,7 @@ import { create } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { readBillingConfig } from '@switchboard/billing/config';
 import { type PreparedBilling, prepareBilling } from '@switchboard/billing/prepare';
+import { insertUsages, type NewUsage } from '@switchboard/billing/store/usage';
 import { type UsageRecord, UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { newId } from '@switchboard/runtime/ids';
 import { type InProcessService, inProcessService } from '@switchboard/runtime/in-process';
@@ -203,5 +204,113 @@ describe('usage settlement', () => {
     });
     expect(byId.get(odd.generationId)).toMatchObject({ region: null, status: null, latency_ms: null, time_to_first_token_ms: 95, overhead_ms: null });
     expect(await account(workspaceId)).toEqual({ balance: '0.9991', version: '1' });
+  });
+
+  it('adds each newly settled row to the hourly and daily aggregates once, however often it is settled, as the backfill would', async () => {
+    const workspaceId = newId('org');
+    const at = (iso: string) => timestampFromDate(new Date(iso));
+    const first = record(workspaceId, { occurredAt: at('2026-03-04T10:15:00Z'), region: 'overseas', costUsd: '0.1' });
+    const batch = [
+      first,
+      record(workspaceId, { occurredAt: at('2026-03-04T10:59:59.999Z'), region: 'overseas', costUsd: '0.2', inputTokens: 7n, outputTokens: 3n }),
+      record(workspaceId, { occurredAt: at('2026-03-04T11:00:00Z'), region: 'overseas', costUsd: '0.000000000000000000123' }),
+      // No routed model: the model asked for serves; no region: ''.
+      record(workspaceId, { occurredAt: at('2026-03-04T23:59:59Z'), routedModel: undefined, costUsd: '0.05' }),
+      record(workspaceId, { occurredAt: at('2026-03-05T00:00:00Z'), keyId: 'key_other', costUsd: '0.3' }),
+    ];
+    // The same generation twice in a batch (another cost), then the whole batch again: counted once.
+    await settle([...batch, record(workspaceId, { generationId: first.generationId, costUsd: '0.5', region: 'overseas', occurredAt: first.occurredAt })]);
+    await settle(batch);
+    await settle([first]);
+    const rollups = async (table: string) => {
+      const { rows } = await service.runtime.db.raw(
+        `SELECT to_char(bucket_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI') AS bucket, key_id, model, tier, region, requests::text, input_tokens::text,
+                output_tokens::text, cost_usd::text FROM ${table} WHERE workspace_id = ? ORDER BY 1, 2, 3, 4, 5`,
+        [workspaceId],
+      );
+      return rows;
+    };
+    const row = (bucket: string, keyId: string, model: string, region: string, requests: string, input: string, output: string, cost: string) => ({
+      bucket,
+      key_id: keyId,
+      model,
+      tier: 'fast',
+      region,
+      requests,
+      input_tokens: input,
+      output_tokens: output,
+      cost_usd: cost,
+    });
+    expect(await rollups('usage_rollups_hourly')).toEqual([
+      row('2026-03-04T10:00', 'key_settlement', 'm-small', 'overseas', '2', '1007', '503', '0.3'),
+      row('2026-03-04T11:00', 'key_settlement', 'm-small', 'overseas', '1', '1000', '500', '0.000000000000000000123'),
+      row('2026-03-04T23:00', 'key_settlement', 'service/fast', '', '1', '1000', '500', '0.05'),
+      row('2026-03-05T00:00', 'key_other', 'm-small', '', '1', '1000', '500', '0.3'),
+    ]);
+    expect(await rollups('usage_rollups_daily')).toEqual([
+      row('2026-03-04T00:00', 'key_settlement', 'm-small', 'overseas', '3', '2007', '1003', '0.300000000000000000123'),
+      row('2026-03-04T00:00', 'key_settlement', 'service/fast', '', '1', '1000', '500', '0.05'),
+      row('2026-03-05T00:00', 'key_other', 'm-small', '', '1', '1000', '500', '0.3'),
+    ]);
+    // The migration's backfill of the same rows gives the same aggregates.
+    for (const [table, unit] of [
+      ['usage_rollups_hourly', 'hour'],
+      ['usage_rollups_daily', 'day'],
+    ]) {
+      const { rows } = await service.runtime.db.raw(
+        `SELECT count(*)::int AS differences FROM (
+           (SELECT workspace_id, date_trunc('${unit}', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS bucket_start, key_id, COALESCE(routed_model, model) AS model,
+                   tier, COALESCE(region, '') AS region, count(*) AS requests, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost_usd
+              FROM usage_records WHERE workspace_id = ? GROUP BY 1, 2, 3, 4, 5, 6
+            EXCEPT SELECT workspace_id, bucket_start, key_id, model, tier, region, requests, input_tokens, output_tokens, cost_usd FROM ${table} WHERE workspace_id = ?)
+           UNION ALL
+           (SELECT workspace_id, bucket_start, key_id, model, tier, region, requests, input_tokens, output_tokens, cost_usd FROM ${table} WHERE workspace_id = ?
+            EXCEPT SELECT workspace_id, date_trunc('${unit}', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', key_id, COALESCE(routed_model, model),
+                   tier, COALESCE(region, ''), count(*), sum(input_tokens), sum(output_tokens), sum(cost_usd)
+              FROM usage_records WHERE workspace_id = ? GROUP BY 1, 2, 3, 4, 5, 6)) d`,
+        [workspaceId, workspaceId, workspaceId, workspaceId],
+      );
+      expect(rows[0].differences, table).toBe(0);
+    }
+  });
+
+  it('adds only the rows inserted when a batch inserts some of its rows, and those once', async () => {
+    const workspaceId = newId('org');
+    const at = timestampFromDate(new Date('2026-03-06T08:20:00Z'));
+    const [a, b] = [record(workspaceId, { occurredAt: at, costUsd: '0.1' }), record(workspaceId, { occurredAt: at, costUsd: '0.02' })];
+    await settle([a]);
+    // a again (not inserted) beside b (inserted): the statement's sums are not applied, b's alone are.
+    await settle([a, b]);
+    await settle([b, a]);
+    // Straight through the store, as RecordUsage: two rows of one generation in one statement, one inserted.
+    const c = record(workspaceId, { occurredAt: at, costUsd: '0.003' });
+    const usageOf = (item: UsageRecord, costUsd: string): NewUsage => ({
+      id: newId('usg'),
+      generationId: item.generationId,
+      workspaceId,
+      keyId: item.keyId,
+      model: item.model,
+      routedModel: item.routedModel ?? null,
+      tier: item.tier,
+      inputTokens: '1000',
+      outputTokens: '500',
+      upstreamCostUsd: null,
+      costUsd,
+      planId: 'payg',
+      pricingVersion: '2026-11-01',
+      reservationId: null,
+      occurredAt: new Date('2026-03-06T08:20:00Z'),
+    });
+    const inserted = await service.runtime.db.transaction((trx) => insertUsages(trx, [usageOf(c, '0.003'), usageOf(c, '0.5')]));
+    expect([...inserted]).toEqual([c.generationId]);
+    const { rows } = await service.runtime.db.raw(
+      `SELECT 'hourly' AS t, requests::text, cost_usd::text FROM usage_rollups_hourly WHERE workspace_id = ?
+       UNION ALL SELECT 'daily', requests::text, cost_usd::text FROM usage_rollups_daily WHERE workspace_id = ? ORDER BY 1`,
+      [workspaceId, workspaceId],
+    );
+    expect(rows).toEqual([
+      { t: 'daily', requests: '3', cost_usd: '0.123' },
+      { t: 'hourly', requests: '3', cost_usd: '0.123' },
+    ]);
   });
 });

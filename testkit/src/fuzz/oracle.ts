@@ -83,9 +83,10 @@ export class ContractOracle {
       const media = success?.content as Record<string, Json> | undefined;
       if (status === 204 || !media) {
         if (response.text !== '') problems.push(`status ${status} has a body`);
-      } else if (media['application/json']) {
-        if (!/^application\/json\b/.test(contentType)) problems.push(`Content-Type ${contentType || '(none)'} on a JSON answer`);
-        else problems.push(...this.schemaProblems(media['application/json'].schema, response.text));
+      } else if (media['application/json'] && /^application\/json\b/.test(contentType)) {
+        problems.push(...this.schemaProblems(media['application/json'].schema, response.text));
+      } else if (media['application/json'] && Object.keys(media).length === 1) {
+        problems.push(`Content-Type ${contentType || '(none)'} on a JSON answer`);
       } else if (!Object.keys(media).some((type) => contentType.startsWith(type))) {
         problems.push(`Content-Type ${contentType || '(none)'} is not one of ${Object.keys(media).join(', ')}`);
       }
