@@ -20,7 +20,20 @@ const policy =
 
 const suite = dashboardSuiteOfFile();
 /** The navigation a developer sees, in order; owners and admins also see Webhooks. */
-const developerPages = ['Overview', 'Account', 'Sessions', 'Organization', 'Keys', 'Billing', 'Activity', 'Models', 'Playground', 'Conversations', 'Feedback'];
+const developerPages = [
+  'Overview',
+  'Account',
+  'Sessions',
+  'Organization',
+  'Keys',
+  'Billing',
+  'Usage',
+  'Activity',
+  'Models',
+  'Playground',
+  'Conversations',
+  'Feedback',
+];
 
 const get = (pathname: string, headers: Record<string, string> = {}, method = 'GET') =>
   fetch(`${suite.mesh.gatewayUrl}${pathname}`, { method, headers, redirect: 'manual', signal: AbortSignal.timeout(10_000) });
@@ -152,7 +165,7 @@ describe('the dashboard in Chromium', () => {
     const switcher = page.getByLabel('Workspace', { exact: true });
     expect(await switcher.locator('option').allInnerTexts()).toEqual([expect.stringMatching(/\(personal\)$/), organizationName]);
     expect(await page.locator('.role').innerText()).toBe('Role: owner');
-    expect(await links()).toEqual([...developerPages, 'Webhooks']);
+    expect(await links()).toEqual([...developerPages, 'Webhooks', 'Audit log']);
     await checkPage(dashboard, 'account-shell');
 
     // The organization, as a developer: no webhooks (the API would answer 403).

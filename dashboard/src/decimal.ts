@@ -62,3 +62,28 @@ export function isAtLeastPercent(part: string, whole: string, percent: number): 
   const b = BigInt(wholeB + fractionB.padEnd(width, '0') || '0');
   return a * 100n >= b * BigInt(percent);
 }
+
+/**
+ * The exact sum of decimal strings of the API (`["0.0003", "0.21"]` → `"0.2103"`), in integer
+ * arithmetic: as many decimals as the longest of them; `"0"` for none.
+ */
+export function sumDecimals(values: readonly string[]): string {
+  let width = 0;
+  const parsed: Array<{ negative: boolean; whole: string; fraction: string }> = [];
+  for (const value of values) {
+    const match = decimalString.exec(value.trim());
+    if (!match) continue;
+    const [, sign, whole, fraction = ''] = match;
+    parsed.push({ negative: sign === '-', whole, fraction });
+    width = Math.max(width, fraction.length);
+  }
+  let total = 0n;
+  for (const { negative, whole, fraction } of parsed) {
+    const units = BigInt(whole + fraction.padEnd(width, '0'));
+    total += negative ? -units : units;
+  }
+  const negative = total < 0n;
+  const digits = (negative ? -total : total).toString().padStart(width + 1, '0');
+  const result = width === 0 ? digits : `${digits.slice(0, -width)}.${digits.slice(-width)}`;
+  return negative ? `-${result}` : result;
+}

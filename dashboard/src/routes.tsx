@@ -1,9 +1,11 @@
 import type { ComponentType } from 'react';
 import { AccountPage } from './pages/account-page';
 import { ActivityPage } from './pages/activity-page';
+import { AuditPage } from './pages/audit-page';
 import { BillingPage } from './pages/billing-page';
 import { ConversationsPage } from './pages/conversations-page';
 import { FeedbackPage } from './pages/feedback-page';
+import { GenerationPage } from './pages/generation-page';
 import { KeyPage } from './pages/key-page';
 import { KeysPage } from './pages/keys-page';
 import { ModelsPage } from './pages/models-page';
@@ -15,6 +17,7 @@ import { ResetPasswordPage } from './pages/reset-password-page';
 import { SessionsPage } from './pages/sessions-page';
 import { SignInPage } from './pages/sign-in-page';
 import { SignUpPage } from './pages/sign-up-page';
+import { UsagePage } from './pages/usage-page';
 import { VerifyEmailPage } from './pages/verify-email-page';
 import { WebhookPage } from './pages/webhook-page';
 import { WebhooksPage } from './pages/webhooks-page';
@@ -49,7 +52,9 @@ export const routes: Route[] = [
   { path: '/keys', page: KeysPage, nav: 'Keys', action: 'keys.read' },
   { path: '/keys/:keyId', page: KeyPage, action: 'keys.read' },
   { path: '/billing', page: BillingPage, nav: 'Billing', action: 'billing.read' },
+  { path: '/usage', page: UsagePage, nav: 'Usage', action: 'billing.read' },
   { path: '/activity', page: ActivityPage, nav: 'Activity', action: 'billing.read' },
+  { path: '/generations/:generationId', page: GenerationPage, action: 'billing.read' },
   { path: '/models', page: ModelsPage, nav: 'Models', action: 'billing.read' },
   { path: '/playground', page: PlaygroundPage, nav: 'Playground' },
   { path: '/conversations', page: ConversationsPage, nav: 'Conversations', action: 'conversations.read' },
@@ -57,6 +62,7 @@ export const routes: Route[] = [
   { path: '/feedback', page: FeedbackPage, nav: 'Feedback', action: 'feedback.read' },
   { path: '/webhooks', page: WebhooksPage, nav: 'Webhooks', action: 'webhooks.read' },
   { path: '/webhooks/:webhookId', page: WebhookPage, action: 'webhooks.read' },
+  { path: '/audit', page: AuditPage, nav: 'Audit log', action: 'audit.read' },
 ];
 
 /** Where a signed-in user lands. */

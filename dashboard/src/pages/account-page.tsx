@@ -1,5 +1,6 @@
 import { Page } from '../components/page';
 import { DeactivateSection } from './account/deactivate-section';
+import { ExportSection } from './account/export-section';
 import { PasswordSection } from './account/password-section';
 import { ProfileSection } from './account/profile-section';
 import { SessionsSection } from './account/sessions-section';
@@ -13,6 +14,7 @@ export function AccountPage() {
       <PasswordSection />
       <TwoFactorSection />
       <SessionsSection />
+      <ExportSection />
       <DeactivateSection />
     </Page>
   );

@@ -6,6 +6,7 @@ import { formatDateTime } from '../format';
 import { Link } from '../router';
 import { useSignedIn } from '../session';
 import { usePages } from '../use-pages';
+import { ConversationGenerations } from './conversations/conversation-generations';
 import { ConversationView } from './conversations/conversation-view';
 
 /**
@@ -50,7 +51,10 @@ export function ConversationsPage({ params }: { params: Record<string, string> }
         </nav>
         <div className="split-detail">
           {selected ? (
-            <ConversationView key={selected} conversationId={selected} />
+            <>
+              <ConversationView key={selected} conversationId={selected} />
+              <ConversationGenerations key={`${selected}-generations`} conversationId={selected} />
+            </>
           ) : (
             <Empty title="Pick a conversation">
               <p>Its messages show here, oldest first.</p>

@@ -1,10 +1,16 @@
 import type { Schemas } from '@switchboard/sdk';
 import { Money } from '../../components/money';
 import { formatDateTime } from '../../format';
+import { Link } from '../../router';
+
+/** The address of a generation's detail page. */
+export function generationPath(generationId: string): string {
+  return `/generations/${encodeURIComponent(generationId)}`;
+}
 
 type Generation = Schemas['switchboard.billing.v1.GenerationRecord'];
 
-const statuses: Record<string, { label: string; badge: string }> = {
+export const statuses: Record<string, { label: string; badge: string }> = {
   completed: { label: 'completed', badge: 'badge ok' },
   client_closed: { label: 'client closed', badge: 'badge warn' },
   upstream_error: { label: 'upstream error', badge: 'badge bad' },
@@ -41,7 +47,9 @@ export function GenerationsTable({ generations, keyNames }: { generations: Gener
               <th scope="row">
                 {formatDateTime(generation.created_at)}
                 <div className="muted small">
-                  <code>{generation.generation_id}</code>
+                  <Link to={generationPath(generation.generation_id)}>
+                    <code>{generation.generation_id}</code>
+                  </Link>
                 </div>
                 <div className="muted small">key {keyNames.get(generation.key_id) ?? generation.key_id}</div>
               </th>
