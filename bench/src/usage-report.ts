@@ -39,6 +39,7 @@ import { readBillingConfig } from '@switchboard/billing/config';
 import { prepareBilling } from '@switchboard/billing/prepare';
 import { insertUsageRows, insertUsages, type NewUsage } from '@switchboard/billing/store/usage';
 import { readRollups, rollupFromUsageRecordsSql } from '@switchboard/billing/store/usage-rollups';
+import { maxReportRows } from '@switchboard/billing/usage-report';
 import { BillingService, UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { createDb } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
@@ -232,7 +233,9 @@ runBench(() =>
     };
     const ninety = { from: new Date(Math.floor((now - 90 * dayMs) / dayMs) * dayMs), to: new Date(Math.ceil(now / dayMs) * dayMs) };
     const layers = {
-      sql: await timedRuns(() => readRollups(store, { workspaceId, bucket: 'day', ...ninety, groupBy: ['key_id', 'model', 'tier', 'region'] })),
+      sql: await timedRuns(() =>
+        readRollups(store, { workspaceId, bucket: 'day', ...ninety, groupBy: ['key_id', 'model', 'tier', 'region'], limit: maxReportRows + 1 }),
+      ),
       rpc: await timedRuns(() => rpc.getUsageReport({ start: iso(now - 90 * dayMs), end: iso(now), groupBy: 'key,model,tier,region' })),
       rest: { p50: timings[0]?.p50, p95: timings[0]?.p95 },
     };

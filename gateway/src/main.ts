@@ -12,6 +12,7 @@ import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
 import { connectNats } from '@switchboard/runtime/nats';
 import { closeHttpServer, stopGracefully } from '@switchboard/runtime/shutdown';
 import { keepByteOrderMarks } from '@switchboard/runtime/text-encoding';
+import { withTimeout } from '@switchboard/runtime/timing';
 import { trustIncomingTraceContext } from '@switchboard/runtime/trace-context';
 import { Authenticator } from './auth.js';
 import { readGatewayConfig } from './config.js';
@@ -155,7 +156,12 @@ async function main() {
     async release() {
       await revocationFeed.stop();
       await auditPublisher.stop();
-      await auditNats.then((nc) => nc.close()).catch(() => undefined);
+      // A NATS never reached leaves the connection pending for ever: shutdown does not wait on it.
+      await withTimeout(
+        auditNats.then((nc) => nc.close()),
+        2000,
+        'closing the audit NATS connection',
+      ).catch(() => undefined);
       await metricsServer?.close();
     },
   });

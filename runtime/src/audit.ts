@@ -2,7 +2,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { AuditRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { clientIpOf } from './call-context.js';
 import type { Caller } from './caller.js';
-import type { Knex } from './db.js';
+import { afterCommit, type Knex } from './db.js';
 import type { Logger } from './log.js';
 import type { RecordEventInput } from './outbox.js';
 
@@ -122,12 +122,11 @@ export class AuditTrail {
   }
 
   async recordAll(trx: Knex.Transaction, records: AuditRecord[]): Promise<void> {
-    for (const record of records) {
-      // A record without a workspace has no reader (a sign-in attempt on an unknown email): the log line only.
-      this.logLine(record);
-      if (record.workspaceId === '') continue;
-      await this.deps.recordEvent(trx, AuditRecordedSchema, { workspaceId: record.workspaceId, requestId: record.requestId, data: toEventData(record) });
-    }
+    // The log line says what happened: only once it has (a rolled-back action has none).
+    afterCommit(trx, () => {
+      for (const record of records) this.logLine(record);
+    });
+    await this.writeEvents(trx, records);
   }
 
   /**
@@ -135,9 +134,18 @@ export class AuditTrail {
    * database that fails here must not turn the refusal into a 503 (the log line stays).
    */
   recordAlone(record: AuditRecord): Promise<void> {
+    this.logLine(record);
     return this.deps.db
-      .transaction((trx) => this.record(trx, record))
+      .transaction((trx) => this.writeEvents(trx, [record]))
       .catch((err) => this.deps.log.error({ err: (err as Error).message, action: record.action }, 'audit record not written'));
+  }
+
+  private async writeEvents(trx: Knex.Transaction, records: AuditRecord[]): Promise<void> {
+    for (const record of records) {
+      // A record without a workspace has no reader (a sign-in attempt on an unknown email): the log line only.
+      if (record.workspaceId === '') continue;
+      await this.deps.recordEvent(trx, AuditRecordedSchema, { workspaceId: record.workspaceId, requestId: record.requestId, data: toEventData(record) });
+    }
   }
 
   private logLine(record: AuditRecord): void {

@@ -572,7 +572,7 @@ export interface paths {
          *     workspace, and the audit records about them. The copy is built in the background; when it is
          *     ready a mail to the account's address links to `GET /v1/account/exports/{export_id}`. The
          *     link works for 7 days. An account has at most one export being built at a time: asking again
-         *     meanwhile answers that one.
+         *     meanwhile answers that one. At most 3 new exports an hour.
          *
          *     Credentials: A user access token (an API key gets 403 `user_session_required`).
          *
@@ -9057,6 +9057,21 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Too many requests; retry after `Retry-After` seconds.
+             *
+             *     - `rate_limited`: The user asked for too many new exports in the last hour (DATA_EXPORTS_PER_USER_PER_HOUR, default 3); retry after `Retry-After` seconds.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -14,6 +14,9 @@ const tables = [
 ] as const;
 
 export async function up(knex: Knex): Promise<void> {
+  // The backfill reads every usage record: a request's statement timeout (runtime/src/db.ts) would
+  // cancel it on a large table and hold the rollout back. This migration's transaction only.
+  await knex.raw('SET LOCAL statement_timeout = 0');
   for (const { name, unit } of tables) {
     await knex.raw(`
       CREATE TABLE ${name} (

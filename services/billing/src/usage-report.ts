@@ -5,6 +5,7 @@ import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { Money } from '@switchboard/runtime/money';
+import { timeParameter } from '@switchboard/runtime/rfc3339';
 import { type Bucket, bucketStartOf, type GroupColumn, type RollupRow, readRollups } from './store/usage-rollups.js';
 
 /**
@@ -33,32 +34,13 @@ export const maxRangeDays = 366;
 export const maxHourRangeDays = 31;
 const defaultRangeDays = 30;
 const maxKeyIdLength = 200;
+/** Rows one report may hold (a year of days for over a hundred groups): memory and the answer stay bounded. */
+export const maxReportRows = 50_000;
 
 /** group_by's names, in the order of the columns (and of the CSV). */
 const groupNames = { key: 'key_id', model: 'model', tier: 'tier', region: 'region' } as const satisfies Record<string, GroupColumn>;
 type GroupName = keyof typeof groupNames;
 const groupOrder = Object.keys(groupNames) as GroupName[];
-
-const rfc3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|([+-])(\d{2}):(\d{2}))$/;
-
-/** An RFC 3339 date-time with every part in range (Date.parse alone takes February 30); as services/keys/src/key-input.ts. */
-function parseRfc3339(raw: string): Date | undefined {
-  const m = rfc3339.exec(raw);
-  if (!m) return undefined;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
-  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
-  if (m[9] && (Number(m[10]) > 23 || Number(m[11]) > 59)) return undefined;
-  const at = new Date(raw);
-  return Number.isNaN(at.getTime()) ? undefined : at;
-}
-
-function timeParam(raw: string, field: string): Date | undefined {
-  if (raw === '') return undefined;
-  const at = parseRfc3339(raw);
-  if (!at) throw invalidArgument(field, `${field} must be an RFC 3339 time such as "2026-11-01T00:00:00Z".`);
-  return at;
-}
 
 /**
  * `group_by`: comma-separated names of key, model, tier and region (spaces around a name
@@ -94,8 +76,8 @@ export function parseUsageReportRequest(req: GetUsageReportRequest, now: Date): 
   if (format !== 'json' && format !== 'csv') throw invalidArgument('format', 'format must be json or csv.');
   const groupBy = parseGroupBy(req.groupBy);
   if (req.keyId.length > maxKeyIdLength) throw invalidArgument('key_id', `key_id may be at most ${maxKeyIdLength} characters.`);
-  const end = timeParam(req.end, 'end') ?? now;
-  const start = timeParam(req.start, 'start') ?? new Date(end.getTime() - defaultRangeDays * dayMs);
+  const end = timeParameter(req.end, 'end') ?? now;
+  const start = timeParameter(req.start, 'start') ?? new Date(end.getTime() - defaultRangeDays * dayMs);
   if (start.getTime() > end.getTime()) throw invalidArgument('start', 'start must not be after end.');
   const range = end.getTime() - start.getTime();
   if (range > maxRangeDays * dayMs) throw invalidArgument('start', `The range from start to end may be at most ${maxRangeDays} days.`);
@@ -146,7 +128,11 @@ export class UsageReports {
       to,
       groupBy: params.groupBy.map((name) => groupNames[name]),
       keyId: params.keyId,
+      limit: maxReportRows + 1,
     });
+    if (rows.length > maxReportRows) {
+      throw invalidArgument('group_by', `The report would hold more than ${maxReportRows} rows: narrow the range, group by fewer fields, or filter by key_id.`);
+    }
     const report: Report = { start: timestampFromDate(from), end: timestampFromDate(to), bucket: params.bucket, data: [] };
     if (params.format === 'csv') {
       // The CSV instead of the rows (the gateway answers it as the body).

@@ -200,6 +200,7 @@ export class Accounts {
 
   /** The record of a sign-in refused by the throttle (429), for an address that is an account's. */
   private async throttled(input: { email: string; ip?: string; requestId?: string }): Promise<void> {
+    if (!this.deps.throttle.shouldRecordRefusal(`password:${input.email}`)) return;
     const user = await findUserByEmail(this.deps.db, input.email).catch(() => undefined);
     await this.deps.audit.recordAlone(
       signInRecord('user.sign_in_throttled', 'denied', user ?? undefined, input, { reason: 'too_many_attempts', step: 'password' }),

@@ -14,7 +14,7 @@ import { deleteAttempts, insertAttempts, recentAttempts } from './store/auth-fai
  * then the count read, so a concurrent burst cannot pass the limit; a refused attempt is deleted.
  */
 
-export type LimitedAction = 'registration' | 'organization_create' | 'invitation';
+export type LimitedAction = 'registration' | 'organization_create' | 'invitation' | 'data_export';
 type Scope = 'ip' | 'user';
 
 const windowMs = 3600 * 1000;
@@ -30,6 +30,8 @@ const settings: Record<LimitedAction, Array<{ scope: Scope; variable: string; fa
     { scope: 'user', variable: 'INVITATIONS_PER_USER_PER_HOUR', fallback: 100 },
     { scope: 'ip', variable: 'INVITATIONS_PER_IP_PER_HOUR', fallback: 300 },
   ],
+  // Each export is a large document kept 7 days and heavy reads in keys and conversations.
+  data_export: [{ scope: 'user', variable: 'DATA_EXPORTS_PER_USER_PER_HOUR', fallback: 3 }],
 };
 
 export type ActionLimitsConfig = Record<LimitedAction, Array<{ scope: Scope; limit: number }>>;
@@ -79,6 +81,7 @@ const what: Record<LimitedAction, string> = {
   registration: 'accounts registered from this address',
   organization_create: 'organizations created',
   invitation: 'invitations sent',
+  data_export: 'data exports requested',
 };
 
 function rateLimited(action: LimitedAction, retryAfterSeconds: number): ConnectError {

@@ -10,6 +10,7 @@ import { invalidArgument } from '@switchboard/runtime/errors';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { startPeriodic } from '@switchboard/runtime/periodic';
+import { timeParameter } from '@switchboard/runtime/rfc3339';
 import type { BackgroundTask } from '@switchboard/runtime/service';
 import { type AuditEventRow, deleteAuditEventsBefore, insertAuditEvents, listAuditEvents, type NewAuditEventRow } from './store/audit-events.js';
 
@@ -61,8 +62,8 @@ export class AuditLog {
     const after = decodeCursor(input.after);
     const action = filterText(input.action, 'action');
     const actorId = filterText(input.actorId, 'actor_id');
-    const since = parseTime(input.since, 'since');
-    const until = parseTime(input.until, 'until');
+    const since = timeParameter(input.since, 'since');
+    const until = timeParameter(input.until, 'until');
     if (since && until && since.getTime() > until.getTime()) throw invalidArgument('since', 'since must not be after until.');
     const rows = await listAuditEvents(this.deps.reader, { workspaceId: caller.workspaceId, action, actorId, since, until }, { limit, after });
     const page = pageOf(rows, limit, (row) => ({ micros: row.cursor_micros, id: row.id }));
@@ -137,21 +138,4 @@ function filterText(raw: string, field: string): string | undefined {
   const value = raw.trim();
   if (value.length > maxFilterLength) throw invalidArgument(field, `${field} must be at most ${maxFilterLength} characters long.`);
   return value || undefined;
-}
-
-const rfc3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|([+-])(\d{2}):(\d{2}))$/;
-
-/** An RFC 3339 date-time with every part in range (Date.parse alone takes February 30); empty: undefined. */
-function parseTime(raw: string, field: string): Date | undefined {
-  if (raw.trim() === '') return undefined;
-  const m = rfc3339.exec(raw.trim());
-  const refuse = () => invalidArgument(field, `${field} must be an RFC 3339 time such as "2026-11-24T09:30:00Z".`);
-  if (!m) throw refuse();
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
-  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) throw refuse();
-  if (m[9] && (Number(m[10]) > 23 || Number(m[11]) > 59)) throw refuse();
-  const at = new Date(raw.trim());
-  if (Number.isNaN(at.getTime())) throw refuse();
-  return at;
 }

@@ -22,6 +22,7 @@ import type { DataKeyRing } from '@switchboard/runtime/secrets';
 import { statusOverrideHeader } from '@switchboard/runtime/server';
 import type { BackgroundTask } from '@switchboard/runtime/service';
 import { withTimeout } from '@switchboard/runtime/timing';
+import type { ActionLimits } from './action-limits.js';
 import type { AccountMail } from './notifications.js';
 import {
   accountToExport,
@@ -86,6 +87,8 @@ export interface DataExportsDeps {
   dataKeys: DataKeyRing;
   audit: AuditTrail;
   mail: AccountMail;
+  /** DATA_EXPORTS_PER_USER_PER_HOUR: each new export counts (asking for a pending one does not). */
+  limits: Pick<ActionLimits, 'take'>;
   keys: Pick<Client<typeof KeyService>, 'exportUserKeys'>;
   conversations: Pick<Client<typeof ConversationService>, 'exportUserConversations'>;
   /** PUBLIC_BASE_URL, without a trailing slash: the mailed link points there. */
@@ -137,6 +140,9 @@ export class DataExports {
   /** POST /v1/account/export: a new pending export, or the one already pending (same id). */
   async request(caller: Caller): Promise<DataExportRecord> {
     const { db, audit } = this.deps;
+    const waiting = await findPendingExport(db, caller.userId);
+    if (waiting) return toRecord(waiting);
+    await this.deps.limits.take('data_export', { userId: caller.userId });
     const created = await db.transaction(async (trx) => {
       const user = await accountToExport(trx, caller.userId);
       if (!user) throw exportNotFound();

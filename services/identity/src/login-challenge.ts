@@ -70,7 +70,7 @@ export class LoginChallenges {
     const peek = await findMfaChallenge(db, tokenHash);
     if (!peek || !this.usable(peek)) throw invalidMfaToken();
     const attempt = await throttle.begin('second_factor', { account: peek.user_id, ip: input.ip, requestId: input.requestId }).catch(async (err: unknown) => {
-      if (isTooManyAttempts(err)) {
+      if (isTooManyAttempts(err) && throttle.shouldRecordRefusal(`second_factor:${peek.user_id}`)) {
         const user = await findUserById(db, peek.user_id).catch(() => undefined);
         await this.deps.audit.recordAlone(
           signInRecord('user.sign_in_throttled', 'denied', user, input, { reason: 'too_many_attempts', step: 'second_factor' }),

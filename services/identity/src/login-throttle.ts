@@ -67,8 +67,34 @@ export interface ThrottleAttempt {
   ids: string[];
 }
 
+/** A subject's throttled sign-ins leave one audit record per this interval, however fast they come. */
+const refusalRecordIntervalMs = 60_000;
+/** Subjects remembered for that (the oldest forgotten first): bounded memory under a spray of addresses. */
+const maxRecordedRefusals = 10_000;
+
 export class LoginThrottle {
+  /** When each subject's last throttled sign-in was recorded in the audit log (insertion order = age). */
+  private readonly recordedRefusals = new Map<string, number>();
+
   constructor(private readonly deps: { db: Knex; log: Logger; clock?: Clock }) {}
+
+  /**
+   * Whether a throttled sign-in of `subject` goes to the audit log: the first of each minute. A
+   * brute force against one account must not cost a write per attempt nor bury the account's
+   * real records (kept a year) under copies; every refusal still has its log line (`begin`).
+   */
+  shouldRecordRefusal(subject: string): boolean {
+    const now = this.now().getTime();
+    const last = this.recordedRefusals.get(subject);
+    if (last !== undefined && now - last < refusalRecordIntervalMs) return false;
+    this.recordedRefusals.delete(subject);
+    if (this.recordedRefusals.size >= maxRecordedRefusals) {
+      const oldest = this.recordedRefusals.keys().next();
+      if (!oldest.done) this.recordedRefusals.delete(oldest.value);
+    }
+    this.recordedRefusals.set(subject, now);
+    return true;
+  }
 
   private now(): Date {
     return (this.deps.clock ?? systemClock)();

@@ -83,7 +83,12 @@ export class Members {
       });
       await audit.record(
         trx,
-        callerAuditRecord(caller, 'member.role_changed', { type: 'member', id: userId }, { workspaceId: orgId, metadata: { role, previous_role: targetRole } }),
+        callerAuditRecord(
+          caller,
+          'member.role_changed',
+          { type: 'member', id: userId },
+          { workspaceId: orgId, subjectUserId: userId, metadata: { role, previous_role: targetRole } },
+        ),
       );
       return { member: { ...member, role }, changed: true };
     });
@@ -120,7 +125,12 @@ export class Members {
       });
       await audit.record(
         trx,
-        callerAuditRecord(caller, 'member.removed', { type: 'member', id: userId }, { workspaceId: orgId, metadata: { role: member.role, left: leaving } }),
+        callerAuditRecord(
+          caller,
+          'member.removed',
+          { type: 'member', id: userId },
+          { workspaceId: orgId, subjectUserId: userId, metadata: { role: member.role, left: leaving } },
+        ),
       );
     });
     log.info({ org_id: orgId, user_id: userId, by: caller.userId, request_id: requestId }, 'member removed');

@@ -67,7 +67,7 @@ export class Ownership {
             caller,
             'organization.ownership_transferred',
             { type: 'member', id: target },
-            { workspaceId: orgId, metadata: { previous_role: member.role } },
+            { workspaceId: orgId, subjectUserId: target, metadata: { previous_role: member.role } },
           ),
         );
         return { organization, role: 'admin', changed: true };

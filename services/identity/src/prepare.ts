@@ -82,6 +82,7 @@ export async function prepareIdentity(runtime: IdentityRuntime, config: Identity
       dataKeys,
       mail,
       audit,
+      limits,
       keys: createPeerClient(KeyService, { name: 'keys', url: config.dataExport.keysUrl }, runtime.meshTokens, { caller: 'identity' }),
       conversations: createPeerClient(ConversationService, { name: 'conversations', url: config.dataExport.conversationsUrl }, runtime.meshTokens, {
         caller: 'identity',

@@ -92,7 +92,7 @@ async function login(call: RestCall, user: { email: string; password: string }):
 }
 
 describe('records of sign-ins', () => {
-  it('a sign-in, a wrong password and a throttled sign-in each leave one record in the personal workspace', async () => {
+  it('a sign-in, a wrong password and a throttled sign-in each leave one record in the personal workspace (a throttled account one a minute)', async () => {
     const { call, ip } = client();
     const user = await signUp(call);
 
@@ -125,6 +125,13 @@ describe('records of sign-ins', () => {
       outcome: 'denied',
       metadata: { reason: 'too_many_attempts', step: 'password' },
     });
+    // A second throttled attempt within the minute is refused and logged, but not recorded again
+    // (its outbox row would be written before the 429: the record is awaited).
+    const again = await login(call, user);
+    expectErrorBody(again, 429, 'too_many_attempts');
+    const written = (requestId: string) => db('outbox').whereRaw("payload->>'request_id' = ?", [requestId]).count<{ count: string }[]>('* as count');
+    expect(Number((await written(requestIdOf(throttled)))[0].count)).toBe(1);
+    expect(Number((await written(requestIdOf(again)))[0].count)).toBe(0);
     // Every failure is there, each once.
     const allFailed = (await auditPage(user.token, '?action=user.sign_in_failed&limit=100')).data;
     expect(allFailed.map((record) => record.request_id).sort()).toEqual(failures.map(requestIdOf).sort());

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
+import { ActionLimits, readActionLimits } from '@switchboard/identity/action-limits';
 import { DataExports, exportMaxAttempts, retryDelayMs } from '@switchboard/identity/data-exports';
 import { AccountMail } from '@switchboard/identity/notifications';
 import { insertPendingExport } from '@switchboard/identity/store/data-exports';
@@ -50,6 +51,7 @@ beforeAll(async () => {
     log,
     dataKeys,
     audit: new AuditTrail({ db, log, recordEvent: writeEvent }),
+    limits: new ActionLimits({ db, limits: readActionLimits({}) }),
     mail: new AccountMail({
       log,
       mailer: {

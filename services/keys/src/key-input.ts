@@ -3,6 +3,7 @@ import { KeyScopeSchema } from '@switchboard/contracts/switchboard/api/v1/option
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { type RoutingPolicy, routingPolicies } from '@switchboard/runtime/model-catalog';
 import { parsePlainDecimal } from '@switchboard/runtime/money';
+import { parseRfc3339 } from '@switchboard/runtime/rfc3339';
 import { enumToWire } from '@switchboard/runtime/wire-enum';
 
 /** What a request may say about a key, checked field by field (each error names its field). */
@@ -82,20 +83,6 @@ export function parseScopes(value: Value | undefined, field = 'scopes'): string[
 
 /** How far ahead an expiry may be set. */
 export const maxExpiryYears = 10;
-
-const rfc3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|([+-])(\d{2}):(\d{2}))$/;
-
-/** An RFC 3339 date-time with every part in range (Date.parse alone takes February 30). */
-export function parseRfc3339(raw: string): Date | undefined {
-  const m = rfc3339.exec(raw);
-  if (!m) return undefined;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
-  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
-  if (m[9] && (Number(m[10]) > 23 || Number(m[11]) > 59)) return undefined;
-  const at = new Date(raw);
-  return Number.isNaN(at.getTime()) ? undefined : at;
-}
 
 /** `expires_at`: an RFC 3339 time after `now` and at most 10 years ahead, or null (never); absent: undefined. */
 export function parseExpiresAt(value: Value | undefined, now: Date, field = 'expires_at'): Date | null | undefined {

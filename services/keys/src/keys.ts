@@ -218,7 +218,14 @@ export class Keys {
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw invalidArgument('limit', 'limit must be from 1 to 10000.');
     const rows = await listKeysCreatedBy(this.deps.db, userId, this.month(), limit);
     const kept = rows.slice(0, limit);
-    const keys = await Promise.all(kept.map(async (row) => ({ key: await this.record(this.deps.db, row), workspaceId: row.workspace_id })));
+    // One key at a time: a record reads its budgets, and a thousand at once would queue on the
+    // pool ahead of the requests it serves. An export is a background job: it can wait.
+    const keys: Array<{ key: KeyRecord; workspaceId: string }> = [];
+    for (const row of kept) {
+      const key = await this.record(this.deps.db, row);
+      // A capability URL another member may have set since: not the exporting user's data.
+      keys.push({ key: { ...key, alertWebhookUrl: undefined }, workspaceId: row.workspace_id });
+    }
     return { keys, truncated: rows.length > limit };
   }
 

@@ -6,12 +6,12 @@ import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { KeyAuthorizer } from '@switchboard/keys/authorization';
 import { readKeysConfig } from '@switchboard/keys/config';
 import { announceExpiredKeys } from '@switchboard/keys/housekeeping';
-import { parseRfc3339 } from '@switchboard/keys/key-input';
 import { prepareKeys } from '@switchboard/keys/prepare';
 import { registerRoutes } from '@switchboard/keys/server';
 import { newId } from '@switchboard/runtime/ids';
 import { type InProcessService, inProcessService, refusalOf } from '@switchboard/runtime/in-process';
 import type { MeshClaims } from '@switchboard/runtime/mesh-token';
+import { parseRfc3339 } from '@switchboard/runtime/rfc3339';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**

@@ -164,6 +164,8 @@ export interface RollupQuery {
   to: Date;
   groupBy: GroupColumn[];
   keyId?: string;
+  /** At most this many rows are read. */
+  limit: number;
 }
 
 /** One row per bucket and group with usage, in bucket order then group order. */
@@ -172,6 +174,7 @@ export async function readRollups(db: Db, query: RollupQuery): Promise<RollupRow
   const keyFilter = query.keyId === undefined ? '' : 'AND key_id = ?';
   const bindings: Knex.RawBinding[] = [query.workspaceId, query.from.toISOString(), query.to.toISOString()];
   if (query.keyId !== undefined) bindings.push(query.keyId);
+  bindings.push(query.limit);
   const { rows } = await db.raw<{ rows: RollupRow[] }>(
     `SELECT extract(epoch FROM bucket_start)::bigint::text AS bucket_epoch,
             to_char(bucket_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS bucket_iso${groups ? `, ${groups}` : ''}, sum(requests)::text AS requests, sum(input_tokens)::text AS input_tokens,
@@ -179,7 +182,8 @@ export async function readRollups(db: Db, query: RollupQuery): Promise<RollupRow
        FROM ${rollupTables[query.bucket]}
       WHERE workspace_id = ? AND bucket_start >= ? AND bucket_start < ? ${keyFilter}
       GROUP BY bucket_start${groups ? `, ${groups}` : ''}
-      ORDER BY bucket_start${groups ? `, ${groups.replace(/(\w+)/g, '$1 COLLATE "C"')}` : ''}`,
+      ORDER BY bucket_start${groups ? `, ${groups.replace(/(\w+)/g, '$1 COLLATE "C"')}` : ''}
+      LIMIT ?`,
     bindings,
   );
   return rows;

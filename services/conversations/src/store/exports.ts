@@ -2,7 +2,7 @@ import type { Db } from '@switchboard/runtime/sql';
 import type { ConversationRow, MessageRow } from './conversations.js';
 import type { FeedbackRow } from './feedback.js';
 
-// What a data export reads of a workspace (src/export.ts): bounded, oldest data never loaded past the limits.
+// What a data export reads of a workspace (src/export.ts): bounded; no message's content is read past the limits.
 
 /** The workspace's conversations, newest first; `limit + 1` rows. */
 export async function conversationsToExport(db: Db, workspaceId: string, limit: number): Promise<ConversationRow[]> {
@@ -28,12 +28,13 @@ export async function messagesToExport(
   if (conversationIds.length === 0) return { rows: [], total: 0 };
   const [{ rows }, counted] = await Promise.all([
     db.raw<{ rows: MessageRow[] }>(
-      `SELECT id, conversation_id, position, role, content, created_at FROM (
-         SELECT m.id, m.conversation_id, m.position::text AS position, m.role, m.content, m.created_at,
-                row_number() OVER w AS n, sum(char_length(m.content)) OVER w AS chars
+      // The running counts are computed over ids and lengths only (the sort never carries the
+      // content); the content is read for the messages kept.
+      `SELECT m.id, m.conversation_id, m.position::text AS position, m.role, m.content, m.created_at FROM (
+         SELECT m.id, row_number() OVER w AS n, sum(char_length(m.content)) OVER w AS chars
            FROM messages m JOIN unnest(?::text[]) WITH ORDINALITY AS c(id, ord) ON c.id = m.conversation_id
          WINDOW w AS (ORDER BY c.ord, m.position ROWS UNBOUNDED PRECEDING)
-       ) x WHERE n <= ? AND chars <= ? ORDER BY n`,
+       ) x JOIN messages m ON m.id = x.id WHERE x.n <= ? AND x.chars <= ? ORDER BY x.n`,
       [conversationIds, maxMessages, maxChars],
     ),
     db.raw<{ rows: Array<{ total: number }> }>('SELECT count(*)::int AS total FROM messages WHERE conversation_id = ANY(?::text[])', [conversationIds]),

@@ -161,16 +161,21 @@ export interface ExportedInvitationRow {
 }
 
 /**
- * The invitations sent to the user's address or accepted by them, and those they sent, newest
- * first; `limit + 1` rows. No token hash. `sent` rows show the invitee's address: the user wrote it.
+ * The invitations sent to the user's address (once they proved it is theirs: anyone may sign up
+ * with an address), accepted by them, and those they sent, newest first; `limit + 1` rows. No
+ * token hash. `sent` rows show the invitee's address: the user wrote it.
  */
-export async function invitationsToExport(db: Db, user: { id: string; email: string }, limit: number): Promise<ExportedInvitationRow[]> {
+export async function invitationsToExport(
+  db: Db,
+  user: { id: string; email: string; email_verified_at: Date | null },
+  limit: number,
+): Promise<ExportedInvitationRow[]> {
   const { rows } = await db.raw<{ rows: ExportedInvitationRow[] }>(
     `SELECT i.id, i.org_id, o.name AS org_name, i.email, i.role, i.invited_by, i.created_at, i.expires_at, i.accepted_at, i.accepted_by, i.revoked_at
        FROM invitations i JOIN organizations o ON o.id = i.org_id
-      WHERE i.email = ? OR i.accepted_by = ? OR i.invited_by = ?
+      WHERE (i.email = ? AND ?) OR i.accepted_by = ? OR i.invited_by = ?
       ORDER BY i.created_at DESC, i.id DESC LIMIT ?`,
-    [user.email, user.id, user.id, limit + 1],
+    [user.email, user.email_verified_at !== null, user.id, user.id, limit + 1],
   );
   return rows;
 }
