@@ -1,7 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
@@ -9,6 +6,7 @@ import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { Money } from '@switchboard/runtime/money';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { bootMesh, restClient, signUp } from '@switchboard/testkit/mesh';
+import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
 import OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -37,41 +35,21 @@ let mesh: Mesh;
 let call: ReturnType<typeof restClient>;
 let overseas: OpenAiUpstream;
 let cn: OpenAiUpstream;
-let catalogDir: string;
+let catalog: TestCatalog | undefined;
 
 beforeAll(async () => {
   [overseas, cn] = await Promise.all([OpenAiUpstream.start(), OpenAiUpstream.start()]);
-  catalogDir = await mkdtemp(path.join(tmpdir(), 'switchboard-data-plane-'));
-  const catalogFile = path.join(catalogDir, 'models.json');
-  const model = (id: string, region: string, tiers: string[], input = '0.10', output = '0.40') => ({
-    id,
-    region,
-    tiers,
-    input_usd_per_1m: input,
-    output_usd_per_1m: output,
-  });
-  await writeFile(
-    catalogFile,
-    JSON.stringify({
-      regions: {
-        overseas: { base_url: overseas.baseUrl, api_key_env: 'TEST_OVERSEAS_KEY' },
-        cn: { base_url: cn.baseUrl, api_key_env: 'TEST_CN_KEY' },
-      },
-      models: [
-        model(FAST_A, 'overseas', ['fast']),
-        model(FAST_B, 'overseas', ['fast']),
-        model(FAST_CN, 'cn', ['fast']),
-        model(BIG, 'overseas', ['balanced'], '2.50', '10.00'),
-        model(PASS_X, 'overseas', [], '1.00', '2.00'),
-        model(CN_PASS, 'cn', [], '0.50', '1.00'),
-      ],
-    }),
-  );
+  catalog = await writeTestCatalog({ overseas, cn }, [
+    catalogModel(FAST_A, 'overseas', ['fast']),
+    catalogModel(FAST_B, 'overseas', ['fast']),
+    catalogModel(FAST_CN, 'cn', ['fast']),
+    catalogModel(BIG, 'overseas', ['balanced'], '2.50', '10.00'),
+    catalogModel(PASS_X, 'overseas', [], '1.00', '2.00'),
+    catalogModel(CN_PASS, 'cn', [], '0.50', '1.00'),
+  ]);
   mesh = await bootMesh({
-    SWITCHBOARD_MODELS_FILE: catalogFile,
+    ...catalog.env,
     ROUTING_SEED: '7',
-    TEST_OVERSEAS_KEY: 'sk-overseas',
-    TEST_CN_KEY: 'sk-cn',
     UPSTREAM_TIMEOUT: upstreamTimeout,
     // With every region's key set the demo upstream answers nothing: the whole file runs against the real upstreams.
     DEMO_UPSTREAM: 'true',
@@ -82,7 +60,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await mesh?.stop();
   await Promise.all([overseas?.close(), cn?.close()]);
-  if (catalogDir) await rm(catalogDir, { recursive: true, force: true });
+  await catalog?.remove();
 });
 
 interface Account {

@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { eventually } from '@switchboard/runtime/testing';
 import { bootMesh, restClient, signUp } from '@switchboard/testkit/mesh';
+import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clientAt, Replica } from './replica.js';
@@ -79,23 +77,18 @@ let mesh: Mesh;
 let call: ReturnType<typeof restClient>;
 let upstream: OpenAiUpstream;
 let proxy: CountingProxy;
-let catalogDir: string;
+let catalog: TestCatalog | undefined;
 let second: Replica;
 
 beforeAll(async () => {
   upstream = await OpenAiUpstream.start();
   proxy = await CountingProxy.start(upstream.baseUrl.replace(/\/v1$/, ''));
-  catalogDir = await mkdtemp(path.join(tmpdir(), 'switchboard-key-limits-'));
-  const catalogFile = path.join(catalogDir, 'models.json');
-  const model = (id: string, tiers: string[]) => ({ id, region: 'overseas', tiers, input_usd_per_1m: '0.10', output_usd_per_1m: '0.40' });
-  await writeFile(
-    catalogFile,
-    JSON.stringify({
-      regions: { overseas: { base_url: proxy.baseUrl, api_key_env: 'TEST_OVERSEAS_KEY' } },
-      models: [model(FAST_A, ['fast']), model(FAST_B, ['fast']), model(BAL_A, ['balanced'])],
-    }),
-  );
-  mesh = await bootMesh({ SWITCHBOARD_MODELS_FILE: catalogFile, ROUTING_SEED: '7', TEST_OVERSEAS_KEY: 'sk-overseas' });
+  catalog = await writeTestCatalog({ overseas: proxy }, [
+    catalogModel(FAST_A, 'overseas', ['fast']),
+    catalogModel(FAST_B, 'overseas', ['fast']),
+    catalogModel(BAL_A, 'overseas', ['balanced']),
+  ]);
+  mesh = await bootMesh({ ...catalog.env, ROUTING_SEED: '7' });
   call = restClient(mesh.gatewayUrl);
   second = await Replica.start(mesh.env);
 });
@@ -105,7 +98,7 @@ afterAll(async () => {
   await mesh?.stop();
   await proxy?.close();
   await upstream?.close();
-  if (catalogDir) await rm(catalogDir, { recursive: true, force: true });
+  await catalog?.remove();
 });
 
 interface Key {

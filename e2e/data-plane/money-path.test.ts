@@ -1,7 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { serviceNames } from '@switchboard/contracts/components';
 import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
@@ -9,6 +7,7 @@ import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { Money } from '@switchboard/runtime/money';
 import { eventually } from '@switchboard/runtime/testing';
 import { bootMesh, restClient, signUp } from '@switchboard/testkit/mesh';
+import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
 import OpenAI from 'openai';
 import type {
   ChatCompletionCreateParamsNonStreaming,
@@ -81,25 +80,18 @@ let mesh: Mesh;
 let call: ReturnType<typeof restClient>;
 let overseas: OpenAiUpstream;
 let cn: OpenAiUpstream;
-let catalogDir: string;
+let catalog: TestCatalog | undefined;
 let db: pg.Client;
 
 beforeAll(async () => {
   [overseas, cn] = await Promise.all([OpenAiUpstream.start(), OpenAiUpstream.start()]);
-  catalogDir = await mkdtemp(path.join(tmpdir(), 'switchboard-money-path-'));
-  const catalogFile = path.join(catalogDir, 'models.json');
-  const model = (id: string, region: string, tiers: string[]) => ({ id, region, tiers, input_usd_per_1m: '0.10', output_usd_per_1m: '0.40' });
-  await writeFile(
-    catalogFile,
-    JSON.stringify({
-      regions: {
-        overseas: { base_url: overseas.baseUrl, api_key_env: 'TEST_OVERSEAS_KEY' },
-        cn: { base_url: cn.baseUrl, api_key_env: 'TEST_CN_KEY' },
-      },
-      models: [model(FAST_A, 'overseas', ['fast']), model(BAL_A, 'overseas', ['balanced']), model(FAST_CN, 'cn', ['fast']), model(BAL_CN, 'cn', ['balanced'])],
-    }),
-  );
-  mesh = await bootMesh({ SWITCHBOARD_MODELS_FILE: catalogFile, ROUTING_SEED: '11', TEST_OVERSEAS_KEY: 'sk-overseas', TEST_CN_KEY: 'sk-cn' });
+  catalog = await writeTestCatalog({ overseas, cn }, [
+    catalogModel(FAST_A, 'overseas', ['fast']),
+    catalogModel(BAL_A, 'overseas', ['balanced']),
+    catalogModel(FAST_CN, 'cn', ['fast']),
+    catalogModel(BAL_CN, 'cn', ['balanced']),
+  ]);
+  mesh = await bootMesh({ ...catalog.env, ROUTING_SEED: '11' });
   call = restClient(mesh.gatewayUrl);
   db = new pg.Client({ connectionString: mesh.env.DATABASE_URL });
   await db.connect();
@@ -109,7 +101,7 @@ afterAll(async () => {
   await db?.end().catch(() => undefined);
   await mesh?.stop();
   await Promise.all([overseas?.close(), cn?.close()]);
-  if (catalogDir) await rm(catalogDir, { recursive: true, force: true });
+  await catalog?.remove();
 });
 
 interface Key {

@@ -1,7 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { csvField, plainSum } from '@switchboard/billing/usage-report';
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
@@ -10,6 +7,7 @@ import { Money } from '@switchboard/runtime/money';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { Mailbox } from '@switchboard/testkit/mailbox';
 import { type ApiResponse, expectErrorBody, meshSuiteOfFile, type SignedUp, signUp, topUp } from '@switchboard/testkit/mesh';
+import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -30,40 +28,22 @@ const PASS = `ur-pass-${tag}`;
 
 let overseas: OpenAiUpstream;
 let cn: OpenAiUpstream;
-let catalogDir: string;
+let catalog: TestCatalog | undefined;
 
 const suite = meshSuiteOfFile(async () => {
   [overseas, cn] = await Promise.all([OpenAiUpstream.start(), OpenAiUpstream.start()]);
-  catalogDir = await mkdtemp(path.join(tmpdir(), 'switchboard-usage-report-'));
-  const catalogFile = path.join(catalogDir, 'models.json');
-  const model = (id: string, region: string, tiers: string[], input = '0.10', output = '0.40') => ({
-    id,
-    region,
-    tiers,
-    input_usd_per_1m: input,
-    output_usd_per_1m: output,
-  });
-  await writeFile(
-    catalogFile,
-    JSON.stringify({
-      regions: {
-        overseas: { base_url: overseas.baseUrl, api_key_env: 'TEST_OVERSEAS_KEY' },
-        cn: { base_url: cn.baseUrl, api_key_env: 'TEST_CN_KEY' },
-      },
-      models: [
-        model(FAST_A, 'overseas', ['fast']),
-        model(FAST_CN, 'cn', ['fast']),
-        model(BIG, 'overseas', ['balanced'], '2.50', '10.00'),
-        model(PASS, 'overseas', [], '1.00', '2.00'),
-      ],
-    }),
-  );
-  return { SWITCHBOARD_MODELS_FILE: catalogFile, ROUTING_SEED: '5', TEST_OVERSEAS_KEY: 'sk-overseas', TEST_CN_KEY: 'sk-cn' };
+  catalog = await writeTestCatalog({ overseas, cn }, [
+    catalogModel(FAST_A, 'overseas', ['fast']),
+    catalogModel(FAST_CN, 'cn', ['fast']),
+    catalogModel(BIG, 'overseas', ['balanced'], '2.50', '10.00'),
+    catalogModel(PASS, 'overseas', [], '1.00', '2.00'),
+  ]);
+  return { ...catalog.env, ROUTING_SEED: '5' };
 });
 
 afterAll(async () => {
   await Promise.all([overseas?.close(), cn?.close()]);
-  if (catalogDir) await rm(catalogDir, { recursive: true, force: true });
+  await catalog?.remove();
 });
 
 const dayMs = 24 * 3_600_000;
