@@ -1,5 +1,6 @@
 import type { Knex } from '@switchboard/runtime/db';
 import type { Db } from '@switchboard/runtime/sql';
+import type { AuditEventRow } from './audit-events.js';
 
 // Data exports (src/data-exports.ts) and what an export reads of the identity schema. Every read
 // names its columns: never a password hash, a token hash, a TOTP secret or a recovery code.
@@ -180,20 +181,8 @@ export async function invitationsToExport(
   return rows;
 }
 
-export interface ExportedAuditRow {
-  id: string;
-  workspace_id: string;
-  action: string;
-  actor_type: string;
-  actor_id: string;
-  actor_ip: string | null;
-  target_type: string | null;
-  target_id: string | null;
-  outcome: string;
-  metadata: Record<string, unknown>;
-  request_id: string | null;
-  created_at: Date;
-}
+/** An audit record as the export holds it (who the record is about, and by whom it was written, left out). */
+export type ExportedAuditRow = Omit<AuditEventRow, 'subject_user_id' | 'producer'>;
 
 /** The audit records about the user (its subject or its actor), newest first; `limit + 1` rows. Table of migration 008. */
 export async function auditEventsToExport(db: Db, userId: string, limit: number): Promise<ExportedAuditRow[]> {
