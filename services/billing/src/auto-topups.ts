@@ -39,7 +39,7 @@ import {
   saveAutoTopup,
   watchingAutoTopups,
 } from './store/auto-topups.js';
-import { belowMinimum, parseAmount } from './topups.js';
+import { belowMinimum, parseAmount, topupCompletedRecord } from './topups.js';
 
 /**
  * Auto top-up and the low-balance notice (docs/api/billing.md#auto-top-up).
@@ -359,16 +359,14 @@ export class AutoTopups implements BalanceWatcher {
       });
       // Started by the platform under the workspace's settings: the system acts, about the user who set auto top-up up.
       const settings = await findAutoTopup(trx, charge.workspace_id);
-      await this.deps.audit.record(trx, {
-        action: 'topup.completed',
-        outcome: 'success',
-        actor: { type: 'system', id: '' },
-        target: { type: 'topup', id: charge.id },
-        workspaceId: charge.workspace_id,
-        requestId,
-        subjectUserId: settings?.updated_by ?? undefined,
-        metadata: { amount_usd: charge.amount_usd, provider: charge.provider, trigger: 'auto' },
-      });
+      await this.deps.audit.record(
+        trx,
+        topupCompletedRecord(
+          { id: charge.id, workspaceId: charge.workspace_id, amountUsd: charge.amount_usd, provider: charge.provider, trigger: 'auto' },
+          requestId,
+          settings?.updated_by,
+        ),
+      );
       log.info(
         { charge_id: charge.id, workspace_id: charge.workspace_id, amount_usd: charge.amount_usd, provider_payment_id: providerPaymentId, was: charge.status },
         'auto top-up credited',

@@ -3,7 +3,7 @@ import { timestampFromDate, type Value } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
 import type { CheckoutSchema, ListTopupsResponseSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { TopupCompletedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
-import { type AuditTrail, audit } from '@switchboard/runtime/audit';
+import { type AuditRecord, type AuditTrail, audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
@@ -242,20 +242,39 @@ export class Topups {
       requestId,
     });
     // Completed by the provider's event or the sandbox's page, never by a user's signed-in call: the system acts.
-    await this.deps.audit.record(trx, {
-      action: 'topup.completed',
-      outcome: 'success',
-      actor: { type: 'system', id: '' },
-      target: { type: 'topup', id: checkout.id },
-      workspaceId: checkout.workspace_id,
-      requestId,
-      subjectUserId: checkout.created_by ?? undefined,
-      metadata: { amount_usd: checkout.amount_usd, provider: checkout.provider, trigger: 'manual' },
-    });
+    await this.deps.audit.record(
+      trx,
+      topupCompletedRecord(
+        { id: checkout.id, workspaceId: checkout.workspace_id, amountUsd: checkout.amount_usd, provider: checkout.provider, trigger: 'manual' },
+        requestId,
+        checkout.created_by,
+      ),
+    );
     this.deps.log.info(
       { checkout_id: checkout.id, workspace_id: checkout.workspace_id, amount_usd: checkout.amount_usd, request_id: requestId },
       'top-up credited',
     );
     return { ...checkout, status: 'completed', completed_at: completedAt };
   }
+}
+
+/**
+ * The audit record of a credited top-up (docs/api/audit.md): the system acts (a provider's event,
+ * the sandbox's page, or auto top-up under the workspace's settings), about the user who started it.
+ */
+export function topupCompletedRecord(
+  topup: { id: string; workspaceId: string; amountUsd: string; provider: string; trigger: 'manual' | 'auto' },
+  requestId: string | undefined,
+  startedBy: string | null | undefined,
+): AuditRecord {
+  return {
+    action: 'topup.completed',
+    outcome: 'success',
+    actor: { type: 'system', id: '' },
+    target: { type: 'topup', id: topup.id },
+    workspaceId: topup.workspaceId,
+    requestId,
+    subjectUserId: startedBy ?? undefined,
+    metadata: { amount_usd: topup.amountUsd, provider: topup.provider, trigger: topup.trigger },
+  };
 }
