@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
 import type { Request as PlaywrightRequest } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkPage, dashboardSuiteOfFile, expectHeading, invalidFieldText, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
+import { checkPage, dashboardSuiteOfFile, expectHeading, invalidFieldText, openDashboard, restAs, settles, signInThroughUi } from './dashboard-browser.js';
 
 /**
  * The Conversations and Feedback pages in Chromium, against the whole mesh and a local
@@ -24,26 +22,20 @@ const MODEL_B = `dash-b-${tag}`;
 
 let upstream: OpenAiUpstream;
 
+let catalog: TestCatalog | undefined;
+
 const suite = dashboardSuiteOfFile(async () => {
   upstream = await OpenAiUpstream.start();
-  const catalogFile = path.join(await mkdtemp(path.join(tmpdir(), 'switchboard-dashboard-')), 'models.json');
-  const model = (id: string) => ({ id, region: 'overseas', tiers: [], input_usd_per_1m: '0.10', output_usd_per_1m: '0.40' });
-  await writeFile(
-    catalogFile,
-    JSON.stringify({ regions: { overseas: { base_url: upstream.baseUrl, api_key_env: 'TEST_UPSTREAM_KEY' } }, models: [model(MODEL_A), model(MODEL_B)] }),
-  );
-  return { SWITCHBOARD_MODELS_FILE: catalogFile, TEST_UPSTREAM_KEY: 'sk-test' };
+  catalog = await writeTestCatalog({ overseas: upstream }, [catalogModel(MODEL_A, 'overseas', []), catalogModel(MODEL_B, 'overseas', [])]);
+  return catalog.env;
 });
 
 afterAll(async () => {
   await upstream?.close();
+  await catalog?.remove();
 });
 
-async function rest(user: SignedUp, method: string, pathname: string, body?: unknown, status = 201) {
-  const response = await suite.call(method, pathname, { token: user.token, body });
-  expect(response.status, response.text).toBe(status);
-  return response.json;
-}
+const rest = (user: SignedUp, method: string, pathname: string, body?: unknown, status = 201) => restAs(suite, user, method, pathname, body, status);
 
 /** A chat completion through the gateway with an API key, the way a user's code sends one; answers the generation id. */
 async function complete(apiKey: string, model: string, content: string, conversationId?: string): Promise<string> {

@@ -48,6 +48,13 @@ export function dashboardSuiteOfFile(env: () => Record<string, string> | Promise
   return suite;
 }
 
+/** A REST call of `user` to the suite's gateway (to set up what a test is not about) that must answer `status`; its JSON. */
+export async function restAs(suite: DashboardSuite, user: { token: string }, method: string, pathname: string, body?: unknown, status = 201) {
+  const response = await suite.call(method, pathname, { token: user.token, body });
+  expect(response.status, response.text).toBe(status);
+  return response.json;
+}
+
 export interface DashboardPage extends WatchedPage {
   /** The page's own browser context: its memory is one user's session. */
   context: BrowserContext;
