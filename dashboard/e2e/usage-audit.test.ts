@@ -30,7 +30,7 @@ import { organizationWithMember } from './organization-member.js';
 const tag = randomBytes(3).toString('hex');
 const MODEL_A = `usage-a-${tag}`;
 const MODEL_B = `usage-b-${tag}`;
-/** The audit action the log is filtered by: the keys service records it (branch h-wiring). */
+/** The audit action the log is filtered by (the keys service records it). */
 const auditedAction = 'key.created';
 
 let upstream: OpenAiUpstream;

@@ -39,11 +39,6 @@ let exports: DataExports;
 beforeAll(async () => {
   db = createDb(requireEnv('DATABASE_URL'), schema, 4);
   await migrate(db, schema, path.join(repoRoot, 'services/identity/dist/migrations'));
-  // The audit log's table (migration 008 of helper `audit`), as PLAN.md fixes it.
-  await db.raw(`CREATE TABLE IF NOT EXISTS audit_events (id text PRIMARY KEY, workspace_id text NOT NULL, action text NOT NULL,
-    actor_type text NOT NULL, actor_id text NOT NULL DEFAULT '', actor_ip text NULL, target_type text NULL, target_id text NULL,
-    outcome text NOT NULL, metadata jsonb NOT NULL DEFAULT '{}', request_id text NULL, subject_user_id text NULL,
-    producer text NOT NULL, created_at timestamptz NOT NULL)`);
   const writeEvent: ConstructorParameters<typeof AuditTrail>[0]['recordEvent'] = (trx, s, event) =>
     recordEvent(trx, s, event, { producer: 'identity', subjectPrefix: 'test' });
   exports = new DataExports({

@@ -21,13 +21,6 @@ let mailbox: Mailbox;
 beforeAll(async () => {
   db = createDb(suite.mesh.env.DATABASE_URL, 'identity', 2);
   mailbox = new Mailbox(suite.mesh.env.MAILBOX_DIR);
-  // The audit log's table (migration 008, helper `audit`), as PLAN.md fixes it: a no-op once it exists.
-  await db.raw(`
-    CREATE TABLE IF NOT EXISTS audit_events (
-      id text PRIMARY KEY, workspace_id text NOT NULL, action text NOT NULL, actor_type text NOT NULL,
-      actor_id text NOT NULL DEFAULT '', actor_ip text NULL, target_type text NULL, target_id text NULL,
-      outcome text NOT NULL, metadata jsonb NOT NULL DEFAULT '{}', request_id text NULL, subject_user_id text NULL,
-      producer text NOT NULL, created_at timestamptz NOT NULL)`);
 });
 
 afterAll(async () => {
