@@ -1,7 +1,7 @@
 import pg from 'pg';
 
 /**
- * The suite-wide check of SPEC §15: no audit record holds a password, token, full key, secret or
+ * The suite-wide check of docs/api/audit.md#no-secrets: no audit record holds a password, token, full key, secret or
  * TOTP code. Run by global-setup's teardown over every row of identity.audit_events the whole
  * run wrote (before the database is dropped); a run that booted no mesh has no table: nothing to check.
  */
@@ -65,7 +65,7 @@ export async function checkAuditRecordsForSecrets(databaseUrl: string): Promise<
     const findings = findSecretsInAuditRows(rows);
     if (findings.length > 0) {
       const lines = findings.map((f) => `  ${f.id} (${f.action}, written by ${f.producer}): ${f.kind}`);
-      throw new AuditSecretsError(`audit records hold secrets (SPEC §15: never a password, token, full key, secret or code):\n${lines.join('\n')}`);
+      throw new AuditSecretsError(`audit records hold secrets (docs/api/audit.md#no-secrets: never a password, token, full key, secret or code):\n${lines.join('\n')}`);
     }
     return rows.length;
   } finally {

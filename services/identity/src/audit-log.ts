@@ -25,7 +25,7 @@ import { type AuditEventRow, deleteAuditEventsBefore, insertAuditEvents, listAud
 export const auditWriterRole = 'switchboard_audit_writer';
 
 export const dayMs = 24 * 3600 * 1000;
-/** The least AUDIT_RETENTION: a year (SPEC §15; the table's trigger refuses younger deletes anyway). */
+/** The least AUDIT_RETENTION: a year (docs/api/audit.md#retention; the table's trigger refuses younger deletes anyway). */
 export const minAuditRetentionMs = 365 * dayMs;
 const maxFilterLength = 200;
 const sweepBatch = 1000;

@@ -61,7 +61,7 @@ export function readIdentityConfig(env: Record<string, string | undefined> = pro
   };
 }
 
-/** AUDIT_RETENTION: a duration of at least 365 days (records are kept at least a year, SPEC §15). */
+/** AUDIT_RETENTION: a duration of at least 365 days (records are kept at least a year: docs/api/audit.md#retention). */
 function readAuditRetention(env: Record<string, string | undefined>): number {
   const ms = readDuration('AUDIT_RETENTION', '365d', env);
   if (ms < minAuditRetentionMs)
