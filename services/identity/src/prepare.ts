@@ -1,6 +1,5 @@
 import { ConversationService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
-import { AuditTrail } from '@switchboard/runtime/audit';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { systemClock } from '@switchboard/runtime/clock';
 import { createRolePool } from '@switchboard/runtime/db';
@@ -30,10 +29,8 @@ import { SigningKeys } from './signing-keys.js';
 import { TwoFactor } from './two-factor.js';
 
 /** What the identity handlers are built from: the parts of the service runtime they use. */
-export type IdentityRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'metrics' | 'meshTokens'> & {
+export type IdentityRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'metrics' | 'meshTokens' | 'audit'> & {
   config: Pick<ServiceRuntime['config'], 'dataKeys'>;
-  /** The audit trail (an in-process test's runtime has none: one is built on its db). */
-  audit?: AuditTrail;
 };
 
 /**
@@ -44,7 +41,7 @@ export type IdentityRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' 
 export async function prepareIdentity(runtime: IdentityRuntime, config: IdentityConfig): Promise<IdentityHandlers> {
   const { db, log, recordEvent } = runtime;
   const clock = systemClock;
-  const audit = runtime.audit ?? new AuditTrail({ db, log, recordEvent });
+  const { audit } = runtime;
   const auditLog = new AuditLog({ db, reader: createRolePool(db, auditWriterRole), log, retentionMs: config.auditRetentionMs });
   const passwords = new PasswordHasher(config.argon2Concurrency, config.argon2QueueLimit);
   runtime.metrics.gauge('argon2_queue', 'Password hashes running and waiting for a slot (past the queue limit a request gets 503).', ['state'], (gauge) => {
