@@ -1,10 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { type SignedUp, signUp } from '@switchboard/testkit/mesh';
-import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
 import type { Request as PlaywrightRequest } from 'playwright-core';
-import { afterAll, describe, expect, it } from 'vitest';
-import { checkPage, dashboardSuiteOfFile, expectHeading, invalidFieldText, openDashboard, restAs, settles, signInThroughUi } from './dashboard-browser.js';
+import { describe, expect, it } from 'vitest';
+import { checkPage, dashboardSuiteWithModels, expectHeading, invalidFieldText, openDashboard, restAs, settles, signInThroughUi } from './dashboard-browser.js';
 
 /**
  * The Conversations and Feedback pages in Chromium, against the whole mesh and a local
@@ -20,20 +18,7 @@ const tag = randomBytes(3).toString('hex');
 const MODEL_A = `dash-a-${tag}`;
 const MODEL_B = `dash-b-${tag}`;
 
-let upstream: OpenAiUpstream;
-
-let catalog: TestCatalog | undefined;
-
-const suite = dashboardSuiteOfFile(async () => {
-  upstream = await OpenAiUpstream.start();
-  catalog = await writeTestCatalog({ overseas: upstream }, [catalogModel(MODEL_A, 'overseas', []), catalogModel(MODEL_B, 'overseas', [])]);
-  return catalog.env;
-});
-
-afterAll(async () => {
-  await upstream?.close();
-  await catalog?.remove();
-});
+const suite = dashboardSuiteWithModels([MODEL_A, MODEL_B]);
 
 const rest = (user: SignedUp, method: string, pathname: string, body?: unknown, status = 201) => restAs(suite, user, method, pathname, body, status);
 

@@ -1,8 +1,10 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
+import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { expectAccessible, launchChromium, openPage, type WatchedPage } from '@switchboard/testkit/browser';
 import { bootMesh, type RestCall, restClient } from '@switchboard/testkit/mesh';
+import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect } from 'vitest';
 
@@ -44,6 +46,25 @@ export function dashboardSuiteOfFile(env: () => Record<string, string> | Promise
   });
   afterAll(async () => {
     await suite.stop?.();
+  });
+  return suite;
+}
+
+/** A dashboard suite whose mesh answers `models` (overseas, no tier) from a local upstream of its own. */
+export function dashboardSuiteWithModels(models: string[]): DashboardSuite {
+  let upstream: OpenAiUpstream | undefined;
+  let catalog: TestCatalog | undefined;
+  const suite = dashboardSuiteOfFile(async () => {
+    upstream = await OpenAiUpstream.start();
+    catalog = await writeTestCatalog(
+      { overseas: upstream },
+      models.map((id) => catalogModel(id, 'overseas', [])),
+    );
+    return catalog.env;
+  });
+  afterAll(async () => {
+    await upstream?.close();
+    await catalog?.remove();
   });
   return suite;
 }

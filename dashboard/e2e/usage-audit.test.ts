@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { type SignedUp, signUp } from '@switchboard/testkit/mesh';
-import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
 import type { Page } from 'playwright-core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   checkPage,
-  dashboardSuiteOfFile,
+  dashboardSuiteWithModels,
   expectHeading,
   goWithinApp,
   invalidFieldText,
@@ -33,20 +31,7 @@ const MODEL_B = `usage-b-${tag}`;
 /** The audit action the log is filtered by (the keys service records it). */
 const auditedAction = 'key.created';
 
-let upstream: OpenAiUpstream;
-
-let catalog: TestCatalog | undefined;
-
-const suite = dashboardSuiteOfFile(async () => {
-  upstream = await OpenAiUpstream.start();
-  catalog = await writeTestCatalog({ overseas: upstream }, [catalogModel(MODEL_A, 'overseas', []), catalogModel(MODEL_B, 'overseas', [])]);
-  return catalog.env;
-});
-
-afterAll(async () => {
-  await upstream?.close();
-  await catalog?.remove();
-});
+const suite = dashboardSuiteWithModels([MODEL_A, MODEL_B]);
 
 const rest = (user: SignedUp, method: string, pathname: string, body?: unknown, status = 201) => restAs(suite, user, method, pathname, body, status);
 
