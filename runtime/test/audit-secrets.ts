@@ -65,7 +65,9 @@ export async function checkAuditRecordsForSecrets(databaseUrl: string): Promise<
     const findings = findSecretsInAuditRows(rows);
     if (findings.length > 0) {
       const lines = findings.map((f) => `  ${f.id} (${f.action}, written by ${f.producer}): ${f.kind}`);
-      throw new AuditSecretsError(`audit records hold secrets (docs/api/audit.md#no-secrets: never a password, token, full key, secret or code):\n${lines.join('\n')}`);
+      throw new AuditSecretsError(
+        `audit records hold secrets (docs/api/audit.md#no-secrets: never a password, token, full key, secret or code):\n${lines.join('\n')}`,
+      );
     }
     return rows.length;
   } finally {
