@@ -2257,6 +2257,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhook-event-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The event catalog: every event type with its schema and an example
+         * @description The event types an endpoint can receive, each with a description, the JSON Schema
+         *     (2020-12) of its delivery body (`{id, type, timestamp, data}`, generated from events.proto)
+         *     and an example body. The same for every caller; the OpenAPI document lists each type under
+         *     its `webhooks` section.
+         *
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
+         *
+         *     Access: any member role; it acts on the caller's own account or memberships.
+         */
+        get: operations["WebhookService_ListWebhookEventTypes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -5623,6 +5650,14 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * ListWebhookEventTypesResponse
+         * @description The event catalog.
+         */
+        "switchboard.webhooks.v1.ListWebhookEventTypesResponse": {
+            /** @description Every event type an endpoint can receive, by type name. */
+            data: components["schemas"]["switchboard.webhooks.v1.WebhookEventType"][];
+        };
+        /**
          * ListWebhooksResponse
          * @description A page of endpoints, newest first, without their secrets.
          * @example {
@@ -5835,6 +5870,38 @@ export interface components {
              *     to registration and secret rotation, once, and left out everywhere else.
              */
             secret?: string;
+        };
+        /**
+         * WebhookEventType
+         * @description One event type of the catalog.
+         * @example {
+         *       "type": "key.revoked",
+         *       "description": "A key was revoked, by a person or automatically.",
+         *       "schema": {
+         *         "$schema": "https://json-schema.org/draft/2020-12/schema",
+         *         "type": "object"
+         *       },
+         *       "example": {
+         *         "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+         *         "type": "key.revoked",
+         *         "timestamp": "2026-11-20T08:00:00.000Z",
+         *         "data": {}
+         *       }
+         *     }
+         */
+        "switchboard.webhooks.v1.WebhookEventType": {
+            /** @description The event type, e.g. "key.revoked": what `events` of an endpoint names. */
+            type: string;
+            /** @description When the event is sent, in one sentence. */
+            description: string;
+            /** @description A JSON Schema (2020-12) of the whole delivery body: `id`, `type`, `timestamp` and `data`. */
+            schema: {
+                [key: string]: unknown;
+            };
+            /** @description A body of this type as an endpoint receives it. */
+            example: {
+                [key: string]: unknown;
+            };
         };
     };
     responses: never;
@@ -19949,6 +20016,20 @@ export interface operations {
                 };
             };
             /**
+             * @description A well-formed request that breaks a business rule.
+             *
+             *     - `endpoint_limit_reached`: The workspace has as many endpoints as it may have (50 by default); delete one first.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description A dependency is down or busy; retry later.
              *
              *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
@@ -20835,6 +20916,21 @@ export interface operations {
                 };
             };
             /**
+             * @description Too many requests; retry after `Retry-After` seconds.
+             *
+             *     - `rate_limited`: Too many tests, redeliveries and recoveries of this endpoint in the last minute; try again after `Retry-After` seconds.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description A dependency is down or busy; retry later.
              *
              *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
@@ -21401,6 +21497,21 @@ export interface operations {
                 };
             };
             /**
+             * @description Too many requests; retry after `Retry-After` seconds.
+             *
+             *     - `rate_limited`: Too many tests, redeliveries and recoveries of this endpoint in the last minute; try again after `Retry-After` seconds.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description A dependency is down or busy; retry later.
              *
              *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
@@ -21585,6 +21696,152 @@ export interface operations {
              *     - `unsupported_media_type`: The body is not sent as `application/json`.
              */
             415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Too many requests; retry after `Retry-After` seconds.
+             *
+             *     - `rate_limited`: Too many tests, redeliveries and recoveries of this endpoint in the last minute; try again after `Retry-After` seconds.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    WebhookService_ListWebhookEventTypes: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
+                "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["switchboard.webhooks.v1.ListWebhookEventTypesResponse"];
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description No credentials, or bad, expired or revoked ones.
+             *
+             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+             *     - `invalid_token`: The access token is not valid.
+             *     - `token_expired`: The access token has expired; refresh the session.
+             *     - `session_revoked`: The session of the access token has ended.
+             *     - `account_deactivated`: The account is deactivated.
+             *     - `invalid_api_key`: The API key is not valid.
+             *     - `api_key_revoked`: The API key has been revoked.
+             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Payment required.
+             *
+             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+             */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Authenticated but not allowed.
+             *
+             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
+             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+             *
+             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+             */
+            404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;

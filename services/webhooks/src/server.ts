@@ -1,6 +1,6 @@
 import { type JsonValue, toJson } from '@bufbuild/protobuf';
 import { ListValueSchema, timestampDate } from '@bufbuild/protobuf/wkt';
-import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from '@connectrpc/connect';
 import { EventService, WebhookService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 import { callerIn } from './access.js';
 import type { Deliveries } from './deliveries.js';
@@ -60,6 +60,10 @@ export function registerRoutes(router: ConnectRouter, handlers: WebhooksHandlers
     },
     async recoverDeliveries(req, ctx) {
       return deliveries.recover(callerIn(ctx, req.workspaceId), req.webhookId, req.since ? timestampDate(req.since) : undefined);
+    },
+    // MERGE: the event catalog (issue 27, helper "catalog").
+    async listWebhookEventTypes() {
+      throw new ConnectError('not built yet', Code.Unimplemented);
     },
   };
   router.service(WebhookService, webhooks);
