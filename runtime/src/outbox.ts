@@ -90,6 +90,8 @@ export interface RecordEventInput<Desc extends DescMessage> {
   /** The payload message (or its init object) of the schema's type. */
   data: EventData<Desc>;
   requestId?: string;
+  /** An id chosen beforehand (`evt_…`), e.g. claimed as an idempotency key in the same transaction; new otherwise. */
+  eventId?: string;
 }
 
 export interface RecordEventOptions {
@@ -145,7 +147,7 @@ export async function recordEvents<Desc extends DescMessage>(
   const subject = `${options.subjectPrefix}.${type}`;
   const traceContext = traceContextHeaders();
   const rows = inputs.map((input) => {
-    const eventId = newId('evt');
+    const eventId = input.eventId ?? newId('evt');
     const data = eventDataToJson(schema, input.data);
     const payload = JSON.stringify(buildEventPayload(eventId, { type, workspaceId: input.workspaceId, data, requestId: input.requestId }, options.producer));
     // An event NATS would refuse (max_payload) would block the outbox for ever: refuse it here,

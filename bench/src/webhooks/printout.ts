@@ -39,7 +39,7 @@ function throughputSection(report: WebhooksReport, payload: string): string[] {
         rateRow(`JetStream acknowledged publish, ${bytes} B (after)`, jsAfter.perSecond, jsAfter.latencyMs, undefined, '-'),
         rateRow('JetStream (mean)', jetstreamRate, undefined, undefined, '1.00'),
         [
-          `reference: raw Postgres INSERT (autocommit, ${inserts.concurrency} at a time, mesh idle)`,
+          `baseline: raw Postgres INSERT (autocommit, ${inserts.concurrency} at a time, mesh idle)`,
           fmt(inserts.insertsPerSecond),
           fmt(inserts.latencyMs.p50, 1),
           fmt(inserts.latencyMs.p99, 1),
@@ -49,7 +49,7 @@ function throughputSection(report: WebhooksReport, payload: string): string[] {
         ],
       ],
     ),
-    `  (info) webhook events/s ÷ raw Postgres inserts/s: ${ratioToInserts.toFixed(2)}; ${postgresServerLine(inserts)}`,
+    `  webhook deliveries/s ÷ raw Postgres inserts/s: ${ratioToInserts.toFixed(2)} (the target); ${postgresServerLine(inserts)}`,
     `  receipt: publish start → arrival at the receiver (at ${concurrency} in flight it includes the queue behind the dispatcher)`,
   ];
 }

@@ -55,9 +55,12 @@ export interface DispatcherDeps {
 /** When a key alert's target cannot be looked up (keys unreachable), the delivery waits this long. */
 const unresolvedRetryMs = 5_000;
 const userAgent = 'Switchboard-Webhooks/1.0';
+/** Decrypted endpoint secrets kept (one per endpoint in use; a few MB at most). */
+const maxCachedSecrets = 10_000;
 
 export class Dispatcher {
   private readonly inFlight = new Map<string, number>();
+  private readonly secrets = new Map<string, string>();
   private readonly running = new Set<Promise<void>>();
   private claiming = false;
   private again = false;
@@ -219,13 +222,28 @@ export class Dispatcher {
     await this.outcomes.record({ claim, url: target.url, result });
   }
 
+  /**
+   * An endpoint's signing secret, decrypted once per ciphertext rather than per attempt. A
+   * rotation or a data-key rotation changes the ciphertext, so a stale entry is never used; the
+   * cache is bounded and emptied when full.
+   */
+  private secret(encrypted: string): string {
+    let secret = this.secrets.get(encrypted);
+    if (secret === undefined) {
+      if (this.secrets.size >= maxCachedSecrets) this.secrets.clear();
+      secret = this.deps.dataKeys.decrypt(encrypted, endpointSecretPurpose);
+      this.secrets.set(encrypted, secret);
+    }
+    return secret;
+  }
+
   /** Where and with which secrets to send; undefined when the delivery was put back or dropped. */
   private async target(claim: ClaimedDelivery): Promise<{ url: string; secrets: string[] } | undefined> {
-    const { dataKeys, db, log } = this.deps;
+    const { db, log } = this.deps;
     if (claim.kind === 'webhook') {
-      const secrets = [dataKeys.decrypt(claim.secret_encrypted!, endpointSecretPurpose)];
+      const secrets = [this.secret(claim.secret_encrypted!)];
       if (claim.previous_secret_encrypted && claim.previous_secret_expires_at && claim.previous_secret_expires_at.getTime() > Date.now()) {
-        secrets.push(dataKeys.decrypt(claim.previous_secret_encrypted, endpointSecretPurpose));
+        secrets.push(this.secret(claim.previous_secret_encrypted));
       }
       return { url: claim.url, secrets };
     }

@@ -5,11 +5,13 @@ import { type EventEnvelopeJson, type JsMsg, type PassedThroughEvent, parseEvent
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { eventTypeOf } from '@switchboard/runtime/event-data';
+import { GroupCommit } from '@switchboard/runtime/group-commit';
+import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
-import type { EventWriter } from '@switchboard/runtime/service';
-import { fanOut, insertDelivery, insertEvent } from './store/deliveries.js';
+import type { EventsWriter } from '@switchboard/runtime/service';
+import { fanOut, insertDelivery, insertEvent, insertEvents } from './store/deliveries.js';
 import { disableWorkspaceEndpoints, upsertAlertTarget } from './store/endpoints.js';
-import { claimIdempotencyKey, pruneIdempotencyKeys } from './store/published-events.js';
+import { claimIdempotencyKeys, pruneIdempotencyKeys } from './store/published-events.js';
 
 /**
  * Where deliveries come from: events of the stream fanned out to the subscribed endpoints of
@@ -21,7 +23,7 @@ import { claimIdempotencyKey, pruneIdempotencyKeys } from './store/published-eve
 export interface IntakeDeps {
   db: Knex;
   log: Logger;
-  recordEvent: EventWriter;
+  recordEvents: EventsWriter;
   /** Runs after a commit that queued deliveries (wakes the dispatcher of this process). */
   onQueued: () => void;
 }
@@ -41,21 +43,41 @@ export function deliveryBody(type: string, occurredAt: string, data: JsonObject)
   return JSON.stringify({ type, timestamp: occurredAt, data });
 }
 
+/** One PublishEvent call, validated, waiting for its batch. */
+interface Publish {
+  workspaceId: string;
+  data: JsonObject;
+  key?: string;
+}
+
 export class Intake {
-  constructor(private readonly deps: IntakeDeps) {}
+  private readonly publishes: GroupCommit<Publish, string>;
+
+  constructor(private readonly deps: IntakeDeps) {
+    this.publishes = new GroupCommit({ name: 'published events', log: deps.log, maxBatch: 200, commit: (publishes) => this.commitPublishes(publishes) });
+  }
 
   /** An event for every subscribed endpoint of its workspace, once per event id. */
   async fanOut(trx: Knex.Transaction, event: FannedOutEvent): Promise<void> {
-    if (!event.workspace_id) return;
-    const stored = await insertEvent(trx, {
-      id: event.event_id,
-      type: event.type,
-      workspaceId: event.workspace_id,
-      occurredAt: event.occurred_at,
-      body: deliveryBody(event.type, event.occurred_at, event.json),
-    });
-    if (!stored) return;
-    const queued = await fanOut(trx, { id: event.event_id, type: event.type, workspaceId: event.workspace_id });
+    await this.fanOutAll(trx, [event]);
+  }
+
+  /** fanOut of several events in one round of statements (a batch of PublishEvent calls). */
+  private async fanOutAll(trx: Knex.Transaction, events: FannedOutEvent[]): Promise<void> {
+    const bodies = events
+      .filter((event) => event.workspace_id)
+      .map((event) => ({
+        id: event.event_id,
+        type: event.type,
+        workspaceId: event.workspace_id,
+        occurredAt: event.occurred_at,
+        body: deliveryBody(event.type, event.occurred_at, event.json),
+      }));
+    const stored = await insertEvents(trx, bodies);
+    const queued = await fanOut(
+      trx,
+      bodies.filter((event) => stored.has(event.id)),
+    );
     if (queued > 0) afterCommit(trx, this.deps.onQueued);
   }
 
@@ -112,32 +134,62 @@ export class Intake {
     if (key !== undefined && !idempotencyKeyPattern.test(key)) {
       throw invalidArgument('idempotency_key', 'idempotency_key must be 1 to 255 printable ASCII characters.');
     }
-    try {
-      return await this.deps.db.transaction(async (trx) => {
-        const eventId = await this.deps.recordEvent(trx, AgentCompletedSchema, { workspaceId: input.workspaceId, data });
-        const earlier = key === undefined ? undefined : await claimIdempotencyKey(trx, input.workspaceId, key, eventId);
-        // A retry: nothing of this attempt may stay (its outbox row included).
-        if (earlier) throw new AlreadyPublished(earlier);
-        await this.fanOut(trx, { event_id: eventId, type: agentCompleted, workspace_id: input.workspaceId, occurred_at: new Date().toISOString(), json: data });
-        return eventId;
+    return this.publishes.submit({ workspaceId: input.workspaceId, data, key });
+  }
+
+  /**
+   * The PublishEvent calls that arrived while the last batch committed, in one transaction: their
+   * idempotency keys, outbox rows, stored bodies and delivery rows, a few statements for the whole
+   * batch. A retry (a key used before, or twice in the batch) answers the first event's id and
+   * writes nothing, its outbox row included.
+   */
+  private async commitPublishes(publishes: Publish[]): Promise<string[]> {
+    return this.deps.db.transaction(async (trx) => {
+      const eventIds = publishes.map(() => newId('evt'));
+      // A key twice in one batch: the later calls are retries of the first.
+      const firstWithKey = new Map<string, number>();
+      const sameAs = publishes.map((publish, i) => {
+        if (publish.key === undefined) return i;
+        const name = `${publish.workspaceId}\n${publish.key}`;
+        const first = firstWithKey.get(name) ?? i;
+        firstWithKey.set(name, first);
+        return first;
       });
-    } catch (err) {
-      if (err instanceof AlreadyPublished) return err.eventId;
-      throw err;
-    }
+      const keyed = [...firstWithKey.values()];
+      const earlier = await claimIdempotencyKeys(
+        trx,
+        keyed.map((i) => ({ workspaceId: publishes[i].workspaceId, key: publishes[i].key!, eventId: eventIds[i] })),
+      );
+      const retried = new Set<number>();
+      for (const [position, eventId] of earlier) {
+        eventIds[keyed[position]] = eventId;
+        retried.add(keyed[position]);
+      }
+      const fresh = publishes.map((_, i) => i).filter((i) => sameAs[i] === i && !retried.has(i));
+      await this.deps.recordEvents(
+        trx,
+        AgentCompletedSchema,
+        fresh.map((i) => ({ workspaceId: publishes[i].workspaceId, data: publishes[i].data, eventId: eventIds[i] })),
+      );
+      const occurredAt = new Date().toISOString();
+      await this.fanOutAll(
+        trx,
+        fresh.map((i) => ({
+          event_id: eventIds[i],
+          type: agentCompleted,
+          workspace_id: publishes[i].workspaceId,
+          occurred_at: occurredAt,
+          json: publishes[i].data,
+        })),
+      );
+      return publishes.map((_, i) => eventIds[sameAs[i]]);
+    });
   }
 
   /** Forgets PublishEvent idempotency keys after a day. */
   async pruneIdempotencyKeys(): Promise<void> {
     const pruned = await pruneIdempotencyKeys(this.deps.db, idempotencyKeyTtlMs);
     if (pruned > 0) this.deps.log.info({ pruned }, 'pruned old PublishEvent idempotency keys');
-  }
-}
-
-/** Rolls a retried publish back: the key already names an event. */
-class AlreadyPublished extends Error {
-  constructor(readonly eventId: string) {
-    super('already published');
   }
 }
 

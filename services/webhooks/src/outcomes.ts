@@ -1,6 +1,7 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { WebhookEndpointDisabledSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from '@switchboard/runtime/db';
+import { GroupCommit } from '@switchboard/runtime/group-commit';
 import type { Logger } from '@switchboard/runtime/log';
 import type { EventWriter } from '@switchboard/runtime/service';
 import type { RetrySchedule } from './retry-schedule.js';
@@ -33,40 +34,24 @@ export interface OutcomesDeps {
   onRetryScheduled(inMs: number): void;
 }
 
-/** Outcomes committed in one transaction at most (the rest wait for the next). */
-const maxBatch = 200;
-
 export class Outcomes {
-  private queue: Array<{ outcome: Outcome; done: () => void; failed: (err: unknown) => void }> = [];
-  private flushing = false;
+  private readonly batches: GroupCommit<Outcome, undefined>;
 
-  constructor(private readonly deps: OutcomesDeps) {}
-
-  /** Resolves once the outcome is committed; rejects when its transaction failed (the lease then runs out and the delivery is sent again). */
-  record(outcome: Outcome): Promise<void> {
-    return new Promise((done, failed) => {
-      this.queue.push({ outcome, done, failed });
-      if (this.flushing) return;
-      this.flushing = true;
-      setImmediate(() => void this.flush());
+  constructor(private readonly deps: OutcomesDeps) {
+    this.batches = new GroupCommit({
+      name: 'webhook outcomes',
+      log: deps.log,
+      maxBatch: 200,
+      commit: async (outcomes) => {
+        await this.commit(outcomes);
+        return outcomes.map(() => undefined);
+      },
     });
   }
 
-  private async flush(): Promise<void> {
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, maxBatch);
-      try {
-        await this.commit(batch.map((entry) => entry.outcome));
-        for (const entry of batch) entry.done();
-      } catch (err) {
-        // One outcome the database refuses (or a lock timeout) must not cost the others theirs.
-        if (batch.length > 1) this.deps.log.warn({ err: (err as Error).message, outcomes: batch.length }, 'an outcome batch failed; committing one by one');
-        for (const entry of batch) {
-          await (batch.length > 1 ? this.commit([entry.outcome]) : Promise.reject(err)).then(entry.done, entry.failed);
-        }
-      }
-    }
-    this.flushing = false;
+  /** Resolves once the outcome is committed; rejects when its transaction failed (the lease then runs out and the delivery is sent again). */
+  record(outcome: Outcome): Promise<void> {
+    return this.batches.submit(outcome);
   }
 
   private async commit(outcomes: Outcome[]): Promise<void> {

@@ -168,7 +168,7 @@ describe('the queue', () => {
       for (let i = 0; i < count; i++) {
         const id = newId('evt');
         await insertEvent(trx, { id, type: 'agent.completed', workspaceId, occurredAt: new Date().toISOString(), body: '{}' });
-        await fanOut(trx, { id, type: 'agent.completed', workspaceId });
+        await fanOut(trx, [{ id, type: 'agent.completed', workspaceId }]);
       }
     });
     return endpoint;

@@ -38,40 +38,61 @@ export interface AttemptRow {
 const deliveryColumns = `d.id, d.endpoint_id, d.event_id, d.event_type, d.status, d.attempt_count, d.scheduled_attempts, d.next_trigger,
   d.next_attempt_at, d.leased_until, d.created_at, d.succeeded_at, ${microsOf('d.created_at')} AS cursor_micros`;
 
-/**
- * Stores an event's body once; false when the event was stored before (it has been fanned out
- * already: a redelivered message or the JetStream copy of a published event).
- */
-export async function insertEvent(
-  trx: Knex.Transaction,
-  event: { id: string; type: string; workspaceId: string; occurredAt: string; body: string },
-): Promise<boolean> {
-  const result = await trx.raw('INSERT INTO events (id, type, workspace_id, occurred_at, body) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING', [
-    event.id,
-    event.type,
-    event.workspaceId,
-    event.occurredAt,
-    event.body,
-  ]);
-  return (result as { rowCount: number }).rowCount === 1;
+/** An event as the queue stores it: its body is what every endpoint receives. */
+export interface StoredEvent {
+  id: string;
+  type: string;
+  workspaceId: string;
+  occurredAt: string;
+  body: string;
 }
 
 /**
- * One delivery of the event to each enabled endpoint of its workspace subscribed to its type
- * (an empty subscription is every type). Endpoints disabled now
- * never get this event, even once re-enabled.
+ * Stores events' bodies once; returns the ids stored now. An event stored before has been fanned
+ * out already (a redelivered message, or the JetStream copy of a published event).
  */
-export async function fanOut(trx: Knex.Transaction, event: { id: string; type: string; workspaceId: string }): Promise<number> {
+export async function insertEvents(trx: Knex.Transaction, events: StoredEvent[]): Promise<Set<string>> {
+  if (events.length === 0) return new Set();
   const { rows } = await trx.raw<{ rows: Array<{ id: string }> }>(
-    `SELECT id FROM endpoints WHERE workspace_id = ? AND kind = 'webhook' AND enabled AND (events = '{}' OR ? = ANY (events))`,
-    [event.workspaceId, event.type],
+    `INSERT INTO events (id, type, workspace_id, occurred_at, body)
+     SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::timestamptz[], ?::text[])
+     ON CONFLICT (id) DO NOTHING RETURNING id`,
+    [events.map((e) => e.id), events.map((e) => e.type), events.map((e) => e.workspaceId), events.map((e) => e.occurredAt), events.map((e) => e.body)],
   );
-  if (rows.length === 0) return 0;
+  return new Set(rows.map((row) => row.id));
+}
+
+/** Stores one event's body; false when it was stored before (see insertEvents). */
+export async function insertEvent(trx: Knex.Transaction, event: StoredEvent): Promise<boolean> {
+  return (await insertEvents(trx, [event])).size === 1;
+}
+
+/**
+ * One delivery of each event to every enabled endpoint of its workspace subscribed to its type
+ * (an empty subscription is every type), in one statement for the whole batch. Endpoints
+ * disabled now never get these events, even once re-enabled. Returns how many were queued.
+ */
+export async function fanOut(trx: Knex.Transaction, events: Array<Pick<StoredEvent, 'id' | 'type' | 'workspaceId'>>): Promise<number> {
+  if (events.length === 0) return 0;
+  const { rows: endpoints } = await trx.raw<{ rows: Array<{ id: string; workspace_id: string; events: string[] }> }>(
+    `SELECT id, workspace_id, events FROM endpoints WHERE workspace_id = ANY (?::text[]) AND kind = 'webhook' AND enabled`,
+    [[...new Set(events.map((event) => event.workspaceId))]],
+  );
+  if (endpoints.length === 0) return 0;
+  const deliveries: Array<{ endpointId: string; eventId: string; eventType: string }> = [];
+  for (const event of events) {
+    for (const endpoint of endpoints) {
+      if (endpoint.workspace_id !== event.workspaceId) continue;
+      if (endpoint.events.length > 0 && !endpoint.events.includes(event.type)) continue;
+      deliveries.push({ endpointId: endpoint.id, eventId: event.id, eventType: event.type });
+    }
+  }
+  if (deliveries.length === 0) return 0;
   const result = await trx.raw(
     `INSERT INTO deliveries (id, endpoint_id, event_id, event_type, next_attempt_at)
-     SELECT delivery_id, endpoint_id, ?, ?, now() FROM unnest(?::text[], ?::text[]) AS t(delivery_id, endpoint_id)
+     SELECT delivery_id, endpoint_id, event_id, event_type, now() FROM unnest(?::text[], ?::text[], ?::text[], ?::text[]) AS t(delivery_id, endpoint_id, event_id, event_type)
      ON CONFLICT ON CONSTRAINT deliveries_endpoint_event_key DO NOTHING`,
-    [event.id, event.type, rows.map(() => newId('dlv')), rows.map((row) => row.id)],
+    [deliveries.map(() => newId('dlv')), deliveries.map((d) => d.endpointId), deliveries.map((d) => d.eventId), deliveries.map((d) => d.eventType)],
   );
   return (result as { rowCount: number }).rowCount;
 }
