@@ -144,12 +144,17 @@ interface BatchSubscriptionOptions {
   maxBatch?: number;
 }
 
+/** Whether a batch that is not full waits BATCH_LINGER for more (default: when batches are allowed). */
+interface LingerOption {
+  linger?: boolean;
+}
+
 /** One durable consumer of the type `schema` names, each envelope turned into `E` by `read` (throwing = malformed). */
 function subscription<E extends EnvelopeIds>(
   schema: DescMessage,
   read: (envelope: EventEnvelopeJson) => E,
   handle: (events: E[], trx: Knex.Transaction) => Promise<void>,
-  options: SubscriptionOptions<E> & BatchSubscriptionOptions,
+  options: SubscriptionOptions<E> & BatchSubscriptionOptions & LingerOption,
 ): EventSubscription {
   const type = eventTypeOf(schema);
   const parse = options.parse ?? ((msg: JsMsg) => parseEventEnvelope(msg.data));
@@ -163,7 +168,7 @@ function subscription<E extends EnvelopeIds>(
         metrics: host.metrics,
         concurrency: options.concurrency,
         maxBatch: options.maxBatch,
-        lingerMs: options.maxBatch && options.maxBatch > 1 ? host.config.batchLingerMs : undefined,
+        lingerMs: options.maxBatch && options.maxBatch > 1 && options.linger !== false ? host.config.batchLingerMs : undefined,
         durable: `${host.name}-${type.replaceAll('.', '-')}`,
         filterSubjects: [`${host.config.eventsSubjectPrefix}.${type}`],
         parse: (msg) => read(parse(msg)),
@@ -213,12 +218,14 @@ export type PassedThroughEvent = Omit<EventEnvelopeJson, 'data'> & { json: JsonO
 /**
  * Consumes the events of the type `schema` names without decoding their data, for a consumer
  * that only passes it on (webhook fan-out): data a newer or older producer shaped differently is
- * still delivered, never terminated as malformed.
+ * still delivered, never terminated as malformed. The handler gets what the backlog holds, at
+ * most `maxBatch` events (default 1) in one transaction, gathered without lingering: a quiet
+ * stream's event is handled at once, a busy one's in batches.
  */
 export function onEventPassedThrough(
   schema: DescMessage,
-  handle: (event: PassedThroughEvent, trx: Knex.Transaction) => Promise<void>,
-  options: SubscriptionOptions<PassedThroughEvent> = {},
+  handle: (events: PassedThroughEvent[], trx: Knex.Transaction) => Promise<void>,
+  options: SubscriptionOptions<PassedThroughEvent> & BatchSubscriptionOptions = {},
 ): EventSubscription {
   return subscription(
     schema,
@@ -227,8 +234,8 @@ export function onEventPassedThrough(
       const { data, ...rest } = envelope;
       return { ...rest, json: data };
     },
-    one(handle),
-    options,
+    handle,
+    { ...options, linger: false },
   );
 }
 

@@ -219,8 +219,8 @@ describe('event consumer', () => {
     const durable = `ptest_${runId}-key-updated`;
     durables.push(durable);
     const [consumer] = consumeEvents(host, [
-      onEventPassedThrough(KeyUpdatedSchema, async (event) => {
-        seen.push(event);
+      onEventPassedThrough(KeyUpdatedSchema, async (events) => {
+        seen.push(...events);
       }),
     ]);
     try {

@@ -57,13 +57,8 @@ export class Intake {
     this.publishes = new GroupCommit({ name: 'published events', log: deps.log, maxBatch: 200, commit: (publishes) => this.commitPublishes(publishes) });
   }
 
-  /** An event for every subscribed endpoint of its workspace, once per event id. */
-  async fanOut(trx: Knex.Transaction, event: FannedOutEvent): Promise<void> {
-    await this.fanOutAll(trx, [event]);
-  }
-
-  /** fanOut of several events in one round of statements (a batch of PublishEvent calls). */
-  private async fanOutAll(trx: Knex.Transaction, events: FannedOutEvent[]): Promise<void> {
+  /** Events for every subscribed endpoint of their workspace, once per event id, in a few statements for the whole batch. */
+  async fanOut(trx: Knex.Transaction, events: FannedOutEvent[]): Promise<void> {
     const bodies = events
       .filter((event) => event.workspace_id)
       .map((event) => ({
@@ -172,7 +167,7 @@ export class Intake {
         fresh.map((i) => ({ workspaceId: publishes[i].workspaceId, data: publishes[i].data, eventId: eventIds[i] })),
       );
       const occurredAt = new Date().toISOString();
-      await this.fanOutAll(
+      await this.fanOut(
         trx,
         fresh.map((i) => ({
           event_id: eventIds[i],
