@@ -7,6 +7,7 @@ import { invalidArgument } from '@switchboard/runtime/errors';
 import { eventTypeOf } from '@switchboard/runtime/event-data';
 import type { Logger } from '@switchboard/runtime/log';
 import type { EventWriter } from '@switchboard/runtime/service';
+import { endpointAbout } from './event-types.js';
 import { fanOut, insertDelivery, insertEvent } from './store/deliveries.js';
 import { disableWorkspaceEndpoints, upsertAlertTarget } from './store/endpoints.js';
 import { claimIdempotencyKey, pruneIdempotencyKeys } from './store/published-events.js';
@@ -55,7 +56,12 @@ export class Intake {
       body: deliveryBody(event.type, event.occurred_at, event.json),
     });
     if (!stored) return;
-    const queued = await fanOut(trx, { id: event.event_id, type: event.type, workspaceId: event.workspace_id });
+    const queued = await fanOut(trx, {
+      id: event.event_id,
+      type: event.type,
+      workspaceId: event.workspace_id,
+      excludedEndpointId: endpointAbout(event.type, event.json),
+    });
     if (queued > 0) afterCommit(trx, this.deps.onQueued);
   }
 

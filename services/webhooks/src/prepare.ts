@@ -12,13 +12,13 @@ import { WebhookSender } from './sender.js';
 import type { WebhooksHandlers } from './server.js';
 
 /** What the webhooks handlers are built from: the parts of the service runtime they use. */
-export type WebhooksRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'meshTokens' | 'metrics' | 'audit'> & {
+export type WebhooksRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' | 'recordEvents' | 'meshTokens' | 'metrics' | 'audit'> & {
   config: Pick<ServiceRuntime['config'], 'dataKeys'>;
 };
 
 /** The domain modules behind the webhooks handlers, as main.ts (and the in-process test) builds them. */
 export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig): WebhooksHandlers & { dispatcher: Dispatcher } {
-  const { db, log, recordEvent, meshTokens } = runtime;
+  const { db, log, recordEvent, recordEvents, meshTokens } = runtime;
   const { dataKeys } = runtime.config;
   if (config.allowPrivateTargets) log.warn('WEBHOOKS_ALLOW_PRIVATE_TARGETS=true: deliveries may go to private and loopback addresses');
   const circuits = new CircuitBreakers({ threshold: config.circuitThreshold, cooldownMs: config.circuitCooldownMs });
@@ -29,6 +29,7 @@ export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig
     log,
     dataKeys,
     recordEvent,
+    recordEvents,
     sender: new WebhookSender({ allowPrivateTargets: config.allowPrivateTargets, timeoutMs: config.timeoutMs, maxSocketsPerPool: config.perEndpoint }),
     schedule: config.retrySchedule,
     circuits,

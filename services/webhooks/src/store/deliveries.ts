@@ -58,13 +58,13 @@ export async function insertEvent(
 
 /**
  * One delivery of the event to each enabled endpoint of its workspace subscribed to its type
- * (an empty subscription is every type). Endpoints disabled now
- * never get this event, even once re-enabled.
+ * (an empty subscription is every type), but `excludedEndpointId` (the endpoint an operational
+ * event is about). Endpoints disabled now never get this event, even once re-enabled.
  */
-export async function fanOut(trx: Knex.Transaction, event: { id: string; type: string; workspaceId: string }): Promise<number> {
+export async function fanOut(trx: Knex.Transaction, event: { id: string; type: string; workspaceId: string; excludedEndpointId?: string }): Promise<number> {
   const { rows } = await trx.raw<{ rows: Array<{ id: string }> }>(
-    `SELECT id FROM endpoints WHERE workspace_id = ? AND kind = 'webhook' AND enabled AND (events = '{}' OR ? = ANY (events))`,
-    [event.workspaceId, event.type],
+    `SELECT id FROM endpoints WHERE workspace_id = ? AND kind = 'webhook' AND enabled AND (events = '{}' OR ? = ANY (events)) AND id IS DISTINCT FROM ?`,
+    [event.workspaceId, event.type, event.excludedEndpointId ?? null],
   );
   if (rows.length === 0) return 0;
   const result = await trx.raw(
@@ -141,12 +141,12 @@ export async function claimDue(
   return rows;
 }
 
-type LockedDelivery = Pick<DeliveryRow, 'id' | 'status' | 'scheduled_attempts'> & { lease_token: string | null };
+type LockedDelivery = Pick<DeliveryRow, 'id' | 'event_id' | 'status' | 'scheduled_attempts'> & { lease_token: string | null };
 
 /** Locks the deliveries `ids` that still exist, with their current lease. */
 export async function lockDeliveries(trx: Knex.Transaction, ids: string[]): Promise<LockedDelivery[]> {
   const { rows } = await trx.raw<{ rows: LockedDelivery[] }>(
-    'SELECT id, status, scheduled_attempts, lease_token FROM deliveries WHERE id = ANY (?::text[]) ORDER BY id FOR UPDATE',
+    'SELECT id, event_id, status, scheduled_attempts, lease_token FROM deliveries WHERE id = ANY (?::text[]) ORDER BY id FOR UPDATE',
     [ids],
   );
   return rows;
