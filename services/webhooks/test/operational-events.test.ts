@@ -73,7 +73,8 @@ async function workspace(...endpoints: Array<{ name: string; events?: string[]; 
     ids,
     /** The endpoint answers 200 from now on. */
     heal: (name: string) => failing.delete(`/${workspaceId}/${name}`),
-    publish: (data: Record<string, string>) => service.client(EventService, { caller: 'data-plane' }).publishEvent({ workspaceId, type: 'agent.completed', data }),
+    publish: (data: Record<string, string>) =>
+      service.client(EventService, { caller: 'data-plane' }).publishEvent({ workspaceId, type: 'agent.completed', data }),
     /** What the endpoint's receiver got of `type`. */
     received: (name: string, type: string) =>
       receiver
@@ -85,7 +86,9 @@ async function workspace(...endpoints: Array<{ name: string; events?: string[]; 
 
 /** The operational events of `type` in the outbox about the endpoint `webhookId`. */
 async function outboxEvents(type: string, webhookId: string): Promise<Payload[]> {
-  const rows: Array<{ payload: Payload }> = await db('outbox').select('payload').whereRaw(`payload->>'type' = ? AND payload->'data'->>'webhook_id' = ?`, [type, webhookId]);
+  const rows: Array<{ payload: Payload }> = await db('outbox')
+    .select('payload')
+    .whereRaw(`payload->>'type' = ? AND payload->'data'->>'webhook_id' = ?`, [type, webhookId]);
   return rows.map((row) => row.payload);
 }
 
@@ -120,7 +123,10 @@ describe('webhook.delivery.exhausted', () => {
   });
 
   it('is not sent when a delivery of webhook.delivery.exhausted is exhausted in its turn', async () => {
-    const w = await workspace({ name: 'first', events: ['agent.completed'], fails: true }, { name: 'second', events: ['webhook.delivery.exhausted'], fails: true });
+    const w = await workspace(
+      { name: 'first', events: ['agent.completed'], fails: true },
+      { name: 'second', events: ['webhook.delivery.exhausted'], fails: true },
+    );
     await w.publish({ run: 'ping-pong' });
     const notice = await eventually(
       async () => {
