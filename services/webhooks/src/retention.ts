@@ -1,6 +1,13 @@
 import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
-import { deleteOldDeliveries, deleteUnreferencedEvents, dropOldResponseBodies } from './store/retention.js';
+import {
+  deleteOldDeliveries,
+  deleteUnreferencedEvents,
+  dropOldResponseBodies,
+  type RetentionBatchResult,
+  type RetentionMark,
+  walkStart,
+} from './store/retention.js';
 
 /**
  * Retention (docs/webhooks.md#retention): deliveries and their attempts older than
@@ -31,41 +38,44 @@ export interface RetentionBatch {
 /** docs/webhooks.md#retention: response bodies are kept 7 days. */
 export const responseBodyRetentionMs = 7 * 24 * 3_600_000;
 /** What a batch aims at; it halves when a batch takes longer, and doubles (up to the maximum) while full batches are quick. */
-const targetBatchMs = 25;
+const targetBatchMs = 20;
 const firstBatch = 500;
 const minBatch = 10;
-const maxBatch = 5_000;
+const maxBatch = 2_000;
 
 export class Retention {
   private readonly sizes = new Map<RetentionStep, number>();
 
   constructor(private readonly deps: RetentionDeps) {}
 
-  /** One pass until nothing is left to remove; what each step removed. */
+  /** One pass over what is old enough now; what each step removed. */
   async run(): Promise<Record<RetentionStep, number>> {
     const { retentionMs } = this.deps;
     const done = {
-      deliveries: await this.drain('deliveries', (db, limit) => deleteOldDeliveries(db, retentionMs, limit)),
-      events: await this.drain('events', (db, limit) => deleteUnreferencedEvents(db, retentionMs, limit)),
-      bodies: await this.drain('bodies', (db, limit) => dropOldResponseBodies(db, responseBodyRetentionMs, limit)),
+      deliveries: await this.walk('deliveries', (db, after, limit) => deleteOldDeliveries(db, retentionMs, after, limit)),
+      events: await this.walk('events', (db, after, limit) => deleteUnreferencedEvents(db, retentionMs, after, limit)),
+      bodies: await this.walk('bodies', (db, after, limit) => dropOldResponseBodies(db, responseBodyRetentionMs, after, limit)),
     };
     if (done.deliveries + done.events + done.bodies > 0) this.deps.log.info(done, 'webhook retention: old deliveries, events and response bodies removed');
     return done;
   }
 
-  private async drain(step: RetentionStep, batch: (db: Knex, limit: number) => Promise<number>): Promise<number> {
+  /** Batches from the oldest row onwards until one looks at fewer rows than it could. */
+  private async walk(step: RetentionStep, batch: (db: Knex, after: RetentionMark, limit: number) => Promise<RetentionBatchResult>): Promise<number> {
     let total = 0;
+    let after = walkStart;
     for (;;) {
       const size = this.sizes.get(step) ?? firstBatch;
       const started = performance.now();
-      const rows = await batch(this.deps.db, size);
+      const result = await batch(this.deps.db, after, size);
       const ms = performance.now() - started;
-      this.deps.onBatch?.({ step, rows, ms });
-      total += rows;
+      this.deps.onBatch?.({ step, rows: result.removed, ms });
+      total += result.removed;
       if (ms > targetBatchMs) this.sizes.set(step, Math.max(minBatch, Math.floor(size / 2)));
-      else if (rows === size && ms < targetBatchMs / 2) this.sizes.set(step, Math.min(maxBatch, size * 2));
-      // A short batch took the last rows (or the rest is held by others: the next run takes them).
-      if (rows < size) return total;
+      else if (result.scanned === size && ms < targetBatchMs / 2) this.sizes.set(step, Math.min(maxBatch, size * 2));
+      // The rows another transaction held were skipped: the next run takes them.
+      if (result.scanned < size || !result.last) return total;
+      after = result.last;
     }
   }
 }

@@ -208,7 +208,7 @@ describe('retention', () => {
     expect(await countOf('attempts', 'delivery_id', old.deliveries)).toBe(0);
     // Several batches, none larger than the adaptive maximum.
     expect(batches.filter((batch) => batch.step === 'deliveries').length).toBeGreaterThan(1);
-    for (const batch of batches) expect(batch.rows).toBeLessThanOrEqual(5000);
+    for (const batch of batches) expect(batch.rows).toBeLessThanOrEqual(2000);
     // Every live delivery was claimed exactly once and finished; none was removed.
     expect([...sent.values()].every((times) => times === 1)).toBe(true);
     expect(sent.size).toBe(due.deliveries.length);

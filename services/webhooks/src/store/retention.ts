@@ -1,49 +1,107 @@
 import type { Db } from '@switchboard/runtime/sql';
 
-// Retention of deliveries, their attempts and events (docs/webhooks.md#retention): each call is
-// one batch in one short statement of its own; SKIP LOCKED leaves rows another transaction holds
-// (a claim, an outcome, another replica's batch) to a later batch, so a batch never waits.
+// Retention of deliveries, their attempts and events (docs/webhooks.md#retention). Each call is
+// one batch: one statement, so one short transaction of its own. SKIP LOCKED leaves rows another
+// transaction holds (a claim, an outcome, another replica's batch) to a later run, so a batch
+// never waits. A batch walks its index onwards from where the last one stopped (`after`): the
+// entries of the rows it removed stay in the index until a vacuum, and scanning them again at
+// every batch would make each batch slower than the last.
+
+/** Where a walk stands: the (created_at, id) of the last row a batch looked at. */
+export interface RetentionMark {
+  at: string;
+  id: string;
+}
+
+export interface RetentionBatchResult {
+  /** Rows the batch looked at (fewer than its limit: the walk is over). */
+  scanned: number;
+  /** Rows deleted, or whose body was dropped. */
+  removed: number;
+  last: RetentionMark | undefined;
+}
+
+export const walkStart: RetentionMark = { at: '-infinity', id: '' };
+
+interface BatchRow {
+  scanned: number;
+  removed: number;
+  last_at: string | null;
+  last_id: string | null;
+}
+
+async function batch(db: Db, sql: string, bindings: unknown[]): Promise<RetentionBatchResult> {
+  const { rows } = await db.raw<{ rows: BatchRow[] }>(sql, bindings as never);
+  const row = rows[0];
+  return { scanned: row.scanned, removed: row.removed, last: row.last_at === null || row.last_id === null ? undefined : { at: row.last_at, id: row.last_id } };
+}
 
 /**
- * Deletes up to `limit` of the oldest deliveries created more than `maxAgeMs` ago, with their
- * attempts (ON DELETE CASCADE): finished ones (succeeded, exhausted) and those waiting on a
- * disabled endpoint, never one in flight nor one still retrying on an enabled endpoint.
+ * Deletes the next `limit` deliveries created more than `maxAgeMs` ago, with their attempts (ON
+ * DELETE CASCADE): finished ones (succeeded, exhausted) and those waiting on a disabled endpoint,
+ * never one in flight nor one still retrying on an enabled endpoint.
  */
-export async function deleteOldDeliveries(db: Db, maxAgeMs: number, limit: number): Promise<number> {
-  const result = await db.raw(
-    `WITH doomed AS (
-       SELECT d.id FROM deliveries d
-       WHERE d.created_at < now() - ? * interval '1 millisecond' AND d.leased_until IS NULL
+export function deleteOldDeliveries(db: Db, maxAgeMs: number, after: RetentionMark, limit: number): Promise<RetentionBatchResult> {
+  return batch(
+    db,
+    `WITH picked AS (
+       SELECT d.id, d.created_at FROM deliveries d
+       WHERE d.created_at < now() - ? * interval '1 millisecond' AND (d.created_at, d.id) > (?::timestamptz, ?)
+         AND d.leased_until IS NULL
          AND (d.next_attempt_at IS NULL OR NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.id = d.endpoint_id AND e.enabled))
-       ORDER BY d.created_at LIMIT ? FOR UPDATE OF d SKIP LOCKED
+       ORDER BY d.created_at, d.id LIMIT ? FOR UPDATE OF d SKIP LOCKED
+     ), gone AS (
+       DELETE FROM deliveries d USING picked WHERE d.id = picked.id RETURNING d.id
+     ), last AS (
+       SELECT created_at::text AS at, id FROM picked ORDER BY created_at DESC, id DESC LIMIT 1
      )
-     DELETE FROM deliveries d USING doomed WHERE d.id = doomed.id`,
-    [maxAgeMs, limit],
+     SELECT (SELECT count(*)::int FROM picked) AS scanned, (SELECT count(*)::int FROM gone) AS removed,
+            (SELECT at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
+    [maxAgeMs, after.at, after.id, limit],
   );
-  return (result as { rowCount: number }).rowCount;
 }
 
-/** Deletes up to `limit` events (their bodies) created more than `maxAgeMs` ago that no delivery references. */
-export async function deleteUnreferencedEvents(db: Db, maxAgeMs: number, limit: number): Promise<number> {
-  const result = await db.raw(
-    `DELETE FROM events WHERE id IN (
-       SELECT ev.id FROM events ev
-       WHERE ev.created_at < now() - ? * interval '1 millisecond' AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = ev.id)
-       ORDER BY ev.created_at LIMIT ? FOR UPDATE SKIP LOCKED
-     )`,
-    [maxAgeMs, limit],
+/**
+ * Deletes, of the next `limit` events created more than `maxAgeMs` ago, those no delivery
+ * references (their deliveries are gone, or none was ever made: no endpoint subscribed).
+ */
+export function deleteUnreferencedEvents(db: Db, maxAgeMs: number, after: RetentionMark, limit: number): Promise<RetentionBatchResult> {
+  // The reference check is a scalar subquery on purpose: one index probe per event, never a
+  // join over the whole deliveries table.
+  return batch(
+    db,
+    `WITH picked AS (
+       SELECT id, created_at FROM events
+       WHERE created_at < now() - ? * interval '1 millisecond' AND (created_at, id) > (?::timestamptz, ?)
+       ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED
+     ), gone AS (
+       DELETE FROM events ev USING picked
+       WHERE ev.id = picked.id AND (SELECT 1 FROM deliveries d WHERE d.event_id = ev.id LIMIT 1) IS NULL
+       RETURNING ev.id
+     ), last AS (
+       SELECT created_at::text AS at, id FROM picked ORDER BY created_at DESC, id DESC LIMIT 1
+     )
+     SELECT (SELECT count(*)::int FROM picked) AS scanned, (SELECT count(*)::int FROM gone) AS removed,
+            (SELECT at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
+    [maxAgeMs, after.at, after.id, limit],
   );
-  return (result as { rowCount: number }).rowCount;
 }
 
-/** Drops the response bodies of up to `limit` attempts made more than `maxAgeMs` ago. */
-export async function dropOldResponseBodies(db: Db, maxAgeMs: number, limit: number): Promise<number> {
-  const result = await db.raw(
-    `UPDATE attempts SET response_body = NULL WHERE id IN (
-       SELECT id FROM attempts WHERE created_at < now() - ? * interval '1 millisecond' AND response_body IS NOT NULL
-       ORDER BY created_at LIMIT ? FOR UPDATE SKIP LOCKED
-     )`,
-    [maxAgeMs, limit],
+/** Drops the response bodies of the next `limit` attempts made more than `maxAgeMs` ago. */
+export function dropOldResponseBodies(db: Db, maxAgeMs: number, after: RetentionMark, limit: number): Promise<RetentionBatchResult> {
+  return batch(
+    db,
+    `WITH picked AS (
+       SELECT id, created_at FROM attempts
+       WHERE created_at < now() - ? * interval '1 millisecond' AND response_body IS NOT NULL AND (created_at, id) > (?::timestamptz, ?)
+       ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED
+     ), dropped AS (
+       UPDATE attempts a SET response_body = NULL FROM picked WHERE a.id = picked.id RETURNING a.id
+     ), last AS (
+       SELECT created_at::text AS at, id FROM picked ORDER BY created_at DESC, id DESC LIMIT 1
+     )
+     SELECT (SELECT count(*)::int FROM picked) AS scanned, (SELECT count(*)::int FROM dropped) AS removed,
+            (SELECT at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
+    [maxAgeMs, after.at, after.id, limit],
   );
-  return (result as { rowCount: number }).rowCount;
 }
