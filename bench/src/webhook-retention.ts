@@ -138,6 +138,7 @@ function main(): Promise<number> {
       };
     });
     const allMs = latencyOf(batches.map((batch) => batch.ms));
+    const overTarget = batches.filter((batch) => batch.ms >= lockTargetMs);
     const window = (from: number, to: number) => {
       const inside = samples.filter((sample) => sample.at >= from && sample.at < to);
       return { transactions: inside.length, perSecond: Math.round(inside.length / ((to - from) / 1000)), ...latencyOf(inside.map((sample) => sample.ms)) };
@@ -162,6 +163,7 @@ function main(): Promise<number> {
         (s) =>
           `  ${s.step.padEnd(10)} ${String(s.batches).padStart(8)} ${String(s.rows).padStart(8)} ${String(s.largestBatch).padStart(9)} ${fmt(s.p50, 1).padStart(7)} ${fmt(s.p99, 1).padStart(7)} ${fmt(s.max, 1).padStart(7)} ${String(s.rowsPerSecond).padStart(9)}`,
       ),
+      `  batches at or over ${lockTargetMs} ms: ${overTarget.length} of ${batches.length} (${overTarget.map((batch) => `${batch.step} ${fmt(batch.ms, 0)} ms`).join(', ') || 'none'})`,
       '',
       '  delivery loops (fan-out, claim, outcome transactions)   tx/s  p99 ms  max ms',
       ...(
@@ -180,7 +182,7 @@ function main(): Promise<number> {
         at: session.at,
         machine,
         setup: { oldDeliveries, keptDeliveries, attemptsEach, workers, retentionMs, seedSeconds, sizes: sizes.rows[0] },
-        retention: { seconds: retentionSeconds, removed, steps, batchMs: allMs },
+        retention: { seconds: retentionSeconds, removed, steps, batchMs: allMs, overTarget },
         deliveryLoops: { before: loopsBefore, during: loopsDuring, after: loopsAfter },
         targets,
         errors,

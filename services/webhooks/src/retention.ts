@@ -6,6 +6,7 @@ import {
   dropOldResponseBodies,
   type RetentionBatchResult,
   type RetentionMark,
+  walkFrom,
   walkStart,
 } from './store/retention.js';
 
@@ -54,16 +55,26 @@ export class Retention {
     const done = {
       deliveries: await this.walk('deliveries', (db, after, limit) => deleteOldDeliveries(db, retentionMs, after, limit)),
       events: await this.walk('events', (db, after, limit) => deleteUnreferencedEvents(db, retentionMs, after, limit)),
-      bodies: await this.walk('bodies', (db, after, limit) => dropOldResponseBodies(db, responseBodyRetentionMs, after, limit)),
+      // From the retention's age on: the older attempts went with their deliveries just now, and
+      // their index entries (dead until a vacuum) would make the first batch scan them all.
+      bodies: await this.walk(
+        'bodies',
+        (db, after, limit) => dropOldResponseBodies(db, responseBodyRetentionMs, after, limit),
+        await walkFrom(this.deps.db, retentionMs),
+      ),
     };
     if (done.deliveries + done.events + done.bodies > 0) this.deps.log.info(done, 'webhook retention: old deliveries, events and response bodies removed');
     return done;
   }
 
   /** Batches from the oldest row onwards until one looks at fewer rows than it could. */
-  private async walk(step: RetentionStep, batch: (db: Knex, after: RetentionMark, limit: number) => Promise<RetentionBatchResult>): Promise<number> {
+  private async walk(
+    step: RetentionStep,
+    batch: (db: Knex, after: RetentionMark, limit: number) => Promise<RetentionBatchResult>,
+    start = walkStart,
+  ): Promise<number> {
     let total = 0;
-    let after = walkStart;
+    let after = start;
     for (;;) {
       const size = this.sizes.get(step) ?? firstBatch;
       const started = performance.now();

@@ -23,6 +23,12 @@ export interface RetentionBatchResult {
 
 export const walkStart: RetentionMark = { at: '-infinity', id: '' };
 
+/** A walk that starts at rows created `maxAgeMs` ago (Postgres's clock). */
+export async function walkFrom(db: Db, maxAgeMs: number): Promise<RetentionMark> {
+  const { rows } = await db.raw<{ rows: Array<{ at: string }> }>(`SELECT (now() - ? * interval '1 millisecond')::text AS at`, [maxAgeMs]);
+  return { at: rows[0].at, id: '' };
+}
+
 interface BatchRow {
   scanned: number;
   removed: number;
