@@ -128,7 +128,8 @@ export class Outcomes {
         trx,
         endpointIds.filter((id) => byEndpoint.get(id)?.some((o) => o.result.ok)),
       );
-      // An endpoint still disabled (an attempt that was in flight when it was) recovers when it is enabled again.
+      // Not for an endpoint disabled meanwhile (this attempt was in flight then): it had its
+      // webhook.endpoint.disabled, and enabling it clears the clock.
       const recovered = cleared.filter((c) => c.enabled && c.cleared_at.getTime() - c.failing_since.getTime() >= recoveredAfterMs);
       await this.deps.recordEvents(
         trx,
