@@ -61,6 +61,8 @@ export function watchDatabasePool(metrics: Metrics, db: Knex): void {
 interface MigrationModule {
   up(knex: Knex): Promise<void>;
   down?(knex: Knex): Promise<void>;
+  /** `{ transaction: false }` for a migration that cannot run in a transaction (createIndexesConcurrently). */
+  config?: { transaction?: boolean };
 }
 
 /** Loads compiled migrations (`NNN_name.js`) from a directory, in name order. */
@@ -78,7 +80,37 @@ class DirectoryMigrationSource implements Knex.MigrationSource<string> {
 
   async getMigration(file: string): Promise<Knex.Migration> {
     const module = (await import(pathToFileURL(path.join(this.directory, file)).href)) as MigrationModule;
-    return { up: module.up, down: module.down ?? (async () => undefined) };
+    // knex reads `config.transaction` of what this returns (its Migration type does not name it).
+    return { up: module.up, down: module.down ?? (async () => undefined), config: module.config } as Knex.Migration;
+  }
+}
+
+/**
+ * Builds indexes without blocking writes to their tables (CREATE INDEX CONCURRENTLY), for a
+ * migration that exports `config = { transaction: false }` (such a build cannot run in a
+ * transaction). One connection without a statement timeout: a table that grew for months takes
+ * longer than a request. An index an interrupted build left invalid is dropped and built again;
+ * a valid one is kept.
+ */
+export async function createIndexesConcurrently(knex: Knex, indexes: Array<{ name: string; on: string }>): Promise<void> {
+  const connection = await knex.client.acquireConnection();
+  try {
+    await knex.raw('SET statement_timeout = 0').connection(connection);
+    for (const index of indexes) {
+      const { rows } = await knex
+        .raw<{ rows: Array<{ valid: boolean }> }>(
+          `SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+           WHERE c.relname = ? AND c.relnamespace = current_schema()::regnamespace`,
+          [index.name],
+        )
+        .connection(connection);
+      if (rows[0]?.valid) continue;
+      if (rows[0]) await knex.raw('DROP INDEX CONCURRENTLY IF EXISTS ??', [index.name]).connection(connection);
+      await knex.raw(`CREATE INDEX CONCURRENTLY ?? ON ${index.on}`, [index.name]).connection(connection);
+    }
+  } finally {
+    await knex.raw(`SET statement_timeout = ${statementTimeoutMs}`).connection(connection);
+    await knex.client.releaseConnection(connection);
   }
 }
 

@@ -26,7 +26,9 @@ export interface WebhooksConfig {
   pollMs: number;
   /** WEBHOOK_DISABLE_AFTER: an endpoint failing this long is disabled. */
   disableAfterMs: number;
-  /** HOUSEKEEPING_INTERVAL: how often expired PublishEvent idempotency keys are pruned. */
+  /** WEBHOOK_RETENTION: how long deliveries, their attempts and events are kept. */
+  retentionMs: number;
+  /** HOUSEKEEPING_INTERVAL: how often expired PublishEvent idempotency keys are pruned and retention runs. */
   housekeepingIntervalMs: number;
   /** KEYS_URL: where the keys service answers (alert webhooks). */
   keysUrl: string;
@@ -52,6 +54,7 @@ export function readWebhooksConfig(env: Record<string, string | undefined> = pro
     retrySchedule: RetrySchedule.parse(readString('WEBHOOK_RETRY_SCHEDULE', defaultRetrySchedule, env)),
     pollMs: readDuration('WEBHOOK_POLL_INTERVAL', '1s', env, 1),
     disableAfterMs: readDuration('WEBHOOK_DISABLE_AFTER', '5d', env),
+    retentionMs: readDuration('WEBHOOK_RETENTION', '30d', env, 3_600_000),
     housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env, 1),
     keysUrl: serviceUrl('keys', servicePorts.keys, env),
   };

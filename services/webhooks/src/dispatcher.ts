@@ -4,7 +4,7 @@ import type { Knex } from '@switchboard/runtime/db';
 import type { Logger } from '@switchboard/runtime/log';
 import { startPeriodic } from '@switchboard/runtime/periodic';
 import type { DataKeyRing } from '@switchboard/runtime/secrets';
-import type { BackgroundTask, EventWriter } from '@switchboard/runtime/service';
+import type { BackgroundTask, EventsWriter, EventWriter } from '@switchboard/runtime/service';
 import { withTimeout } from '@switchboard/runtime/timing';
 import type { CircuitBreakers } from './circuit-breakers.js';
 import { endpointSecretPurpose } from './endpoints.js';
@@ -47,6 +47,7 @@ export interface DispatcherDeps {
   schedule: RetrySchedule;
   circuits: CircuitBreakers;
   recordEvent: EventWriter;
+  recordEvents: EventsWriter;
   /** The alert URL and signing secret of a key, from the keys service, at send time. */
   resolveAlertTarget(keyId: string): Promise<MessageShape<typeof ResolveAlertWebhookResponseSchema>>;
   settings: DispatcherSettings;
@@ -73,12 +74,13 @@ export class Dispatcher {
   private mayHaveMore = true;
 
   constructor(private readonly deps: DispatcherDeps) {
-    const { db, log, schedule, recordEvent, settings } = deps;
+    const { db, log, schedule, recordEvent, recordEvents, settings } = deps;
     this.outcomes = new Outcomes({
       db,
       log,
       schedule,
       recordEvent,
+      recordEvents,
       disableAfterMs: settings.disableAfterMs,
       onRetryScheduled: (inMs) => {
         if (inMs < settings.pollMs) this.wakeIn(inMs);
@@ -256,6 +258,7 @@ export class Dispatcher {
       return undefined;
     }
     if (!resolved.url || !resolved.signingSecret) {
+      // Exhausted without an attempt, and without webhook.delivery.exhausted: a key alert is no workspace endpoint (outcomes.ts).
       log.info({ key_id: claim.endpoint_id, delivery_id: claim.id }, 'the key has no alert webhook any more: alert dropped');
       await dropDelivery(db, claim.id, claim.lease_token);
       return undefined;

@@ -16,7 +16,9 @@ import {
   RefundRecordedSchema,
   SpendAlertSchema,
   TopupCompletedSchema,
+  WebhookDeliveryExhaustedSchema,
   WebhookEndpointDisabledSchema,
+  WebhookEndpointRecoveredSchema,
   WebhookTestSchema,
 } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { eventTypeOf } from '@switchboard/runtime/event-data';
@@ -42,6 +44,8 @@ const webhookEventSchemas = [
   OrganizationMemberAddedSchema,
   OrganizationMemberRemovedSchema,
   WebhookEndpointDisabledSchema,
+  WebhookDeliveryExhaustedSchema,
+  WebhookEndpointRecoveredSchema,
 ];
 
 /** The event types an endpoint can subscribe to. */
@@ -59,3 +63,15 @@ export function isWebhookEventType(type: string): boolean {
  * endpoint tested: neither fans out.
  */
 export const fannedOutSchemas = webhookEventSchemas.filter((schema) => schema !== SpendAlertSchema && schema !== WebhookTestSchema);
+
+/**
+ * The operational events about one endpoint (`data.webhook_id`): they go to the workspace's other
+ * endpoints only (docs/webhooks.md#event-types), never to the endpoint they are about, which is
+ * failing, just recovered or disabled.
+ */
+const aboutAnEndpoint = new Set([WebhookEndpointDisabledSchema, WebhookDeliveryExhaustedSchema, WebhookEndpointRecoveredSchema].map(eventTypeOf));
+
+/** The endpoint an event of `type` with `data` is about, which its fan-out leaves out. */
+export function endpointAbout(type: string, data: { webhook_id?: unknown }): string | undefined {
+  return aboutAnEndpoint.has(type) && typeof data.webhook_id === 'string' && data.webhook_id !== '' ? data.webhook_id : undefined;
+}

@@ -9,6 +9,7 @@ import { GroupCommit } from '@switchboard/runtime/group-commit';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import type { EventsWriter } from '@switchboard/runtime/service';
+import { endpointAbout } from './event-types.js';
 import { fanOut, insertDelivery, insertEvent, insertEvents } from './store/deliveries.js';
 import { disableWorkspaceEndpoints, upsertAlertTarget } from './store/endpoints.js';
 import { claimIdempotencyKeys, pruneIdempotencyKeys } from './store/published-events.js';
@@ -67,6 +68,7 @@ export class Intake {
         workspaceId: event.workspace_id,
         occurredAt: event.occurred_at,
         body: deliveryBody(event.type, event.occurred_at, event.json),
+        excludedEndpointId: endpointAbout(event.type, event.json),
       }));
     const stored = await insertEvents(trx, bodies);
     const queued = await fanOut(

@@ -22,13 +22,19 @@ await runService({
     return { config, ...prepareWebhooks(runtime, config) };
   },
   routes: (router, _runtime, handlers) => registerRoutes(router, handlers),
-  background: (runtime, { config, intake, dispatcher }) => {
+  background: (runtime, { config, intake, dispatcher, retention }) => {
     const prune = startPeriodic({
       name: 'pruning idempotency keys',
       everyMs: config.housekeepingIntervalMs,
       log: runtime.log,
       run: () => intake.pruneIdempotencyKeys(),
     });
-    return [...startEventConsumers(runtime, intake), dispatcher.start(), prune];
+    const retain = startPeriodic({
+      name: 'webhook retention',
+      everyMs: config.housekeepingIntervalMs,
+      log: runtime.log,
+      run: async () => void (await retention.run()),
+    });
+    return [...startEventConsumers(runtime, intake), dispatcher.start(), prune, retain];
   },
 });

@@ -1,9 +1,15 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { WebhookEndpointDisabledSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import {
+  WebhookDeliveryExhaustedSchema,
+  WebhookEndpointDisabledSchema,
+  WebhookEndpointRecoveredSchema,
+} from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from '@switchboard/runtime/db';
+import { eventTypeOf } from '@switchboard/runtime/event-data';
 import { GroupCommit } from '@switchboard/runtime/group-commit';
 import type { Logger } from '@switchboard/runtime/log';
-import type { EventWriter } from '@switchboard/runtime/service';
+import type { RecordEventInput } from '@switchboard/runtime/outbox';
+import type { EventsWriter, EventWriter } from '@switchboard/runtime/service';
 import type { RetrySchedule } from './retry-schedule.js';
 import type { DeliveryResult } from './sender.js';
 import { type ClaimedDelivery, type DeliveryRow, finishAttempts, insertAttempts, lockDeliveries } from './store/deliveries.js';
@@ -28,11 +34,17 @@ export interface OutcomesDeps {
   log: Logger;
   schedule: RetrySchedule;
   recordEvent: EventWriter;
+  /** The operational events of a batch, one statement per type. */
+  recordEvents: EventsWriter;
   /** How long an endpoint may fail without a success before it is disabled. */
   disableAfterMs: number;
   /** After a commit that scheduled retries: the soonest one, in milliseconds. */
   onRetryScheduled(inMs: number): void;
 }
+
+/** A run of failures at least this long ends with `webhook.endpoint.recovered` (docs/webhooks.md#event-types). */
+export const recoveredAfterMs = 3_600_000;
+const exhaustedType = eventTypeOf(WebhookDeliveryExhaustedSchema);
 
 export class Outcomes {
   private readonly batches: GroupCommit<Outcome, undefined>;
@@ -61,7 +73,7 @@ export class Outcomes {
     await db.transaction(async (trx) => {
       // Endpoints before deliveries, in id order: the order of a delete (its cascade), so the two never deadlock.
       const endpointIds = [...new Set(outcomes.filter((o) => o.claim.kind === 'webhook').map((o) => o.claim.endpoint_id))].sort();
-      await lockEndpoints(trx, endpointIds);
+      const workspaces = await lockEndpoints(trx, endpointIds);
       const locked = new Map((await lockDeliveries(trx, [...new Set(outcomes.map((o) => o.claim.id))])).map((row) => [row.id, row]));
       const mine = outcomes.filter((o) => locked.has(o.claim.id)); // the others were deleted with their endpoint
       await insertAttempts(
@@ -91,14 +103,32 @@ export class Outcomes {
         };
       });
       await finishAttempts(trx, updates);
+      await this.deps.recordEvents(trx, WebhookDeliveryExhaustedSchema, exhaustedEvents(leased, updates, locked, workspaces));
       // Any success of the batch stops an endpoint's failure clock (failures after the last one
       // start it again); any 410 disables it.
       const byEndpoint = new Map<string, Outcome[]>();
       for (const outcome of mine)
         if (outcome.claim.kind === 'webhook') byEndpoint.set(outcome.claim.endpoint_id, [...(byEndpoint.get(outcome.claim.endpoint_id) ?? []), outcome]);
-      await clearFailureClocks(
+      const cleared = await clearFailureClocks(
         trx,
         endpointIds.filter((id) => byEndpoint.get(id)?.some((o) => o.result.ok)),
+      );
+      // Not for an endpoint disabled meanwhile (this attempt was in flight then): it had its
+      // webhook.endpoint.disabled, and enabling it clears the clock.
+      const recovered = cleared.filter((c) => c.enabled && c.cleared_at.getTime() - c.failing_since.getTime() >= recoveredAfterMs);
+      await this.deps.recordEvents(
+        trx,
+        WebhookEndpointRecoveredSchema,
+        recovered.map((c) => ({
+          workspaceId: c.workspace_id,
+          data: {
+            webhookId: c.id,
+            workspaceId: c.workspace_id,
+            url: c.url,
+            failingSince: timestampFromDate(c.failing_since),
+            recoveredAt: timestampFromDate(c.cleared_at),
+          },
+        })),
       );
       for (const endpointId of endpointIds) {
         const attempts = byEndpoint.get(endpointId) ?? [];
@@ -125,6 +155,47 @@ export class Outcomes {
       log.warn({ webhook_id: endpoint.id, workspace_id: endpoint.workspace_id, reason: endpoint.disabled_reason }, 'webhook endpoint disabled');
     if (soonestRetry !== undefined) this.deps.onRetryScheduled(soonestRetry);
   }
+}
+
+/**
+ * `webhook.delivery.exhausted` for each delivery a scheduled attempt of this batch exhausted
+ * (docs/webhooks.md#event-types). None for a manual attempt (a redelivery or recovery by hand
+ * leaves or puts the delivery back in `exhausted`: the caller sees it), for a key alert (not a
+ * workspace endpoint: its URL belongs to a key), nor for a delivery of this type itself, so two
+ * failing endpoints never notify each other for ever.
+ */
+function exhaustedEvents(
+  leased: Outcome[],
+  updates: Array<{ id: string; status: DeliveryRow['status'] }>,
+  locked: Map<string, { event_id: string }>,
+  workspaces: Map<string, string>,
+): RecordEventInput<typeof WebhookDeliveryExhaustedSchema>[] {
+  const exhaustedAt = timestampFromDate(new Date());
+  return leased.flatMap(({ claim }, i) => {
+    const workspaceId = workspaces.get(claim.endpoint_id);
+    if (
+      updates[i].status !== 'exhausted' ||
+      claim.kind !== 'webhook' ||
+      claim.next_trigger === 'manual' ||
+      claim.event_type === exhaustedType ||
+      !workspaceId
+    ) {
+      return [];
+    }
+    return [
+      {
+        workspaceId,
+        data: {
+          webhookId: claim.endpoint_id,
+          workspaceId,
+          deliveryId: claim.id,
+          eventId: locked.get(claim.id)?.event_id ?? '',
+          eventType: claim.event_type,
+          exhaustedAt,
+        },
+      },
+    ];
+  });
 }
 
 /**

@@ -8,6 +8,7 @@ import { Dispatcher } from './dispatcher.js';
 import { Endpoints } from './endpoints.js';
 import { Intake } from './intake.js';
 import { watchQueue } from './queue-metrics.js';
+import { Retention } from './retention.js';
 import { WebhookSender } from './sender.js';
 import type { WebhooksHandlers } from './server.js';
 
@@ -17,7 +18,7 @@ export type WebhooksRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' 
 };
 
 /** The domain modules behind the webhooks handlers, as main.ts (and the in-process test) builds them. */
-export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig): WebhooksHandlers & { dispatcher: Dispatcher } {
+export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig): WebhooksHandlers & { dispatcher: Dispatcher; retention: Retention } {
   const { db, log, recordEvent, recordEvents, meshTokens } = runtime;
   const { dataKeys } = runtime.config;
   if (config.allowPrivateTargets) log.warn('WEBHOOKS_ALLOW_PRIVATE_TARGETS=true: deliveries may go to private and loopback addresses');
@@ -29,6 +30,7 @@ export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig
     log,
     dataKeys,
     recordEvent,
+    recordEvents,
     sender: new WebhookSender({ allowPrivateTargets: config.allowPrivateTargets, timeoutMs: config.timeoutMs, maxSocketsPerPool: config.perEndpoint }),
     schedule: config.retrySchedule,
     circuits,
@@ -45,6 +47,7 @@ export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig
   const endpoints = new Endpoints({ db, log, dataKeys, audit: runtime.audit, onQueued });
   return {
     dispatcher,
+    retention: new Retention({ db, log, retentionMs: config.retentionMs }),
     endpoints,
     deliveries: new Deliveries({ db, endpoints, onQueued }),
     intake: new Intake({ db, log, recordEvents, onQueued }),

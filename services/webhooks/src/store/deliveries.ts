@@ -69,10 +69,14 @@ export async function insertEvent(trx: Knex.Transaction, event: StoredEvent): Pr
 
 /**
  * One delivery of each event to every enabled endpoint of its workspace subscribed to its type
- * (an empty subscription is every type), in one statement for the whole batch. Endpoints
- * disabled now never get these events, even once re-enabled. Returns how many were queued.
+ * (an empty subscription is every type) but its `excludedEndpointId` (the endpoint an
+ * operational event is about), in one statement for the whole batch. Endpoints disabled now
+ * never get these events, even once re-enabled. Returns how many were queued.
  */
-export async function fanOut(trx: Knex.Transaction, events: Array<Pick<StoredEvent, 'id' | 'type' | 'workspaceId'>>): Promise<number> {
+export async function fanOut(
+  trx: Knex.Transaction,
+  events: Array<Pick<StoredEvent, 'id' | 'type' | 'workspaceId'> & { excludedEndpointId?: string }>,
+): Promise<number> {
   if (events.length === 0) return 0;
   const { rows: endpoints } = await trx.raw<{ rows: Array<{ id: string; workspace_id: string; events: string[] }> }>(
     `SELECT id, workspace_id, events FROM endpoints WHERE workspace_id = ANY (?::text[]) AND kind = 'webhook' AND enabled`,
@@ -82,7 +86,7 @@ export async function fanOut(trx: Knex.Transaction, events: Array<Pick<StoredEve
   const deliveries: Array<{ endpointId: string; eventId: string; eventType: string }> = [];
   for (const event of events) {
     for (const endpoint of endpoints) {
-      if (endpoint.workspace_id !== event.workspaceId) continue;
+      if (endpoint.workspace_id !== event.workspaceId || endpoint.id === event.excludedEndpointId) continue;
       if (endpoint.events.length > 0 && !endpoint.events.includes(event.type)) continue;
       deliveries.push({ endpointId: endpoint.id, eventId: event.id, eventType: event.type });
     }
@@ -162,12 +166,12 @@ export async function claimDue(
   return rows;
 }
 
-type LockedDelivery = Pick<DeliveryRow, 'id' | 'status' | 'scheduled_attempts'> & { lease_token: string | null };
+type LockedDelivery = Pick<DeliveryRow, 'id' | 'event_id' | 'status' | 'scheduled_attempts'> & { lease_token: string | null };
 
 /** Locks the deliveries `ids` that still exist, with their current lease. */
 export async function lockDeliveries(trx: Knex.Transaction, ids: string[]): Promise<LockedDelivery[]> {
   const { rows } = await trx.raw<{ rows: LockedDelivery[] }>(
-    'SELECT id, status, scheduled_attempts, lease_token FROM deliveries WHERE id = ANY (?::text[]) ORDER BY id FOR UPDATE',
+    'SELECT id, event_id, status, scheduled_attempts, lease_token FROM deliveries WHERE id = ANY (?::text[]) ORDER BY id FOR UPDATE',
     [ids],
   );
   return rows;

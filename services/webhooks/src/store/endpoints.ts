@@ -143,14 +143,40 @@ export async function upsertAlertTarget(trx: Knex.Transaction, target: { keyId: 
   );
 }
 
-/** Locks the endpoints `ids` (in the order given) against changes and deletion. */
-export async function lockEndpoints(trx: Knex.Transaction, ids: string[]): Promise<void> {
-  if (ids.length > 0) await trx.raw('SELECT id FROM endpoints WHERE id = ANY (?::text[]) ORDER BY id FOR NO KEY UPDATE', [ids]);
+/** Locks the endpoints `ids` (in id order) against changes and deletion; returns the workspace of each. */
+export async function lockEndpoints(trx: Knex.Transaction, ids: string[]): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
+  const { rows } = await trx.raw<{ rows: Array<{ id: string; workspace_id: string }> }>(
+    'SELECT id, workspace_id FROM endpoints WHERE id = ANY (?::text[]) ORDER BY id FOR NO KEY UPDATE',
+    [ids],
+  );
+  return new Map(rows.map((row) => [row.id, row.workspace_id]));
 }
 
-/** A success stops the failure clocks of these endpoints. */
-export async function clearFailureClocks(trx: Knex.Transaction, ids: string[]): Promise<void> {
-  if (ids.length > 0) await trx.raw('UPDATE endpoints SET failing_since = NULL WHERE id = ANY (?::text[]) AND failing_since IS NOT NULL', [ids]);
+/** An endpoint whose failure clock a success stopped: when its run of failures began, and now. */
+export interface ClearedClock {
+  id: string;
+  workspace_id: string;
+  url: string;
+  enabled: boolean;
+  failing_since: Date;
+  cleared_at: Date;
+}
+
+/**
+ * A success stops the failure clocks of these endpoints (locked by the caller); returns the
+ * endpoints that were failing, with when their failures began.
+ */
+export async function clearFailureClocks(trx: Knex.Transaction, ids: string[]): Promise<ClearedClock[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await trx.raw<{ rows: ClearedClock[] }>(
+    `UPDATE endpoints e SET failing_since = NULL
+     FROM (SELECT id, failing_since FROM endpoints WHERE id = ANY (?::text[]) AND failing_since IS NOT NULL) AS was
+     WHERE e.id = was.id
+     RETURNING e.id, e.workspace_id, e.url, e.enabled, was.failing_since, now() AS cleared_at`,
+    [ids],
+  );
+  return rows;
 }
 
 /**
