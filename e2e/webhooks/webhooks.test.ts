@@ -213,8 +213,9 @@ describe('deliveries', () => {
     const [request] = receiver.at(hook);
     expect(request.headers['webhook-id']).toBe(tested.json.delivery_id);
     expect(request.headers['content-type']).toBe('application/json');
-    const payload = verifyDelivery(created.secret, request) as { type: string; timestamp: string; data: Record<string, unknown> };
-    expect(payload).toMatchObject({ type: 'webhook.test', data: { webhook_id: created.webhook_id, workspace_id: owner.workspaceId } });
+    const payload = verifyDelivery(created.secret, request) as { id: string; type: string; timestamp: string; data: Record<string, unknown> };
+    expect(payload).toMatchObject({ id: done.event_id, type: 'webhook.test', data: { webhook_id: created.webhook_id, workspace_id: owner.workspaceId } });
+    expect(payload.id).toMatch(/^evt_/);
     expect(new Date(payload.timestamp).toISOString()).toBe(payload.timestamp);
     expect(done).toMatchObject({ attempt_count: 1, next_attempt_at: null, succeeded_at: expect.any(String) });
     expect(done.attempts).toEqual([
