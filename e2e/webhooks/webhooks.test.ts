@@ -2,6 +2,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { EventService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
+import { webhookEventCatalog } from '@switchboard/contracts/webhook-events';
 import { createLocalCertificate, type LocalCertificate } from '@switchboard/runtime/dev/local-certificate';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
@@ -9,6 +10,8 @@ import { EventBus } from '@switchboard/testkit/events';
 import { Mailbox } from '@switchboard/testkit/mailbox';
 import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { verifyDelivery, WebhookReceiver } from '@switchboard/testkit/webhook-receiver';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import formats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -198,6 +201,34 @@ describe('endpoints', () => {
     expectErrorBody(await call('GET', `${orgHooks}/wh_missing`, { token: developer.token }), 404, 'webhook_not_found');
     expectErrorBody(await call('DELETE', `${orgHooks}/${orgHook.json.webhook_id}`, { token: developer.token }), 403, 'forbidden');
     expect((await call('GET', orgHooks, { token: owner.token })).status).toBe(200);
+  });
+});
+
+describe('event catalog', () => {
+  it('lists every event type with its schema and example, to a session and to a key with the read scope', async () => {
+    const bySession = await call('GET', '/v1/webhook-event-types', { token: owner.token });
+    expect(bySession.status, bySession.text).toBe(200);
+    const data = bySession.json.data as Array<{ type: string; description: string; schema: Record<string, unknown>; example: Record<string, unknown> }>;
+    expect(data.map((entry) => entry.type)).toEqual(webhookEventCatalog().map((entry) => entry.type));
+    expect(data.map((entry) => entry.type)).toEqual(
+      expect.arrayContaining(['agent.completed', 'webhook.test', 'webhook.delivery.exhausted', 'webhook.endpoint.recovered']),
+    );
+    const ajv = new Ajv2020({ strict: true });
+    formats.default(ajv);
+    for (const entry of data) {
+      expect(entry.description, entry.type).toMatch(/\.$/);
+      expect(entry.schema).toMatchObject({ $schema: 'https://json-schema.org/draft/2020-12/schema', required: ['id', 'type', 'timestamp', 'data'] });
+      expect(entry.example).toMatchObject({ id: expect.stringMatching(/^evt_/), type: entry.type });
+      const validate = ajv.compile(entry.schema);
+      expect(validate(entry.example), `${entry.type}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+    }
+
+    const key = await call('POST', '/v1/keys', { token: owner.token, body: { name: 'catalog reader', scopes: ['read'] } });
+    expect(key.status, key.text).toBe(201);
+    const byKey = await call('GET', '/v1/webhook-event-types', { token: key.json.full_key });
+    expect(byKey.status, byKey.text).toBe(200);
+    expect(byKey.json).toEqual(bySession.json);
+    expectErrorBody(await call('GET', '/v1/webhook-event-types'), 401, 'unauthenticated');
   });
 });
 
