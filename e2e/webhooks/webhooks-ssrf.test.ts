@@ -33,7 +33,7 @@ async function countingServer(certificate: LocalCertificate, host: string, port 
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      checkDeliveredPayload(Buffer.concat(chunks).toString('utf8'), `${host} ${req.url}`);
+      checkDeliveredPayload({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') }, `${host} ${req.url}`);
       res.writeHead(204).end();
     });
   });

@@ -1,4 +1,5 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import type { IncomingHttpHeaders } from 'node:http';
 import path from 'node:path';
 import { webhookEventType } from '@switchboard/contracts/webhook-events';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
@@ -45,8 +46,13 @@ export function payloadProblem(body: string): string | undefined {
 
 const findingsDir = (dataDir: string) => path.join(dataDir, 'webhook-payloads');
 
-/** Checks a body a test receiver got (at `where`), and records a finding when it breaks the catalog. */
-export function checkDeliveredPayload(body: string, where: string): void {
+/**
+ * Checks a request a test receiver got (at `where`), and records a finding when it is a delivery
+ * (it has a `webhook-id`) whose body breaks the catalog. Tests' own probes of a receiver are not.
+ */
+export function checkDeliveredPayload(request: { headers: IncomingHttpHeaders; body: string }, where: string): void {
+  if (request.headers['webhook-id'] === undefined) return;
+  const body = request.body;
   const problem = payloadProblem(body);
   if (!problem) return;
   const test = expect.getState().testPath ?? 'unknown test file';

@@ -9,7 +9,7 @@ export type { Received, Reply } from '@switchboard/runtime/dev/webhook-receiver'
 export type WebhookReceiver = Receiver;
 export const WebhookReceiver = {
   start: (certificate: LocalCertificate): Promise<WebhookReceiver> =>
-    Receiver.start(certificate, (request) => checkDeliveredPayload(request.body, `receiver path ${request.path}`)),
+    Receiver.start(certificate, (request) => checkDeliveredPayload(request, `receiver path ${request.path}`)),
 };
 
 /** Verifies a received delivery the way a receiver author would, with the `standardwebhooks` package. */
