@@ -84,7 +84,7 @@ describe('the Webhooks pages', () => {
     expect(await invalidFieldText(page, 'events')).toContain('Tick at least one event type');
     // The event catalog: each type with when it is sent, and its example body and schema folded away.
     await create.getByLabel('webhook.endpoint.recovered').waitFor();
-    await create.getByText('A key was created (never the full key).').waitFor();
+    await create.getByText('A key was created (never the full key).', { exact: true }).waitFor();
     expect(await create.getByLabel('key.spend_alert').count()).toBe(0);
     const keyCreated = create.locator('li').filter({ hasText: 'A key was created (never the full key).' });
     const details = keyCreated.locator('details');
