@@ -311,10 +311,14 @@ function deliveryBodySchema(type: string, definition: Definition): JsonObject {
   };
 }
 
-/** The data: the payload message's JSON form, or any JSON object for a message without fields. */
+/**
+ * The data: the payload message's JSON form, or any JSON object for a message without fields.
+ * The message's own comment is not its description: it names the type and notes for the
+ * contract's readers (the catalog's sentence describes the type).
+ */
 function dataSchema(message: DescMessage, omitted: ReadonlySet<string>): JsonObject {
-  const description = comments[message.typeName];
-  if (message.fields.length === 0) return { type: 'object', ...(description ? { description } : {}) };
+  if (message.fields.length === 0) return { type: 'object', description: 'Any JSON object: what the producer published, as is.' };
+  const description = `The JSON form of ${message.typeName} (events.proto).`;
   const properties: JsonObject = {};
   const required: string[] = [];
   for (const field of message.fields) {
@@ -324,7 +328,7 @@ function dataSchema(message: DescMessage, omitted: ReadonlySet<string>): JsonObj
     properties[field.name] = comment ? { ...schema, description: comment } : schema;
     required.push(field.name);
   }
-  return { type: 'object', ...(description ? { description } : {}), properties, required, additionalProperties: false };
+  return { type: 'object', description, properties, required, additionalProperties: false };
 }
 
 function fieldSchema(field: DescField): JsonObject {

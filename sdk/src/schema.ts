@@ -22426,12 +22426,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /**
-                     * @description "agent.completed" (webhook): an agent run completed. Free-form: Event.data is the JSON
-                     *     object the agent runtime published (EventService/PublishEvent or the JetStream subject), as
-                     *     is; this message has no fixed fields on purpose, and a payload message without fields is
-                     *     how the runtime knows an event's data is passed through untyped (docs/events.md).
-                     */
+                    /** @description Any JSON object: what the producer published, as is. */
                     data: Record<string, never>;
                 };
             };
@@ -22494,7 +22489,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "webhook.test" (webhook): the payload of the test call, delivered to that endpoint only. */
+                    /** @description The JSON form of switchboard.events.v1.WebhookTest (events.proto). */
                     data: {
                         webhook_id: string;
                         workspace_id: string;
@@ -22567,11 +22562,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /**
-                     * @description "key.spend_alert" (webhook, delivered to the key's alert URL, signed with its
-                     *     signing_secret): month-to-date spend first crossed threshold_pct of the cap, or reached it
-                     *     (threshold_pct 100). Once per threshold per key per month.
-                     */
+                    /** @description The JSON form of switchboard.events.v1.SpendAlert (events.proto). */
                     data: {
                         key_id: string;
                         workspace_id: string;
@@ -22654,7 +22645,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "key.created" (webhook). Never the full key. */
+                    /** @description The JSON form of switchboard.events.v1.KeyCreated (events.proto). */
                     data: {
                         key_id: string;
                         workspace_id: string;
@@ -22727,7 +22718,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "key.revoked" (webhook). */
+                    /** @description The JSON form of switchboard.events.v1.KeyRevoked (events.proto). */
                     data: {
                         key_id: string;
                         workspace_id: string;
@@ -22799,7 +22790,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "key.rotated" (webhook): a key was rotated; the old one works until its new expires_at. */
+                    /** @description The JSON form of switchboard.events.v1.KeyRotated (events.proto). */
                     data: {
                         /** @description The new key. */
                         key_id: string;
@@ -22874,7 +22865,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "key.expired" (webhook): a key's expires_at passed; sent once per key. */
+                    /** @description The JSON form of switchboard.events.v1.KeyExpired (events.proto). */
                     data: {
                         key_id: string;
                         workspace_id: string;
@@ -22947,7 +22938,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "billing.topup.completed" (webhook): a payment was credited (exactly once). */
+                    /** @description The JSON form of switchboard.events.v1.TopupCompleted (events.proto). */
                     data: {
                         checkout_id: string;
                         workspace_id: string;
@@ -23028,10 +23019,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /**
-                     * @description "billing.free_credit.granted" (webhook): the free credit was granted to a user's personal
-                     *     workspace when the user's email was verified (once per user).
-                     */
+                    /** @description The JSON form of switchboard.events.v1.FreeCreditGranted (events.proto). */
                     data: {
                         workspace_id: string;
                         user_id: string;
@@ -23101,7 +23089,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "billing.payment_method.saved" (webhook): a card was saved for the workspace. */
+                    /** @description The JSON form of switchboard.events.v1.PaymentMethodSaved (events.proto). */
                     data: {
                         workspace_id: string;
                         payment_method_id: string;
@@ -23169,7 +23157,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "billing.payment_method.removed" (webhook). */
+                    /** @description The JSON form of switchboard.events.v1.PaymentMethodRemoved (events.proto). */
                     data: {
                         workspace_id: string;
                         payment_method_id: string;
@@ -23242,10 +23230,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /**
-                     * @description "billing.auto_topup.updated" (webhook): the auto top-up settings changed, by a user or by the
-                     *     service (three failed charges in a row, or the last payment method removed).
-                     */
+                    /** @description The JSON form of switchboard.events.v1.AutoTopupUpdated (events.proto). */
                     data: {
                         workspace_id: string;
                         enabled: boolean;
@@ -23324,10 +23309,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /**
-                     * @description "billing.auto_topup.failed" (webhook): an auto top-up charge was declined or could not be
-                     *     made. After 3 in a row auto top-up is switched off (disabled: true).
-                     */
+                    /** @description The JSON form of switchboard.events.v1.AutoTopupFailed (events.proto). */
                     data: {
                         workspace_id: string;
                         /** @description The charge's id, `atp_…`. */
@@ -23407,10 +23389,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /**
-                     * @description "billing.balance.low" (webhook): a debit took the balance below the workspace's
-                     *     low_balance_threshold_usd (once per crossing).
-                     */
+                    /** @description The JSON form of switchboard.events.v1.BalanceLow (events.proto). */
                     data: {
                         workspace_id: string;
                         /** @description Decimal strings. */
@@ -23481,10 +23460,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /**
-                     * @description "billing.refund.recorded" (webhook): a payment was refunded (in full or in part) at the
-                     *     provider, and the refunded amount debited from the balance, which may go below zero.
-                     */
+                    /** @description The JSON form of switchboard.events.v1.RefundRecorded (events.proto). */
                     data: {
                         workspace_id: string;
                         /** @description The provider's charge; the top-up it paid (checkout or auto top-up charge id), when known. */
@@ -23557,10 +23533,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /**
-                     * @description "billing.dispute.lost" (webhook): a payment's dispute was lost; the disputed amount was debited
-                     *     from the balance, which may go below zero.
-                     */
+                    /** @description The JSON form of switchboard.events.v1.DisputeLost (events.proto). */
                     data: {
                         workspace_id: string;
                         /** @description The provider's dispute and charge. */
@@ -23632,7 +23605,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "organization.member.added" (webhook). */
+                    /** @description The JSON form of switchboard.events.v1.OrganizationMemberAdded (events.proto). */
                     data: {
                         org_id: string;
                         user_id: string;
@@ -23701,7 +23674,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "organization.member.removed" (webhook): the member's keys in the organization are revoked. */
+                    /** @description The JSON form of switchboard.events.v1.OrganizationMemberRemoved (events.proto). */
                     data: {
                         org_id: string;
                         user_id: string;
@@ -23772,7 +23745,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /** @description "webhook.endpoint.disabled" (webhook): sent to the workspace's other endpoints. */
+                    /** @description The JSON form of switchboard.events.v1.WebhookEndpointDisabled (events.proto). */
                     data: {
                         webhook_id: string;
                         workspace_id: string;
@@ -23848,11 +23821,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /**
-                     * @description "webhook.delivery.exhausted" (webhook): a delivery used its last retry without a success; sent
-                     *     to the workspace's other subscribed endpoints (never for a delivery of this type itself, so
-                     *     two failing endpoints cannot notify each other forever).
-                     */
+                    /** @description The JSON form of switchboard.events.v1.WebhookDeliveryExhausted (events.proto). */
                     data: {
                         webhook_id: string;
                         workspace_id: string;
@@ -23926,10 +23895,7 @@ export interface operations {
                      * @description When the event happened (RFC 3339, UTC).
                      */
                     timestamp: string;
-                    /**
-                     * @description "webhook.endpoint.recovered" (webhook): an endpoint's first success after failures that lasted
-                     *     at least an hour; sent to the workspace's other subscribed endpoints.
-                     */
+                    /** @description The JSON form of switchboard.events.v1.WebhookEndpointRecovered (events.proto). */
                     data: {
                         webhook_id: string;
                         workspace_id: string;
