@@ -82,6 +82,18 @@ describe('the Webhooks pages', () => {
     await create.getByLabel('Every event type, also those added later').uncheck();
     await create.getByRole('button', { name: 'Add endpoint' }).click();
     expect(await invalidFieldText(page, 'events')).toContain('Tick at least one event type');
+    // The event catalog: each type with when it is sent, and its example body and schema folded away.
+    await create.getByLabel('webhook.endpoint.recovered').waitFor();
+    await create.getByText('A key was created (never the full key).', { exact: true }).waitFor();
+    expect(await create.getByLabel('key.spend_alert').count()).toBe(0);
+    const keyCreated = create.locator('li').filter({ hasText: 'A key was created (never the full key).' });
+    const details = keyCreated.locator('details');
+    expect(await details.locator('pre').first().isVisible()).toBe(false);
+    await keyCreated.getByText('Example and schema').click();
+    const [example, schema] = await details.locator('pre').allInnerTexts();
+    expect(JSON.parse(example)).toMatchObject({ id: expect.stringMatching(/^evt_/), type: 'key.created', data: { key_id: expect.stringMatching(/^key_/) } });
+    expect(JSON.parse(schema)).toMatchObject({ $schema: 'https://json-schema.org/draft/2020-12/schema', required: ['id', 'type', 'timestamp', 'data'] });
+    await checkPage(dashboard, 'webhooks-event-catalog');
     await create.getByLabel('key.created').check();
     await create.getByLabel('Description').fill('The receiver of the dashboard test');
     await create.getByRole('button', { name: 'Add endpoint' }).click();

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { createLocalCertificate, type LocalCertificate } from '@switchboard/runtime/dev/local-certificate';
 import { eventually } from '@switchboard/runtime/testing';
 import { expectErrorBody, meshSuiteOfFile, type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import { checkDeliveredPayload } from '@switchboard/testkit/webhook-payloads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -29,8 +30,12 @@ interface CountingServer {
 async function countingServer(certificate: LocalCertificate, host: string, port = 0): Promise<CountingServer> {
   const server = https.createServer({ key: certificate.key, cert: certificate.cert }, (req, res) => {
     counting.requests.push(`${req.method} ${req.url}`);
-    req.resume();
-    req.on('end', () => res.writeHead(204).end());
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      checkDeliveredPayload({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') }, `${host} ${req.url}`);
+      res.writeHead(204).end();
+    });
   });
   const counting: CountingServer = {
     host,

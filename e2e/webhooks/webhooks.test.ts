@@ -2,6 +2,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { EventService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
+import { webhookEventCatalog } from '@switchboard/contracts/webhook-events';
 import { createLocalCertificate, type LocalCertificate } from '@switchboard/runtime/dev/local-certificate';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
@@ -9,6 +10,8 @@ import { EventBus } from '@switchboard/testkit/events';
 import { Mailbox } from '@switchboard/testkit/mailbox';
 import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { verifyDelivery, WebhookReceiver } from '@switchboard/testkit/webhook-receiver';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import formats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -201,6 +204,34 @@ describe('endpoints', () => {
   });
 });
 
+describe('event catalog', () => {
+  it('lists every event type with its schema and example, to a session and to a key with the read scope', async () => {
+    const bySession = await call('GET', '/v1/webhook-event-types', { token: owner.token });
+    expect(bySession.status, bySession.text).toBe(200);
+    const data = bySession.json.data as Array<{ type: string; description: string; schema: Record<string, unknown>; example: Record<string, unknown> }>;
+    expect(data.map((entry) => entry.type)).toEqual(webhookEventCatalog().map((entry) => entry.type));
+    expect(data.map((entry) => entry.type)).toEqual(
+      expect.arrayContaining(['agent.completed', 'webhook.test', 'webhook.delivery.exhausted', 'webhook.endpoint.recovered']),
+    );
+    const ajv = new Ajv2020({ strict: true });
+    formats.default(ajv);
+    for (const entry of data) {
+      expect(entry.description, entry.type).toMatch(/\.$/);
+      expect(entry.schema).toMatchObject({ $schema: 'https://json-schema.org/draft/2020-12/schema', required: ['id', 'type', 'timestamp', 'data'] });
+      expect(entry.example).toMatchObject({ id: expect.stringMatching(/^evt_/), type: entry.type });
+      const validate = ajv.compile(entry.schema);
+      expect(validate(entry.example), `${entry.type}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+    }
+
+    const key = await call('POST', '/v1/keys', { token: owner.token, body: { name: 'catalog reader', scopes: ['read'] } });
+    expect(key.status, key.text).toBe(201);
+    const byKey = await call('GET', '/v1/webhook-event-types', { token: key.json.full_key });
+    expect(byKey.status, byKey.text).toBe(200);
+    expect(byKey.json).toEqual(bySession.json);
+    expectErrorBody(await call('GET', '/v1/webhook-event-types'), 401, 'unauthenticated');
+  });
+});
+
 describe('deliveries', () => {
   it('sends a test delivery at once, signed as Standard Webhooks says, and records the attempt', async () => {
     const hook = newPath();
@@ -213,8 +244,9 @@ describe('deliveries', () => {
     const [request] = receiver.at(hook);
     expect(request.headers['webhook-id']).toBe(tested.json.delivery_id);
     expect(request.headers['content-type']).toBe('application/json');
-    const payload = verifyDelivery(created.secret, request) as { type: string; timestamp: string; data: Record<string, unknown> };
-    expect(payload).toMatchObject({ type: 'webhook.test', data: { webhook_id: created.webhook_id, workspace_id: owner.workspaceId } });
+    const payload = verifyDelivery(created.secret, request) as { id: string; type: string; timestamp: string; data: Record<string, unknown> };
+    expect(payload).toMatchObject({ id: done.event_id, type: 'webhook.test', data: { webhook_id: created.webhook_id, workspace_id: owner.workspaceId } });
+    expect(payload.id).toMatch(/^evt_/);
     expect(new Date(payload.timestamp).toISOString()).toBe(payload.timestamp);
     expect(done).toMatchObject({ attempt_count: 1, next_attempt_at: null, succeeded_at: expect.any(String) });
     expect(done.attempts).toEqual([

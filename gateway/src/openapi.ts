@@ -3,6 +3,7 @@ import type { Json } from './openapi/json-schema.js';
 import { operationOf, responseOf, tagOf } from './openapi/operations.js';
 import { Schemas } from './openapi/schemas.js';
 import { securitySchemes } from './openapi/security.js';
+import { webhooksOf } from './openapi/webhooks.js';
 import { type Route, unversionedAlias } from './routes.js';
 
 /**
@@ -21,7 +22,7 @@ import { type Route, unversionedAlias } from './routes.js';
  * By concern: openapi/schemas.ts (components.schemas, from the messages), openapi/operations.ts
  * (an operation per route), openapi/errors.ts (error responses, from the catalogue in
  * runtime/src/error-catalogue.ts), openapi/security.ts (credentials and access rules),
- * openapi/introduction.ts (info.description).
+ * openapi/introduction.ts (info.description), openapi/webhooks.ts (the event catalog as `webhooks`).
  */
 
 export interface OpenApiInfo {
@@ -64,6 +65,7 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
     servers: [{ url: info.serverUrl ?? '/', description: info.serverUrl ? 'Switchboard gateway' : 'This gateway' }],
     tags: [...tags.values()],
     paths,
+    webhooks: webhooksOf(),
     components: {
       securitySchemes,
       schemas: schemas.sorted(),

@@ -1,6 +1,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import SwaggerParser from '@apidevtools/swagger-parser';
+import { webhookEventCatalog } from '@switchboard/contracts/webhook-events';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import formats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDocs } from '../src/docs.js';
 import { buildOpenApiDocument } from '../src/openapi.js';
@@ -94,6 +97,7 @@ const specRoutes: Array<[string, string]> = [
   ['POST', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/rotate-secret'],
   ['POST', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver'],
   ['POST', '/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/recover'],
+  ['GET', '/v1/webhook-event-types'],
 ];
 
 /** /v1/conversations/{id} and /v1/conversations/{conversation_id} are the same route. */
@@ -411,6 +415,35 @@ describe('OpenAPI document', () => {
     const error = doc.components.schemas.Error;
     expect(error.properties.error.required).toEqual(['code', 'message', 'field', 'request_id']);
     expect(error.properties.error.properties.field.type).toEqual(['string', 'null']);
+  });
+
+  it('lists every event type of the catalog under webhooks, with its schema, an example that fits it, and the signature headers', () => {
+    const catalog = webhookEventCatalog();
+    expect(Object.keys(doc.webhooks)).toEqual(catalog.map((entry) => entry.type));
+    expect(Object.keys(doc.webhooks)).toEqual(
+      expect.arrayContaining(['agent.completed', 'key.revoked', 'webhook.delivery.exhausted', 'webhook.endpoint.recovered']),
+    );
+    const ajv = new Ajv2020({ strict: true });
+    formats.default(ajv);
+    const ids = new Set<string>();
+    for (const entry of catalog) {
+      const op = doc.webhooks[entry.type].post as Json;
+      expect(op.summary).toBe(entry.type);
+      expect(op.description).toContain(entry.description);
+      expect(op.security).toEqual([]);
+      expect(ids.has(op.operationId), entry.type).toBe(false);
+      ids.add(op.operationId);
+      expect(op.parameters.map((p: Json) => `${p.in}:${p.name}`)).toEqual(['header:webhook-id', 'header:webhook-timestamp', 'header:webhook-signature']);
+      const body = op.requestBody.content['application/json'];
+      expect(body.schema).toEqual(entry.schema);
+      expect(body.example).toEqual(entry.example);
+      const validate = ajv.compile(body.schema);
+      expect(validate(body.example), `${entry.type}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+      expect(Object.keys(op.responses).sort()).toEqual(['2XX', '410']);
+    }
+    const revoked = doc.webhooks['key.revoked'].post.requestBody.content['application/json'].schema;
+    expect(revoked.required).toEqual(['id', 'type', 'timestamp', 'data']);
+    expect(revoked.properties.data.properties.revoked_by).toMatchObject({ type: ['string', 'null'], description: expect.stringMatching(/null for automatic/) });
   });
 });
 

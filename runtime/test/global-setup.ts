@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { checkPayloadFindings, WebhookPayloadError } from '@switchboard/testkit/webhook-payloads';
 import { type Dependency, dropDatabase, resolveNats, resolvePostgres } from '../src/infra.js';
 import { createLogger } from '../src/log.js';
 import { DataKeyRing } from '../src/secrets.js';
@@ -48,6 +49,14 @@ export default async function setup() {
       if (err instanceof AuditSecretsError) secretsFound = err;
       else log.warn({ err: (err as Error).message }, 'could not check the audit records for secrets');
     }
+    // Every webhook delivery a test receiver got, checked against the event catalog as it arrived.
+    let payloadsBroken: WebhookPayloadError | undefined;
+    try {
+      checkPayloadFindings(dataDir);
+    } catch (err) {
+      if (err instanceof WebhookPayloadError) payloadsBroken = err;
+      else log.warn({ err: (err as Error).message }, 'could not read the webhook payload findings');
+    }
     try {
       const nc = await connect({ servers: nats.url, timeout: 2000 });
       const jsm = await jetstreamManager(nc);
@@ -60,10 +69,9 @@ export default async function setup() {
     await dropDatabase(databaseUrl).catch(() => undefined);
     await nats.stop?.();
     await postgres.stop?.();
-    if (secretsFound) {
-      // Vitest logs a teardown's error without failing the run: the exit code says it.
-      process.exitCode = 1;
-      throw secretsFound;
-    }
+    // Vitest logs a teardown's error without failing the run: the exit code says it.
+    if (secretsFound || payloadsBroken) process.exitCode = 1;
+    if (secretsFound && payloadsBroken) throw new AggregateError([secretsFound, payloadsBroken], `${secretsFound.message}\n${payloadsBroken.message}`);
+    if (secretsFound ?? payloadsBroken) throw secretsFound ?? payloadsBroken;
   };
 }

@@ -2285,7 +2285,470 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "agent.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * agent.completed
+         * @description An agent runtime reported a completed run; the data is the JSON object it published, as is.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_agent_completed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.test
+         * @description The test call of an endpoint; sent only to the endpoint tested, whatever it subscribes to.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_webhook_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "key.spend_alert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * key.spend_alert
+         * @description A key's spend first reached one of its alert thresholds of one of its budgets (once per threshold and period); sent only to the key's alert URL, signed with the key's own signing secret.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_key_spend_alert"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "key.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * key.created
+         * @description A key was created (never the full key).
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_key_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "key.revoked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * key.revoked
+         * @description A key was revoked, by a person or automatically.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_key_revoked"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "key.rotated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * key.rotated
+         * @description A key was rotated: a new key replaces it, and the old one works until previous_expires_at.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_key_rotated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "key.expired": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * key.expired
+         * @description A key's expires_at passed (once per key).
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_key_expired"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "billing.topup.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * billing.topup.completed
+         * @description A payment was credited (exactly once): a checkout, or an auto top-up charge.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_billing_topup_completed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "billing.free_credit.granted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * billing.free_credit.granted
+         * @description The free credit was granted to a user's personal workspace (email verified; once per user).
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_billing_free_credit_granted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "billing.payment_method.saved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * billing.payment_method.saved
+         * @description A card was saved for the workspace.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_billing_payment_method_saved"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "billing.payment_method.removed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * billing.payment_method.removed
+         * @description A saved card was removed.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_billing_payment_method_removed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "billing.auto_topup.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * billing.auto_topup.updated
+         * @description The auto top-up settings changed, by a user or by the service.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_billing_auto_topup_updated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "billing.auto_topup.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * billing.auto_topup.failed
+         * @description An auto top-up charge failed (after 3 in a row auto top-up is switched off).
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_billing_auto_topup_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "billing.balance.low": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * billing.balance.low
+         * @description A debit took the balance below the workspace's low_balance_threshold_usd (once per crossing).
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_billing_balance_low"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "billing.refund.recorded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * billing.refund.recorded
+         * @description A payment was refunded at the provider and the amount debited.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_billing_refund_recorded"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "billing.dispute.lost": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * billing.dispute.lost
+         * @description A payment's dispute was lost and the amount debited.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_billing_dispute_lost"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "organization.member.added": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * organization.member.added
+         * @description Someone joined the organization.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_organization_member_added"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "organization.member.removed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * organization.member.removed
+         * @description A member left or was removed (their keys there are revoked).
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_organization_member_removed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.endpoint.disabled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.endpoint.disabled
+         * @description Another endpoint of the workspace was disabled by the service (it answered 410, or failed for 5 days).
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_webhook_endpoint_disabled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.delivery.exhausted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.delivery.exhausted
+         * @description A delivery to another endpoint of the workspace used its last retry without a success.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_webhook_delivery_exhausted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.endpoint.recovered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * webhook.endpoint.recovered
+         * @description Another endpoint of the workspace succeeded again after failures that lasted at least an hour.
+         *
+         *     Delivered as a signed `POST` of this body (docs/webhooks.md#signatures).
+         */
+        post: operations["webhook_webhook_endpoint_recovered"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /**
@@ -5652,6 +6115,24 @@ export interface components {
         /**
          * ListWebhookEventTypesResponse
          * @description The event catalog.
+         * @example {
+         *       "data": [
+         *         {
+         *           "type": "key.revoked",
+         *           "description": "A key was revoked, by a person or automatically.",
+         *           "schema": {
+         *             "$schema": "https://json-schema.org/draft/2020-12/schema",
+         *             "type": "object"
+         *           },
+         *           "example": {
+         *             "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+         *             "type": "key.revoked",
+         *             "timestamp": "2026-11-20T08:00:00.000Z",
+         *             "data": {}
+         *           }
+         *         }
+         *       ]
+         *     }
          */
         "switchboard.webhooks.v1.ListWebhookEventTypesResponse": {
             /** @description Every event type an endpoint can receive, by type name. */
@@ -21769,6 +22250,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "type": "key.revoked",
+                     *           "description": "A key was revoked, by a person or automatically.",
+                     *           "schema": {
+                     *             "$schema": "https://json-schema.org/draft/2020-12/schema",
+                     *             "type": "object"
+                     *           },
+                     *           "example": {
+                     *             "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                     *             "type": "key.revoked",
+                     *             "timestamp": "2026-11-20T08:00:00.000Z",
+                     *             "data": {}
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["switchboard.webhooks.v1.ListWebhookEventTypesResponse"];
                 };
             };
@@ -21878,6 +22379,1552 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    webhook_agent_completed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "agent.completed",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "run_id": "run_8431",
+                 *         "agent": "support-triage",
+                 *         "status": "succeeded",
+                 *         "output": {
+                 *           "summary": "Refund issued for order 1042."
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "agent.completed";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description Any JSON object: what the producer published, as is. */
+                    data: Record<string, never>;
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_webhook_test: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "webhook.test",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "webhook_id": "wh_R0XBoqnTtHmNd087CGgIwA",
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "message": "This is a test delivery from Switchboard."
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "webhook.test";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.WebhookTest (events.proto). */
+                    data: {
+                        webhook_id: string;
+                        workspace_id: string;
+                        /** @description A fixed sentence saying this is a test. */
+                        message: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_key_spend_alert: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "key.spend_alert",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "key_id": "key_2cQp8VwXn3LrT6yZbD1fGh",
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "month": "2026-11",
+                 *         "threshold_pct": 80,
+                 *         "spend_usd": "40.12",
+                 *         "cap_usd": "50.00",
+                 *         "period": "month",
+                 *         "period_start": "2026-11-01"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "key.spend_alert";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.SpendAlert (events.proto). */
+                    data: {
+                        key_id: string;
+                        workspace_id: string;
+                        /** @description YYYY-MM (UTC). */
+                        month: string;
+                        threshold_pct: number;
+                        /** @description Decimal strings. */
+                        spend_usd: string;
+                        cap_usd: string;
+                        /**
+                         * @description The budget period the alert is about: day, week, month or total (`month` above names the
+                         *     month of the spend either way).
+                         */
+                        period: string;
+                        /** @description The start of that period (YYYY-MM-DD, UTC; "1970-01-01" for total). */
+                        period_start: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_key_created: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "key.created",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "key_id": "key_2cQp8VwXn3LrT6yZbD1fGh",
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "name": "Production backend",
+                 *         "hint": "sb_…a1b2",
+                 *         "created_by": "usr_5NfK2pLq9RtVw3XyZa7BcD",
+                 *         "monthly_spend_cap_usd": "50.00",
+                 *         "routing_policy": "balanced"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "key.created";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.KeyCreated (events.proto). */
+                    data: {
+                        key_id: string;
+                        workspace_id: string;
+                        name: string;
+                        hint: string;
+                        created_by: string;
+                        /** @description Decimal string; null without a cap. */
+                        monthly_spend_cap_usd: string | null;
+                        routing_policy: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_key_revoked: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "key.revoked",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "key_id": "key_2cQp8VwXn3LrT6yZbD1fGh",
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "revoked_by": "usr_5NfK2pLq9RtVw3XyZa7BcD",
+                 *         "reason": "revoked"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "key.revoked";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.KeyRevoked (events.proto). */
+                    data: {
+                        key_id: string;
+                        workspace_id: string;
+                        /** @description The user who revoked it; null for automatic revocations. */
+                        revoked_by: string | null;
+                        /** @description revoked, member_removed, user_deactivated or organization_deleted. */
+                        reason: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_key_rotated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "key.rotated",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "key_id": "key_7HwTq2MbXc4NzR8sLp1VdE",
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "previous_key_id": "key_2cQp8VwXn3LrT6yZbD1fGh",
+                 *         "previous_expires_at": "2026-11-21T08:00:00.000Z",
+                 *         "rotated_by": "usr_5NfK2pLq9RtVw3XyZa7BcD"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "key.rotated";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.KeyRotated (events.proto). */
+                    data: {
+                        /** @description The new key. */
+                        key_id: string;
+                        workspace_id: string;
+                        /** @description The key it replaces. */
+                        previous_key_id: string;
+                        /**
+                         * Format: date-time
+                         * @description When the previous key stops working.
+                         */
+                        previous_expires_at: string | null;
+                        rotated_by: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_key_expired: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "key.expired",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "key_id": "key_2cQp8VwXn3LrT6yZbD1fGh",
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "expired_at": "2026-11-20T08:00:00.000Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "key.expired";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.KeyExpired (events.proto). */
+                    data: {
+                        key_id: string;
+                        workspace_id: string;
+                        /** Format: date-time */
+                        expired_at: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_billing_topup_completed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "billing.topup.completed",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "checkout_id": "chk_9LmN3bVc5XzQ1wErT7yUiO",
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "amount_usd": "25.00",
+                 *         "balance_usd": "31.75",
+                 *         "provider": "stripe",
+                 *         "completed_at": "2026-11-20T08:00:00.000Z",
+                 *         "balance_version": "42",
+                 *         "trigger": "manual"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "billing.topup.completed";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.TopupCompleted (events.proto). */
+                    data: {
+                        checkout_id: string;
+                        workspace_id: string;
+                        /** @description Decimal strings; balance_usd is the balance right after the credit. */
+                        amount_usd: string;
+                        balance_usd: string;
+                        /** @description sandbox or stripe. */
+                        provider: string;
+                        /** Format: date-time */
+                        completed_at: string | null;
+                        /** @description The version of the balance after the credit (see UsageRecorded.balance_version). */
+                        balance_version: string;
+                        /**
+                         * @description "manual" (a checkout paid by a user) or "auto" (an auto top-up charge; checkout_id is then
+                         *     the charge's id, `atp_…`).
+                         */
+                        trigger: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_billing_free_credit_granted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "billing.free_credit.granted",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "user_id": "usr_5NfK2pLq9RtVw3XyZa7BcD",
+                 *         "amount_usd": "5.00",
+                 *         "balance_usd": "5.00"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "billing.free_credit.granted";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.FreeCreditGranted (events.proto). */
+                    data: {
+                        workspace_id: string;
+                        user_id: string;
+                        /** @description Decimal strings; balance_usd is the balance right after the credit. */
+                        amount_usd: string;
+                        balance_usd: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_billing_payment_method_saved: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "billing.payment_method.saved",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "payment_method_id": "pm_4FgH6jK8lZ2xC4vB6nM8qW",
+                 *         "brand": "visa",
+                 *         "last4": "4242"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "billing.payment_method.saved";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.PaymentMethodSaved (events.proto). */
+                    data: {
+                        workspace_id: string;
+                        payment_method_id: string;
+                        brand: string;
+                        last4: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_billing_payment_method_removed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "billing.payment_method.removed",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "payment_method_id": "pm_4FgH6jK8lZ2xC4vB6nM8qW",
+                 *         "removed_by": "usr_5NfK2pLq9RtVw3XyZa7BcD"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "billing.payment_method.removed";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.PaymentMethodRemoved (events.proto). */
+                    data: {
+                        workspace_id: string;
+                        payment_method_id: string;
+                        /** @description The user who removed it. */
+                        removed_by: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_billing_auto_topup_updated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "billing.auto_topup.updated",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "enabled": true,
+                 *         "threshold_usd": "5.00",
+                 *         "amount_usd": "20.00",
+                 *         "monthly_limit_usd": "100.00",
+                 *         "low_balance_threshold_usd": null,
+                 *         "reason": "settings",
+                 *         "updated_by": "usr_5NfK2pLq9RtVw3XyZa7BcD"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "billing.auto_topup.updated";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.AutoTopupUpdated (events.proto). */
+                    data: {
+                        workspace_id: string;
+                        enabled: boolean;
+                        /** @description Decimal strings; null when unset. */
+                        threshold_usd: string | null;
+                        amount_usd: string | null;
+                        monthly_limit_usd: string | null;
+                        low_balance_threshold_usd: string | null;
+                        /** @description "settings" (a user saved them), "charge_failures" or "payment_method_removed". */
+                        reason: string;
+                        /** @description The user who saved them; null when the service switched auto top-up off. */
+                        updated_by: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_billing_auto_topup_failed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "billing.auto_topup.failed",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "charge_id": "atp_3RtY5uI7oP9aS1dF3gH5jK",
+                 *         "amount_usd": "20.00",
+                 *         "reason": "card_declined",
+                 *         "consecutive_failures": 1,
+                 *         "disabled": false,
+                 *         "failed_at": "2026-11-20T08:00:00.000Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "billing.auto_topup.failed";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.AutoTopupFailed (events.proto). */
+                    data: {
+                        workspace_id: string;
+                        /** @description The charge's id, `atp_…`. */
+                        charge_id: string;
+                        /** @description Decimal string. */
+                        amount_usd: string;
+                        /**
+                         * @description The provider's decline code (card_declined, insufficient_funds, ...) or
+                         *     payment_method_missing.
+                         */
+                        reason: string;
+                        consecutive_failures: number;
+                        /** @description Whether this failure switched auto top-up off. */
+                        disabled: boolean;
+                        /** Format: date-time */
+                        failed_at: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_billing_balance_low: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "billing.balance.low",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "balance_usd": "4.98",
+                 *         "threshold_usd": "5.00",
+                 *         "balance_version": "57"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "billing.balance.low";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.BalanceLow (events.proto). */
+                    data: {
+                        workspace_id: string;
+                        /** @description Decimal strings. */
+                        balance_usd: string;
+                        threshold_usd: string;
+                        balance_version: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_billing_refund_recorded: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "billing.refund.recorded",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "provider_charge_id": "ch_3PqR5sT7uV9wX1yZ3aB5cD",
+                 *         "topup_id": "chk_9LmN3bVc5XzQ1wErT7yUiO",
+                 *         "amount_usd": "10.00",
+                 *         "balance_usd": "21.75"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "billing.refund.recorded";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.RefundRecorded (events.proto). */
+                    data: {
+                        workspace_id: string;
+                        /** @description The provider's charge; the top-up it paid (checkout or auto top-up charge id), when known. */
+                        provider_charge_id: string;
+                        topup_id: string | null;
+                        /** @description Decimal strings: the amount debited now, and the balance right after. */
+                        amount_usd: string;
+                        balance_usd: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_billing_dispute_lost: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "billing.dispute.lost",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "dispute_id": "dp_1MnB3vC5xZ7lK9jH1gF3dS",
+                 *         "provider_charge_id": "ch_3PqR5sT7uV9wX1yZ3aB5cD",
+                 *         "amount_usd": "25.00",
+                 *         "balance_usd": "-3.25"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "billing.dispute.lost";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.DisputeLost (events.proto). */
+                    data: {
+                        workspace_id: string;
+                        /** @description The provider's dispute and charge. */
+                        dispute_id: string;
+                        provider_charge_id: string;
+                        /** @description Decimal strings: the amount debited, and the balance right after. */
+                        amount_usd: string;
+                        balance_usd: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_organization_member_added: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "organization.member.added",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "org_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "user_id": "usr_8XcV2bN4mQ6wE8rT0yU2iO",
+                 *         "role": "developer",
+                 *         "invitation_id": "inv_6TgB8nH0jM2kL4pO6iU8yT"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "organization.member.added";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.OrganizationMemberAdded (events.proto). */
+                    data: {
+                        org_id: string;
+                        user_id: string;
+                        role: string;
+                        /** @description Null when the member was not invited (the creator). */
+                        invitation_id: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_organization_member_removed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "organization.member.removed",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "org_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "user_id": "usr_8XcV2bN4mQ6wE8rT0yU2iO",
+                 *         "removed_by": "usr_5NfK2pLq9RtVw3XyZa7BcD"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "organization.member.removed";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.OrganizationMemberRemoved (events.proto). */
+                    data: {
+                        org_id: string;
+                        user_id: string;
+                        /** @description The user who removed them; null when the account was deactivated. */
+                        removed_by: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_webhook_endpoint_disabled: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "webhook.endpoint.disabled",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "webhook_id": "wh_Y4uI6oP8aS0dF2gH4jK6lZ",
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "url": "https://old.example.com/hooks",
+                 *         "reason": "failing",
+                 *         "disabled_at": "2026-11-20T08:00:00.000Z",
+                 *         "failing_since": "2026-11-15T07:59:12.418Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "webhook.endpoint.disabled";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.WebhookEndpointDisabled (events.proto). */
+                    data: {
+                        webhook_id: string;
+                        workspace_id: string;
+                        url: string;
+                        /** @description endpoint_gone (answered 410) or failing (5 days of failures). */
+                        reason: string;
+                        /** Format: date-time */
+                        disabled_at: string | null;
+                        /** Format: date-time */
+                        failing_since: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_webhook_delivery_exhausted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "webhook.delivery.exhausted",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "webhook_id": "wh_Y4uI6oP8aS0dF2gH4jK6lZ",
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "delivery_id": "dlv_2wE4rT6yU8iO0pA2sD4fG6",
+                 *         "event_id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *         "event_type": "key.created",
+                 *         "exhausted_at": "2026-11-20T08:00:00.000Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "webhook.delivery.exhausted";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.WebhookDeliveryExhausted (events.proto). */
+                    data: {
+                        webhook_id: string;
+                        workspace_id: string;
+                        delivery_id: string;
+                        /** @description The event that could not be delivered, and its type. */
+                        event_id: string;
+                        event_type: string;
+                        /** Format: date-time */
+                        exhausted_at: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_webhook_endpoint_recovered: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`dlv_…`): the same on every attempt of one delivery. Deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 of HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")>`; two, separated by a space, while a rotated secret is in its grace period. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5hWJjYyHcVQ2rBkqXn1Zt0",
+                 *       "type": "webhook.endpoint.recovered",
+                 *       "timestamp": "2026-11-20T08:00:00.000Z",
+                 *       "data": {
+                 *         "webhook_id": "wh_Y4uI6oP8aS0dF2gH4jK6lZ",
+                 *         "workspace_id": "org_cglK8wFk6Fgek3RtLKE3pj",
+                 *         "url": "https://old.example.com/hooks",
+                 *         "failing_since": "2026-11-20T05:12:40.007Z",
+                 *         "recovered_at": "2026-11-20T08:00:00.000Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The event's id (evt_…): the same in every delivery of this event, to every endpoint. */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "webhook.endpoint.recovered";
+                    /**
+                     * Format: date-time
+                     * @description When the event happened (RFC 3339, UTC).
+                     */
+                    timestamp: string;
+                    /** @description The JSON form of switchboard.events.v1.WebhookEndpointRecovered (events.proto). */
+                    data: {
+                        webhook_id: string;
+                        workspace_id: string;
+                        url: string;
+                        /**
+                         * Format: date-time
+                         * @description When the run of failures began, and when the success ended it.
+                         */
+                        failing_since: string | null;
+                        /** Format: date-time */
+                        recovered_at: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the endpoint is disabled at once and receives nothing more. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: any 2xx within 15 s ends the delivery. Anything else (a redirect included) is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

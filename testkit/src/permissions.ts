@@ -1123,6 +1123,15 @@ export const routeCases: RouteCase[] = [
     mutates: true,
     subject: webhookPath,
   },
+  {
+    rpc: 'ListWebhookEventTypes',
+    method: 'GET',
+    template: '/v1/webhook-event-types',
+    path: () => '/v1/webhook-event-types',
+    // Not workspace-scoped: the same catalog for every signed-in principal (docs/webhooks.md#the-event-catalog).
+    expect: { owner: 200, admin: 200, developer: 200, outsider: 200 },
+    check: (response) => expect(response.json.data.map((entry: { type: string }) => entry.type)).toContain('key.created'),
+  },
 ];
 
 /**

@@ -24,12 +24,16 @@ export class WebhookReceiver {
   private readonly replies = new Map<string, (request: Received, count: number) => Reply>();
   private readonly counts = new Map<string, number>();
 
-  private constructor(private readonly server: https.Server) {}
+  private constructor(
+    private readonly server: https.Server,
+    private readonly inspect: ((request: Received) => void) | undefined,
+  ) {}
 
-  static async start(certificate: LocalCertificate): Promise<WebhookReceiver> {
+  /** `inspect` sees every request as it arrives (the tests check each delivery against the event catalog). */
+  static async start(certificate: LocalCertificate, inspect?: (request: Received) => void): Promise<WebhookReceiver> {
     let receiver!: WebhookReceiver;
     const server = https.createServer({ key: certificate.key, cert: certificate.cert }, (req, res) => receiver.handle(req, res));
-    receiver = new WebhookReceiver(server);
+    receiver = new WebhookReceiver(server, inspect);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     return receiver;
   }
@@ -59,6 +63,7 @@ export class WebhookReceiver {
       const path = req.url ?? '/';
       const request: Received = { path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: performance.now() };
       this.received.push(request);
+      this.inspect?.(request);
       const count = (this.counts.get(path) ?? 0) + 1;
       this.counts.set(path, count);
       const reply = this.replies.get(path)?.(request, count) ?? { status: 200, body: 'ok' };

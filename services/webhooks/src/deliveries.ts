@@ -79,7 +79,7 @@ export class Deliveries {
         type,
         workspaceId: endpoint.workspace_id,
         occurredAt,
-        body: deliveryBody(type, occurredAt, data),
+        body: deliveryBody(eventId, type, occurredAt, data),
       });
       const id = await insertDelivery(trx, { endpointId: endpoint.id, eventId, eventType: type, trigger: 'test' });
       afterCommit(trx, this.deps.onQueued);

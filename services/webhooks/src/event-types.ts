@@ -1,55 +1,15 @@
 import {
-  AgentCompletedSchema,
-  AutoTopupFailedSchema,
-  AutoTopupUpdatedSchema,
-  BalanceLowSchema,
-  DisputeLostSchema,
-  FreeCreditGrantedSchema,
-  KeyCreatedSchema,
-  KeyExpiredSchema,
-  KeyRevokedSchema,
-  KeyRotatedSchema,
-  OrganizationMemberAddedSchema,
-  OrganizationMemberRemovedSchema,
-  PaymentMethodRemovedSchema,
-  PaymentMethodSavedSchema,
-  RefundRecordedSchema,
   SpendAlertSchema,
-  TopupCompletedSchema,
   WebhookDeliveryExhaustedSchema,
   WebhookEndpointDisabledSchema,
   WebhookEndpointRecoveredSchema,
   WebhookTestSchema,
 } from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import { webhookEventMessages } from '@switchboard/contracts/webhook-events';
 import { eventTypeOf } from '@switchboard/runtime/event-data';
 
-/** The payload messages of the event types an endpoint can subscribe to (docs/webhooks.md, "Event types"). */
-const webhookEventSchemas = [
-  AgentCompletedSchema,
-  WebhookTestSchema,
-  SpendAlertSchema,
-  KeyCreatedSchema,
-  KeyRevokedSchema,
-  KeyRotatedSchema,
-  KeyExpiredSchema,
-  TopupCompletedSchema,
-  FreeCreditGrantedSchema,
-  PaymentMethodSavedSchema,
-  PaymentMethodRemovedSchema,
-  AutoTopupUpdatedSchema,
-  AutoTopupFailedSchema,
-  BalanceLowSchema,
-  RefundRecordedSchema,
-  DisputeLostSchema,
-  OrganizationMemberAddedSchema,
-  OrganizationMemberRemovedSchema,
-  WebhookEndpointDisabledSchema,
-  WebhookDeliveryExhaustedSchema,
-  WebhookEndpointRecoveredSchema,
-];
-
-/** The event types an endpoint can subscribe to. */
-export const webhookEventTypes: readonly string[] = webhookEventSchemas.map(eventTypeOf);
+/** The event types an endpoint can subscribe to: those of the contract's catalog (docs/webhooks.md, "Event types"). */
+export const webhookEventTypes: readonly string[] = webhookEventMessages.map(eventTypeOf);
 
 const known = new Set<string>(webhookEventTypes);
 
@@ -62,7 +22,7 @@ export function isWebhookEventType(type: string): boolean {
  * `key.spend_alert` goes to the key's own alert URL instead, and `webhook.test` only to the
  * endpoint tested: neither fans out.
  */
-export const fannedOutSchemas = webhookEventSchemas.filter((schema) => schema !== SpendAlertSchema && schema !== WebhookTestSchema);
+export const fannedOutSchemas = webhookEventMessages.filter((schema) => schema !== SpendAlertSchema && schema !== WebhookTestSchema);
 
 /**
  * The operational events about one endpoint (`data.webhook_id`): they go to the workspace's other

@@ -39,9 +39,12 @@ const agentCompleted = eventTypeOf(AgentCompletedSchema);
 /** What a fan-out reads of an event: its data as it arrived is delivered unchanged. */
 type FannedOutEvent = Pick<PassedThroughEvent, 'event_id' | 'type' | 'workspace_id' | 'occurred_at' | 'json'>;
 
-/** The body every endpoint receives (docs/webhooks.md#event-types), the same bytes on every attempt. */
-export function deliveryBody(type: string, occurredAt: string, data: JsonObject): string {
-  return JSON.stringify({ type, timestamp: occurredAt, data });
+/**
+ * The body every endpoint receives (docs/webhooks.md#event-types), the same bytes on every attempt;
+ * `id` is the event's, so a receiver can tell two deliveries of one event apart from two events.
+ */
+export function deliveryBody(id: string, type: string, occurredAt: string, data: JsonObject): string {
+  return JSON.stringify({ id, type, timestamp: occurredAt, data });
 }
 
 /** One PublishEvent call, validated, waiting for its batch. */
@@ -67,7 +70,7 @@ export class Intake {
         type: event.type,
         workspaceId: event.workspace_id,
         occurredAt: event.occurred_at,
-        body: deliveryBody(event.type, event.occurred_at, event.json),
+        body: deliveryBody(event.event_id, event.type, event.occurred_at, event.json),
         excludedEndpointId: endpointAbout(event.type, event.json),
       }));
     const stored = await insertEvents(trx, bodies);
@@ -94,7 +97,7 @@ export class Intake {
       type: event.type,
       workspaceId: event.workspace_id,
       occurredAt: event.occurred_at,
-      body: deliveryBody(event.type, event.occurred_at, data),
+      body: deliveryBody(event.event_id, event.type, event.occurred_at, data),
     });
     if (!stored) return;
     await upsertAlertTarget(trx, { keyId, workspaceId: event.workspace_id, url: alertUrl });

@@ -1,8 +1,9 @@
 import { type JsonValue, toJson } from '@bufbuild/protobuf';
 import { ListValueSchema, timestampDate } from '@bufbuild/protobuf/wkt';
-import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from '@connectrpc/connect';
+import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { EventService, WebhookService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 import { callerIn } from './access.js';
+import { listEventTypes } from './catalog.js';
 import type { Deliveries } from './deliveries.js';
 import type { Endpoints } from './endpoints.js';
 import type { Intake } from './intake.js';
@@ -61,9 +62,8 @@ export function registerRoutes(router: ConnectRouter, handlers: WebhooksHandlers
     async recoverDeliveries(req, ctx) {
       return deliveries.recover(callerIn(ctx, req.workspaceId), req.webhookId, req.since ? timestampDate(req.since) : undefined);
     },
-    // MERGE: the event catalog (issue 27, helper "catalog").
     async listWebhookEventTypes() {
-      throw new ConnectError('not built yet', Code.Unimplemented);
+      return listEventTypes();
     },
   };
   router.service(WebhookService, webhooks);

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { createLocalCertificate } from '@switchboard/runtime/dev/local-certificate';
 import { type Component, type Mesh, startMesh } from '@switchboard/runtime/dev/mesh';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
-import { WebhookReceiver } from '@switchboard/runtime/dev/webhook-receiver';
 import { createLogger } from '@switchboard/runtime/log';
+import { WebhookReceiver } from '../webhook-receiver.js';
 import { chaosModel } from './mixed-load.js';
 import { PrivateNats, PrivatePostgres } from './private-infra.js';
 

@@ -1,17 +1,28 @@
+import { useSignedIn } from '../../session';
+import { type LoadState, useLoad } from '../../use-load';
+
+/** One type of the event catalog (`GET /v1/webhook-event-types`, docs/webhooks.md#the-event-catalog). */
+export interface EventType {
+  type: string;
+  description: string;
+  schema: Record<string, unknown>;
+  example: Record<string, unknown>;
+}
+
 /**
- * The event types an endpoint can subscribe to (webhooks.proto, CreateWebhookRequest.events;
- * docs/webhooks.md, "Event types"). `webhook.test` and `key.spend_alert` never come through a
- * subscription, so they are not offered.
+ * `webhook.test` goes only to the endpoint tested and `key.spend_alert` only to a key's alert URL:
+ * neither comes through a subscription, so they are not offered.
  */
-export const eventTypes: { type: string; when: string }[] = [
-  { type: 'agent.completed', when: 'an agent runtime reports a completed run' },
-  { type: 'key.created', when: 'an API key was created' },
-  { type: 'key.revoked', when: 'an API key was revoked' },
-  { type: 'billing.topup.completed', when: 'a payment was credited' },
-  { type: 'organization.member.added', when: 'someone joined the organization' },
-  { type: 'organization.member.removed', when: 'a member left or was removed' },
-  { type: 'webhook.endpoint.disabled', when: 'another endpoint was disabled by the service' },
-];
+const notSubscribed = new Set(['webhook.test', 'key.spend_alert']);
+
+/** The event types an endpoint can be subscribed to, from the API's catalog. */
+export function useEventTypes(): LoadState<EventType[]> {
+  const { client } = useSignedIn();
+  return useLoad(async () => {
+    const { data } = await client.get('/v1/webhook-event-types');
+    return data.filter((entry) => !notSubscribed.has(entry.type));
+  }, [client]);
+}
 
 /** An endpoint's subscription in words: `[]` is every type. */
 export function describeEvents(events: string[]): string {

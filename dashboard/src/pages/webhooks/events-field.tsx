@@ -1,6 +1,7 @@
 import { useId, useRef } from 'react';
 import { useFieldError, useRegisterField } from '../../components/form';
-import { eventTypes } from './event-types';
+import { Loaded } from '../../components/loaded';
+import { type EventType, useEventTypes } from './event-types';
 
 /** A subscription being edited: every type (`[]` to the API), or the ticked ones. */
 export interface EventsChoice {
@@ -24,6 +25,7 @@ export function EventsField({ value, onChange }: { value: EventsChoice; onChange
   const group = useRef<HTMLFieldSetElement>(null);
   useRegisterField('events', group);
   const error = useFieldError('events', 'Events');
+  const eventTypes = useEventTypes();
   const toggle = (type: string, checked: boolean) =>
     onChange({ all: false, types: checked ? [...value.types, type] : value.types.filter((candidate) => candidate !== type) });
   return (
@@ -41,16 +43,28 @@ export function EventsField({ value, onChange }: { value: EventsChoice; onChange
         <label htmlFor={`${id}-all`}>Every event type, also those added later</label>
       </div>
       {!value.all && (
-        <ul className="event-types">
-          {eventTypes.map(({ type, when }) => (
-            <li key={type} className="field checkbox">
-              <input id={`${id}-${type}`} type="checkbox" checked={value.types.includes(type)} onChange={(event) => toggle(type, event.target.checked)} />
-              <label htmlFor={`${id}-${type}`}>
-                <code>{type}</code> <span className="hint">{when}</span>
-              </label>
-            </li>
-          ))}
-        </ul>
+        <Loaded state={eventTypes} what="Loading the event types">
+          {(catalog) => (
+            <ul className="event-types">
+              {catalog.map((eventType) => (
+                <li key={eventType.type}>
+                  <div className="field checkbox">
+                    <input
+                      id={`${id}-${eventType.type}`}
+                      type="checkbox"
+                      checked={value.types.includes(eventType.type)}
+                      onChange={(event) => toggle(eventType.type, event.target.checked)}
+                    />
+                    <label htmlFor={`${id}-${eventType.type}`}>
+                      <code>{eventType.type}</code> <span className="hint">{eventType.description}</span>
+                    </label>
+                  </div>
+                  <EventTypeDetails eventType={eventType} />
+                </li>
+              ))}
+            </ul>
+          )}
+        </Loaded>
       )}
       {error && (
         <p id={`${id}-error`} className="field-error">
@@ -58,5 +72,20 @@ export function EventsField({ value, onChange }: { value: EventsChoice; onChange
         </p>
       )}
     </fieldset>
+  );
+}
+
+/** What a delivery of the type looks like: an example body and the JSON Schema it follows, folded away. */
+function EventTypeDetails({ eventType }: { eventType: EventType }) {
+  return (
+    <details className="event-type-details">
+      <summary>
+        Example and schema<span className="visually-hidden"> of {eventType.type}</span>
+      </summary>
+      <p className="detail-label">Example body</p>
+      <pre className="metadata">{JSON.stringify(eventType.example, null, 2)}</pre>
+      <p className="detail-label">JSON Schema</p>
+      <pre className="metadata">{JSON.stringify(eventType.schema, null, 2)}</pre>
+    </details>
   );
 }
