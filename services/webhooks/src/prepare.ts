@@ -29,12 +29,19 @@ export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig
     log,
     dataKeys,
     recordEvent,
-    sender: new WebhookSender({ allowPrivateTargets: config.allowPrivateTargets, timeoutMs: config.timeoutMs, maxSocketsPerPool: config.perEndpoint }),
+    sender: new WebhookSender({
+      allowPrivateTargets: config.allowPrivateTargets,
+      timeoutMs: config.timeoutMs,
+      maxSocketsPerPool: config.perEndpoint,
+      dnsTimeoutMs: config.dnsTimeoutMs,
+      dnsServers: config.dnsServers,
+    }),
     schedule: config.retrySchedule,
     circuits,
     resolveAlertTarget: (keyId) => keys.resolveAlertWebhook({ keyId }, { timeoutMs: 5000 }),
     settings: {
       perEndpoint: config.perEndpoint,
+      perWorkspace: config.perWorkspace,
       maxInFlight: config.maxInFlight,
       leaseMs: config.leaseMs,
       pollMs: config.pollMs,
@@ -42,11 +49,11 @@ export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig
     },
   });
   const onQueued = dispatcher.wake;
-  const endpoints = new Endpoints({ db, log, dataKeys, audit: runtime.audit, onQueued });
+  const endpoints = new Endpoints({ db, log, dataKeys, audit: runtime.audit, onQueued, maxEndpoints: config.maxEndpoints });
   return {
     dispatcher,
     endpoints,
-    deliveries: new Deliveries({ db, endpoints, onQueued }),
+    deliveries: new Deliveries({ db, endpoints, onQueued, manualCallsPerMinute: config.manualCallsPerMinute }),
     intake: new Intake({ db, log, recordEvent, onQueued }),
   };
 }
