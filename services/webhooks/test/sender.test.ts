@@ -234,7 +234,9 @@ function ipv6Bytes(address: string): Buffer {
   const right = tail ? tail.split(':') : [];
   const groups = [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
   const bytes = Buffer.alloc(16);
-  groups.forEach((group, index) => bytes.writeUInt16BE(Number.parseInt(group, 16), index * 2));
+  groups.forEach((group, index) => {
+    bytes.writeUInt16BE(Number.parseInt(group, 16), index * 2);
+  });
   return bytes;
 }
 
