@@ -35,6 +35,9 @@ describe('the webhooks handlers', () => {
   it('refuse to start on a malformed setting, naming it', () => {
     expect(() => readWebhooksConfig({ WEBHOOK_MAX_IN_FLIGHT: '-1' })).toThrow(/WEBHOOK_MAX_IN_FLIGHT/);
     expect(() => readWebhooksConfig({ WEBHOOK_LEASE: '10s', WEBHOOK_TIMEOUT: '15s' })).toThrow(/WEBHOOK_LEASE/);
+    expect(() => readWebhooksConfig({ WEBHOOK_DNS_SERVERS: '127.0.0.1:53, not-an-address' })).toThrow(/WEBHOOK_DNS_SERVERS/);
+    expect(readWebhooksConfig({ WEBHOOK_DNS_SERVERS: '127.0.0.1:5353, [::1]:53' }).dnsServers).toEqual(['127.0.0.1:5353', '[::1]:53']);
+    expect(() => readWebhooksConfig({ WEBHOOK_WORKSPACE_CONCURRENCY: '0' })).toThrow(/WEBHOOK_WORKSPACE_CONCURRENCY/);
   });
 
   it('create a webhook with its secret once, then read it without the secret', async () => {
