@@ -74,7 +74,7 @@ export class Dispatcher {
   private wakeAt = Number.POSITIVE_INFINITY;
 
   private readonly outcomes: Outcomes;
-  /** Whether the last claim may have left due rows behind (it filled the room, an endpoint's or a workspace's slots). */
+  /** Whether the last claim may have left due rows behind for want of room in this process. */
   private mayHaveMore = true;
 
   constructor(private readonly deps: DispatcherDeps) {
@@ -180,10 +180,7 @@ export class Dispatcher {
         return;
       }
       for (const claim of claims) this.launch(claim);
-      this.mayHaveMore =
-        claims.length === room ||
-        filled(claims, (claim) => claim.endpoint_id, busy, settings.perEndpoint) ||
-        filled(claims, (claim) => claim.workspace_id, busyWorkspaces, settings.perWorkspace);
+      this.mayHaveMore = claims.length === room;
       if (claims.length === room) this.again = true;
     } while (this.again && !this.stopped);
     const probe = circuits.nextProbeAt();
@@ -212,12 +209,15 @@ export class Dispatcher {
     const attempt: Promise<void> = this.attempt(claim)
       .catch((err: Error) => this.deps.log.error({ err: err.message, delivery_id: claim.id }, 'delivery attempt failed to complete; its lease will expire'))
       .finally(() => {
+        const { perEndpoint, perWorkspace } = this.deps.settings;
+        // A freed slot matters only when it held due rows back (the process's room, or its
+        // endpoint's or workspace's cap); new rows wake us themselves.
+        const capped = (this.inFlight.get(claim.endpoint_id) ?? 0) >= perEndpoint || (this.inFlightByWorkspace.get(claim.workspace_id) ?? 0) >= perWorkspace;
         this.deps.circuits.released(claim.endpoint_id);
         this.running.delete(attempt);
         count(this.inFlight, claim.endpoint_id, -1);
         count(this.inFlightByWorkspace, claim.workspace_id, -1);
-        // A freed slot matters only when due rows were left behind; new ones wake us themselves.
-        if (this.mayHaveMore) this.wake();
+        if (capped || this.mayHaveMore) this.wake();
       });
     this.running.add(attempt);
   }
@@ -263,15 +263,4 @@ function count(counts: Map<string, number>, key: string, delta: number): void {
   const value = (counts.get(key) ?? 0) + delta;
   if (value > 0) counts.set(key, value);
   else counts.delete(key);
-}
-
-/**
- * Whether a claim took every slot some endpoint or workspace (`keyOf`) had left beside `busy`
- * (what was in flight before the claim): it may have more due rows.
- */
-function filled(claims: ClaimedDelivery[], keyOf: (claim: ClaimedDelivery) => string, busy: Map<string, number>, cap: number): boolean {
-  const taken = new Map<string, number>();
-  for (const claim of claims) count(taken, keyOf(claim), 1);
-  for (const [key, claimed] of taken) if (claimed + (busy.get(key) ?? 0) >= cap) return true;
-  return false;
 }
