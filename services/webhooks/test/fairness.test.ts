@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * default limits: workspace A has 40 endpoints whose receivers take 14 s to answer (successes, so
  * no circuit opens) and 1,000 queued events; workspace B's one healthy endpoint still gets each
  * of its events within 1 s (p99). Before round-robin claims and the per-workspace cap, A's
- * 40 × 8 endpoint slots took all 256 of the process's.
+ * 40 × 8 endpoint slots took all 256 of the process's, and B's events waited behind A's backlog.
  */
 
 const service = new ServiceUnderTest(new URL('../dist/src/main.js', import.meta.url), 'webhooks');
@@ -72,21 +72,18 @@ describe('fairness between workspaces', () => {
     const publish = (workspaceId: string, seq: number) => events.publishEvent({ workspaceId, type: 'agent.completed', data: { seq } });
     const slow = () => receiver.received.filter((request) => request.path.startsWith('/a/'));
 
-    // A's first event takes A's slots for 14 s; B's events come while A's other 999 are queued
-    // (40,000 deliveries in all), at a steady pace that ends before A's first answer.
-    await publish(workspaceA, 0);
+    // A's 1,000 events (40,000 deliveries) are queued first; its first attempts hold A's slots for 14 s.
+    await inParallel(1000, 8, async (seq) => void (await publish(workspaceA, seq)));
     await eventually(() => slow().length >= 32, 'A to hold its slots', 15_000, 20);
+    // Then B's events, at a steady pace, each measured from the start of its publish.
     const count = 200;
     const publishedAt = new Map<number, number>();
     const startedAt = performance.now();
-    await Promise.all([
-      inParallel(999, 4, async (seq) => void (await publish(workspaceA, seq + 1))),
-      inParallel(count, count, async (seq) => {
-        await setTimeout(startedAt + seq * 40 - performance.now());
-        publishedAt.set(seq, performance.now());
-        await publish(workspaceB, seq);
-      }),
-    ]);
+    await inParallel(count, count, async (seq) => {
+      await setTimeout(startedAt + seq * 40 - performance.now());
+      publishedAt.set(seq, performance.now());
+      await publish(workspaceB, seq);
+    });
     const arrivals = await eventually(
       () => {
         const first = new Map<number, number>();
@@ -103,12 +100,13 @@ describe('fairness between workspaces', () => {
     const latencies = [...arrivals].map(([seq, at]) => at - publishedAt.get(seq)!).sort((a, b) => a - b);
     const p50 = percentile(latencies, 50);
     const p99 = percentile(latencies, 99);
-    // No slot of A is freed before its first answer: what arrived until then is what A held at once.
+    // No slot of A is freed before its first answer: what arrived until then is what A held at once
+    // (without the workspace cap, 256: every slot of the process).
     const firstSlow = slow()[0].at;
     const heldAtOnce = slow().filter((request) => request.at < firstSlow + slowMs - 1000).length;
     console.log(
       `fairness: B's endpoint event→receipt over ${count} events: p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${latencies.at(-1)!.toFixed(1)} ms; ` +
-        `A held ${heldAtOnce} attempts at once; B's last event ${Math.round(Math.max(...publishedAt.values()) - firstSlow)} ms after A's first attempt`,
+        `A held ${heldAtOnce} attempts at once`,
     );
     expect(heldAtOnce).toBe(32);
     expect(p99).toBeLessThan(1000);
