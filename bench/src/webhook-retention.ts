@@ -280,7 +280,9 @@ async function deliveryLoop(db: Knex, live: Array<{ id: string; workspace_id: st
         await fanOut(trx, [{ id, type: 'agent.completed', workspaceId: target.workspace_id }]);
       }),
     );
-    const claims = await timed(() => claimDue(db, { limit: 20, perEndpoint: 8, busy: new Map(), excluded: [], leaseMs: 60_000 }));
+    const claims = await timed(() =>
+      claimDue(db, { limit: 20, perEndpoint: 8, perWorkspace: 32, busy: new Map(), busyWorkspaces: new Map(), excluded: [], leaseMs: 60_000 }),
+    );
     if (claims.length === 0) continue;
     await timed(() =>
       db.transaction(async (trx) => {

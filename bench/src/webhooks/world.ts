@@ -13,7 +13,7 @@ import { startReceiver } from './receiver.js';
 import { callTimeoutMs, endpointConcurrency } from './settings.js';
 
 /** POST /v1/workspaces/{id}/webhooks: an endpoint for agent.completed at `url`; its id. */
-async function registerEndpoint(gatewayUrl: string, user: { workspaceId: string; accessToken: string }, url: string): Promise<string> {
+export async function registerEndpoint(gatewayUrl: string, user: { workspaceId: string; accessToken: string }, url: string): Promise<string> {
   const created = await fetch(`${gatewayUrl}/v1/workspaces/${user.workspaceId}/webhooks`, {
     method: 'POST',
     headers: { authorization: `Bearer ${user.accessToken}`, 'content-type': 'application/json' },
@@ -26,7 +26,7 @@ async function registerEndpoint(gatewayUrl: string, user: { workspaceId: string;
 }
 
 /** PublishEvent as the data plane calls it: HTTP/2, Connect binary, a mesh token of caller "data-plane" (cached by MeshTokens). */
-function publisherOf(mesh: Mesh, workspaceId: string, runId: string): Publish {
+export function publisherOf(mesh: Mesh, workspaceId: string, runId: string): Publish {
   const eventsClient = createPeerClient(EventService, { name: 'webhooks', url: mesh.urls.webhooks }, new MeshTokens(mesh.env.SWITCHBOARD_MESH_SECRET), {
     caller: 'data-plane',
   });
@@ -69,6 +69,7 @@ export async function startWebhooksWorld(session: BenchSession) {
   const natsPid = natsServerPid(mesh.env.NATS_URL, nats.pid);
   return {
     mesh,
+    certificate,
     meshStartSeconds,
     meshEnv,
     natsSetup: nats.setup,

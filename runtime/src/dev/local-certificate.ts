@@ -16,11 +16,11 @@ export interface LocalCertificate {
 
 /**
  * A throwaway certificate for HTTPS receivers in tests and benchmarks: self-signed for localhost,
- * 127.0.0.1 and ::1, valid for 2 days, written to `dir` as key.pem and cert.pem. Made by the
+ * 127.0.0.1, ::1 and `names` (e.g. names a test's own DNS server answers), valid for 2 days, written to `dir` as key.pem and cert.pem. Made by the
  * openssl CLI (Node cannot issue certificates); `-config /dev/null` keeps the machine's
  * openssl.cnf from adding or changing extensions.
  */
-export async function createLocalCertificate(dir: string): Promise<LocalCertificate> {
+export async function createLocalCertificate(dir: string, names: string[] = []): Promise<LocalCertificate> {
   const keyFile = path.join(dir, 'key.pem');
   const certFile = path.join(dir, 'cert.pem');
   await run('openssl', [
@@ -42,7 +42,7 @@ export async function createLocalCertificate(dir: string): Promise<LocalCertific
     '-subj',
     '/CN=localhost',
     '-addext',
-    'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1',
+    `subjectAltName=${['DNS:localhost', 'IP:127.0.0.1', 'IP:::1', ...names.map((name) => `DNS:${name}`)].join(',')}`,
     '-addext',
     'basicConstraints=critical,CA:TRUE',
     '-addext',

@@ -12,8 +12,8 @@ export interface Received {
   at: number;
 }
 
-/** What a path answers: a status (and body, headers), or nothing at all (`hang`). */
-export type Reply = { status: number; body?: string; headers?: Record<string, string> } | 'hang';
+/** What a path answers: a status (and body, headers), after `afterMs` if given (a slow receiver), or nothing at all (`hang`). */
+export type Reply = { status: number; body?: string; headers?: Record<string, string>; afterMs?: number } | 'hang';
 
 /**
  * A local HTTPS webhook receiver as a user would run one, with a reply chosen per path and per
@@ -23,6 +23,7 @@ export class WebhookReceiver {
   readonly received: Received[] = [];
   private readonly replies = new Map<string, (request: Received, count: number) => Reply>();
   private readonly counts = new Map<string, number>();
+  private readonly delayed = new Set<NodeJS.Timeout>();
 
   private constructor(
     private readonly server: https.Server,
@@ -68,12 +69,22 @@ export class WebhookReceiver {
       this.counts.set(path, count);
       const reply = this.replies.get(path)?.(request, count) ?? { status: 200, body: 'ok' };
       if (reply === 'hang') return;
-      res.writeHead(reply.status, { 'content-type': 'text/plain', ...reply.headers });
-      res.end(reply.body ?? '');
+      const answer = () => {
+        res.writeHead(reply.status, { 'content-type': 'text/plain', ...reply.headers });
+        res.end(reply.body ?? '');
+      };
+      if (!reply.afterMs) return answer();
+      const timer = setTimeout(() => {
+        this.delayed.delete(timer);
+        answer();
+      }, reply.afterMs);
+      this.delayed.add(timer);
     });
   }
 
   async close(): Promise<void> {
+    for (const timer of this.delayed) clearTimeout(timer);
+    this.delayed.clear();
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }

@@ -1,5 +1,6 @@
 import { servicePorts } from '@switchboard/contracts/components';
 import { ConfigError, readBool, readDuration, readInt, readString, serviceUrl } from '@switchboard/runtime/config';
+import { checkDnsServers } from './resolver.js';
 import { defaultRetrySchedule, RetrySchedule } from './retry-schedule.js';
 
 /**
@@ -17,6 +18,16 @@ export interface WebhooksConfig {
   perEndpoint: number;
   /** WEBHOOK_MAX_IN_FLIGHT: attempts at once in this process. */
   maxInFlight: number;
+  /** WEBHOOK_WORKSPACE_CONCURRENCY: attempts at once per workspace in this process. */
+  perWorkspace: number;
+  /** WEBHOOK_MAX_ENDPOINTS: webhook endpoints a workspace may have. */
+  maxEndpoints: number;
+  /** WEBHOOK_MANUAL_CALLS_PER_MINUTE: tests, redeliveries and recoveries of one endpoint in a sliding minute. */
+  manualCallsPerMinute: number;
+  /** WEBHOOK_DNS_TIMEOUT: how long a receiver's name may take to resolve. */
+  dnsTimeoutMs: number;
+  /** WEBHOOK_DNS_SERVERS: the name servers asked instead of the system's (empty: the system's). */
+  dnsServers: string[];
   /** WEBHOOK_CIRCUIT_THRESHOLD and WEBHOOK_CIRCUIT_COOLDOWN: an endpoint's circuit breaker. */
   circuitThreshold: number;
   circuitCooldownMs: number;
@@ -49,6 +60,11 @@ export function readWebhooksConfig(env: Record<string, string | undefined> = pro
     allowPrivateTargets,
     perEndpoint: readInt('WEBHOOK_ENDPOINT_CONCURRENCY', 8, env, 1),
     maxInFlight: readInt('WEBHOOK_MAX_IN_FLIGHT', 256, env, 1),
+    perWorkspace: readInt('WEBHOOK_WORKSPACE_CONCURRENCY', 32, env, 1),
+    maxEndpoints: readInt('WEBHOOK_MAX_ENDPOINTS', 50, env, 1),
+    manualCallsPerMinute: readInt('WEBHOOK_MANUAL_CALLS_PER_MINUTE', 30, env, 1),
+    dnsTimeoutMs: readDuration('WEBHOOK_DNS_TIMEOUT', '5s', env, 1),
+    dnsServers: readDnsServers(env),
     circuitThreshold: readInt('WEBHOOK_CIRCUIT_THRESHOLD', 5, env),
     circuitCooldownMs: readDuration('WEBHOOK_CIRCUIT_COOLDOWN', '30s', env),
     retrySchedule: RetrySchedule.parse(readString('WEBHOOK_RETRY_SCHEDULE', defaultRetrySchedule, env)),
@@ -58,4 +74,15 @@ export function readWebhooksConfig(env: Record<string, string | undefined> = pro
     housekeepingIntervalMs: readDuration('HOUSEKEEPING_INTERVAL', '1h', env, 1),
     keysUrl: serviceUrl('keys', servicePorts.keys, env),
   };
+}
+
+/** WEBHOOK_DNS_SERVERS: comma-separated `address` or `address:port` (IPv6 as `[address]:port`). */
+function readDnsServers(env: Record<string, string | undefined>): string[] {
+  const servers = readString('WEBHOOK_DNS_SERVERS', '', env)
+    .split(',')
+    .map((server) => server.trim())
+    .filter(Boolean);
+  const problem = checkDnsServers(servers);
+  if (problem) throw new ConfigError(`WEBHOOK_DNS_SERVERS: ${problem}`);
+  return servers;
 }

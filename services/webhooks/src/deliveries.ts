@@ -5,7 +5,7 @@ import { WebhookTestSchema } from '@switchboard/contracts/switchboard/events/v1/
 import type { DeliverySchema, ListDeliveriesResponseSchema, RecoverDeliveriesResponseSchema } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 import type { WorkspaceCaller as Caller } from '@switchboard/runtime/caller';
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
-import { apiError, invalidArgument } from '@switchboard/runtime/errors';
+import { apiError, invalidArgument, retryLater } from '@switchboard/runtime/errors';
 import { eventDataToJson, eventTypeOf } from '@switchboard/runtime/event-data';
 import { newId } from '@switchboard/runtime/ids';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
@@ -24,7 +24,7 @@ import {
   queueManualAttempt,
   queueRecovery,
 } from './store/deliveries.js';
-import { type EndpointRow, lockEndpoint } from './store/endpoints.js';
+import { type EndpointRow, lockEndpoint, logManualCall } from './store/endpoints.js';
 
 /**
  * The deliveries of an endpoint as its workspace debugs them (docs/webhooks.md#deliveries-retries-and-their-schedule): the log with every
@@ -40,6 +40,8 @@ export interface DeliveriesDeps {
   endpoints: Endpoints;
   /** Runs after a commit that queued deliveries (wakes the dispatcher of this process). */
   onQueued: () => void;
+  /** Tests, redeliveries and recoveries one endpoint may have in a sliding minute (WEBHOOK_MANUAL_CALLS_PER_MINUTE). */
+  manualCallsPerMinute: number;
 }
 
 const statuses = new Set(['pending', 'succeeded', 'failed', 'exhausted']);
@@ -73,7 +75,7 @@ export class Deliveries {
       message: 'This is a test delivery from Switchboard.',
     });
     const deliveryId = await this.deps.db.transaction(async (trx) => {
-      await lockEnabled(trx, endpoint);
+      await this.lockForManualCall(trx, endpoint);
       await insertEvent(trx, {
         id: eventId,
         type,
@@ -116,7 +118,7 @@ export class Deliveries {
     const endpoint = await this.deps.endpoints.find(caller, webhookId, 'webhooks.manage');
     const row = await this.deps.db.transaction(async (trx) => {
       // The endpoint first, as deleting it (which cascades to its deliveries) locks them.
-      await lockEnabled(trx, endpoint);
+      await this.lockForManualCall(trx, endpoint);
       const delivery = deliveryId ? await lockDelivery(trx, deliveryId, endpoint.id) : undefined;
       if (!delivery) throw deliveryNotFound();
       if (delivery.leased_until) {
@@ -137,12 +139,32 @@ export class Deliveries {
     if (!since) throw invalidArgument('since', 'since is required: an RFC 3339 time.');
     if (since.getTime() > Date.now()) throw invalidArgument('since', 'since must not be in the future.');
     const requeued = await this.deps.db.transaction(async (trx) => {
-      await lockEnabled(trx, endpoint);
+      await this.lockForManualCall(trx, endpoint);
       const count = await queueRecovery(trx, endpoint.id, since);
       if (count > 0) afterCommit(trx, this.deps.onQueued);
       return count;
     });
     return { since: timestampFromDate(since), requeued };
+  }
+
+  /**
+   * Locks the endpoint as lockEnabled does and counts this manual call in its sliding minute, or
+   * refuses it (429 with Retry-After) once the minute holds the limit: the budget is shared by
+   * test, redeliver and recover, and counted on the endpoint's row, so every replica sees it. A
+   * call refused later in its transaction (404, 409) rolls its count back with it.
+   */
+  private async lockForManualCall(trx: Knex.Transaction, endpoint: EndpointRow): Promise<void> {
+    await lockEnabled(trx, endpoint);
+    const limit = this.deps.manualCallsPerMinute;
+    const { retryInMs } = await logManualCall(trx, endpoint.id, limit);
+    if (retryInMs > 0) {
+      const seconds = Math.max(1, Math.ceil(retryInMs / 1000));
+      throw retryLater(
+        'rate_limited',
+        `This endpoint had ${limit} tests, redeliveries and recoveries in the last minute, as many as it may; try again in ${seconds} seconds.`,
+        seconds,
+      );
+    }
   }
 
   private async read(endpoint: EndpointRow, deliveryId: string): Promise<DeliveryRecord> {

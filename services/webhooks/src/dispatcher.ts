@@ -23,12 +23,18 @@ import { type ClaimedDelivery, claimDue, dropDelivery, releaseLease, sweepExpire
  *
  * Isolation: each endpoint has at most `perEndpoint` attempts in flight in this process and its
  * own circuit breaker, and the claim never takes rows beyond that, so a receiver that hangs for
- * the whole timeout holds only its own slots.
+ * the whole timeout holds only its own slots. Fairness: claims go round-robin across workspaces
+ * and each workspace has at most `perWorkspace` attempts in flight in this process, so one
+ * workspace's many slow endpoints hold a bounded share of the process's `maxInFlight`
+ * (docs/webhooks.md#fairness). Both caps count this process's attempts: the slots they protect
+ * are its own.
  */
 
 export interface DispatcherSettings {
   /** Attempts in flight per endpoint (WEBHOOK_ENDPOINT_CONCURRENCY). */
   perEndpoint: number;
+  /** Attempts in flight per workspace (WEBHOOK_WORKSPACE_CONCURRENCY). */
+  perWorkspace: number;
   /** Attempts in flight in this process (WEBHOOK_MAX_IN_FLIGHT). */
   maxInFlight: number;
   /** How long a claim holds a row; longer than an attempt can take (WEBHOOK_LEASE). */
@@ -60,8 +66,10 @@ const userAgent = 'Switchboard-Webhooks/1.0';
 const maxCachedSecrets = 10_000;
 
 export class Dispatcher {
+  /** Attempts in flight by endpoint, and by workspace. */
   private readonly inFlight = new Map<string, number>();
   private readonly secrets = new Map<string, string>();
+  private readonly inFlightByWorkspace = new Map<string, number>();
   private readonly running = new Set<Promise<void>>();
   private claiming = false;
   private again = false;
@@ -70,7 +78,7 @@ export class Dispatcher {
   private wakeAt = Number.POSITIVE_INFINITY;
 
   private readonly outcomes: Outcomes;
-  /** Whether the last claim may have left due rows behind (it filled the room or an endpoint's slots). */
+  /** Whether the last claim may have left due rows behind for want of room in this process. */
   private mayHaveMore = true;
 
   constructor(private readonly deps: DispatcherDeps) {
@@ -154,6 +162,7 @@ export class Dispatcher {
         return;
       }
       const busy = new Map(this.inFlight);
+      const busyWorkspaces = new Map(this.inFlightByWorkspace);
       const excluded: string[] = [];
       for (const [endpointId, allowed] of circuits.limits()) {
         if (allowed === 0) excluded.push(endpointId);
@@ -161,26 +170,26 @@ export class Dispatcher {
       }
       let claims: ClaimedDelivery[];
       try {
-        claims = await claimDue(db, { limit: room, perEndpoint: settings.perEndpoint, busy, excluded, leaseMs: settings.leaseMs });
+        claims = await claimDue(db, {
+          limit: room,
+          perEndpoint: settings.perEndpoint,
+          perWorkspace: settings.perWorkspace,
+          busy,
+          busyWorkspaces,
+          excluded,
+          leaseMs: settings.leaseMs,
+        });
       } catch (err) {
         log.warn({ err: (err as Error).message }, 'could not claim deliveries; retrying');
         this.wakeIn(1000);
         return;
       }
       for (const claim of claims) this.launch(claim);
-      this.mayHaveMore = claims.length === room || this.endpointsFilled(claims, busy);
+      this.mayHaveMore = claims.length === room;
       if (claims.length === room) this.again = true;
     } while (this.again && !this.stopped);
     const probe = circuits.nextProbeAt();
     if (probe !== undefined) this.wakeIn(probe - Date.now());
-  }
-
-  /** Whether a claim took every slot an endpoint had: it may have more due rows. */
-  private endpointsFilled(claims: ClaimedDelivery[], busy: Map<string, number>): boolean {
-    const taken = new Map<string, number>();
-    for (const claim of claims) taken.set(claim.endpoint_id, (taken.get(claim.endpoint_id) ?? 0) + 1);
-    for (const [endpointId, count] of taken) if (count + (busy.get(endpointId) ?? 0) >= this.deps.settings.perEndpoint) return true;
-    return false;
   }
 
   /** A wake-up in `ms` (a retry due before the next poll, a circuit's probe). */
@@ -199,18 +208,21 @@ export class Dispatcher {
   }
 
   private launch(claim: ClaimedDelivery): void {
-    this.inFlight.set(claim.endpoint_id, (this.inFlight.get(claim.endpoint_id) ?? 0) + 1);
+    count(this.inFlight, claim.endpoint_id, 1);
+    count(this.inFlightByWorkspace, claim.workspace_id, 1);
     this.deps.circuits.claimed(claim.endpoint_id);
     const attempt: Promise<void> = this.attempt(claim)
       .catch((err: Error) => this.deps.log.error({ err: err.message, delivery_id: claim.id }, 'delivery attempt failed to complete; its lease will expire'))
       .finally(() => {
+        const { perEndpoint, perWorkspace } = this.deps.settings;
+        // A freed slot matters only when it held due rows back (the process's room, or its
+        // endpoint's or workspace's cap); new rows wake us themselves.
+        const capped = (this.inFlight.get(claim.endpoint_id) ?? 0) >= perEndpoint || (this.inFlightByWorkspace.get(claim.workspace_id) ?? 0) >= perWorkspace;
         this.deps.circuits.released(claim.endpoint_id);
         this.running.delete(attempt);
-        const left = (this.inFlight.get(claim.endpoint_id) ?? 1) - 1;
-        if (left > 0) this.inFlight.set(claim.endpoint_id, left);
-        else this.inFlight.delete(claim.endpoint_id);
-        // A freed slot matters only when due rows were left behind; new ones wake us themselves.
-        if (this.mayHaveMore) this.wake();
+        count(this.inFlight, claim.endpoint_id, -1);
+        count(this.inFlightByWorkspace, claim.workspace_id, -1);
+        if (capped || this.mayHaveMore) this.wake();
       });
     this.running.add(attempt);
   }
@@ -265,4 +277,11 @@ export class Dispatcher {
     }
     return { url: resolved.url, secrets: [resolved.signingSecret] };
   }
+}
+
+/** Adds `delta` to the count of `key`; a count that reaches 0 is removed. */
+function count(counts: Map<string, number>, key: string, delta: number): void {
+  const value = (counts.get(key) ?? 0) + delta;
+  if (value > 0) counts.set(key, value);
+  else counts.delete(key);
 }

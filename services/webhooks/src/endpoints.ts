@@ -3,7 +3,7 @@ import type { ListWebhooksResponseSchema, WebhookSchema } from '@switchboard/con
 import { type AuditTrail, callerAuditRecord, recordForeignObjectProbe } from '@switchboard/runtime/audit';
 import type { WorkspaceCaller as Caller } from '@switchboard/runtime/caller';
 import { afterCommit, type Knex } from '@switchboard/runtime/db';
-import { invalidArgument } from '@switchboard/runtime/errors';
+import { invalidArgument, unprocessable } from '@switchboard/runtime/errors';
 import { newId, newSigningSecret } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
@@ -19,6 +19,7 @@ import {
   findEndpoint,
   insertEndpoint,
   listEndpoints,
+  lockAndCountEndpoints,
   lockEndpoint,
   replaceSecret,
   updateEndpoint,
@@ -51,6 +52,8 @@ export interface EndpointsDeps {
   audit: AuditTrail;
   /** Runs after a commit that made deliveries due (an endpoint re-enabled). */
   onQueued: () => void;
+  /** How many webhook endpoints a workspace may have (WEBHOOK_MAX_ENDPOINTS). */
+  maxEndpoints: number;
 }
 
 export class Endpoints {
@@ -64,6 +67,12 @@ export class Endpoints {
     const secret = newSigningSecret();
     const id = newId('wh');
     const row = await this.deps.db.transaction(async (trx) => {
+      const { maxEndpoints } = this.deps;
+      if ((await lockAndCountEndpoints(trx, caller.workspaceId)) >= maxEndpoints) {
+        throw unprocessable('endpoint_limit_reached', `This workspace has ${maxEndpoints} webhook endpoints, as many as it may have; delete one first.`, {
+          metadata: { limit: maxEndpoints },
+        });
+      }
       const inserted = await insertEndpoint(trx, {
         id,
         workspaceId: caller.workspaceId,

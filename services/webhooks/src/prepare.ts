@@ -31,12 +31,19 @@ export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig
     dataKeys,
     recordEvent,
     recordEvents,
-    sender: new WebhookSender({ allowPrivateTargets: config.allowPrivateTargets, timeoutMs: config.timeoutMs, maxSocketsPerPool: config.perEndpoint }),
+    sender: new WebhookSender({
+      allowPrivateTargets: config.allowPrivateTargets,
+      timeoutMs: config.timeoutMs,
+      maxSocketsPerPool: config.perEndpoint,
+      dnsTimeoutMs: config.dnsTimeoutMs,
+      dnsServers: config.dnsServers,
+    }),
     schedule: config.retrySchedule,
     circuits,
     resolveAlertTarget: (keyId) => keys.resolveAlertWebhook({ keyId }, { timeoutMs: 5000 }),
     settings: {
       perEndpoint: config.perEndpoint,
+      perWorkspace: config.perWorkspace,
       maxInFlight: config.maxInFlight,
       leaseMs: config.leaseMs,
       pollMs: config.pollMs,
@@ -44,12 +51,12 @@ export function prepareWebhooks(runtime: WebhooksRuntime, config: WebhooksConfig
     },
   });
   const onQueued = dispatcher.wake;
-  const endpoints = new Endpoints({ db, log, dataKeys, audit: runtime.audit, onQueued });
+  const endpoints = new Endpoints({ db, log, dataKeys, audit: runtime.audit, onQueued, maxEndpoints: config.maxEndpoints });
   return {
     dispatcher,
     retention: new Retention({ db, log, retentionMs: config.retentionMs }),
     endpoints,
-    deliveries: new Deliveries({ db, endpoints, onQueued }),
+    deliveries: new Deliveries({ db, endpoints, onQueued, manualCallsPerMinute: config.manualCallsPerMinute }),
     intake: new Intake({ db, log, recordEvents, onQueued }),
   };
 }

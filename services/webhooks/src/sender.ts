@@ -1,9 +1,10 @@
-import dns from 'node:dns';
+import type { LookupAddress } from 'node:dns';
 import type { IncomingMessage } from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
 import { isBlockedAddress } from './address-policy.js';
+import { DnsError, DnsResolver } from './resolver.js';
 
 /**
  * One delivery attempt over HTTPS: a POST whose outcome is a DeliveryResult, never an exception.
@@ -43,11 +44,16 @@ export interface WebhookSenderOptions {
   maxSocketsPerPool?: number;
   /** A CA trusted besides the default ones (tests' local receivers). */
   ca?: string | Buffer;
+  /** The longest a receiver's name may take to resolve (WEBHOOK_DNS_TIMEOUT); then the attempt fails as `dns`. */
+  dnsTimeoutMs?: number;
+  /** Name servers asked instead of the system's (WEBHOOK_DNS_SERVERS). */
+  dnsServers?: string[];
 }
 
 const maxBodyBytes = 4096;
 const defaultTimeoutMs = 15_000;
 const defaultMaxSockets = 8;
+const defaultDnsTimeoutMs = 5_000;
 /** Pools kept at once: one per recently used endpoint; the least recently used beyond this are closed. */
 const maxPools = 1000;
 const idleSocketMs = 30_000;
@@ -61,6 +67,7 @@ export class WebhookSender {
   private readonly timeoutMs: number;
   private readonly maxSockets: number;
   private readonly ca: (string | Buffer)[] | undefined;
+  private readonly resolver: DnsResolver;
   /** Keep-alive agents by pool key, least recently used first (Map keeps insertion order). */
   private readonly agents = new Map<string, https.Agent>();
 
@@ -69,6 +76,7 @@ export class WebhookSender {
     this.timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
     this.maxSockets = options.maxSocketsPerPool ?? defaultMaxSockets;
     this.ca = options.ca === undefined ? undefined : withDefaultCas(options.ca);
+    this.resolver = new DnsResolver({ timeoutMs: options.dnsTimeoutMs ?? defaultDnsTimeoutMs, servers: options.dnsServers });
   }
 
   async send(request: DeliveryRequest): Promise<DeliveryResult> {
@@ -196,25 +204,27 @@ export class WebhookSender {
    * addresses checked here, so a second, different DNS answer (rebinding) can never be used.
    */
   private readonly lookup: net.LookupFunction = (hostname, options, callback) => {
-    const answer = (error: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => {
-      if (error) return callback(error, '');
+    const answer = (addresses: LookupAddress[]) => {
       if (!this.allowPrivateTargets && addresses.some(({ address }) => isBlockedAddress(address))) {
         return callback(new BlockedAddressError(`${hostname} resolves to an address deliveries may not reach`), '');
       }
       if (options.all) return callback(null, addresses);
       callback(null, addresses[0].address, addresses[0].family);
     };
+    const name = hostname.toLowerCase().replace(/\.$/, '');
     // `localhost` and every name under it are the loopback address by definition (RFC 6761 §6.3):
     // answered here, never asked of a resolver, which might send `*.localhost` off the machine.
-    if (isLoopbackName(hostname)) answer(null, [{ address: '127.0.0.1', family: 4 }]);
-    else dns.lookup(hostname, { ...options, all: true }, answer);
+    if (isUnder(name, 'localhost')) return answer([{ address: '127.0.0.1', family: 4 }]);
+    // `invalid` and every name under it never exist (RFC 6761 §6.4): no server is asked either.
+    if (isUnder(name, 'invalid')) return callback(new DnsError(hostname, 'ENOTFOUND'), '');
+    const family = options.family === 4 || options.family === 6 ? options.family : 0;
+    this.resolver.resolve(name, family).then(answer, (err: Error) => callback(err, ''));
   };
 }
 
-/** `localhost` or a name under it (`hooks.localhost`), with or without the final dot. */
-function isLoopbackName(hostname: string): boolean {
-  const name = hostname.toLowerCase().replace(/\.$/, '');
-  return name === 'localhost' || name.endsWith('.localhost');
+/** Whether `name` (lower case, without the final dot) is `domain` or a name under it. */
+function isUnder(name: string, domain: string): boolean {
+  return name === domain || name.endsWith(`.${domain}`);
 }
 
 /** Node's bundled roots plus `extra`: giving `ca` replaces the default store, so the roots are put back. */
@@ -224,8 +234,8 @@ function withDefaultCas(extra: string | Buffer): (string | Buffer)[] {
 
 function errorClassOf(error: NodeJS.ErrnoException): ErrorClass {
   if (error instanceof BlockedAddressError) return 'blocked_address';
+  if (error instanceof DnsError) return 'dns';
   const code = error.code ?? '';
-  if (error.syscall === 'getaddrinfo' || ['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'ENODATA'].includes(code)) return 'dns';
   // OpenSSL's certificate verification codes (DEPTH_ZERO_SELF_SIGNED_CERT, CERT_HAS_EXPIRED, …) and Node's TLS/SSL errors.
   if (
     code === 'EPROTO' ||

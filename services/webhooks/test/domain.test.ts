@@ -8,8 +8,8 @@ import { CircuitBreakers } from '@switchboard/webhooks/circuit-breakers';
 import { nextState } from '@switchboard/webhooks/outcomes';
 import { RetrySchedule } from '@switchboard/webhooks/retry-schedule';
 import { signatureHeaders } from '@switchboard/webhooks/signing';
-import { claimDue, fanOut, insertEvent, sweepExpiredLeases } from '@switchboard/webhooks/store/deliveries';
-import { clearFailureClocks, insertEndpoint, recordEndpointFailure, updateEndpoint } from '@switchboard/webhooks/store/endpoints';
+import { claimDue, fanOut, insertDelivery, insertEvent, sweepExpiredLeases } from '@switchboard/webhooks/store/deliveries';
+import { clearFailureClocks, insertEndpoint, recordEndpointFailure, updateEndpoint, upsertAlertTarget } from '@switchboard/webhooks/store/endpoints';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -179,7 +179,7 @@ describe('the queue', () => {
     const quiet = await endpointWithDeliveries(3);
     const disabled = await endpointWithDeliveries(3);
     await db.transaction((trx) => updateEndpoint(trx, disabled.id, { enabled: false }));
-    const options = { limit: 100, perEndpoint: 4, busy: new Map([[busy.id, 1]]), excluded: [], leaseMs: 60_000 };
+    const options = { limit: 100, perEndpoint: 4, perWorkspace: 100, busy: new Map([[busy.id, 1]]), busyWorkspaces: new Map(), excluded: [], leaseMs: 60_000 };
     const first = await claimDue(db, options);
     const countOf = (claims: typeof first, id: string) => claims.filter((claim) => claim.endpoint_id === id).length;
     expect(countOf(first, busy.id)).toBe(3);
@@ -193,9 +193,66 @@ describe('the queue', () => {
     expect(await claimDue(db, { ...options, excluded: [busy.id, quiet.id] })).toEqual([]);
   });
 
+  it('claims round-robin across workspaces, key alert targets in theirs, and never past a workspace’s cap', async () => {
+    const heavy = newId('org');
+    const light = newId('org');
+    const webhook = (workspaceId: string) =>
+      insertEndpoint(db, {
+        id: newId('wh'),
+        workspaceId,
+        url: 'https://example.com/hook',
+        events: [],
+        description: null,
+        secretEncrypted: 'sealed',
+        createdBy: newId('usr'),
+      });
+    const heavyEndpoints = await Promise.all([webhook(heavy), webhook(heavy), webhook(heavy)]);
+    const lightEndpoint = await webhook(light);
+    const alertKey = newId('key');
+    await db.transaction(async (trx) => {
+      for (let i = 0; i < 10; i++) {
+        const id = newId('evt');
+        await insertEvent(trx, { id, type: 'agent.completed', workspaceId: heavy, occurredAt: new Date().toISOString(), body: '{}' });
+        await fanOut(trx, [{ id, type: 'agent.completed', workspaceId: heavy }]);
+      }
+      for (let i = 0; i < 2; i++) {
+        const id = newId('evt');
+        await insertEvent(trx, { id, type: 'agent.completed', workspaceId: light, occurredAt: new Date().toISOString(), body: '{}' });
+        await fanOut(trx, [{ id, type: 'agent.completed', workspaceId: light }]);
+        const alert = newId('evt');
+        await insertEvent(trx, { id: alert, type: 'key.spend_alert', workspaceId: light, occurredAt: new Date().toISOString(), body: '{}' });
+        await upsertAlertTarget(trx, { keyId: alertKey, workspaceId: light, url: 'https://example.com/alert' });
+        await insertDelivery(trx, { endpointId: alertKey, eventId: alert, eventType: 'key.spend_alert', trigger: 'event' });
+      }
+    });
+    // The heavy workspace's 30 rows have waited longest: a global FIFO would hand it every slot.
+    await db('deliveries')
+      .whereIn(
+        'endpoint_id',
+        heavyEndpoints.map((endpoint) => endpoint.id),
+      )
+      .update({ next_attempt_at: db.raw(`now() - interval '1 minute'`) });
+    const mine = [...heavyEndpoints.map((endpoint) => endpoint.id), lightEndpoint.id, alertKey];
+    const excluded: string[] = await db('endpoints').whereNotIn('id', mine).pluck('id');
+    const options = { perEndpoint: 8, perWorkspace: 100, busy: new Map(), busyWorkspaces: new Map(), excluded, leaseMs: 60_000 };
+    const byWorkspace = (claims: Awaited<ReturnType<typeof claimDue>>) =>
+      Object.fromEntries([heavy, light].map((id) => [id === heavy ? 'heavy' : 'light', claims.filter((claim) => claim.workspace_id === id).length]));
+
+    // Turn 1 is each workspace's oldest row, turn 2 each one's second: 2 and 2 of 4, whatever their age.
+    const first = await claimDue(db, { ...options, limit: 4 });
+    expect(byWorkspace(first)).toEqual({ heavy: 2, light: 2 });
+    // The key's alert target counts in its workspace: of the light workspace's 2 slots, 1 is in flight.
+    const capped = await claimDue(db, { ...options, limit: 100, perWorkspace: 2, busyWorkspaces: new Map([[light, 1]]) });
+    expect(byWorkspace(capped)).toEqual({ heavy: 2, light: 1 });
+    // A workspace at its cap gets nothing; the others still get theirs.
+    const rest = await claimDue(db, { ...options, limit: 100, perWorkspace: 3, busyWorkspaces: new Map([[heavy, 3]]) });
+    expect(byWorkspace(rest)).toEqual({ heavy: 0, light: 1 });
+    expect(rest[0].kind === 'key_alert' || rest[0].endpoint_id === lightEndpoint.id).toBe(true);
+  });
+
   it('frees expired leases for another claim', async () => {
     const endpoint = await endpointWithDeliveries(1);
-    const options = { limit: 10, perEndpoint: 4, busy: new Map(), excluded: [], leaseMs: 1 };
+    const options = { limit: 10, perEndpoint: 4, perWorkspace: 100, busy: new Map(), busyWorkspaces: new Map(), excluded: [], leaseMs: 1 };
     const [claimed] = (await claimDue(db, options)).filter((claim) => claim.endpoint_id === endpoint.id);
     expect(claimed).toBeDefined();
     await db.raw('SELECT pg_sleep(0.01)');

@@ -172,9 +172,9 @@ describe('retention', () => {
     let claiming = true;
     const deliver = async () => {
       while (claiming || sent.size < due.deliveries.length) {
-        const claims = (await claimDue(db, { limit: 20, perEndpoint: 20, busy: new Map(), excluded: [], leaseMs: 60_000 })).filter(
-          (claim) => claim.endpoint_id === live.id,
-        );
+        const claims = (
+          await claimDue(db, { limit: 20, perEndpoint: 20, perWorkspace: 20, busy: new Map(), busyWorkspaces: new Map(), excluded: [], leaseMs: 60_000 })
+        ).filter((claim) => claim.endpoint_id === live.id);
         if (claims.length === 0 && !claiming) break;
         await db.transaction(async (trx) => {
           await insertAttempts(

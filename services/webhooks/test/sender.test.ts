@@ -1,7 +1,8 @@
+import dgram from 'node:dgram';
 import { mkdtemp, rm } from 'node:fs/promises';
 import type http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLocalCertificate, type LocalCertificate } from '@switchboard/runtime/dev/local-certificate';
@@ -163,6 +164,82 @@ class Receiver {
   }
 }
 
+/**
+ * A DNS server on 127.0.0.1 (UDP) with fixed answers: A and AAAA records of the names it knows,
+ * NXDOMAIN for the others, and nothing at all, ever, for the names it is told to ignore. It
+ * records the names it was asked.
+ */
+class LocalDnsServer {
+  readonly asked: string[] = [];
+  private readonly socket = dgram.createSocket('udp4');
+
+  constructor(
+    private readonly records: Record<string, string[]>,
+    private readonly silent: Set<string>,
+  ) {
+    this.socket.on('message', (query, peer) => {
+      const answer = this.answer(query);
+      if (answer) this.socket.send(answer, peer.port, peer.address);
+    });
+  }
+
+  async listen(): Promise<string> {
+    await new Promise<void>((resolve) => this.socket.bind(0, '127.0.0.1', resolve));
+    return `127.0.0.1:${this.socket.address().port}`;
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => this.socket.close(() => resolve()));
+  }
+
+  /** The response to a query of one question (RFC 1035 §4.1), or undefined to stay silent. */
+  private answer(query: Buffer): Buffer | undefined {
+    const labels: string[] = [];
+    let offset = 12;
+    while (query[offset] !== 0) {
+      labels.push(query.subarray(offset + 1, offset + 1 + query[offset]).toString('ascii'));
+      offset += 1 + query[offset];
+    }
+    const type = query.readUInt16BE(offset + 1);
+    const questionEnd = offset + 5;
+    const name = labels.join('.').toLowerCase();
+    this.asked.push(name);
+    if (this.silent.has(name)) return undefined;
+    const addresses = this.records[name];
+    const wanted = (addresses ?? []).filter((address) => net.isIP(address) === (type === 28 ? 6 : type === 1 ? 4 : 0));
+    const header = Buffer.alloc(12);
+    header.writeUInt16BE(query.readUInt16BE(0), 0);
+    // A response, authoritative, recursion desired as asked and available; NXDOMAIN for an unknown name.
+    header.writeUInt16BE(0x8400 | (query.readUInt16BE(2) & 0x0100) | 0x0080 | (addresses ? 0 : 3), 2);
+    header.writeUInt16BE(1, 4);
+    header.writeUInt16BE(wanted.length, 6);
+    const records = wanted.map((address) => {
+      const data = net.isIPv4(address) ? Buffer.from(address.split('.').map(Number)) : ipv6Bytes(address);
+      const record = Buffer.alloc(12);
+      record.writeUInt16BE(0xc00c, 0); // the question's name
+      record.writeUInt16BE(type, 2);
+      record.writeUInt16BE(1, 4); // IN
+      record.writeUInt32BE(60, 6);
+      record.writeUInt16BE(data.length, 10);
+      return Buffer.concat([record, data]);
+    });
+    return Buffer.concat([header, query.subarray(12, questionEnd), ...records]);
+  }
+}
+
+/** The 16 bytes of an IPv6 address written with `::`. */
+function ipv6Bytes(address: string): Buffer {
+  const [head, tail = ''] = address.split('::');
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const groups = [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
+  const bytes = Buffer.alloc(16);
+  groups.forEach((group, index) => {
+    bytes.writeUInt16BE(Number.parseInt(group, 16), index * 2);
+  });
+  return bytes;
+}
+
 describe('WebhookSender', () => {
   let dir: string;
   let certificate: LocalCertificate;
@@ -172,7 +249,7 @@ describe('WebhookSender', () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'webhooks-sender-'));
-    certificate = await createLocalCertificate(dir);
+    certificate = await createLocalCertificate(dir, ['receiver.sb.test']);
     receiver = new Receiver(certificate);
     await receiver.listen();
   });
@@ -304,5 +381,61 @@ describe('WebhookSender', () => {
     }
     expect(receiver.connections).toBe(0);
     expect(receiver.hits).toEqual([]);
+  });
+  describe('names, through an asynchronous resolver with a timeout', () => {
+    const dns = new LocalDnsServer(
+      {
+        'receiver.sb.test': ['127.0.0.1'],
+        'private.sb.test': ['10.0.0.1'],
+        'mixed.sb.test': ['8.8.8.8', '::1'],
+      },
+      new Set(['hang.sb.test']),
+    );
+    let servers: string;
+    const timeoutMs = 3000;
+
+    beforeAll(async () => {
+      servers = await dns.listen();
+    });
+
+    afterAll(() => dns.close());
+
+    const senderOf = (allowPrivateTargets: boolean) =>
+      new WebhookSender({ allowPrivateTargets, ca: certificate.cert, dnsServers: [servers], dnsTimeoutMs: timeoutMs });
+
+    it('asks the given server for A and AAAA; a name it never answers fails as dns after the timeout, and delays no other name', async () => {
+      sender = senderOf(true);
+      // More hung names than libuv has threads (4): getaddrinfo would make every other resolution wait behind them.
+      const hung = Array.from({ length: 8 }, (_, i) => {
+        const attempt = { settled: false, result: post(`https://hang.sb.test:443/${i}`, `hung_${i}`) };
+        void attempt.result.then(() => (attempt.settled = true));
+        return attempt;
+      });
+      for (let i = 0; i < 10; i++) {
+        expect(await post(receiver.url('receiver.sb.test'), `fast_${i}`)).toMatchObject({ ok: true, statusCode: 200 });
+      }
+      expect(hung.filter((attempt) => attempt.settled)).toEqual([]);
+      for (const attempt of hung) {
+        const result = await attempt.result;
+        expect(result).toMatchObject({ ok: false, statusCode: 0, errorClass: 'dns', responseBody: null });
+        expect(result.durationMs).toBeGreaterThanOrEqual(timeoutMs - 50);
+      }
+      expect(dns.asked).toContain('hang.sb.test');
+      expect(dns.asked).toContain('receiver.sb.test');
+      expect(receiver.hits).toHaveLength(10);
+    });
+
+    it('fails an unknown name as dns at once, and refuses a name with any blocked address, of either family', async () => {
+      sender = senderOf(false);
+      expect(await post('https://unknown.sb.test/')).toMatchObject({ ok: false, statusCode: 0, errorClass: 'dns', responseBody: null });
+      expect(await post(receiver.url('private.sb.test'))).toMatchObject({ ok: false, errorClass: 'blocked_address' });
+      expect(await post(receiver.url('mixed.sb.test'))).toMatchObject({ ok: false, errorClass: 'blocked_address' });
+      // A name under localhost is never asked of a server, nor one under invalid (RFC 6761).
+      const asked = dns.asked.length;
+      expect(await post(receiver.url('hooks.localhost'))).toMatchObject({ errorClass: 'blocked_address' });
+      expect(await post('https://hooks.invalid/')).toMatchObject({ errorClass: 'dns' });
+      expect(dns.asked).toHaveLength(asked);
+      expect(receiver.connections).toBe(0);
+    });
   });
 });

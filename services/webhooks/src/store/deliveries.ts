@@ -119,6 +119,7 @@ export async function insertDelivery(
 export interface ClaimedDelivery {
   id: string;
   endpoint_id: string;
+  workspace_id: string;
   kind: 'webhook' | 'key_alert';
   url: string;
   secret_encrypted: string | null;
@@ -131,37 +132,71 @@ export interface ClaimedDelivery {
   lease_token: string;
 }
 
+export interface ClaimOptions {
+  /** At most this many rows. */
+  limit: number;
+  /** At most this many attempts in flight per endpoint, counting `busy`. */
+  perEndpoint: number;
+  /** At most this many attempts in flight per workspace, counting `busyWorkspaces`. */
+  perWorkspace: number;
+  /** Attempts this process already has in flight, by endpoint. */
+  busy: Map<string, number>;
+  /** Attempts this process already has in flight, by workspace. */
+  busyWorkspaces: Map<string, number>;
+  /** Endpoints not to claim for (open circuits). */
+  excluded: string[];
+  leaseMs: number;
+}
+
 /**
- * Leases up to `limit` due deliveries of enabled endpoints, at most `perEndpoint` minus what
- * this process already sends (`busy`) for each endpoint, none of `excluded` (open circuits).
- * SKIP LOCKED lets replicas claim side by side; the lease keeps a claimed row from being claimed
- * again until it ends (the sweeper frees the leases of a process that died).
+ * Leases up to `limit` due deliveries of enabled endpoints, round-robin across workspaces: each
+ * workspace with due work gets its oldest row before any gets a second, its second before any
+ * gets a third, and so on (docs/webhooks.md#fairness). No endpoint goes past `perEndpoint` nor
+ * workspace past `perWorkspace`, counting what this process already sends; none of `excluded`
+ * (open circuits). Key alert targets count in their workspace like its endpoints.
+ *
+ * One statement, driven by the due index: each endpoint reads at most the rows it has room for
+ * (never more than its workspace has), so a workspace with thousands of due rows costs its
+ * endpoints' few. SKIP LOCKED lets replicas claim side by side; the lease keeps a claimed row
+ * from being claimed again until it ends (the sweeper frees the leases of a process that died).
  */
-export async function claimDue(
-  db: Db,
-  options: { limit: number; perEndpoint: number; busy: Map<string, number>; excluded: string[]; leaseMs: number },
-): Promise<ClaimedDelivery[]> {
+export async function claimDue(db: Db, options: ClaimOptions): Promise<ClaimedDelivery[]> {
   const token = newId('lease');
   const { rows } = await db.raw<{ rows: ClaimedDelivery[] }>(
-    `WITH picked AS (
-       SELECT d.id, row_number() OVER (PARTITION BY e.id ORDER BY d.next_attempt_at) + COALESCE(b.n, 0) AS slot, d.next_attempt_at
+    `WITH due AS (
+       SELECT d.id, d.next_attempt_at, e.workspace_id, COALESCE(w.n, 0) AS workspace_busy
        FROM endpoints e
        LEFT JOIN unnest(?::text[], ?::int[]) AS b(id, n) ON b.id = e.id
+       LEFT JOIN unnest(?::text[], ?::int[]) AS w(id, n) ON w.id = e.workspace_id
        CROSS JOIN LATERAL (
          SELECT d.id, d.next_attempt_at FROM deliveries d
          WHERE d.endpoint_id = e.id AND d.next_attempt_at <= now() AND d.leased_until IS NULL
-         ORDER BY d.next_attempt_at LIMIT ? FOR UPDATE SKIP LOCKED
+         ORDER BY d.next_attempt_at LIMIT greatest(0, least(? - COALESCE(b.n, 0), ? - COALESCE(w.n, 0))) FOR UPDATE SKIP LOCKED
        ) d
        WHERE e.enabled AND e.id <> ALL (?::text[])
+     ), ranked AS (
+       SELECT id, next_attempt_at, workspace_busy, row_number() OVER (PARTITION BY workspace_id ORDER BY next_attempt_at, id) AS turn FROM due
      ), chosen AS (
-       SELECT id FROM picked WHERE slot <= ? ORDER BY next_attempt_at LIMIT ?
+       SELECT id FROM ranked WHERE workspace_busy + turn <= ? ORDER BY turn, next_attempt_at LIMIT ?
      )
      UPDATE deliveries d SET leased_until = now() + ? * interval '1 millisecond', lease_token = ?
      FROM chosen, endpoints e, events ev
      WHERE d.id = chosen.id AND e.id = d.endpoint_id AND ev.id = d.event_id
-     RETURNING d.id, d.endpoint_id, e.kind, e.url, e.secret_encrypted, e.previous_secret_encrypted, e.previous_secret_expires_at,
+     RETURNING d.id, d.endpoint_id, e.workspace_id, e.kind, e.url, e.secret_encrypted, e.previous_secret_encrypted, e.previous_secret_expires_at,
        d.event_type, ev.body, d.next_trigger, d.scheduled_attempts, d.lease_token`,
-    [[...options.busy.keys()], [...options.busy.values()], options.perEndpoint, options.excluded, options.perEndpoint, options.limit, options.leaseMs, token],
+    [
+      [...options.busy.keys()],
+      [...options.busy.values()],
+      [...options.busyWorkspaces.keys()],
+      [...options.busyWorkspaces.values()],
+      options.perEndpoint,
+      options.perWorkspace,
+      options.excluded,
+      options.perWorkspace,
+      options.limit,
+      options.leaseMs,
+      token,
+    ],
   );
   return rows;
 }

@@ -37,6 +37,18 @@ export async function insertEndpoint(
   return rows[0];
 }
 
+/**
+ * The number of webhook endpoints of `workspaceId` (key alert targets are the keys' and not
+ * counted), once every other registration in the workspace has committed or rolled back: the
+ * transaction holds the workspace's lock until it ends, so concurrent registrations are counted
+ * one after the other and never pass the limit together.
+ */
+export async function lockAndCountEndpoints(trx: Knex.Transaction, workspaceId: string): Promise<number> {
+  await trx.raw(`SELECT pg_advisory_xact_lock(hashtext('webhooks.endpoints:' || ?))`, [workspaceId]);
+  const row = await trx('endpoints').where({ workspace_id: workspaceId, kind: 'webhook' }).first(trx.raw('count(*)::int AS count'));
+  return Number(row?.count ?? 0);
+}
+
 /** The webhook `id` of `workspaceId` (never another workspace's, never a key alert target). */
 export async function findEndpoint(db: Db, id: string, workspaceId: string): Promise<EndpointRow | undefined> {
   const { rows } = await db.raw<{ rows: EndpointRow[] }>(`SELECT ${endpointColumns} FROM endpoints WHERE id = ? AND workspace_id = ? AND kind = 'webhook'`, [
@@ -202,6 +214,25 @@ export async function recordEndpointFailure(
   if (rows[0]) return rows[0];
   await trx.raw('UPDATE endpoints SET failing_since = now() WHERE id = ? AND failing_since IS NULL', [id]);
   return undefined;
+}
+
+/**
+ * Logs one manual call (test, redeliver, recover) of a locked endpoint in its sliding minute:
+ * the times of the last minute are kept, this one added. Returns how many calls the minute
+ * holds with this one, and in how many milliseconds enough of them have left the minute for
+ * `limit` to allow this one (0 when it is allowed now); the caller rolls the log back with its
+ * transaction when it refuses.
+ */
+export async function logManualCall(trx: Knex.Transaction, id: string, limit: number): Promise<{ calls: number; retryInMs: number }> {
+  const { rows } = await trx.raw<{ rows: Array<{ calls: number; retry_in_ms: number }> }>(
+    `UPDATE endpoints SET manual_calls = array(SELECT t FROM unnest(manual_calls || now()) AS t WHERE t > now() - interval '1 minute' ORDER BY t)
+     WHERE id = ?
+     RETURNING cardinality(manual_calls) AS calls,
+       CASE WHEN cardinality(manual_calls) <= ? THEN 0
+         ELSE ceil(extract(epoch FROM manual_calls[cardinality(manual_calls) - ?] + interval '1 minute' - now()) * 1000) END::float8 AS retry_in_ms`,
+    [id, limit, limit],
+  );
+  return { calls: Number(rows[0]?.calls ?? 0), retryInMs: Number(rows[0]?.retry_in_ms ?? 0) };
 }
 
 /** Endpoints by health: enabled and delivering, enabled but failing, disabled. */
