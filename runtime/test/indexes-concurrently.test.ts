@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
  * createIndexesConcurrently, what a migration with `config = { transaction: false }` builds its
- * indexes with (services/webhooks/migrations/005_retention.ts runs it through migrate()): an
+ * indexes with (services/webhooks/migrations/006_retention.ts runs it through migrate()): an
  * index built once stays, and one an interrupted build left invalid is built again.
  */
 
