@@ -185,7 +185,13 @@ export class Dispatcher {
         return;
       }
       for (const claim of claims) this.launch(claim);
-      this.mayHaveMore = claims.length === room;
+      // A claim that took every slot left to some endpoint or workspace may have left due rows
+      // behind: the next freed slot claims again (attempts that end while a claim runs would
+      // otherwise see their cap no longer reached and wait for the poll).
+      this.mayHaveMore =
+        claims.length === room ||
+        filled(claims, (claim) => claim.endpoint_id, busy, settings.perEndpoint) ||
+        filled(claims, (claim) => claim.workspace_id, busyWorkspaces, settings.perWorkspace);
       if (claims.length === room) this.again = true;
     } while (this.again && !this.stopped);
     const probe = circuits.nextProbeAt();
@@ -284,4 +290,15 @@ function count(counts: Map<string, number>, key: string, delta: number): void {
   const value = (counts.get(key) ?? 0) + delta;
   if (value > 0) counts.set(key, value);
   else counts.delete(key);
+}
+
+/**
+ * Whether a claim took every slot some endpoint or workspace (`keyOf`) had left beside `busy`
+ * (what was in flight before the claim).
+ */
+function filled(claims: ClaimedDelivery[], keyOf: (claim: ClaimedDelivery) => string, busy: Map<string, number>, cap: number): boolean {
+  const taken = new Map<string, number>();
+  for (const claim of claims) count(taken, keyOf(claim), 1);
+  for (const [key, claimed] of taken) if (claimed + (busy.get(key) ?? 0) >= cap) return true;
+  return false;
 }
