@@ -26,13 +26,17 @@
  *    at its time whatever the others do): p50/p99 of publish start → arrival at the receiver.
  * 5. Checks: every event arrived (a second arrival of one is counted, not failed: deliveries are
  *    at least once), and every delivery row succeeded with no failed attempt.
- * 6. The baseline: the raw Postgres single-row insert loop of `npm run bench` on the same
+ * 6. Fairness (docs/webhooks.md#fairness): workspace A's 40 endpoints answer after 14 s with 1,000
+ *    events queued for them; workspace B's one healthy endpoint gets 200 events meanwhile: B's
+ *    p99 event → receipt (bench/src/webhooks/fairness.ts).
+ * 7. The baseline: the raw Postgres single-row insert loop of `npm run bench` on the same
  *    database, the mesh idle; for reference, the database's transactions and rows per event of
  *    the throughput run (pg_stat_database). CPU per event of each process (/proc/<pid>/stat) is in the
  *    report: it is what bounds the rate on a small host.
  *
  * Targets, reported PASS/FAIL (never a crash): webhook deliveries/s ÷ raw single-row inserts/s
- * ≥ 0.5 and p99 event → receipt < 50 ms at half the measured rate. Exits non-zero only when a call
+ * ≥ 0.5, p99 event → receipt < 50 ms at half the measured rate, and B's p99 < 1 s in the
+ * fairness scenario. Exits non-zero only when a call
  * failed, an event was lost, a check failed or something crashed. Results: printed, and written to
  * bench/results/webhooks-<time>.json.
  */
@@ -41,6 +45,7 @@ import { databaseActivity, statsFlushMs } from './measure/postgres.js';
 import { exitedComponents, inSession } from './measure/session.js';
 import { runBench } from './report.js';
 import { deliveryLog } from './webhooks/delivery-log.js';
+import { fairnessRun } from './webhooks/fairness.js';
 import { jetstreamBaseline, latencyRun, throughputRun, untilFlushed, warmUp, watchOf } from './webhooks/phases.js';
 import { webhooksPrintout } from './webhooks/printout.js';
 import { webhooksErrors, webhooksResults } from './webhooks/results.js';
@@ -72,6 +77,8 @@ runBench(() =>
     // Every delivery of this endpoint succeeded, no attempt failed.
     const expectedDeliveries = 1 + warmupEvents + events + latency.count;
     const log = await deliveryLog(db, world.webhookId, expectedDeliveries);
+    session.progress('fairness: 40 endpoints answering after 14 s with 1,000 events queued, beside one healthy endpoint of another workspace');
+    const fairness = await fairnessRun(session, world);
     const inserts = await measureInserts(mesh.env.DATABASE_URL, (message) => session.progress(message), ', for reference');
     const measured = {
       world,
@@ -83,6 +90,7 @@ runBench(() =>
       stats: { before: statsBefore, after: statsAfter },
       log,
       expectedDeliveries,
+      fairness,
       inserts,
     };
     const errors = [...webhooksErrors(measured), ...exitedComponents(mesh)];

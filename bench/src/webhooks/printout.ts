@@ -111,6 +111,8 @@ export function webhooksPrintout(report: WebhooksReport, m: WebhooksMeasured): s
     '',
     ...cpuSection(report, m),
     '',
+    `Fairness: workspace A's 40 endpoints answer after 14 s with 1,000 events queued; it held ${m.fairness.slowHeldAtOnce} attempts at once (WEBHOOK_WORKSPACE_CONCURRENCY). Workspace B's healthy endpoint, ${m.fairness.received}/${m.fairness.events} events: event → receipt p50 ${fmt(m.fairness.latency.p50, 1)} ms, p99 ${fmt(m.fairness.latency.p99, 1)} ms, max ${fmt(m.fairness.latency.max, 1)} ms`,
+    '',
     `Delivery log of the endpoint: ${JSON.stringify(report.deliveries)}; attempts ${JSON.stringify(report.attempts)}; the receiver got ${report.receiverRequests} requests, ${report.duplicates} second arrivals of an event`,
   ];
 }

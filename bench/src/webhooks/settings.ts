@@ -9,6 +9,8 @@ export const endpointConcurrency = envPositiveInt('BENCH_WEBHOOK_ENDPOINT_CONCUR
 /** Webhook deliveries per second against the raw single-row INSERT loop of the same run (docs/operations.md). */
 export const minRatioToInserts = 0.5;
 export const maxP99Ms = 50;
+/** The fairness scenario's bound on the healthy workspace's p99 (docs/webhooks.md#fairness). */
+export const maxFairP99Ms = 1000;
 /** A hard cap on the publishes of one JetStream run, whatever its duration. */
 export const maxJetstreamPublishes = 2_000_000;
 /** How long the receiver may wait for the last events after the last publish answered before they count as lost. */
