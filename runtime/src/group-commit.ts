@@ -15,6 +15,11 @@ export interface GroupCommitOptions<T, R> {
   log: Logger;
   /** Items committed in one transaction at most; the rest wait for the next. */
   maxBatch: number;
+  /**
+   * Transactions at once (default 1). Two let a batch start while the last one commits (its WAL
+   * flush), which halves the wait of a call at moderate load; only for commits that commute.
+   */
+  concurrency?: number;
   /** Commits the items in one transaction; returns each item's result, in their order. */
   commit(items: T[]): Promise<R[]>;
 }
@@ -27,7 +32,8 @@ interface Waiting<T, R> {
 
 export class GroupCommit<T, R> {
   private queue: Waiting<T, R>[] = [];
-  private flushing = false;
+  private running = 0;
+  private scheduled = false;
 
   constructor(private readonly options: GroupCommitOptions<T, R>) {}
 
@@ -35,31 +41,44 @@ export class GroupCommit<T, R> {
   submit(item: T): Promise<R> {
     return new Promise((done, failed) => {
       this.queue.push({ item, done, failed });
-      if (this.flushing) return;
-      this.flushing = true;
-      // The items submitted in this turn of the event loop join the first batch.
-      setImmediate(() => void this.flush());
+      this.schedule();
     });
   }
 
-  private async flush(): Promise<void> {
-    const { maxBatch, log, name } = this.options;
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, maxBatch);
-      try {
-        const results = await this.options.commit(batch.map((entry) => entry.item));
-        for (const [i, entry] of batch.entries()) entry.done(results[i]);
-      } catch (err) {
-        if (batch.length === 1) {
-          batch[0].failed(err);
-          continue;
-        }
-        log.warn({ err: (err as Error).message, items: batch.length }, `a batch of ${name} failed; committing one by one`);
-        for (const entry of batch) {
-          await this.options.commit([entry.item]).then(([result]) => entry.done(result), entry.failed);
-        }
+  /** Starts batches on the next turn of the event loop, so the items submitted in this one join them. */
+  private schedule(): void {
+    if (this.scheduled || this.running >= (this.options.concurrency ?? 1)) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.queue.length > 0 && this.running < (this.options.concurrency ?? 1)) {
+      const batch = this.queue.splice(0, this.options.maxBatch);
+      this.running += 1;
+      void this.commit(batch).finally(() => {
+        this.running -= 1;
+        if (this.queue.length > 0) this.schedule();
+      });
+    }
+  }
+
+  private async commit(batch: Waiting<T, R>[]): Promise<void> {
+    try {
+      const results = await this.options.commit(batch.map((entry) => entry.item));
+      for (const [i, entry] of batch.entries()) entry.done(results[i]);
+    } catch (err) {
+      if (batch.length === 1) {
+        batch[0].failed(err);
+        return;
+      }
+      this.options.log.warn({ err: (err as Error).message, items: batch.length }, `a batch of ${this.options.name} failed; committing one by one`);
+      for (const entry of batch) {
+        await this.options.commit([entry.item]).then(([result]) => entry.done(result), entry.failed);
       }
     }
-    this.flushing = false;
   }
 }

@@ -58,7 +58,14 @@ export class Intake {
   private readonly publishes: GroupCommit<Publish, string>;
 
   constructor(private readonly deps: IntakeDeps) {
-    this.publishes = new GroupCommit({ name: 'published events', log: deps.log, maxBatch: 200, commit: (publishes) => this.commitPublishes(publishes) });
+    // Batches commute (their keys are claimed in one order, their rows are new), so two run at once.
+    this.publishes = new GroupCommit({
+      name: 'published events',
+      log: deps.log,
+      maxBatch: 200,
+      concurrency: 2,
+      commit: (publishes) => this.commitPublishes(publishes),
+    });
   }
 
   /** Events for every subscribed endpoint of their workspace, once per event id, in a few statements for the whole batch. */
