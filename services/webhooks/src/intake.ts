@@ -211,6 +211,9 @@ export function parseAgentCompleted(msg: JsMsg): EventEnvelopeJson {
   if (json !== null && typeof json === 'object' && !Array.isArray(json) && 'event_id' in json) {
     const envelope = parseEventEnvelope(msg.data);
     if (envelope.type !== agentCompleted) throw new Error(`a ${envelope.type} event on the agent.completed subject`);
+    // An outside producer's envelope may lack a valid time: the stream's is the event's then (its
+    // body's timestamp must be one, and one bad row would fail its whole fan-out batch).
+    if (Number.isNaN(Date.parse(envelope.occurred_at))) return { ...envelope, occurred_at: streamTime(msg) };
     return envelope;
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new Error('agent.completed is not a JSON object');
@@ -229,9 +232,14 @@ export function parseAgentCompleted(msg: JsMsg): EventEnvelopeJson {
       : `evt_js${createHash('sha256').update(`${msg.seq}:${msg.info.timestampNanos}`).digest('base64url').slice(0, 22)}`,
     type: agentCompleted,
     workspace_id: workspaceId,
-    occurred_at: new Date(Math.floor(msg.info.timestampNanos / 1_000_000)).toISOString(),
+    occurred_at: streamTime(msg),
     data: data as JsonObject,
     producer: 'jetstream',
     request_id: '',
   };
+}
+
+/** When the stream stored the message. */
+function streamTime(msg: JsMsg): string {
+  return new Date(Math.floor(msg.info.timestampNanos / 1_000_000)).toISOString();
 }

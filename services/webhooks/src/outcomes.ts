@@ -3,6 +3,7 @@ import {
   WebhookDeliveryExhaustedSchema,
   WebhookEndpointDisabledSchema,
   WebhookEndpointRecoveredSchema,
+  WebhookTestSchema,
 } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from '@switchboard/runtime/db';
 import { eventTypeOf } from '@switchboard/runtime/event-data';
@@ -45,6 +46,8 @@ export interface OutcomesDeps {
 /** A run of failures at least this long ends with `webhook.endpoint.recovered` (docs/webhooks.md#event-types). */
 export const recoveredAfterMs = 3_600_000;
 const exhaustedType = eventTypeOf(WebhookDeliveryExhaustedSchema);
+/** A test goes to the endpoint tested only, and so does what becomes of it. */
+const testType = eventTypeOf(WebhookTestSchema);
 
 export class Outcomes {
   private readonly batches: GroupCommit<Outcome, undefined>;
@@ -178,6 +181,7 @@ function exhaustedEvents(
       claim.kind !== 'webhook' ||
       claim.next_trigger === 'manual' ||
       claim.event_type === exhaustedType ||
+      claim.event_type === testType ||
       !workspaceId
     ) {
       return [];

@@ -51,8 +51,11 @@ export interface StoredEvent {
  * Stores events' bodies once; returns the ids stored now. An event stored before has been fanned
  * out already (a redelivered message, or the JetStream copy of a published event).
  */
-export async function insertEvents(trx: Knex.Transaction, events: StoredEvent[]): Promise<Set<string>> {
-  if (events.length === 0) return new Set();
+export async function insertEvents(trx: Knex.Transaction, unordered: StoredEvent[]): Promise<Set<string>> {
+  if (unordered.length === 0) return new Set();
+  // In id order: two batches holding one event (a message redelivered beside its copy) then wait
+  // for each other instead of deadlocking.
+  const events = unordered.toSorted((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const { rows } = await trx.raw<{ rows: Array<{ id: string }> }>(
     `INSERT INTO events (id, type, workspace_id, occurred_at, body)
      SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::timestamptz[], ?::text[])
@@ -92,6 +95,10 @@ export async function fanOut(
     }
   }
   if (deliveries.length === 0) return 0;
+  // In (endpoint, event) order, the unique key's: concurrent batches never deadlock on it.
+  deliveries.sort((a, b) =>
+    a.endpointId !== b.endpointId ? (a.endpointId < b.endpointId ? -1 : 1) : a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0,
+  );
   const result = await trx.raw(
     `INSERT INTO deliveries (id, endpoint_id, event_id, event_type, next_attempt_at)
      SELECT delivery_id, endpoint_id, event_id, event_type, now() FROM unnest(?::text[], ?::text[], ?::text[], ?::text[]) AS t(delivery_id, endpoint_id, event_id, event_type)

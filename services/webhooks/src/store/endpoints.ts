@@ -223,16 +223,15 @@ export async function recordEndpointFailure(
  * `limit` to allow this one (0 when it is allowed now); the caller rolls the log back with its
  * transaction when it refuses.
  */
-export async function logManualCall(trx: Knex.Transaction, id: string, limit: number): Promise<{ calls: number; retryInMs: number }> {
-  const { rows } = await trx.raw<{ rows: Array<{ calls: number; retry_in_ms: number }> }>(
+export async function logManualCall(trx: Knex.Transaction, id: string, limit: number): Promise<{ retryInMs: number }> {
+  const { rows } = await trx.raw<{ rows: Array<{ retry_in_ms: number }> }>(
     `UPDATE endpoints SET manual_calls = array(SELECT t FROM unnest(manual_calls || now()) AS t WHERE t > now() - interval '1 minute' ORDER BY t)
      WHERE id = ?
-     RETURNING cardinality(manual_calls) AS calls,
-       CASE WHEN cardinality(manual_calls) <= ? THEN 0
+     RETURNING CASE WHEN cardinality(manual_calls) <= ? THEN 0
          ELSE ceil(extract(epoch FROM manual_calls[cardinality(manual_calls) - ?] + interval '1 minute' - now()) * 1000) END::float8 AS retry_in_ms`,
     [id, limit, limit],
   );
-  return { calls: Number(rows[0]?.calls ?? 0), retryInMs: Number(rows[0]?.retry_in_ms ?? 0) };
+  return { retryInMs: Number(rows[0]?.retry_in_ms ?? 0) };
 }
 
 /** Endpoints by health: enabled and delivering, enabled but failing, disabled. */
