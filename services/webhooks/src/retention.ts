@@ -55,8 +55,9 @@ export class Retention {
     const done = {
       deliveries: await this.walk('deliveries', (db, after, limit) => deleteOldDeliveries(db, retentionMs, after, limit)),
       events: await this.walk('events', (db, after, limit) => deleteUnreferencedEvents(db, retentionMs, after, limit)),
-      // From the retention's age on: the older attempts went with their deliveries just now, and
-      // their index entries (dead until a vacuum) would make the first batch scan them all.
+      // From the retention's age on: the older attempts went with their deliveries just now (but
+      // those of the few deliveries kept past it, docs/webhooks.md#retention), and their index
+      // entries (dead until a vacuum) would make the first batch scan them all.
       bodies: await this.walk(
         'bodies',
         (db, after, limit) => dropOldResponseBodies(db, responseBodyRetentionMs, after, limit),
