@@ -278,7 +278,7 @@ describe('deliveries', () => {
     for (const request of receiver.at(flaky)) verifyDelivery(first.secret, request);
 
     const dead = newPath();
-    const second = await register(owner, { url: receiver.url(dead) });
+    const second = await register(owner, { url: receiver.url(dead), events: ['billing.dispute.lost'] });
     receiver.reply(dead, () => ({ status: 503 }));
     const deadTest = await call('POST', `/v1/workspaces/${owner.workspaceId}/webhooks/${second.webhook_id}/test`, { token: owner.token });
     const exhausted = await delivery(owner, second.webhook_id, deadTest.json.delivery_id, (d) => d.status === 'exhausted');
