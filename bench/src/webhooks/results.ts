@@ -8,7 +8,17 @@ import type { FairnessResult } from './fairness.js';
 import type { JetstreamRun } from './jetstream.js';
 import type { latencyRun, throughputRun, warmUp } from './phases.js';
 import { receiptLatency } from './publish-loops.js';
-import { concurrency, events, jetstreamSeconds, latencySeconds, maxFairP99Ms, maxP99Ms, minRatioToInserts, receiptTimeoutMs, warmupEvents } from './settings.js';
+import {
+  concurrency,
+  events,
+  jetstreamSeconds,
+  latencySeconds,
+  maxFairP99Ms,
+  maxP99Ms,
+  minRatioToInserts,
+  receiptTimeoutMs,
+  warmupEvents,
+} from './settings.js';
 import type { WebhooksWorld } from './world.js';
 
 /** CPU µs a group spent per event, from its % of one core over a run and the run's events/s. */
@@ -57,7 +67,8 @@ export function webhooksErrors(m: WebhooksMeasured): string[] {
     errors.push(`the delivery log holds ${JSON.stringify(deliveries)}, expected ${m.expectedDeliveries} succeeded`);
   if (Object.keys(attempts).some((key) => key !== 'success')) errors.push(`failed attempts in the delivery log: ${JSON.stringify(attempts)}`);
   if (m.fairness.errors > 0) errors.push(`fairness: ${m.fairness.errors} calls failed (first: ${m.fairness.firstProblem})`);
-  if (m.fairness.received !== m.fairness.events) errors.push(`fairness: ${m.fairness.events - m.fairness.received} of B's ${m.fairness.events} events never arrived`);
+  if (m.fairness.received !== m.fairness.events)
+    errors.push(`fairness: ${m.fairness.events - m.fairness.received} of B's ${m.fairness.events} events never arrived`);
   const { unknown } = m.world.receiver.stats();
   if (unknown > 0) errors.push(`the receiver got ${unknown} requests it could not attribute to an event of this run`);
   return errors;
@@ -143,7 +154,13 @@ export function webhooksResults(session: BenchSession, m: WebhooksMeasured, erro
     targets: [
       check('webhook deliveries/s (PublishEvent → receiver 2xx) ÷ raw single-row Postgres INSERTs/s', ratioToInserts, '>=', minRatioToInserts, 'ratio'),
       check(`p99 event → receipt (ms) at half the measured rate (${round(l.rate, 1)}/s)`, l.latency.p99, '<', maxP99Ms, 'ms'),
-      check("fairness: a healthy workspace's p99 event → receipt (ms) beside 40 endpoints answering after 14 s", m.fairness.latency.p99, '<', maxFairP99Ms, 'ms'),
+      check(
+        "fairness: a healthy workspace's p99 event → receipt (ms) beside 40 endpoints answering after 14 s",
+        m.fairness.latency.p99,
+        '<',
+        maxFairP99Ms,
+        'ms',
+      ),
     ],
     errors,
     totalSeconds: 0,
