@@ -32,3 +32,14 @@ export function pageClause(page: PageQuery, timeColumn: string, idColumn: string
   bindings.push(page.limit + 1);
   return { cursor, bindings };
 }
+
+/**
+ * `rows` sorted by `key` (code-unit order): what a batch writes or locks goes in one order in
+ * every process, so two concurrent batches over the same keys wait for each other instead of
+ * deadlocking. A composite key joins its parts with a character none of them holds.
+ */
+export function inKeyOrder<T>(rows: readonly T[], key: (row: T) => string): T[] {
+  const keyed = rows.map((row) => ({ row, key: key(row) }));
+  keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return keyed.map(({ row }) => row);
+}

@@ -111,7 +111,11 @@ export class Outcomes {
       // start it again); any 410 disables it.
       const byEndpoint = new Map<string, Outcome[]>();
       for (const outcome of mine)
-        if (outcome.claim.kind === 'webhook') byEndpoint.set(outcome.claim.endpoint_id, [...(byEndpoint.get(outcome.claim.endpoint_id) ?? []), outcome]);
+        if (outcome.claim.kind === 'webhook') {
+          const attempts = byEndpoint.get(outcome.claim.endpoint_id) ?? [];
+          attempts.push(outcome);
+          byEndpoint.set(outcome.claim.endpoint_id, attempts);
+        }
       const cleared = await clearFailureClocks(
         trx,
         endpointIds.filter((id) => byEndpoint.get(id)?.some((o) => o.result.ok)),

@@ -1,6 +1,6 @@
 import type { Knex } from '@switchboard/runtime/db';
 import { newId } from '@switchboard/runtime/ids';
-import { type Db, microsOf, type PageQuery, pageClause } from '@switchboard/runtime/sql';
+import { type Db, inKeyOrder, microsOf, type PageQuery, pageClause } from '@switchboard/runtime/sql';
 
 // Events, their deliveries (the queue) and the attempts of each delivery.
 
@@ -55,7 +55,7 @@ export async function insertEvents(trx: Knex.Transaction, unordered: StoredEvent
   if (unordered.length === 0) return new Set();
   // In id order: two batches holding one event (a message redelivered beside its copy) then wait
   // for each other instead of deadlocking.
-  const events = unordered.toSorted((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const events = inKeyOrder(unordered, (event) => event.id);
   const { rows } = await trx.raw<{ rows: Array<{ id: string }> }>(
     `INSERT INTO events (id, type, workspace_id, occurred_at, body)
      SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::timestamptz[], ?::text[])
@@ -96,14 +96,12 @@ export async function fanOut(
   }
   if (deliveries.length === 0) return 0;
   // In (endpoint, event) order, the unique key's: concurrent batches never deadlock on it.
-  deliveries.sort((a, b) =>
-    a.endpointId !== b.endpointId ? (a.endpointId < b.endpointId ? -1 : 1) : a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0,
-  );
+  const ordered = inKeyOrder(deliveries, (d) => `${d.endpointId}\n${d.eventId}`);
   const result = await trx.raw(
     `INSERT INTO deliveries (id, endpoint_id, event_id, event_type, next_attempt_at)
      SELECT delivery_id, endpoint_id, event_id, event_type, now() FROM unnest(?::text[], ?::text[], ?::text[], ?::text[]) AS t(delivery_id, endpoint_id, event_id, event_type)
      ON CONFLICT ON CONSTRAINT deliveries_endpoint_event_key DO NOTHING`,
-    [deliveries.map(() => newId('dlv')), deliveries.map((d) => d.endpointId), deliveries.map((d) => d.eventId), deliveries.map((d) => d.eventType)],
+    [ordered.map(() => newId('dlv')), ordered.map((d) => d.endpointId), ordered.map((d) => d.eventId), ordered.map((d) => d.eventType)],
   );
   return (result as { rowCount: number }).rowCount;
 }

@@ -1,5 +1,5 @@
 import type { Knex } from '@switchboard/runtime/db';
-import type { Db } from '@switchboard/runtime/sql';
+import { type Db, inKeyOrder } from '@switchboard/runtime/sql';
 
 // PublishEvent's idempotency keys, per workspace.
 
@@ -15,7 +15,10 @@ export async function claimIdempotencyKeys(
 ): Promise<Map<number, string>> {
   const earlier = new Map<number, string>();
   if (claims.length === 0) return earlier;
-  const order = claims.map((_, i) => i).sort((a, b) => compareKeys(claims[a], claims[b]));
+  const order = inKeyOrder(
+    claims.map((_, i) => i),
+    (i) => `${claims[i].workspaceId}\n${claims[i].key}`,
+  );
   const { rows } = await trx.raw<{ rows: Array<{ workspace_id: string; idempotency_key: string }> }>(
     `INSERT INTO published_events (workspace_id, idempotency_key, event_id)
      SELECT workspace_id, idempotency_key, event_id FROM unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS t(workspace_id, idempotency_key, event_id, n) ORDER BY n
@@ -36,10 +39,6 @@ export async function claimIdempotencyKeys(
     if (eventId) earlier.set(i, eventId);
   }
   return earlier;
-}
-
-function compareKeys(a: { workspaceId: string; key: string }, b: { workspaceId: string; key: string }): number {
-  return a.workspaceId < b.workspaceId ? -1 : a.workspaceId > b.workspaceId ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 }
 
 /** Forgets keys older than `maxAgeMs` (a retry comes within minutes, not days). */

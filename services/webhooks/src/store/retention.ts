@@ -36,8 +36,20 @@ interface BatchRow {
   last_id: string | null;
 }
 
-async function batch(db: Db, sql: string, bindings: unknown[]): Promise<RetentionBatchResult> {
-  const { rows } = await db.raw<{ rows: BatchRow[] }>(sql, bindings as never);
+/**
+ * One batch: `picked` selects and locks (SKIP LOCKED) the next rows of the walk, `changed` deletes
+ * or updates those it may and returns their ids; the answer says how many were looked at and
+ * changed, and where the walk goes on.
+ */
+async function batch(db: Db, step: { picked: string; changed: string }, bindings: unknown[]): Promise<RetentionBatchResult> {
+  const { rows } = await db.raw<{ rows: BatchRow[] }>(
+    `WITH picked AS (${step.picked}), changed AS (${step.changed}), last AS (
+       SELECT created_at::text AS at, id FROM picked ORDER BY created_at DESC, id DESC LIMIT 1
+     )
+     SELECT (SELECT count(*)::int FROM picked) AS scanned, (SELECT count(*)::int FROM changed) AS removed,
+            (SELECT at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
+    bindings as never,
+  );
   const row = rows[0];
   return { scanned: row.scanned, removed: row.removed, last: row.last_at === null || row.last_id === null ? undefined : { at: row.last_at, id: row.last_id } };
 }
@@ -50,19 +62,14 @@ async function batch(db: Db, sql: string, bindings: unknown[]): Promise<Retentio
 export function deleteOldDeliveries(db: Db, maxAgeMs: number, after: RetentionMark, limit: number): Promise<RetentionBatchResult> {
   return batch(
     db,
-    `WITH picked AS (
-       SELECT d.id, d.created_at FROM deliveries d
+    {
+      picked: `SELECT d.id, d.created_at FROM deliveries d
        WHERE d.created_at < now() - ? * interval '1 millisecond' AND (d.created_at, d.id) > (?::timestamptz, ?)
          AND d.leased_until IS NULL
          AND (d.next_attempt_at IS NULL OR NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.id = d.endpoint_id AND e.enabled))
-       ORDER BY d.created_at, d.id LIMIT ? FOR UPDATE OF d SKIP LOCKED
-     ), gone AS (
-       DELETE FROM deliveries d USING picked WHERE d.id = picked.id RETURNING d.id
-     ), last AS (
-       SELECT created_at::text AS at, id FROM picked ORDER BY created_at DESC, id DESC LIMIT 1
-     )
-     SELECT (SELECT count(*)::int FROM picked) AS scanned, (SELECT count(*)::int FROM gone) AS removed,
-            (SELECT at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
+       ORDER BY d.created_at, d.id LIMIT ? FOR UPDATE OF d SKIP LOCKED`,
+      changed: `DELETE FROM deliveries d USING picked WHERE d.id = picked.id RETURNING d.id`,
+    },
     [maxAgeMs, after.at, after.id, limit],
   );
 }
@@ -76,19 +83,14 @@ export function deleteUnreferencedEvents(db: Db, maxAgeMs: number, after: Retent
   // join over the whole deliveries table.
   return batch(
     db,
-    `WITH picked AS (
-       SELECT id, created_at FROM events
+    {
+      picked: `SELECT id, created_at FROM events
        WHERE created_at < now() - ? * interval '1 millisecond' AND (created_at, id) > (?::timestamptz, ?)
-       ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED
-     ), gone AS (
-       DELETE FROM events ev USING picked
+       ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
+      changed: `DELETE FROM events ev USING picked
        WHERE ev.id = picked.id AND (SELECT 1 FROM deliveries d WHERE d.event_id = ev.id LIMIT 1) IS NULL
-       RETURNING ev.id
-     ), last AS (
-       SELECT created_at::text AS at, id FROM picked ORDER BY created_at DESC, id DESC LIMIT 1
-     )
-     SELECT (SELECT count(*)::int FROM picked) AS scanned, (SELECT count(*)::int FROM gone) AS removed,
-            (SELECT at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
+       RETURNING ev.id`,
+    },
     [maxAgeMs, after.at, after.id, limit],
   );
 }
@@ -97,17 +99,12 @@ export function deleteUnreferencedEvents(db: Db, maxAgeMs: number, after: Retent
 export function dropOldResponseBodies(db: Db, maxAgeMs: number, after: RetentionMark, limit: number): Promise<RetentionBatchResult> {
   return batch(
     db,
-    `WITH picked AS (
-       SELECT id, created_at FROM attempts
+    {
+      picked: `SELECT id, created_at FROM attempts
        WHERE created_at < now() - ? * interval '1 millisecond' AND response_body IS NOT NULL AND (created_at, id) > (?::timestamptz, ?)
-       ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED
-     ), dropped AS (
-       UPDATE attempts a SET response_body = NULL FROM picked WHERE a.id = picked.id RETURNING a.id
-     ), last AS (
-       SELECT created_at::text AS at, id FROM picked ORDER BY created_at DESC, id DESC LIMIT 1
-     )
-     SELECT (SELECT count(*)::int FROM picked) AS scanned, (SELECT count(*)::int FROM dropped) AS removed,
-            (SELECT at FROM last) AS last_at, (SELECT id FROM last) AS last_id`,
+       ORDER BY created_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
+      changed: `UPDATE attempts a SET response_body = NULL FROM picked WHERE a.id = picked.id RETURNING a.id`,
+    },
     [maxAgeMs, after.at, after.id, limit],
   );
 }
