@@ -62,6 +62,11 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
   const { accounts, signingKeys, sessions } = handlers;
 
   const auth: ServiceImpl<typeof AuthService> = {
+    // MERGE: the verification resend lands with the mails' links.
+    resendVerificationEmail() {
+      throw apiError(Code.Unimplemented, 'not_implemented', 'Not built yet.');
+    },
+
     async register(req, ctx) {
       const email = normalizeEmail(req.email);
       assertAcceptablePassword(req.password, email);
