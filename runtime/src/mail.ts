@@ -10,7 +10,8 @@ import type { Logger } from './log.js';
  * The mail adapter of docs/api/identity.md#mail: verification, reset, invitation and credential-change mails go
  * through a `Mailer`. Without SMTP, each message becomes one RFC 822 `.eml` file in MAILBOX_DIR
  * (development and tests read them there). SMTP delivery is another `Mailer` behind the same
- * interface, chosen by `createMailer` from the environment.
+ * interface, chosen by `createMailer` from the environment. A message has a plain-text body and,
+ * when composed with `composeMail`, an HTML alternative of the same content.
  */
 
 export interface MailMessage {
@@ -18,8 +19,57 @@ export interface MailMessage {
   subject: string;
   /** Plain-text body (UTF-8). It may contain a token: it is never logged. */
   text: string;
+  /** The same content as HTML (multipart/alternative with `text`); build it with composeMail, which escapes. */
+  html?: string;
   /** What the mail is for, e.g. "email_verification"; logged and sent as X-Switchboard-Mail-Kind. */
   kind: string;
+}
+
+/**
+ * A block of a composed mail: a paragraph (its lines kept), a link (a button in HTML; the bare
+ * URL on its own line in text, so any mail client makes it clickable), or a token (on a line of
+ * its own in text, where API users and scripts read it: docs/api/identity.md#mail).
+ */
+export type MailBlock = string | string[] | { link: string; label: string } | { token: string };
+
+/**
+ * The text and HTML bodies of `blocks`. The HTML is a plain layout of the same blocks: every
+ * value escaped, no remote image, stylesheet or script (mail clients block them, and a remote
+ * image would tell a third party the mail was opened), inline styles only.
+ */
+export function composeMail(blocks: MailBlock[]): { text: string; html: string } {
+  const text = blocks.map((block) => {
+    if (typeof block === 'string') return block;
+    if (Array.isArray(block)) return block.join('\n');
+    return 'link' in block ? block.link : block.token;
+  });
+  const html = blocks.map((block) => {
+    if (typeof block === 'string') return `<p>${escapeHtml(block)}</p>`;
+    if (Array.isArray(block)) return `<p>${block.map(escapeHtml).join('<br>\n')}</p>`;
+    if ('token' in block) return `<p><code style="font-size:15px;word-break:break-all">${escapeHtml(block.token)}</code></p>`;
+    const href = escapeHtml(block.link);
+    return [
+      `<p><a href="${href}" style="display:inline-block;padding:10px 16px;background:#1f4fd1;color:#ffffff;text-decoration:none;border-radius:4px">${escapeHtml(block.label)}</a></p>`,
+      `<p style="font-size:13px;color:#555555">Or open this address: <a href="${href}" style="word-break:break-all">${href}</a></p>`,
+    ].join('\n');
+  });
+  return {
+    text: text.join('\n\n'),
+    html: [
+      '<!DOCTYPE html>',
+      '<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"></head>',
+      '<body style="margin:0;padding:24px;font-family:Helvetica,Arial,sans-serif;font-size:15px;line-height:1.5;color:#1a1a1a;background:#ffffff">',
+      '<div style="max-width:560px">',
+      ...html,
+      '</div>',
+      '</body></html>',
+    ].join('\n'),
+  };
+}
+
+/** Text as HTML content or attribute value: the five characters that can change markup, escaped. */
+export function escapeHtml(value: string): string {
+  return value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 }
 
 export interface SentMail {
@@ -100,6 +150,7 @@ export class SmtpMailer implements Mailer {
       to: message.to,
       subject: message.subject,
       text: message.text,
+      ...(message.html === undefined ? {} : { html: message.html }),
       messageId: `<${messageId}>`,
       headers: { 'X-Switchboard-Mail-Kind': message.kind },
     })) as { response?: string };
@@ -150,7 +201,11 @@ export class MailboxMailer implements Mailer {
   }
 }
 
-/** The RFC 822 (5322) text of a message: CRLF lines, UTF-8 body, encoded non-ASCII headers. */
+/**
+ * The RFC 822 (5322) text of a message: CRLF lines, encoded non-ASCII headers, a UTF-8 text body,
+ * and with `html` a multipart/alternative of the text part and the HTML part (text first: the
+ * last is the one clients prefer, RFC 2046 §5.1.4).
+ */
 export function renderMessage(message: MailMessage, envelope: { from: string; messageId: string; date: Date }): string {
   const headers = [
     `From: ${headerValue(envelope.from)}`,
@@ -160,11 +215,60 @@ export function renderMessage(message: MailMessage, envelope: { from: string; me
     `Message-ID: <${envelope.messageId}>`,
     `X-Switchboard-Mail-Kind: ${headerValue(message.kind)}`,
     'MIME-Version: 1.0',
-    'Content-Type: text/plain; charset=utf-8',
-    'Content-Transfer-Encoding: 8bit',
   ];
-  const body = message.text.replace(/\r?\n/g, '\r\n');
-  return `${headers.join('\r\n')}\r\n\r\n${body}${body.endsWith('\r\n') ? '' : '\r\n'}`;
+  if (message.html === undefined) return `${[...headers, ...renderPart('text/plain', message.text)].join('\r\n')}\r\n`;
+  const boundary = `=_switchboard_${randomBytes(12).toString('hex')}`;
+  return [
+    ...headers,
+    `Content-Type: multipart/alternative; boundary="${boundary}"`,
+    '',
+    `--${boundary}`,
+    ...renderPart('text/plain', message.text),
+    `--${boundary}`,
+    ...renderPart('text/html', message.html),
+    `--${boundary}--`,
+    '',
+  ].join('\r\n');
+}
+
+/** RFC 5322 §2.1.1: no line may exceed 998 octets. */
+const maxLineOctets = 998;
+
+/**
+ * The header lines, blank line and body lines of one UTF-8 part: 8bit, so the file reads as
+ * written (a token stays one line), unless a line is too long for it (long names, escaped):
+ * then quoted-printable, whose soft breaks keep every line short.
+ */
+function renderPart(type: string, content: string): string[] {
+  const lines = content.replace(/\r?\n/g, '\n').replace(/\n$/, '').split('\n');
+  const fits = lines.every((line) => Buffer.byteLength(line, 'utf8') <= maxLineOctets);
+  return [
+    `Content-Type: ${type}; charset=utf-8`,
+    `Content-Transfer-Encoding: ${fits ? '8bit' : 'quoted-printable'}`,
+    '',
+    ...(fits ? lines : lines.flatMap(quotedPrintableLines)),
+  ];
+}
+
+/** One line as quoted-printable (RFC 2045 §6.7): encoded lines of at most 76 characters. */
+function quotedPrintableLines(line: string): string[] {
+  const out: string[] = [];
+  let current = '';
+  const bytes = Buffer.from(line, 'utf8');
+  for (const [index, byte] of bytes.entries()) {
+    const last = index === bytes.length - 1;
+    const plain = byte >= 33 && byte <= 126 && byte !== 61;
+    const space = (byte === 32 || byte === 9) && !last;
+    const encoded = plain || space ? String.fromCharCode(byte) : `=${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+    // 75 characters and a soft break ("=") at most per line.
+    if (current.length + encoded.length > 75) {
+      out.push(`${current}=`);
+      current = '';
+    }
+    current += encoded;
+  }
+  out.push(current);
+  return out;
 }
 
 /** Header values never carry line breaks (no header injection). */

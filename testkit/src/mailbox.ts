@@ -8,7 +8,58 @@ export interface Mail {
   to: string;
   subject: string;
   kind: string;
+  /** The text/plain part (decoded; CRLF lines, as written). */
   text: string;
+  /** The text/html part (decoded), when the mail has one. */
+  html?: string;
+  /** Every header of the message, by lower-case name. */
+  headers: Record<string, string>;
+}
+
+/** The header fields of a header block, by lower-case name (unfolded). */
+function parseHeaders(head: string): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const line of head.replace(/\r\n[ \t]+/g, ' ').split('\r\n')) {
+    const colon = line.indexOf(':');
+    if (colon > 0) headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  return headers;
+}
+
+/** A body as its Content-Transfer-Encoding says (8bit, or quoted-printable for long lines). */
+function decodeBody(body: string, encoding = ''): string {
+  if (encoding.toLowerCase() !== 'quoted-printable') return body;
+  const bytes = body.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+  return Buffer.from(bytes, 'latin1').toString('utf8');
+}
+
+/** Parses an .eml file: headers, and the text and HTML parts of a multipart/alternative one. */
+export function parseMail(file: string, raw: string): Mail {
+  const split = raw.indexOf('\r\n\r\n');
+  const headers = parseHeaders(raw.slice(0, split));
+  const body = raw.slice(split + 4);
+  const parts: Record<string, string> = {};
+  const boundary = /multipart\/alternative;\s*boundary="([^"]+)"/i.exec(headers['content-type'] ?? '')?.[1];
+  if (boundary) {
+    for (const chunk of body.split(`--${boundary}`).slice(1, -1)) {
+      const part = chunk.replace(/^\r\n/, '').replace(/\r\n$/, '');
+      const end = part.indexOf('\r\n\r\n');
+      const partHeaders = parseHeaders(part.slice(0, end));
+      const type = (partHeaders['content-type'] ?? '').split(';')[0].trim();
+      parts[type] = decodeBody(part.slice(end + 4), partHeaders['content-transfer-encoding']);
+    }
+  } else {
+    parts['text/plain'] = decodeBody(body, headers['content-transfer-encoding']);
+  }
+  return {
+    file,
+    to: headers.to ?? '',
+    subject: headers.subject ?? '',
+    kind: headers['x-switchboard-mail-kind'] ?? '',
+    text: parts['text/plain'] ?? '',
+    html: parts['text/html'],
+    headers,
+  };
 }
 
 /** Reads the .eml files of a mailbox directory; files already parsed are kept, so polling stays cheap. */
@@ -21,10 +72,7 @@ export class Mailbox {
     const names = (await readdir(this.directory).catch(() => [] as string[])).filter((name) => name.endsWith('.eml')).sort();
     for (const name of names) {
       if (this.seen.has(name)) continue;
-      const raw = await readFile(path.join(this.directory, name), 'utf8');
-      const [head, ...body] = raw.split('\r\n\r\n');
-      const header = (field: string) => new RegExp(`^${field}: (.*)$`, 'mi').exec(head)?.[1]?.trim() ?? '';
-      this.seen.set(name, { file: name, to: header('To'), subject: header('Subject'), kind: header('X-Switchboard-Mail-Kind'), text: body.join('\r\n\r\n') });
+      this.seen.set(name, parseMail(name, await readFile(path.join(this.directory, name), 'utf8')));
     }
     return names.map((name) => this.seen.get(name)!);
   }
@@ -62,4 +110,16 @@ export function tokenOf(mail: Mail): string {
   const line = mail.text.split(/\r?\n/).find((candidate) => /^[A-Za-z0-9_-]{43}$/.test(candidate.trim()));
   if (!line) throw new Error(`no token in mail ${mail.file}`);
   return line.trim();
+}
+
+/**
+ * The links of a mail: the URLs on lines of their own in the text part, and the `href`s of the
+ * HTML part (entities decoded), each once, in order.
+ */
+export function linksOf(mail: Mail): { text: string[]; html: string[] } {
+  const text = mail.text.split(/\r?\n/).filter((line) => /^https?:\/\/\S+$/.test(line.trim()));
+  const html = [...(mail.html ?? '').matchAll(/href="([^"]*)"/g)].map((match) =>
+    match[1].replace(/&#(\d+);/g, (_, code: string) => String.fromCharCode(Number(code))).replace(/&amp;/g, '&'),
+  );
+  return { text: [...new Set(text.map((line) => line.trim()))], html: [...new Set(html)] };
 }
