@@ -14,22 +14,30 @@ import { deleteAttempts, insertAttempts, recentAttempts } from './store/auth-fai
  * then the count read, so a concurrent burst cannot pass the limit; a refused attempt is deleted.
  */
 
-export type LimitedAction = 'registration' | 'organization_create' | 'invitation' | 'data_export';
+export type LimitedAction = 'registration' | 'organization_create' | 'invitation' | 'data_export' | 'verification_resend';
 type Scope = 'ip' | 'user';
 
 const windowMs = 3600 * 1000;
 
-/** Per hour; the variables that set each limit, and their defaults. */
+/**
+ * Per hour; the variables that set each limit, and their defaults. The per-address defaults let
+ * a 100-person office behind one address (one NAT) sign up, make its organizations, be invited
+ * and ask for mails again within an hour, with room for retries, while one address still cannot
+ * flood (docs/operations.md#identity-accounts-organizations-mail has the reasoning).
+ */
 const settings: Record<LimitedAction, Array<{ scope: Scope; variable: string; fallback: number }>> = {
-  registration: [{ scope: 'ip', variable: 'REGISTRATIONS_PER_IP_PER_HOUR', fallback: 20 }],
+  registration: [{ scope: 'ip', variable: 'REGISTRATIONS_PER_IP_PER_HOUR', fallback: 200 }],
   organization_create: [
     { scope: 'user', variable: 'ORGANIZATIONS_PER_USER_PER_HOUR', fallback: 20 },
-    { scope: 'ip', variable: 'ORGANIZATIONS_PER_IP_PER_HOUR', fallback: 60 },
+    { scope: 'ip', variable: 'ORGANIZATIONS_PER_IP_PER_HOUR', fallback: 200 },
   ],
   invitation: [
-    { scope: 'user', variable: 'INVITATIONS_PER_USER_PER_HOUR', fallback: 100 },
+    { scope: 'user', variable: 'INVITATIONS_PER_USER_PER_HOUR', fallback: 200 },
     { scope: 'ip', variable: 'INVITATIONS_PER_IP_PER_HOUR', fallback: 300 },
   ],
+  // Each mailbox gets at most 3 verification mails in 15 minutes anyway; this bounds the work
+  // and the mail one address can cause across many accounts.
+  verification_resend: [{ scope: 'ip', variable: 'VERIFICATION_RESENDS_PER_IP_PER_HOUR', fallback: 300 }],
   // Each export is a large document kept 7 days and heavy reads in keys and conversations.
   data_export: [{ scope: 'user', variable: 'DATA_EXPORTS_PER_USER_PER_HOUR', fallback: 3 }],
 };
@@ -82,6 +90,7 @@ const what: Record<LimitedAction, string> = {
   organization_create: 'organizations created',
   invitation: 'invitations sent',
   data_export: 'data exports requested',
+  verification_resend: 'verification mails requested from this address',
 };
 
 function rateLimited(action: LimitedAction, retryAfterSeconds: number): ConnectError {

@@ -34,8 +34,13 @@ export interface IdentityConfig {
    * storm into memory use and answers that come after their deadline.
    */
   argon2QueueLimit: number;
-  /** The data export (docs/api/identity.md#data-export): PUBLIC_BASE_URL for its link, KEYS_URL and CONVERSATIONS_URL for its parts, DATA_EXPORT_INTERVAL for its worker's retries and sweep. */
-  dataExport: { publicUrl: string; keysUrl: string; conversationsUrl: string; intervalMs: number };
+  /**
+   * PUBLIC_BASE_URL, without a trailing slash: where users reach the gateway, so the dashboard
+   * pages that mailed links open (docs/api/identity.md#mail) and the data export's link.
+   */
+  publicUrl: string;
+  /** The data export (docs/api/identity.md#data-export): KEYS_URL and CONVERSATIONS_URL for its parts, DATA_EXPORT_INTERVAL for its worker's retries and sweep. */
+  dataExport: { keysUrl: string; conversationsUrl: string; intervalMs: number };
   /** AUDIT_RETENTION (default and least 365d): how long audit records are kept before the sweeper deletes them. */
   auditRetentionMs: number;
 }
@@ -51,14 +56,27 @@ export function readIdentityConfig(env: Record<string, string | undefined> = pro
     actionLimits: readActionLimits(env),
     argon2Concurrency,
     argon2QueueLimit: readInt('ARGON2_QUEUE_LIMIT', argon2Concurrency * 8, env),
+    publicUrl: readPublicUrl(env),
     dataExport: {
-      publicUrl: readString('PUBLIC_BASE_URL', 'http://localhost:8080', env).replace(/\/+$/, ''),
       keysUrl: serviceUrl('keys', servicePorts.keys, env),
       conversationsUrl: serviceUrl('conversations', servicePorts.conversations, env),
       intervalMs: readDuration('DATA_EXPORT_INTERVAL', '10s', env, 100),
     },
     auditRetentionMs: readAuditRetention(env),
   };
+}
+
+/** PUBLIC_BASE_URL: an http(s) URL; mailed links are built on it, so a typo fails the start, not a mail. */
+function readPublicUrl(env: Record<string, string | undefined>): string {
+  const value = readString('PUBLIC_BASE_URL', 'http://localhost:8080', env).replace(/\/+$/, '');
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`PUBLIC_BASE_URL is not a URL: "${value}"`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError('PUBLIC_BASE_URL must start with https:// (or http:// in development)');
+  return value;
 }
 
 /** AUDIT_RETENTION: a duration of at least 365 days (records are kept at least a year: docs/api/audit.md#retention). */

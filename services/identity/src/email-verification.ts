@@ -5,24 +5,30 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError } from '@switchboard/runtime/errors';
 import { newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
-import type { Mailer } from '@switchboard/runtime/mail';
 import { sha256Hex } from '@switchboard/runtime/secrets';
 import type { EventWriter } from '@switchboard/runtime/service';
 import type { Db } from '@switchboard/runtime/sql';
-import { completeEmailVerification, insertEmailVerification, lockEmailVerification } from './store/email-verifications.js';
+import type { ActionLimits } from './action-limits.js';
+import type { AccountMail, MailRecipient } from './notifications.js';
+import { completeEmailVerification, countRecentEmailVerifications, insertEmailVerification, lockEmailVerification } from './store/email-verifications.js';
+import { findUserByEmail, lockUser } from './store/users.js';
 
 /**
  * Email verification: a single-use token (256 bits, stored as its SHA-256) valid for 24 hours,
  * mailed to the address; POST /v1/auth/verify-email redeems it (no credentials: the token is the
  * capability). A token for an address the account no longer has is refused. A redeemed token
  * emits `user.email_verified` in the same transaction (the outbox): billing grants the free
- * credit on it (docs/api/billing.md#free-credit-and-the-sandbox).
+ * credit on it (docs/api/billing.md#free-credit-and-the-sandbox). POST /v1/auth/verify-email/resend
+ * mails a new token (docs/api/identity.md#password-reset-and-email-verification).
  */
 
 export const verificationLifetimeMs = 24 * 3600 * 1000;
+/** At most this many verification mails per account within the window, registration's included (as reset mails). */
+const maxVerificationMailsPerWindow = 3;
+const verificationMailWindowSeconds = 15 * 60;
 
 export class EmailVerifications {
-  constructor(private readonly deps: { db: Knex; mailer: Mailer; log: Logger; recordEvent: EventWriter }) {}
+  constructor(private readonly deps: { db: Knex; mail: AccountMail; log: Logger; recordEvent: EventWriter; limits: Pick<ActionLimits, 'take'> }) {}
 
   /** Stores a new token for `email` in `trx` and returns it (to mail after commit). */
   async issue(trx: Db, user: { id: string; email: string }): Promise<string> {
@@ -40,25 +46,44 @@ export class EmailVerifications {
    * Mails the token. Called after the account is committed; a mail failure is logged and does
    * not undo the registration (the token stays valid; a resend can follow).
    */
-  async send(user: { id: string; email: string; fullName: string | null }, token: string): Promise<void> {
-    const greeting = user.fullName ? `Hello ${user.fullName},` : 'Hello,';
-    const text = [
-      greeting,
-      '',
-      `please confirm that ${user.email} is your email address for Switchboard.`,
-      'Your verification token (valid for 24 hours):',
-      '',
-      token,
-      '',
-      'Send it to POST /v1/auth/verify-email as {"token": "..."}, or paste it where the app asks for it.',
-      '',
-      'If you did not create a Switchboard account, ignore this message.',
-    ].join('\n');
-    try {
-      await this.deps.mailer.send({ to: user.email, subject: 'Confirm your email address', text, kind: 'email_verification' });
-    } catch (err) {
-      this.deps.log.error({ user_id: user.id, err: (err as Error).message }, 'could not send the verification mail');
+  async send(user: MailRecipient, token: string): Promise<void> {
+    await this.deps.mail.emailVerification(user, token);
+  }
+
+  /**
+   * The resend: counted against the client's address first (429 `rate_limited` past
+   * VERIFICATION_RESENDS_PER_IP_PER_HOUR, whatever the address asked for, so it tells nothing),
+   * then answered at once; the lookup, the token and the mail follow in the background, like a
+   * reset request, so neither the answer nor its timing tells whether the address has an account.
+   */
+  async requestResend(email: string | undefined, scope: { ip?: string; requestId?: string }): Promise<void> {
+    await this.deps.limits.take('verification_resend', { ip: scope.ip });
+    if (!email) return;
+    this.resend(email, scope.requestId).catch((err) =>
+      this.deps.log.error({ request_id: scope.requestId, err: (err as Error).message }, 'verification resend failed'),
+    );
+  }
+
+  /** Mails a new token to an active account whose current address is not verified, within the per-account cap. */
+  private async resend(email: string, requestId?: string): Promise<void> {
+    const { db, log } = this.deps;
+    const user = await findUserByEmail(db, email);
+    if (!user || user.deactivated_at !== null || user.email_verified_at !== null) return;
+    // Nobody gets mail-bombed: past a few mails in a quarter of an hour (registration's
+    // counts) requests are dropped. Counted under the user row's lock, so a burst cannot all
+    // see room under the cap; verified meanwhile: no mail.
+    const token = await db.transaction(async (trx) => {
+      const locked = await lockUser(trx, user.id);
+      if (!locked || locked.email_verified_at !== null || locked.deactivated_at !== null || locked.email !== user.email) return undefined;
+      if ((await countRecentEmailVerifications(trx, user.id, verificationMailWindowSeconds)) >= maxVerificationMailsPerWindow) return undefined;
+      return this.issue(trx, locked);
+    });
+    if (!token) {
+      log.info({ user_id: user.id, request_id: requestId }, 'verification resend dropped (verified meanwhile, or mails throttled)');
+      return;
     }
+    log.info({ user_id: user.id, request_id: requestId }, 'verification mail sent again');
+    await this.send({ id: user.id, email: user.email, fullName: user.full_name }, token);
   }
 
   /** Redeems a token: 400 invalid_token when unknown, used, expired or for an old address. */

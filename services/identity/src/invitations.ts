@@ -9,7 +9,6 @@ import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId, newToken } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
-import type { Mailer } from '@switchboard/runtime/mail';
 import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { authorize, forbidden, mayGrant } from '@switchboard/runtime/policy';
 import { sha256Hex } from '@switchboard/runtime/secrets';
@@ -18,6 +17,7 @@ import { toMember, visibleOrganization } from './access.js';
 import { normalizeEmail } from './accounts.js';
 import type { ActionLimits } from './action-limits.js';
 import { parseRole } from './members.js';
+import type { AccountMail } from './notifications.js';
 import {
   findInvitation,
   findInvitationByTokenHash,
@@ -60,7 +60,7 @@ export function toInvitation(row: InvitationRow): MessageInitShape<typeof Invita
 export interface InvitationsDeps {
   db: Knex;
   log: Logger;
-  mailer: Mailer;
+  mail: AccountMail;
   recordEvent: EventWriter;
   /** Lifetime of an invitation in milliseconds (INVITATION_TTL). */
   ttlMs: number;
@@ -113,7 +113,13 @@ export class Invitations {
       return { invitation: row, organizationName: organization.name, inviter: user?.full_name ?? user?.email ?? 'A member' };
     });
     log.info({ org_id: orgId, invitation_id: invitation.id, role: invitation.role, by: caller.userId, request_id: requestId }, 'invitation created');
-    await this.send(invitation, token, organizationName, inviter);
+    // After commit; a failure is logged (the invitation can be sent again).
+    await this.deps.mail.invitation(
+      { id: invitation.id, email: invitation.email, role: invitation.role, expiresAt: invitation.expires_at },
+      token,
+      organizationName,
+      inviter,
+    );
     return toInvitation(invitation);
   }
 
@@ -195,28 +201,5 @@ export class Invitations {
     });
     log.info({ org_id: member.org_id, user_id: caller.userId, role: member.role, request_id: requestId }, 'invitation accepted');
     return toMember(member);
-  }
-
-  /** Mails the token after commit; a failure is logged (the invitation can be sent again). */
-  private async send(invitation: InvitationRow, token: string, organizationName: string, inviter: string): Promise<void> {
-    const text = [
-      'Hello,',
-      '',
-      `${inviter} invited ${invitation.email} to join the organization "${organizationName}" on Switchboard as ${invitation.role}.`,
-      `The invitation is valid until ${invitation.expires_at.toISOString()}. Your invitation token:`,
-      '',
-      token,
-      '',
-      'Sign in (or create an account) with this email address, then paste the token under',
-      '"Join an organization" on the Organization page of the dashboard, or send it to',
-      'POST /v1/invitations/accept as {"token": "..."}.',
-      '',
-      'If you did not expect this invitation, ignore this message.',
-    ].join('\n');
-    try {
-      await this.deps.mailer.send({ to: invitation.email, subject: `Invitation to join ${organizationName} on Switchboard`, text, kind: 'invitation' });
-    } catch (err) {
-      this.deps.log.error({ invitation_id: invitation.id, err: (err as Error).message }, 'could not send the invitation mail');
-    }
   }
 }

@@ -53,14 +53,14 @@ export async function prepareIdentity(runtime: IdentityRuntime, config: Identity
   const signingKeys = new SigningKeys({ db, log, dataKeys });
   await Promise.all([passwords.prepare(), signingKeys.ready()]);
   const mailer = createMailer({ log });
-  const mail = new AccountMail({ mailer, log });
+  const mail = new AccountMail({ mailer, log, publicUrl: config.publicUrl });
   const sessions = new Sessions({ db, signingKeys, dataKeys, recordEvent, log, clock, audit });
   const throttle = new LoginThrottle({ db, log, clock });
   const twoFactor = new TwoFactor({ db, dataKeys, clock });
   const challenges = new LoginChallenges({ db, log, sessions, twoFactor, throttle, clock, ttlMs: config.mfaTokenTtlMs, audit });
-  const reauth = new Reauthentication({ db, log, passwords, twoFactor, throttle });
-  const verifications = new EmailVerifications({ db, mailer, log, recordEvent });
   const limits = new ActionLimits({ db, clock, limits: config.actionLimits });
+  const reauth = new Reauthentication({ db, log, passwords, twoFactor, throttle });
+  const verifications = new EmailVerifications({ db, mail, log, recordEvent, limits });
   const accounts = new Accounts({ db, log, passwords, sessions, verifications, recordEvent, throttle, challenges, limits, audit });
   return {
     auditLog,
@@ -84,11 +84,11 @@ export async function prepareIdentity(runtime: IdentityRuntime, config: Identity
       conversations: createPeerClient(ConversationService, { name: 'conversations', url: config.dataExport.conversationsUrl }, runtime.meshTokens, {
         caller: 'identity',
       }),
-      publicUrl: config.dataExport.publicUrl,
+      publicUrl: config.publicUrl,
     }),
     organizations: new Organizations({ db, log, recordEvent, limits, audit }),
     members: new Members({ db, log, recordEvent, audit }),
-    invitations: new Invitations({ db, log, mailer, recordEvent, ttlMs: config.invitationTtlMs, limits, audit }),
+    invitations: new Invitations({ db, log, mail, recordEvent, ttlMs: config.invitationTtlMs, limits, audit }),
     ownership: new Ownership({ db, log, recordEvent, audit }),
   };
 }

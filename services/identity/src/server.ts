@@ -56,15 +56,26 @@ function announceRevoked(ctx: HandlerContext, ids: string[]): void {
   if (ids.length > 0 && ids.length <= 200) ctx.responseHeader.set(revokedSessionsHeader, ids.join(','));
 }
 
+/** The normalized address, or undefined for what is no address at all (it just gets no mail: the answer stays the same). */
+function emailOrUndefined(raw: string): string | undefined {
+  try {
+    return normalizeEmail(raw);
+  } catch {
+    return undefined;
+  }
+}
+
 const isLogoutScope = (scope: string): scope is LogoutScope => scope === 'local' || scope === 'others' || scope === 'global';
 
 export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers): void {
   const { accounts, signingKeys, sessions } = handlers;
 
   const auth: ServiceImpl<typeof AuthService> = {
-    // MERGE: the verification resend lands with the mails' links.
-    resendVerificationEmail() {
-      throw apiError(Code.Unimplemented, 'not_implemented', 'Not built yet.');
+    // 202 whatever the address (docs/api/identity.md#password-reset-and-email-verification), as a reset request.
+    async resendVerificationEmail(req, ctx) {
+      if (req.email.trim() === '') throw invalidArgument('email', 'An email address is required.');
+      await handlers.verifications.requestResend(emailOrUndefined(req.email), { ip: clientIpOf(ctx), requestId: requestIdOf(ctx) });
+      return {};
     },
 
     async register(req, ctx) {
@@ -114,12 +125,7 @@ export function registerRoutes(router: ConnectRouter, handlers: IdentityHandlers
     // 202 whatever the address (docs/api/identity.md#password-reset-and-email-verification): one that is not an address at all just gets no mail.
     async requestPasswordReset(req, ctx) {
       if (req.email.trim() === '') throw invalidArgument('email', 'An email address is required.');
-      let email: string | undefined;
-      try {
-        email = normalizeEmail(req.email);
-      } catch {
-        email = undefined;
-      }
+      const email = emailOrUndefined(req.email);
       if (email) handlers.passwordResets.request(email, requestIdOf(ctx));
       return {};
     },

@@ -4,10 +4,11 @@ import { AccountService, AuthService, OrganizationService } from '@switchboard/c
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import { toHttpError } from '@switchboard/runtime/errors';
 import { DataKeyRing, sha256Hex } from '@switchboard/runtime/secrets';
+import { linksOf, mailsTo, tokenOf } from '@switchboard/testkit/mailbox';
 import argon2 from 'argon2';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, mailsTo, meshClient, type RunningIdentity, requireEnv, startIdentity, uniqueEmail } from './helpers.js';
+import { eventually, meshClient, type RunningIdentity, requireEnv, startIdentity, uniqueEmail } from './helpers.js';
 
 const password = 'correct horse battery staple';
 
@@ -56,7 +57,8 @@ describe('identity: registration, login, tokens', () => {
   }
 
   beforeAll(async () => {
-    service = await startIdentity();
+    // Mailed links are built on it (its trailing slash dropped).
+    service = await startIdentity({ env: { PUBLIC_BASE_URL: 'https://switchboard.example/' } });
     db = createDb(requireEnv('DATABASE_URL'), 'identity', 2);
     auth = meshClient(AuthService, service.baseUrl);
     orgs = meshClient(OrganizationService, service.baseUrl);
@@ -130,23 +132,26 @@ describe('identity: registration, login, tokens', () => {
     expect(org.name).toBe(`${email.split('@')[0]}'s workspace`);
   });
 
-  it('mails a verification token (hashed in the database, valid 24 h) as an .eml file; redeeming it emits user.email_verified once', async () => {
+  it('mails a verification token (hashed in the database, valid 24 h) and its link as an .eml file; redeeming it emits user.email_verified once', async () => {
     const email = uniqueEmail('mail');
     const { user } = await register(email, 'Mail Tester');
     const [mail] = await eventually(async () => {
       const mails = await mailsTo(service.mailboxDir, email);
       return mails.length > 0 ? mails : undefined;
     }, 'the verification mail');
-    expect(mail.name).toMatch(/^\d{8}T\d{6}\.\d{3}Z-\d{6}-[0-9a-f]{8}\.eml$/);
+    expect(mail.file).toMatch(/^\d{8}T\d{6}\.\d{3}Z-\d{6}-[0-9a-f]{8}\.eml$/);
     expect(mail.headers.subject).toBe('Confirm your email address');
     expect(mail.headers['x-switchboard-mail-kind']).toBe('email_verification');
     expect(mail.headers['message-id']).toMatch(/^<.+@.+>$/);
     expect(mail.headers.date).toMatch(/^\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} \+0000$/);
-    const token = /^([A-Za-z0-9_-]{43})\r$/m.exec(mail.body)?.[1];
-    expect(token).toBeDefined();
-    secrets.push(token!);
+    expect(mail.headers['content-type']).toMatch(/^multipart\/alternative; boundary=/);
+    const token = tokenOf(mail);
+    // The link to the dashboard's page, in both parts, the token in its fragment.
+    const link = `https://switchboard.example/app/verify-email#token=${token}`;
+    expect(linksOf(mail)).toEqual({ text: [link], html: [link] });
+    secrets.push(token);
     const row = await db('email_verifications')
-      .where({ token_hash: sha256Hex(token!) })
+      .where({ token_hash: sha256Hex(token) })
       .first();
     expect(row).toMatchObject({ user_id: user!.userId, email, used_at: null });
     const hours = (row.expires_at.getTime() - row.created_at.getTime()) / 3_600_000;
@@ -154,8 +159,8 @@ describe('identity: registration, login, tokens', () => {
     expect(JSON.stringify(await db('email_verifications').where({ user_id: user!.userId }))).not.toContain(token);
 
     // Redeemed: user.email_verified in the same transaction (billing grants the free credit on it); a second try emits nothing.
-    await auth.verifyEmail({ token: token! });
-    expect((await failure(auth.verifyEmail({ token: token! }))).code).toBe(Code.InvalidArgument);
+    await auth.verifyEmail({ token: token });
+    expect((await failure(auth.verifyEmail({ token: token }))).code).toBe(Code.InvalidArgument);
     const events = await db('outbox')
       .whereRaw("payload->>'type' = 'user.email_verified' AND payload->'data'->>'user_id' = ?", [user!.userId])
       .select('payload');
@@ -173,7 +178,7 @@ describe('identity: registration, login, tokens', () => {
     for (const email of emails) await register(email);
     const names = await eventually(async () => {
       const found = await Promise.all(emails.map((email) => mailsTo(service.mailboxDir, email)));
-      return found.every((mails) => mails.length === 1) ? found.map((mails) => mails[0].name) : undefined;
+      return found.every((mails) => mails.length === 1) ? found.map((mails) => mails[0].file) : undefined;
     }, 'both mails');
     expect([...names].sort()).toEqual(names);
   });

@@ -49,6 +49,7 @@ beforeAll(async () => {
     limits: new ActionLimits({ db, limits: readActionLimits({}) }),
     mail: new AccountMail({
       log,
+      publicUrl: 'https://switchboard.example',
       mailer: {
         async send(message) {
           sent.push(message);

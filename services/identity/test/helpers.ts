@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,28 +44,4 @@ export function mintMeshToken(audience: string, claims: MeshClaims): Promise<str
 /** A unique address for one test. */
 export function uniqueEmail(tag = 'user'): string {
   return `${tag}.${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}@example.com`;
-}
-
-export interface MailFile {
-  name: string;
-  text: string;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** The mails in `dir` addressed to `to`, oldest first. */
-export async function mailsTo(dir: string, to: string): Promise<MailFile[]> {
-  const names = (await readdir(dir)).filter((name) => name.endsWith('.eml')).sort();
-  const mails: MailFile[] = [];
-  for (const name of names) {
-    const text = await readFile(path.join(dir, name), 'utf8');
-    const split = text.indexOf('\r\n\r\n');
-    const headers: Record<string, string> = {};
-    for (const line of text.slice(0, split).split('\r\n')) {
-      const colon = line.indexOf(':');
-      headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
-    }
-    if (headers.to === to) mails.push({ name, text, headers, body: text.slice(split + 4) });
-  }
-  return mails;
 }

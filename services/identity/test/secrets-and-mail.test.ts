@@ -3,7 +3,8 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLogger } from '@switchboard/runtime/log';
-import { createMailer, mailFileName, maskAddress, renderMessage, SmtpMailer } from '@switchboard/runtime/mail';
+import { composeMail, createMailer, mailFileName, maskAddress, renderMessage, SmtpMailer } from '@switchboard/runtime/mail';
+import { linksOf, parseMail } from '@switchboard/testkit/mailbox';
 import { describe, expect, it } from 'vitest';
 import { AccountMail } from '../src/notifications.js';
 
@@ -81,24 +82,55 @@ describe('mail adapter', () => {
     }
   });
 
-  it('writes account mails: a credential notice without secrets, and the reset token', async () => {
+  it('writes account mails: a credential notice without secrets, the reset token and its link, each with an HTML part', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'account-mail-'));
     try {
       const mail = new AccountMail({
         mailer: createMailer({ log: createLogger('test', 'silent'), env: { MAILBOX_DIR: dir } }),
         log: createLogger('test', 'silent'),
+        publicUrl: 'https://sb.example',
       });
       await mail.credentialChanged({ id: 'usr_1', email: 'ann@example.com', fullName: 'Ann' }, 'two_factor_disabled');
       await mail.passwordReset({ id: 'usr_1', email: 'ann@example.com', fullName: null }, 'reset-token-value', 60);
-      const texts = await Promise.all((await readdir(dir)).sort().map((name) => readFile(path.join(dir, name), 'utf8')));
-      expect(texts).toHaveLength(2);
-      expect(texts[0]).toContain('X-Switchboard-Mail-Kind: two_factor_disabled');
-      expect(texts[0]).toContain('Two-factor authentication was turned off');
-      expect(texts[1]).toContain('X-Switchboard-Mail-Kind: password_reset_request');
-      expect(texts[1]).toContain('reset-token-value');
+      await mail.invitation({ id: 'inv_1', email: 'bo@example.com', role: 'admin', expiresAt: new Date() }, 'invitation-token', '<b>Acme & "Co"</b>', 'Ann');
+      const names = (await readdir(dir)).sort();
+      const [notice, reset, invitation] = await Promise.all(names.map(async (name) => parseMail(name, await readFile(path.join(dir, name), 'utf8'))));
+      expect(notice.kind).toBe('two_factor_disabled');
+      expect(notice.text).toContain('Two-factor authentication was turned off');
+      expect(linksOf(notice).html).toEqual(['https://sb.example/app/reset-password']);
+      expect(reset.kind).toBe('password_reset_request');
+      expect(reset.text).toMatch(/\r\nreset-token-value\r\n/);
+      expect(reset.html).toContain('reset-token-value');
+      expect(linksOf(reset)).toEqual({
+        text: ['https://sb.example/app/reset-password/confirm#token=reset-token-value'],
+        html: ['https://sb.example/app/reset-password/confirm#token=reset-token-value'],
+      });
+      // A name is text in the HTML part, never markup.
+      expect(invitation.text).toContain('"<b>Acme & "Co"</b>"');
+      expect(invitation.html).toContain('&#60;b&#62;Acme &#38; &#34;Co&#34;&#60;/b&#62;');
+      expect(invitation.html).not.toContain('<b>');
+      expect(linksOf(invitation).text).toEqual(['https://sb.example/app/invitations/accept#token=invitation-token']);
+      for (const sent of [notice, reset, invitation]) {
+        expect(sent.headers['content-type']).toMatch(/^multipart\/alternative; boundary="[^"]+"$/);
+        // Nothing for the client to fetch: no remote image, stylesheet or script.
+        expect(sent.html).not.toMatch(/<(img|link|script|iframe)\b|src=|url\(/i);
+      }
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it('keeps each line of a part within 998 octets: quoted-printable when a line would not fit', () => {
+    const long = 'é'.repeat(600);
+    const raw = renderMessage(
+      { to: 'a@example.com', subject: 's', kind: 'test', ...composeMail([long, { token: 'tok' }]) },
+      { from: 'S <s@example.com>', messageId: 'id@example.com', date: new Date() },
+    );
+    for (const line of raw.split('\r\n')) expect(Buffer.byteLength(line)).toBeLessThanOrEqual(998);
+    expect(raw).toContain('Content-Transfer-Encoding: quoted-printable');
+    const parsed = parseMail('x.eml', raw);
+    expect(parsed.text).toBe(`${long}\r\n\r\ntok`);
+    expect(parsed.html).toContain(`<p>${long}</p>`);
   });
 
   it('names files by time and masks addresses', () => {

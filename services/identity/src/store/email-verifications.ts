@@ -11,6 +11,15 @@ export async function insertEmailVerification(db: Db, verification: { tokenHash:
   });
 }
 
+/** Tokens issued to the user within the last `withinSeconds` (each was mailed). */
+export async function countRecentEmailVerifications(db: Db, userId: string, withinSeconds: number): Promise<number> {
+  const row = await db('email_verifications')
+    .where({ user_id: userId })
+    .where('created_at', '>', db.raw(`now() - make_interval(secs => ?)`, [withinSeconds]))
+    .count<{ count: string }[]>('* as count');
+  return Number(row[0].count);
+}
+
 export async function lockEmailVerification(
   db: Db,
   tokenHash: string,
