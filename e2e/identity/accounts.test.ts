@@ -1,7 +1,8 @@
 import { eventually, expectErrorBody, mailsTo, tokenOf, waitForMail } from '@switchboard/testkit/account-helpers';
+import { tokenOfLink } from '@switchboard/testkit/mailbox';
 import { fromAddress, newUser, type RestCall } from '@switchboard/testkit/mesh';
 import { describe, expect, it } from 'vitest';
-import { identitySuiteOfFile } from './identity-suite.js';
+import { identitySuiteOfFile, verificationResendsPerIp } from './identity-suite.js';
 
 /** Account endpoints of docs/api/identity.md#account-endpoints through the REST surface: sessions, passwords, profile. */
 
@@ -39,6 +40,79 @@ describe('email verification', () => {
     expect(account.json.email_verified).toBe(true);
     expectErrorBody(await call('POST', '/v1/auth/verify-email', { body: { token } }), 400, 'invalid_token', 'token');
     expectErrorBody(await call('POST', '/v1/auth/verify-email', { body: {} }), 400, 'invalid_request', 'token');
+  });
+});
+
+/** Waits for identity's log line of the resend `response` asked for (its outcome), and returns the outcome. */
+async function resendOutcome(response: { headers: Headers }): Promise<string> {
+  const requestId = response.headers.get('x-request-id');
+  expect(requestId).toBeTruthy();
+  return eventually(async () => {
+    const line = suite.mesh
+      .output('identity')
+      .split('\n')
+      .find((candidate) => candidate.includes('verification resend handled') && candidate.includes(`"request_id":"${requestId}"`));
+    return line && (JSON.parse(line.slice(line.indexOf('{'))) as { outcome: string }).outcome;
+  }, `the outcome of the resend ${requestId}`);
+}
+
+describe('verification resend', () => {
+  const resend = '/v1/auth/verify-email/resend';
+
+  it('answers 202 for any address and mails a new link only to an active account whose address is not verified', async () => {
+    const call = clientFromNewIp();
+    const user = await registered(call);
+    const first = tokenOf(await waitForMail(suite.mailbox, user.email, 'email_verification'));
+
+    const unknown = await call('POST', resend, { body: { email: `nobody.${user.email}` } });
+    expect(unknown.status).toBe(202);
+    expect(unknown.json).toEqual({});
+    expect(await resendOutcome(unknown)).toBe('no_unverified_account');
+    const notAnAddress = await call('POST', resend, { body: { email: 'not an address' } });
+    expect(notAnAddress.status).toBe(202);
+    expectErrorBody(await call('POST', resend, { body: { email: '   ' } }), 400, 'invalid_request', 'email');
+
+    const again = await call('POST', resend, { body: { email: user.email.toUpperCase() } });
+    expect(again.status).toBe(202);
+    expect(await resendOutcome(again)).toBe('sent');
+    const mail = await waitForMail(suite.mailbox, user.email, 'email_verification', 2);
+    const token = await tokenOfLink(mail, suite.mesh.env.PUBLIC_BASE_URL, '/app/verify-email');
+    expect(token).not.toBe(first);
+    expect((await call('POST', '/v1/auth/verify-email', { body: { token } })).status).toBe(204);
+
+    // Verified: nothing more to confirm, no mail.
+    const verified = await call('POST', resend, { body: { email: user.email } });
+    expect(verified.status).toBe(202);
+    expect(await resendOutcome(verified)).toBe('no_unverified_account');
+    expect((await mailsTo(suite.mailbox, user.email)).filter((m) => m.kind === 'email_verification')).toHaveLength(2);
+  });
+
+  it("sends an account at most 3 verification mails in 15 minutes, registration's included", async () => {
+    const call = clientFromNewIp();
+    const user = await registered(call);
+    const outcomes: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const response = await call('POST', resend, { body: { email: user.email } });
+      expect(response.status).toBe(202);
+      outcomes.push(await resendOutcome(response));
+    }
+    expect(outcomes).toEqual(['sent', 'sent', 'throttled']);
+    await waitForMail(suite.mailbox, user.email, 'email_verification', 3);
+    expect((await mailsTo(suite.mailbox, user.email)).filter((m) => m.kind === 'email_verification')).toHaveLength(3);
+    const rows = await suite.db('email_verifications').where({ user_id: user.userId }).count<{ count: string }[]>('* as count');
+    expect(Number(rows[0].count)).toBe(3);
+  });
+
+  it('limits resends per client address (429 rate_limited with Retry-After), whatever the addresses asked for', async () => {
+    const call = clientFromNewIp();
+    for (let i = 0; i < verificationResendsPerIp; i++) {
+      expect((await call('POST', resend, { body: { email: `ghost${i}@example.com` } })).status).toBe(202);
+    }
+    const refused = await call('POST', resend, { body: { email: 'ghost@example.com' } });
+    expectErrorBody(refused, 429, 'rate_limited');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Another address is not affected.
+    expect((await clientFromNewIp()('POST', resend, { body: { email: 'ghost@example.com' } })).status).toBe(202);
   });
 });
 
@@ -349,7 +423,11 @@ describe('password reset', () => {
     const known = await call('POST', '/v1/auth/password-reset', { body: { email: user.email.toUpperCase() } });
     expect(known.status).toBe(202);
     expect(known.json).toEqual({});
-    const token = tokenOf(await waitForMail(suite.mailbox, user.email, 'password_reset_request'));
+    const token = await tokenOfLink(
+      await waitForMail(suite.mailbox, user.email, 'password_reset_request'),
+      suite.mesh.env.PUBLIC_BASE_URL,
+      '/app/reset-password/confirm',
+    );
     expect(await mailsTo(suite.mailbox, `nobody.${user.email}`)).toEqual([]);
 
     const confirm = '/v1/auth/password-reset/confirm';

@@ -1,7 +1,7 @@
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { eventually } from '@switchboard/runtime/testing';
-import { Mailbox } from '@switchboard/testkit/mailbox';
+import { Mailbox, tokenOfLink } from '@switchboard/testkit/mailbox';
 import { bootMesh, expectErrorBody, restClient } from '@switchboard/testkit/mesh';
 import { type User, World } from '@switchboard/testkit/permissions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -378,6 +378,8 @@ describe('invitations', () => {
       expires_at: expect.any(String),
     });
     const token = await mailbox.invitationToken(invitee.email, name);
+    const mail = await mailbox.waitFor((m) => m.kind === 'invitation' && m.to === invitee.email, 'the invitation');
+    expect(await tokenOfLink(mail, mesh.env.PUBLIC_BASE_URL, '/app/invitations/accept')).toBe(token);
     // Stored hashed: the token is nowhere in the database.
     expect(JSON.stringify(await db('invitations').where({ org_id: orgId }).select('*'))).not.toContain(token);
 

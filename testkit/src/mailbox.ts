@@ -1,6 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { eventually } from '@switchboard/runtime/testing';
+import { expect } from 'vitest';
 
 /** A mail the mesh wrote to MAILBOX_DIR (one .eml file per message). */
 export interface Mail {
@@ -122,4 +123,25 @@ export function linksOf(mail: Mail): { text: string[]; html: string[] } {
     match[1].replace(/&#(\d+);/g, (_, code: string) => String.fromCharCode(Number(code))).replace(/&amp;/g, '&'),
   );
   return { text: [...new Set(text.map((line) => line.trim()))], html: [...new Set(html)] };
+}
+
+/**
+ * Checks the link of a token mail and returns its token: one link, the same in the text and the
+ * HTML part, to the dashboard page `page` (`/app/verify-email`) on `baseUrl` (PUBLIC_BASE_URL),
+ * which answers with the dashboard; the token rides in the fragment and is the mail's token line.
+ */
+export async function tokenOfLink(mail: Mail, baseUrl: string, page: string): Promise<string> {
+  const links = linksOf(mail);
+  const link = links.text.find((candidate) => candidate.includes('#token='));
+  expect(link, `a link with a token in mail ${mail.file}`).toBeDefined();
+  expect(links.html).toContain(link);
+  const url = new URL(link!);
+  expect(`${url.origin}${url.pathname}`).toBe(`${baseUrl}${page}`);
+  const token = new URLSearchParams(url.hash.slice(1)).get('token');
+  expect(token).toBe(tokenOf(mail));
+  const opened = await fetch(url, { signal: AbortSignal.timeout(10_000) });
+  expect(opened.status).toBe(200);
+  expect(opened.headers.get('content-type')).toMatch(/^text\/html/);
+  await opened.body?.cancel();
+  return token!;
 }

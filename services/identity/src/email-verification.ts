@@ -64,26 +64,28 @@ export class EmailVerifications {
     );
   }
 
-  /** Mails a new token to an active account whose current address is not verified, within the per-account cap. */
+  /**
+   * Mails a new token to an active account whose current address is not verified, within the
+   * per-account cap. Every request ends with one log line of its outcome (never the address).
+   */
   private async resend(email: string, requestId?: string): Promise<void> {
     const { db, log } = this.deps;
     const user = await findUserByEmail(db, email);
-    if (!user || user.deactivated_at !== null || user.email_verified_at !== null) return;
+    const done = (outcome: 'sent' | 'throttled' | 'no_unverified_account') =>
+      log.info({ user_id: user?.id, request_id: requestId, outcome }, 'verification resend handled');
+    if (!user || user.deactivated_at !== null || user.email_verified_at !== null) return done('no_unverified_account');
     // Nobody gets mail-bombed: past a few mails in a quarter of an hour (registration's
     // counts) requests are dropped. Counted under the user row's lock, so a burst cannot all
-    // see room under the cap; verified meanwhile: no mail.
-    const token = await db.transaction(async (trx) => {
+    // see room under the cap.
+    const issued = await db.transaction(async (trx) => {
       const locked = await lockUser(trx, user.id);
-      if (!locked || locked.email_verified_at !== null || locked.deactivated_at !== null || locked.email !== user.email) return undefined;
-      if ((await countRecentEmailVerifications(trx, user.id, verificationMailWindowSeconds)) >= maxVerificationMailsPerWindow) return undefined;
-      return this.issue(trx, locked);
+      if (!locked || locked.email_verified_at !== null || locked.deactivated_at !== null || locked.email !== user.email) return 'no_unverified_account';
+      if ((await countRecentEmailVerifications(trx, user.id, verificationMailWindowSeconds)) >= maxVerificationMailsPerWindow) return 'throttled';
+      return { token: await this.issue(trx, locked) };
     });
-    if (!token) {
-      log.info({ user_id: user.id, request_id: requestId }, 'verification resend dropped (verified meanwhile, or mails throttled)');
-      return;
-    }
-    log.info({ user_id: user.id, request_id: requestId }, 'verification mail sent again');
-    await this.send({ id: user.id, email: user.email, fullName: user.full_name }, token);
+    if (typeof issued === 'string') return done(issued);
+    await this.send({ id: user.id, email: user.email, fullName: user.full_name }, issued.token);
+    done('sent');
   }
 
   /** Redeems a token: 400 invalid_token when unknown, used, expired or for an old address. */
