@@ -242,6 +242,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/auth/verify-email/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mail a new verification link (always 202)
+         * @description Mails a new verification link to the address when it belongs to an active account whose
+         *     address is not verified yet. The answer is always 202, at once, whether the address has
+         *     such an account or not, so it tells nothing about accounts. The new mail's token works as
+         *     the first one did (24 hours, single use); earlier tokens keep working until they expire.
+         *     At most 3 verification mails go to an account in 15 minutes (registration's included);
+         *     further requests are dropped silently, and requests from one address are rate limited
+         *     (429 `rate_limited`).
+         *
+         *     Credentials: No credentials.
+         *
+         *     Access: public.
+         */
+        post: operations["AuthService_ResendVerificationEmail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/.well-known/jwks.json": {
         parameters: {
             query?: never;
@@ -5084,6 +5114,17 @@ export interface components {
             email: string;
         };
         /**
+         * ResendVerificationEmailRequest
+         * @description The address to send a new verification mail to.
+         * @example {
+         *       "email": "ada@example.com"
+         *     }
+         */
+        "switchboard.identity.v1.ResendVerificationEmailRequest": {
+            /** @description The account's email address (case-insensitive). */
+            email: string;
+        };
+        /**
          * Session
          * @description The tokens of a signed-in session.
          */
@@ -7407,6 +7448,124 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description A dependency is down or busy; retry later.
+             *
+             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+             */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description An unexpected error (always a bug); it has been logged.
+             *
+             *     - `internal_error`: An unexpected error; it has been logged with the request id.
+             */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    AuthService_ResendVerificationEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com"
+                 *     }
+                 */
+                "application/json": components["schemas"]["switchboard.identity.v1.ResendVerificationEmailRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {} */
+                    "application/json": Record<string, never>;
+                };
+            };
+            /**
+             * @description Invalid input; `field` names it.
+             *
+             *     - `invalid_json`: The body is not valid JSON.
+             *     - `invalid_request`: `email` is missing or blank.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is too large.
+             *
+             *     - `payload_too_large`: The body is larger than 1 MiB.
+             */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The body is not JSON.
+             *
+             *     - `unsupported_media_type`: The body is not sent as `application/json`.
+             */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Too many requests; retry after `Retry-After` seconds.
+             *
+             *     - `rate_limited`: Too many verification requests from this address in the last hour.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
