@@ -33,11 +33,12 @@ export interface MailMessage {
 export type MailBlock = string | string[] | { link: string; label: string } | { token: string };
 
 /**
- * The text and HTML bodies of `blocks`. The HTML is a plain layout of the same blocks: every
- * value escaped, no remote image, stylesheet or script (mail clients block them, and a remote
- * image would tell a third party the mail was opened), inline styles only.
+ * The text and HTML bodies of `blocks` (`title`: the HTML document's, the mail's subject). The
+ * HTML is a plain layout of the same blocks: every value escaped, no remote image, stylesheet or
+ * script (mail clients block them, and a remote image would tell a third party the mail was
+ * opened), inline styles only.
  */
-export function composeMail(blocks: MailBlock[]): { text: string; html: string } {
+export function composeMail(title: string, blocks: MailBlock[]): { text: string; html: string } {
   const text = blocks.map((block) => {
     if (typeof block === 'string') return block;
     if (Array.isArray(block)) return block.join('\n');
@@ -57,7 +58,8 @@ export function composeMail(blocks: MailBlock[]): { text: string; html: string }
     text: text.join('\n\n'),
     html: [
       '<!DOCTYPE html>',
-      '<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"></head>',
+      '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">',
+      `<title>${escapeHtml(title)}</title></head>`,
       '<body style="margin:0;padding:24px;font-family:Helvetica,Arial,sans-serif;font-size:15px;line-height:1.5;color:#1a1a1a;background:#ffffff">',
       '<div style="max-width:560px">',
       ...html,

@@ -132,7 +132,7 @@ export class AccountMail {
   /** Sends; a failure is logged (with the recipient's id, never the body) and never undoes what the mail tells of. */
   private async send(to: MailRecipient, subject: string, kind: string, blocks: MailBlock[]): Promise<void> {
     try {
-      await this.deps.mailer.send({ to: to.email, subject, kind, ...composeMail(blocks) });
+      await this.deps.mailer.send({ to: to.email, subject, kind, ...composeMail(subject, blocks) });
     } catch (err) {
       this.deps.log.error({ recipient_id: to.id, mail_kind: kind, err: (err as Error).message }, 'could not send a mail');
     }

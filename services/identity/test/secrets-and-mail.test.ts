@@ -123,7 +123,7 @@ describe('mail adapter', () => {
   it('keeps each line of a part within 998 octets: quoted-printable when a line would not fit', () => {
     const long = 'é'.repeat(600);
     const raw = renderMessage(
-      { to: 'a@example.com', subject: 's', kind: 'test', ...composeMail([long, { token: 'tok' }]) },
+      { to: 'a@example.com', subject: 's', kind: 'test', ...composeMail('s', [long, { token: 'tok' }]) },
       { from: 'S <s@example.com>', messageId: 'id@example.com', date: new Date() },
     );
     for (const line of raw.split('\r\n')) expect(Buffer.byteLength(line)).toBeLessThanOrEqual(998);
