@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { TestAuthenticator } from '@switchboard/testkit/account-helpers';
+import { expectAccessible, openPage } from '@switchboard/testkit/browser';
 import { tokenOf, waitForMail } from '@switchboard/testkit/mailbox';
 import { newUser, signUp } from '@switchboard/testkit/mesh';
 import { describe, expect, it } from 'vitest';
@@ -258,5 +259,35 @@ describe('the account pages', () => {
     await signInThroughUi(page, user.email, newPassword);
     expect(dashboard.problems).toEqual([]);
     await dashboard.context.close();
+  });
+
+  it('follows the link of the reset mail (its HTML part, as a reader clicks it) to a new password, and signs in with it', async () => {
+    const user = await signUp(suite.call);
+    expect((await suite.call('POST', '/v1/auth/password-reset', { body: { email: user.email } })).status).toBe(202);
+    const mail = await waitForMail(suite.mailboxDir, user.email, 'password_reset_request');
+    const context = await suite.browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const watched = await openPage(context, { allowHttpErrors: true });
+    const { page } = watched;
+    // The mail as a mail client shows it: nothing to fetch, readable, one button.
+    const fetched: string[] = [];
+    page.on('request', (request) => fetched.push(request.url()));
+    await page.setContent(mail.html!);
+    expect(fetched).toEqual([]);
+    await expectAccessible(page, 'the reset mail');
+    await page.getByRole('link', { name: 'Choose a new password' }).click();
+
+    await expectHeading(page, 'Set a new password');
+    expect(await input(page, 'token').inputValue()).toBe(tokenOf(mail));
+    // The token is taken off the address once the form has it.
+    await expect.poll(() => new URL(page.url()).hash).toBe('');
+    expect(new URL(page.url()).pathname).toBe('/app/reset-password/confirm');
+    const newPassword = 'the passphrase the mailed link set';
+    await page.getByLabel('New password', { exact: true }).fill(newPassword);
+    await page.getByRole('button', { name: 'Set the new password' }).click();
+    await expectHeading(page, 'Sign in');
+    await page.getByText(/Your password is changed/).waitFor();
+    await signInThroughUi(page, user.email, newPassword);
+    expect(watched.problems).toEqual([]);
+    await context.close();
   });
 });

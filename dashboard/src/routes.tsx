@@ -1,4 +1,5 @@
 import type { ComponentType } from 'react';
+import { AcceptInvitationPage } from './pages/accept-invitation-page';
 import { AccountPage } from './pages/account-page';
 import { ActivityPage } from './pages/activity-page';
 import { AuditPage } from './pages/audit-page';
@@ -45,6 +46,8 @@ export const routes: Route[] = [
   { path: '/verify-email', page: VerifyEmailPage, audience: 'anyone' },
   { path: '/reset-password', page: ResetPasswordPage, audience: 'anyone' },
   { path: '/reset-password/confirm', page: ResetPasswordConfirmPage, audience: 'anyone' },
+  // For anyone: a signed-out visitor of the mail's link is asked to sign in, the token kept.
+  { path: '/invitations/accept', page: AcceptInvitationPage, audience: 'anyone' },
   { path: '/overview', page: OverviewPage, nav: 'Overview' },
   { path: '/account', page: AccountPage, nav: 'Account' },
   { path: '/sessions', page: SessionsPage, nav: 'Sessions' },

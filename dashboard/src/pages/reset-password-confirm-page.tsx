@@ -2,14 +2,19 @@ import { useState } from 'react';
 import { Field } from '../components/field';
 import { Form } from '../components/form';
 import { Page } from '../components/page';
+import { useMailedToken } from '../mailed-token';
 import { Link, useRouter } from '../router';
 import { useSession } from '../session';
 
-/** Sets a new password with the mailed reset token; every session of the account ends, this one too. */
+/**
+ * Sets a new password with the mailed reset token (the mail's link fills it in); every session
+ * of the account ends, this one too.
+ */
 export function ResetPasswordConfirmPage() {
   const { client, ended } = useSession();
   const { navigate } = useRouter();
-  const [token, setToken] = useState('');
+  const mailed = useMailedToken();
+  const [token, setToken] = useState(mailed);
   const [password, setPassword] = useState('');
   const submit = async () => {
     await client.post('/v1/auth/password-reset/confirm', { body: { token: token.trim(), new_password: password } });
@@ -19,7 +24,16 @@ export function ResetPasswordConfirmPage() {
   return (
     <Page title="Set a new password">
       <Form onSubmit={submit} submitLabel="Set the new password" busyLabel="Saving…" label="Set a new password">
-        <Field name="token" label="Token from the reset mail" autoComplete="off" spellCheck={false} value={token} onChange={setToken} required />
+        <Field
+          name="token"
+          label="Token from the reset mail"
+          hint={mailed ? 'Filled in from the link of your mail.' : undefined}
+          autoComplete="off"
+          spellCheck={false}
+          value={token}
+          onChange={setToken}
+          required
+        />
         <Field
           name="new_password"
           label="New password"
