@@ -1,10 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { TestAuthenticator } from '@switchboard/testkit/account-helpers';
-import { expectAccessible, openPage } from '@switchboard/testkit/browser';
 import { tokenOf, waitForMail } from '@switchboard/testkit/mailbox';
 import { newUser, signUp } from '@switchboard/testkit/mesh';
 import { describe, expect, it } from 'vitest';
-import { checkPage, dashboardSuiteOfFile, expectHeading, input, invalidFieldText, openDashboard, signInThroughUi } from './dashboard-browser.js';
+import { checkPage, dashboardSuiteOfFile, expectHeading, input, invalidFieldText, openDashboard, openMail, signInThroughUi } from './dashboard-browser.js';
 
 /**
  * The sign-in and account pages of the dashboard in Chromium, against the whole mesh: sign up,
@@ -265,15 +264,8 @@ describe('the account pages', () => {
     const user = await signUp(suite.call);
     expect((await suite.call('POST', '/v1/auth/password-reset', { body: { email: user.email } })).status).toBe(202);
     const mail = await waitForMail(suite.mailboxDir, user.email, 'password_reset_request');
-    const context = await suite.browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const watched = await openPage(context, { allowHttpErrors: true });
+    const watched = await openMail(suite, mail);
     const { page } = watched;
-    // The mail as a mail client shows it: nothing to fetch, readable, one button.
-    const fetched: string[] = [];
-    page.on('request', (request) => fetched.push(request.url()));
-    await page.setContent(mail.html!);
-    expect(fetched).toEqual([]);
-    await expectAccessible(page, 'the reset mail');
     await page.getByRole('link', { name: 'Choose a new password' }).click();
 
     await expectHeading(page, 'Set a new password');
@@ -288,6 +280,28 @@ describe('the account pages', () => {
     await page.getByText(/Your password is changed/).waitFor();
     await signInThroughUi(page, user.email, newPassword);
     expect(watched.problems).toEqual([]);
-    await context.close();
+    await watched.context.close();
+  });
+
+  it('follows the link of the verification mail to confirm the address; a new mail can be asked for on the page', async () => {
+    const user = await signUp(suite.call);
+    const first = await waitForMail(suite.mailboxDir, user.email, 'email_verification');
+    const dashboard = await openMail(suite, first);
+    const { page } = dashboard;
+    await page.getByRole('link', { name: 'Confirm your email address' }).click();
+    await expectHeading(page, 'Confirm your email address');
+    expect(await input(page, 'token').inputValue()).toBe(tokenOf(first));
+    // Signed out: the address is typed in.
+    const resend = page.getByRole('region', { name: 'No mail?' });
+    await resend.getByLabel('Email address').fill(user.email);
+    await resend.getByRole('button', { name: 'Mail me a new link' }).click();
+    await resend.getByText(/a new link is on its way/).waitFor();
+    await checkPage(dashboard, 'verify-email-resent');
+    const second = await waitForMail(suite.mailboxDir, user.email, 'email_verification', 2);
+    expect(tokenOf(second)).not.toBe(tokenOf(first));
+    await page.getByRole('button', { name: 'Confirm address' }).click();
+    await expectHeading(page, 'Email address confirmed');
+    expect(dashboard.problems).toEqual([]);
+    await dashboard.context.close();
   });
 });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { expectAccessible, launchChromium, openPage, type WatchedPage } from '@switchboard/testkit/browser';
+import type { Mail } from '@switchboard/testkit/mailbox';
 import { bootMesh, type RestCall, restClient } from '@switchboard/testkit/mesh';
 import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
@@ -87,6 +88,25 @@ export async function openDashboard(suite: DashboardSuite, pathname = '/app/'): 
   // The API's 4xx answers are part of the flows tested (a form's error): they are no problem.
   const watched = await openPage(context, { allowHttpErrors: true });
   await watched.page.goto(`${suite.mesh.gatewayUrl}${pathname}`);
+  return { ...watched, context };
+}
+
+/**
+ * A new browser context showing the HTML part of `mail` as a mail client would, checked: it
+ * fetches nothing (no remote image or stylesheet) and axe-core finds no serious problem. Its
+ * links lead to the dashboard (PUBLIC_BASE_URL).
+ */
+export async function openMail(suite: DashboardSuite, mail: Mail): Promise<DashboardPage> {
+  const context = await suite.browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const watched = await openPage(context, { allowHttpErrors: true });
+  const fetched: string[] = [];
+  const onRequest = (request: { url(): string }) => fetched.push(request.url());
+  watched.page.on('request', onRequest);
+  expect(mail.html, `an HTML part in mail ${mail.file}`).toBeDefined();
+  await watched.page.setContent(mail.html!);
+  watched.page.off('request', onRequest);
+  expect(fetched, `what the ${mail.kind} mail fetched`).toEqual([]);
+  await expectAccessible(watched.page, `the ${mail.kind} mail`);
   return { ...watched, context };
 }
 

@@ -2,7 +2,18 @@ import { Mailbox } from '@switchboard/testkit/mailbox';
 import { signUp } from '@switchboard/testkit/mesh';
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { checkPage, dashboardSuiteOfFile, expectHeading, invalidFieldText, openDashboard, settles, signInThroughUi } from './dashboard-browser.js';
+import {
+  checkPage,
+  dashboardSuiteOfFile,
+  expectHeading,
+  input,
+  invalidFieldText,
+  openDashboard,
+  openMail,
+  restAs,
+  settles,
+  signInThroughUi,
+} from './dashboard-browser.js';
 
 /**
  * The Organization page in Chromium, against the whole mesh: an owner creates an organization
@@ -167,6 +178,32 @@ describe('the Organization page', () => {
 
     await Promise.all([ownerUi.context.close(), inviteeUi.context.close()]);
   }, 60_000);
+
+  it('follows the link of an invitation mail: signed out, signs in first and comes back to join with one click', async () => {
+    const owner = await signUp(suite.call);
+    const invitee = await signUp(suite.call);
+    const name = `Linked org ${Date.now()}`;
+    const { organization } = await restAs(suite, owner, 'POST', '/v1/organizations', { name });
+    await restAs(suite, owner, 'POST', `/v1/organizations/${organization.org_id}/invitations`, { email: invitee.email, role: 'developer' });
+    const mailbox = new Mailbox(suite.mailboxDir);
+    const token = await mailbox.invitationToken(invitee.email, name);
+    const mail = await mailbox.waitFor((m) => m.kind === 'invitation' && m.to === invitee.email, 'the invitation');
+
+    const dashboard = await openMail(suite, mail);
+    const { page } = dashboard;
+    await page.getByRole('link', { name: `Join ${name}` }).click();
+    await expectHeading(page, 'Accept an invitation');
+    await checkPage(dashboard, 'accept-invitation-signed-out');
+    await page.getByRole('link', { name: 'Sign in to join' }).click();
+    await signInThroughUi(page, invitee.email, invitee.password, 'Accept an invitation');
+    expect(await input(page, 'token').inputValue()).toBe(token);
+    await checkPage(dashboard, 'accept-invitation');
+    await page.getByRole('button', { name: 'Join' }).click();
+    await page.getByText(`You joined ${name} as Developer`).waitFor();
+    expect(await currentWorkspace(page)).toBe(name);
+    expect(dashboard.problems).toEqual([]);
+    await dashboard.context.close();
+  });
 });
 
 /** The organization id the page shows. */

@@ -166,4 +166,15 @@ describe('ActionLimits', () => {
     await limits.take('registration', { ip });
     expect(() => readActionLimits({ INVITATIONS_PER_USER_PER_HOUR: '0' })).toThrow(/INVITATIONS_PER_USER_PER_HOUR must be at least 1/);
   });
+  it('lets a 100-person office behind one address sign up, make organizations, be invited and ask for mails within an hour by default', () => {
+    // docs/operations.md#limits-for-an-office-behind-one-address: 100 people, room for retries.
+    const limits = readActionLimits({});
+    const perIp = (action: keyof typeof limits) => limits[action].find((limit) => limit.scope === 'ip')!.limit;
+    expect(perIp('registration')).toBe(200);
+    expect(perIp('organization_create')).toBe(200);
+    expect(perIp('invitation')).toBe(300);
+    expect(perIp('verification_resend')).toBe(300);
+    expect(limits.invitation.find((limit) => limit.scope === 'user')!.limit).toBe(200);
+    expect(readActionLimits({ VERIFICATION_RESENDS_PER_IP_PER_HOUR: '7' }).verification_resend).toEqual([{ scope: 'ip', limit: 7 }]);
+  });
 });
