@@ -37,7 +37,8 @@ describe('identity over plain gRPC (@grpc/grpc-js + proto-loader)', () => {
   beforeAll(async () => {
     service = await startIdentity();
     const definition = protoLoader.loadSync(['grpc/health/v1/health.proto', 'switchboard/identity/v1/identity.proto'], {
-      includeDirs: [path.join(repoRoot, 'contracts/proto'), path.join(repoRoot, 'node_modules/google-proto-files')],
+      // The roots of buf.yaml's modules: identity.proto imports the vendored buf.validate rules.
+      includeDirs: [path.join(repoRoot, 'contracts/proto'), path.join(repoRoot, 'contracts/vendor'), path.join(repoRoot, 'node_modules/google-proto-files')],
       keepCase: true,
       longs: String,
       enums: String,
