@@ -66,8 +66,14 @@ export function readIdentityConfig(env: Record<string, string | undefined> = pro
   };
 }
 
-/** PUBLIC_BASE_URL: an http(s) URL; mailed links are built on it, so a typo fails the start, not a mail. */
+/**
+ * PUBLIC_BASE_URL: an http(s) URL; mailed links are built on it, so a typo fails the start, not a
+ * mail. In production it must be set and https: the links carry tokens, and a default naming
+ * localhost would mail links that lead nowhere (docs/operations.md#running-in-production).
+ */
 function readPublicUrl(env: Record<string, string | undefined>): string {
+  const production = env.NODE_ENV === 'production';
+  if (production && !env.PUBLIC_BASE_URL) throw new ConfigError('PUBLIC_BASE_URL is required when NODE_ENV=production (mailed links point there)');
   const value = readString('PUBLIC_BASE_URL', 'http://localhost:8080', env).replace(/\/+$/, '');
   let url: URL;
   try {
@@ -75,7 +81,9 @@ function readPublicUrl(env: Record<string, string | undefined>): string {
   } catch {
     throw new ConfigError(`PUBLIC_BASE_URL is not a URL: "${value}"`);
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError('PUBLIC_BASE_URL must start with https:// (or http:// in development)');
+  if (url.protocol !== 'https:' && (production || url.protocol !== 'http:')) {
+    throw new ConfigError('PUBLIC_BASE_URL must start with https:// (http:// outside production only)');
+  }
   return value;
 }
 

@@ -2,6 +2,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { readIdentityConfig } from '@switchboard/identity/config';
 import { createLogger } from '@switchboard/runtime/log';
 import { composeMail, createMailer, mailFileName, maskAddress, renderMessage, SmtpMailer } from '@switchboard/runtime/mail';
 import { linksOf, parseMail } from '@switchboard/testkit/mailbox';
@@ -131,6 +132,16 @@ describe('mail adapter', () => {
     const parsed = parseMail('x.eml', raw);
     expect(parsed.text).toBe(`${long}\r\n\r\ntok`);
     expect(parsed.html).toContain(`<p>${long}</p>`);
+  });
+
+  it('reads PUBLIC_BASE_URL, where mailed links lead: a URL, required and https in production', () => {
+    expect(readIdentityConfig({}).publicUrl).toBe('http://localhost:8080');
+    expect(readIdentityConfig({ PUBLIC_BASE_URL: 'https://sb.example/' }).publicUrl).toBe('https://sb.example');
+    expect(() => readIdentityConfig({ PUBLIC_BASE_URL: 'sb.example' })).toThrow(/PUBLIC_BASE_URL is not a URL/);
+    expect(() => readIdentityConfig({ PUBLIC_BASE_URL: 'ftp://sb.example' })).toThrow(/PUBLIC_BASE_URL must start with https/);
+    expect(() => readIdentityConfig({ NODE_ENV: 'production' })).toThrow(/PUBLIC_BASE_URL is required when NODE_ENV=production/);
+    expect(() => readIdentityConfig({ NODE_ENV: 'production', PUBLIC_BASE_URL: 'http://sb.example' })).toThrow(/PUBLIC_BASE_URL must start with https/);
+    expect(readIdentityConfig({ NODE_ENV: 'production', PUBLIC_BASE_URL: 'https://sb.example' }).publicUrl).toBe('https://sb.example');
   });
 
   it('names files by time and masks addresses', () => {
