@@ -1,5 +1,5 @@
 import { eventually, expectErrorBody, mailsTo, tokenOf, waitForMail } from '@switchboard/testkit/account-helpers';
-import { tokenOfLink } from '@switchboard/testkit/mailbox';
+import { expectLinksOpen, tokenOfLink } from '@switchboard/testkit/mailbox';
 import { fromAddress, newUser, type RestCall } from '@switchboard/testkit/mesh';
 import { describe, expect, it } from 'vitest';
 import { identitySuiteOfFile, verificationResendsPerIp } from './identity-suite.js';
@@ -409,7 +409,8 @@ describe('profile and password', () => {
     expect((await call('POST', '/v1/auth/refresh', { body: { refresh_token: user.session.refresh_token } })).status).toBe(200);
     expectErrorBody(await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } }), 401, 'invalid_credentials');
     await login(call, user.email, 'a brand new passphrase');
-    await waitForMail(suite.mailbox, user.email, 'password_changed');
+    // The notice links to the page that asks for a reset.
+    await expectLinksOpen(await waitForMail(suite.mailbox, user.email, 'password_changed'));
   });
 });
 
