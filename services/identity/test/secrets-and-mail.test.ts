@@ -70,13 +70,16 @@ describe('mail adapter', () => {
     const port = (server.address() as net.AddressInfo).port;
     const mailer = createMailer({ log: createLogger('test', 'silent'), env: { SMTP_URL: `smtp://127.0.0.1:${port}?ignoreTLS=true` } }) as SmtpMailer;
     try {
-      const sent = await mailer.send({ to: 'jane@example.com', subject: 'Hello', text: 'token line\nsecond line', kind: 'test_kind' });
+      const sent = await mailer.send({ to: 'jane@example.com', subject: 'Hello', kind: 'test_kind', ...composeMail('Hello', [['token line', 'second line']]) });
       expect(sent.messageId).toMatch(/@switchboard\.local$/);
       expect(received).toHaveLength(1);
       expect(received[0]).toContain('To: jane@example.com');
       expect(received[0]).toContain('Subject: Hello');
       expect(received[0]).toContain('X-Switchboard-Mail-Kind: test_kind');
       expect(received[0]).toContain('token line');
+      // Both parts travel over SMTP too.
+      expect(received[0]).toMatch(/Content-Type: multipart\/alternative/);
+      expect(received[0]).toMatch(/Content-Type: text\/html/);
     } finally {
       mailer.close();
       server.close();
