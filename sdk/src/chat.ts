@@ -36,6 +36,13 @@ export interface ChatCompletionCreateParams {
   parallel_tool_calls?: boolean;
 }
 
+/** The model's message in an answer. */
+export interface AssistantMessage {
+  role: 'assistant';
+  content: string | null;
+  tool_calls?: ChatMessage['tool_calls'];
+}
+
 /** What the platform adds to an answer: the generation id `POST /v1/feedback` takes, the routing and the exact cost. */
 export interface ServiceInfo {
   generation_id: string;
@@ -58,7 +65,7 @@ export interface ChatCompletion {
   object: 'chat.completion';
   created: number;
   model: string;
-  choices: Array<{ index: number; message: ChatMessage & { role: 'assistant' }; finish_reason: string | null }>;
+  choices: Array<{ index: number; message: AssistantMessage; finish_reason: string | null }>;
   usage?: ChatCompletionUsage;
   service: ServiceInfo;
 }
@@ -69,7 +76,7 @@ export interface ChatCompletionChunk {
   object: 'chat.completion.chunk';
   created: number;
   model: string;
-  choices: Array<{ index: number; delta: Partial<ChatMessage>; finish_reason: string | null }>;
+  choices: Array<{ index: number; delta: Partial<AssistantMessage>; finish_reason: string | null }>;
   usage?: ChatCompletionUsage | null;
   service?: ServiceInfo;
 }

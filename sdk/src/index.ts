@@ -4,6 +4,7 @@
  * pagination helper, webhook verification and the front door's chat completions.
  */
 export type {
+  AssistantMessage,
   Chat,
   ChatCompletion,
   ChatCompletionChunk,
