@@ -165,11 +165,15 @@ export function createResources({ call, storeSession }: ResourceDeps) {
     /**
      * Starts a top-up (201 `{checkout_id, checkout_url, amount_usd, status}`). Its body's
      * `idempotency_key` defaults to the call's `Idempotency-Key`, so a retry never pays twice
-     * (docs/conventions.md#idempotency); pass your own (an order id) to make a later call answer the first.
+     * (docs/conventions.md#idempotency); pass your own (an order id) to make a later call answer
+     * the first.
      */
     topup: (body: Omit<BodyOf<'/v1/billing/topup', 'post'>, 'idempotency_key'> & { idempotency_key?: string }, options: RequestOptions = {}) => {
-      const idempotencyKey = body.idempotency_key ?? options.idempotencyKey ?? randomKey();
-      return typed('post', '/v1/billing/topup')({ body: { ...body, idempotency_key: idempotencyKey } }, { idempotencyKey, ...options });
+      // The header's key stays the call's own: billing compares amounts as decimals ("5" = "5.00")
+      // where the gateway compares bodies as bytes, so a caller's key reused with "5" then "5.00"
+      // must reach billing, which answers the first top-up.
+      const idempotencyKey = options.idempotencyKey ?? randomKey();
+      return typed('post', '/v1/billing/topup')({ body: { ...body, idempotency_key: body.idempotency_key ?? idempotencyKey } }, { ...options, idempotencyKey });
     },
     topups: (query?: ListQuery<'/v1/billing/topups'>, options?: RequestOptions) => list('/v1/billing/topups')(undefined, query, options),
     ledger: (query?: ListQuery<'/v1/billing/ledger'>, options?: RequestOptions) => list('/v1/billing/ledger')(undefined, query, options),

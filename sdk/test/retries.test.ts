@@ -180,14 +180,16 @@ describe('idempotency keys', () => {
     ]);
   });
 
-  it('uses one key for a top-up’s header and body field', async () => {
+  it('gives a top-up’s body the call’s key unless the caller names one', async () => {
     const { sb } = client();
     await sb.billing.topup({ amount_usd: '5.00' });
     await sb.billing.topup({ amount_usd: '5.00', idempotency_key: 'order-7' });
-    const [first, second] = seen;
+    await sb.billing.topup({ amount_usd: '5' }, { idempotencyKey: 'order-8' });
+    const [first, second, third] = seen;
     expect(JSON.parse(first.body)).toEqual({ amount_usd: '5.00', idempotency_key: first.idempotencyKey });
-    expect(second.idempotencyKey).toBe('order-7');
     expect(JSON.parse(second.body).idempotency_key).toBe('order-7');
+    expect(second.idempotencyKey).not.toBe('order-7');
+    expect([third.idempotencyKey, JSON.parse(third.body).idempotency_key]).toEqual(['order-8', 'order-8']);
   });
 });
 
