@@ -153,6 +153,19 @@ describe('token refresh', () => {
   });
 });
 
+describe('routes the document does not list yet', () => {
+  it('asks for a new verification mail', async () => {
+    const seen: Array<[string, string, string]> = [];
+    const fetch = async (request: Request) => {
+      seen.push([request.method, new URL(request.url).pathname, await request.text()]);
+      return new Response(null, { status: 202 });
+    };
+    const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', fetch });
+    await expect(sb.auth.resendVerificationEmail({ email: 'a@example.com' })).resolves.toBeUndefined();
+    expect(seen).toEqual([['POST', '/v1/auth/verify-email/resend', '{"email":"a@example.com"}']]);
+  });
+});
+
 describe('paginate', () => {
   it('stops on a page that claims more without a cursor', async () => {
     const pages = paginate(async () => ({ data: [1], has_more: true, next_cursor: null }));
