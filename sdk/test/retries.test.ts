@@ -102,6 +102,15 @@ describe('retries', () => {
     expect(waits).toEqual([3000, 1000]);
   });
 
+  it('reads a Retry-After that is an HTTP date', async () => {
+    // An HTTP date has whole seconds: the wait is what is left of them, at most the 2 s given.
+    script = [reply(429, errorBody('rate_limited'), { 'retry-after': new Date(Date.now() + 2000).toUTCString() }), reply(200, {})];
+    const { sb, waits } = client();
+    await sb.account.retrieve();
+    expect(waits).toHaveLength(1);
+    expect([1000, 2000]).toContain(waits[0]);
+  });
+
   it('gives up after its budget and throws the last answer as its class', async () => {
     script = [unavailable({ 'retry-after': '2' }), unavailable({ 'retry-after': '2' }), unavailable({ 'retry-after': '2' }), unavailable()];
     const { sb, waits } = client();
