@@ -75,7 +75,14 @@ export type DataMethod<Method extends HttpMethod> = <Path extends PathsWithMetho
 
 type Body<Path extends keyof paths, Method extends HttpMethod> = NonNullable<MaybeOptionalInit<paths[Path], Method>>['body'];
 
-export interface SwitchboardClient extends Resources {
+export interface SwitchboardClient extends Omit<Resources, 'auth'> {
+  /** Registration, sign-in (the client keeps the session), renewal, sign-out, password reset, email verification. */
+  readonly auth: Resources['auth'] & {
+    /** Renews the session now (`POST /v1/auth/refresh`), as `refresh()`. */
+    refresh(): Promise<Session>;
+    /** Ends the session, as `signOut(scope)`. */
+    logout(scope?: 'local' | 'others' | 'global'): Promise<void>;
+  };
   /** The OpenAI-compatible front door: `chat.completions.create` (docs/api/front-door.md). */
   readonly chat: Chat;
   /** The models the front door serves (`GET /v1/models`). */
@@ -216,6 +223,7 @@ export function createSwitchboardClient(options: SwitchboardClientOptions): Swit
   const resources = createResources({ call, storeSession });
   const client: SwitchboardClient = {
     ...resources,
+    auth: { ...resources.auth, refresh: () => refreshSession(), logout: (scope) => client.signOut(scope) },
     chat: createChat({ baseUrl, transport, settings: defaults }),
     models: createModels(call),
     raw,

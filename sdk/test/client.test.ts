@@ -186,7 +186,7 @@ describe('token refresh', () => {
 
   it('signs out: the tokens are forgotten and the old access token is refused', async () => {
     const { sb, session } = await registered();
-    await sb.signOut();
+    await sb.auth.logout();
     expect(sb.credentials()).toEqual({ accessToken: undefined, refreshToken: undefined, apiKey: undefined });
     const old = client({ accessToken: session.access_token });
     await eventually(async () => (await failure(old.get('/v1/account'))).code === 'session_revoked', 'the revocation to reach the gateway');

@@ -132,7 +132,7 @@ describe('token refresh', () => {
 
     // A dead cookie: the refresh's 401 forgets the access token too.
     fetch.mockImplementation(async () => json(401, errorBody('invalid_token')));
-    await expect(sb.refresh()).rejects.toMatchObject({ code: 'invalid_token' });
+    await expect(sb.auth.refresh()).rejects.toMatchObject({ code: 'invalid_token' });
     expect(sb.credentials().accessToken).toBeUndefined();
   });
 
