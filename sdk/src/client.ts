@@ -1,7 +1,10 @@
-import createClient, { type Client, type MaybeOptionalInit, type Middleware, type ParseAsResponse } from 'openapi-fetch';
+import createClient, { type Client, type MaybeOptionalInit, type ParseAsResponse } from 'openapi-fetch';
 import type { HttpMethod, MediaType, PathsWithMethod, Readable, RequiredKeysOf, SuccessResponse } from 'openapi-typescript-helpers';
+import { type Chat, createChat, createModels, type Models } from './chat.js';
 import { isErrorBody, SwitchboardError } from './errors.js';
+import { createResources, type Resources } from './resources.js';
 import type { components, paths } from './schema.js';
+import { type BackoffOptions, type CallSettings, createTransport, defaultMaxRetries, defaultTimeoutMs, type RequestOptions } from './transport.js';
 
 /** The request header of the cookie mode (SwitchboardClientOptions.sessionCookie). */
 const sessionModeHeader = 'X-Switchboard-Session';
@@ -39,6 +42,12 @@ export interface SwitchboardClientOptions {
    * gets its session back with `refresh()`. See docs/api/identity.md#the-dashboards-session-cookie.
    */
   sessionCookie?: boolean;
+  /** Milliseconds an attempt may wait for the answer's headers (default 60 000); each call may set its own. */
+  timeout?: number;
+  /** Retries of a call after its first attempt, on 429, 503 and connection failures (default 2); each call may set its own. */
+  maxRetries?: number;
+  /** The waits between attempts (tests inject their clock here). */
+  backoff?: BackoffOptions;
 }
 
 /** The current credentials of a client. */
@@ -49,7 +58,9 @@ export interface Credentials {
 }
 
 // The trailing parameter of openapi-fetch's methods: optional unless the operation needs params or a body.
-type InitParam<Init> = RequiredKeysOf<Init> extends never ? [(Init & { [key: string]: unknown })?] : [Init & { [key: string]: unknown }];
+// They also take the call's options (timeout, maxRetries, idempotencyKey, signal).
+type CallInit<Init> = Init & Pick<RequestOptions, 'timeout' | 'maxRetries' | 'idempotencyKey'> & { [key: string]: unknown };
+type InitParam<Init> = RequiredKeysOf<Init> extends never ? [CallInit<Init>?] : [CallInit<Init>];
 
 /** The parsed success body of an operation (undefined for 204 answers). */
 export type SuccessData<Operation, Init = unknown> = Operation extends { responses: infer Responses extends Record<string | number, unknown> }
@@ -64,13 +75,27 @@ export type DataMethod<Method extends HttpMethod> = <Path extends PathsWithMetho
 
 type Body<Path extends keyof paths, Method extends HttpMethod> = NonNullable<MaybeOptionalInit<paths[Path], Method>>['body'];
 
-export interface SwitchboardClient {
+export interface SwitchboardClient extends Omit<Resources, 'auth'> {
+  /** Registration, sign-in (the client keeps the session), renewal, sign-out, password reset, email verification. */
+  readonly auth: Resources['auth'] & {
+    /** Renews the session now (`POST /v1/auth/refresh`), as `refresh()`. */
+    refresh(): Promise<Session>;
+    /** Ends the session, as `signOut(scope)`. */
+    logout(scope?: 'local' | 'others' | 'global'): Promise<void>;
+  };
+  /** The OpenAI-compatible front door: `chat.completions.create` (docs/api/front-door.md). */
+  readonly chat: Chat;
+  /** The models the front door serves (`GET /v1/models`). */
+  readonly models: Models;
   /**
    * The typed openapi-fetch client: its methods answer `{data, error, response}` instead of
    * throwing. Credentials, the workspace header and token refresh apply to it too.
    */
   readonly raw: Client<paths>;
-  /** GET: resolves to the success body; throws SwitchboardError on a non-2xx answer. */
+  /**
+   * GET by path: resolves to the success body; throws SwitchboardError on a non-2xx answer. The
+   * resource methods (`keys`, `billing`, …) are built on these; they remain for routes by path.
+   */
   readonly get: DataMethod<'get'>;
   readonly post: DataMethod<'post'>;
   readonly put: DataMethod<'put'>;
@@ -99,21 +124,52 @@ export interface SwitchboardClient {
 /**
  * A client of the Switchboard REST API, typed from its OpenAPI document.
  *
- * Requests carry `Authorization: Bearer <access token or API key>` and `X-Workspace-Id`. When a
- * request made with an access token answers 401 `token_expired` and the client holds a refresh
- * token, it calls `POST /v1/auth/refresh` once (one refresh for every request waiting on it),
- * stores the new session, calls `onSession`, and sends the request again once.
+ * Requests carry `Authorization: Bearer <access token or API key>` and `X-Workspace-Id`. Every
+ * call is retried on 429, 503 and connection failures (`maxRetries`, backoff with jitter,
+ * `Retry-After` honoured), each POST with an `Idempotency-Key` of its own that its retries share.
+ * When a request made with an access token answers 401 `token_expired` and the client holds a
+ * refresh token, it calls `POST /v1/auth/refresh` once (one refresh for every request waiting on
+ * it), stores the new session, calls `onSession`, and sends the request again once.
  */
 export function createSwitchboardClient(options: SwitchboardClientOptions): SwitchboardClient {
   const state: Credentials = { accessToken: options.accessToken, refreshToken: options.refreshToken, apiKey: options.apiKey };
   const baseUrl = options.baseUrl.replace(/\/+$/, '');
   const cookieMode = options.sessionCookie === true;
   const modeHeaders = cookieMode ? { [sessionModeHeader]: 'cookie' } : undefined;
-  const raw = createClient<paths>({ baseUrl, headers: modeHeaders, ...(options.fetch ? { fetch: options.fetch } : {}) });
-  // The refresh call itself goes around the middleware: it must never refresh or retry.
-  const bare = createClient<paths>({ baseUrl, headers: modeHeaders, ...(options.fetch ? { fetch: options.fetch } : {}) });
+  const fetchImpl = options.fetch ?? ((request: Request) => globalThis.fetch(request));
+  const defaults = (call: RequestOptions = {}): CallSettings => ({
+    timeout: call.timeout ?? options.timeout ?? defaultTimeoutMs,
+    maxRetries: call.maxRetries ?? options.maxRetries ?? defaultMaxRetries,
+    idempotencyKey: call.idempotencyKey,
+    signal: call.signal,
+    idempotent: true,
+  });
   /** Whether an expired access token can be renewed: a refresh token in hand, or the cookie. */
   const renewable = () => cookieMode || state.refreshToken !== undefined;
+
+  const authorize = (request: Request) => {
+    const credential = state.accessToken ?? state.apiKey;
+    if (credential && !request.headers.has('authorization')) request.headers.set('authorization', `Bearer ${credential}`);
+    if (options.workspaceId && !request.headers.has('x-workspace-id')) request.headers.set('x-workspace-id', options.workspaceId);
+  };
+  const transport = createTransport({
+    fetch: fetchImpl,
+    backoff: options.backoff,
+    authorize,
+    async renewAfter(request, response) {
+      const sent = request.headers.get('authorization')?.replace(/^Bearer /, '');
+      if (!sent || sent === state.apiKey || !renewable() || (await errorCode(response)) !== 'token_expired') return false;
+      // Another request may have renewed the session already; else renew it (or join the renewal in flight).
+      if (state.accessToken === sent || refreshing) await refreshSession();
+      return state.accessToken !== undefined && state.accessToken !== sent;
+    },
+  });
+  // The refresh call itself never refreshes; it is retried like any POST (its Idempotency-Key
+  // makes a retry after a lost answer get the same new session instead of a dead token).
+  const bareTransport = createTransport({ fetch: fetchImpl, backoff: options.backoff, authorize: () => {} });
+
+  const raw = createClient<paths>({ baseUrl, headers: modeHeaders, fetch: (request) => transport.send(request, defaults()) });
+  const bare = createClient<paths>({ baseUrl, headers: modeHeaders, fetch: (request) => bareTransport.send(request, defaults()) });
 
   async function storeSession(session: Session): Promise<void> {
     state.accessToken = session.access_token;
@@ -148,56 +204,28 @@ export function createSwitchboardClient(options: SwitchboardClientOptions): Swit
     return refreshing;
   }
 
-  /** Per request id: a copy of the request to send again, and the access token it carried. */
-  const replays = new Map<string, { request: Request; accessToken: string }>();
-  const auth: Middleware = {
-    onRequest({ request, id }) {
-      const credential = state.accessToken ?? state.apiKey;
-      if (credential && !request.headers.has('authorization')) request.headers.set('authorization', `Bearer ${credential}`);
-      if (options.workspaceId && !request.headers.has('x-workspace-id')) request.headers.set('x-workspace-id', options.workspaceId);
-      const accessToken = state.accessToken;
-      if (accessToken && renewable() && request.headers.get('authorization') === `Bearer ${accessToken}`) {
-        // A body can be read once: keep an unread copy in case the request must be sent again.
-        replays.set(id, { request: request.clone(), accessToken });
-      }
-      return request;
-    },
-    async onResponse({ response, id, options: merged }) {
-      const replay = replays.get(id);
-      replays.delete(id);
-      if (!replay || response.status !== 401 || (await errorCode(response)) !== 'token_expired') return undefined;
-      // Another request may have renewed the session already; else renew it (or join the renewal in flight).
-      if (state.accessToken === replay.accessToken || refreshing) {
-        try {
-          await refreshSession();
-        } catch (err) {
-          if (err instanceof SwitchboardError) return errorResponse(err);
-          throw err;
-        }
-      }
-      if (!state.accessToken) return undefined;
-      replay.request.headers.set('authorization', `Bearer ${state.accessToken}`);
-      return merged.fetch(replay.request);
-    },
-    onError({ id }) {
-      replays.delete(id);
-    },
-  };
-  raw.use(auth);
+  const request = raw.request as unknown as (
+    method: HttpMethod,
+    url: string,
+    init?: Record<string, unknown>,
+  ) => Promise<{ data?: unknown; error?: unknown; response: Response }>;
+  /** One call by path: the call's options go to the transport, the rest to openapi-fetch. */
+  async function call(method: HttpMethod, url: string, init: Record<string, unknown> = {}): Promise<unknown> {
+    const { timeout, maxRetries, idempotencyKey, signal, workspaceId, headers, ...rest } = init as RequestOptions & Record<string, unknown>;
+    const settings = defaults({ timeout, maxRetries, idempotencyKey, signal });
+    const extra = { ...headers, ...(workspaceId ? { 'x-workspace-id': workspaceId } : {}) };
+    const { data, error, response } = await request(method, url, { ...rest, headers: extra, fetch: (req: Request) => transport.send(req, settings) });
+    if (!response.ok) throw SwitchboardError.fromResponse(response, error);
+    return data;
+  }
+  const dataMethod = (method: HttpMethod) => ((url: string, init?: Record<string, unknown>) => call(method, url, init)) as unknown;
 
-  const dataMethod = (method: HttpMethod) =>
-    (async (url: string, init?: Record<string, unknown>) => {
-      const request = raw.request as unknown as (
-        method: HttpMethod,
-        url: string,
-        init?: Record<string, unknown>,
-      ) => Promise<{ data?: unknown; error?: unknown; response: Response }>;
-      const { data, error, response } = await request(method, url, init);
-      if (!response.ok) throw SwitchboardError.fromResponse(response, error);
-      return data;
-    }) as unknown;
-
+  const resources = createResources({ call, storeSession });
   const client: SwitchboardClient = {
+    ...resources,
+    auth: { ...resources.auth, refresh: () => refreshSession(), logout: (scope) => client.signOut(scope) },
+    chat: createChat({ baseUrl, transport, settings: defaults }),
+    models: createModels(call),
     raw,
     get: dataMethod('get') as DataMethod<'get'>,
     post: dataMethod('post') as DataMethod<'post'>,
@@ -205,21 +233,9 @@ export function createSwitchboardClient(options: SwitchboardClientOptions): Swit
     patch: dataMethod('patch') as DataMethod<'patch'>,
     delete: dataMethod('delete') as DataMethod<'delete'>,
 
-    async register(body) {
-      const answer = await client.post('/v1/auth/register', { body });
-      if (answer.session) await storeSession(answer.session);
-      return answer;
-    },
-    async signIn(body) {
-      const answer = await client.post('/v1/auth/login', { body });
-      if (answer.session) await storeSession(answer.session);
-      return answer;
-    },
-    async signInSecondFactor(body) {
-      const answer = await client.post('/v1/auth/login/2fa', { body });
-      if (answer.session) await storeSession(answer.session);
-      return answer;
-    },
+    register: (body) => resources.auth.register(body),
+    signIn: (body) => resources.auth.login(body),
+    signInSecondFactor: (body) => resources.auth.loginSecondFactor(body),
     refresh: refreshSession,
     async signOut(scope = 'local') {
       await client.post('/v1/auth/logout', { body: { scope } });
@@ -247,16 +263,4 @@ async function errorCode(response: Response): Promise<string | undefined> {
   } catch {
     return undefined;
   }
-}
-
-/** The answer to hand back when the refresh failed: the refresh's own error. */
-function errorResponse(error: SwitchboardError): Response {
-  const headers = new Headers({ 'content-type': 'application/json' });
-  if (error.requestId) headers.set('x-request-id', error.requestId);
-  if (error.retryAfter !== null) headers.set('retry-after', String(error.retryAfter));
-  const body =
-    typeof error.body === 'string'
-      ? error.body
-      : JSON.stringify(error.body ?? { error: { code: error.code, message: error.message, field: error.field, request_id: error.requestId ?? '' } });
-  return new Response(body, { status: error.status, headers });
 }

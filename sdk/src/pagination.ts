@@ -14,6 +14,8 @@ export interface Paginated<T> extends AsyncIterable<T> {
   pages(): AsyncIterableIterator<Page<T>>;
   /** Every item of every page, in order (fetches until `has_more` is false). */
   collect(): Promise<T[]>;
+  /** The first page alone (one request). */
+  firstPage(): Promise<Page<T>>;
 }
 
 /**
@@ -49,6 +51,7 @@ export function paginate<T>(fetchPage: FetchPage<T>): Paginated<T> {
   return {
     pages,
     [Symbol.asyncIterator]: items,
+    firstPage: () => fetchPage(undefined),
     async collect() {
       const all: T[] = [];
       for await (const item of items()) all.push(item);

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createDb } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { DataKeyRing } from '@switchboard/runtime/secrets';
@@ -7,7 +9,18 @@ import { tokenOf, waitForMail } from '@switchboard/testkit/mailbox';
 import { bootMesh, newUser } from '@switchboard/testkit/mesh';
 import { decodeJwt, importJWK, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createSwitchboardClient, isSwitchboardError, paginate, type Session, type SwitchboardClient, SwitchboardError } from '../src/index.js';
+import {
+  AuthenticationError,
+  ConflictError,
+  createSwitchboardClient,
+  isSwitchboardError,
+  NotFoundError,
+  PermissionDeniedError,
+  paginate,
+  type Session,
+  type SwitchboardClient,
+  SwitchboardError,
+} from '../src/index.js';
 
 /** The SDK against the booted mesh: typed reads, typed errors, token refresh, pagination, API keys. */
 
@@ -99,7 +112,8 @@ describe('errors', () => {
     const error = await failure(sb.signIn({ email, password: 'not the password at all' }));
     expect(error).toBeInstanceOf(Error);
     expect(isSwitchboardError(error, 'invalid_credentials')).toBe(true);
-    expect(error).toMatchObject({ name: 'SwitchboardError', status: 401, code: 'invalid_credentials', field: null, metadata: {}, retryAfter: null });
+    expect(error).toBeInstanceOf(AuthenticationError);
+    expect(error).toMatchObject({ name: 'AuthenticationError', status: 401, code: 'invalid_credentials', field: null, metadata: {}, retryAfter: null });
     expect(error.message).toEqual(expect.any(String));
     expect(error.requestId).toBeTruthy();
     expect(sb.credentials().accessToken).toBeUndefined();
@@ -172,7 +186,7 @@ describe('token refresh', () => {
 
   it('signs out: the tokens are forgotten and the old access token is refused', async () => {
     const { sb, session } = await registered();
-    await sb.signOut();
+    await sb.auth.logout();
     expect(sb.credentials()).toEqual({ accessToken: undefined, refreshToken: undefined, apiKey: undefined });
     const old = client({ accessToken: session.access_token });
     await eventually(async () => (await failure(old.get('/v1/account'))).code === 'session_revoked', 'the revocation to reach the gateway');
@@ -219,5 +233,131 @@ describe('pagination and API keys', () => {
     expect((await withKey.get('/v1/keys', { params: { query: { limit: 100 } } })).data).toHaveLength(6);
     const refused = await failure(withKey.post('/v1/organizations', { body: { name: 'Acme' } }));
     expect(refused).toMatchObject({ status: 403, code: 'user_session_required' });
+  });
+});
+
+describe('resources', () => {
+  it('creates, lists across pages, reads, renames and revokes keys', async () => {
+    const { sb } = await registered();
+    const created = [];
+    for (const name of ['r1', 'r2', 'r3']) created.push(await sb.keys.create({ name, monthly_spend_cap_usd: '5.00' }));
+    expect(created[0]).toMatchObject({ full_key: expect.stringMatching(/^sb_/), key: { name: 'r1', monthly_spend_cap_usd: '5.00', status: 'active' } });
+
+    const names: string[] = [];
+    for await (const key of sb.keys.list({ limit: 2 })) names.push(key.name);
+    // Newest first, across two pages.
+    expect(names).toEqual(['r3', 'r2', 'r1']);
+    const first = await sb.keys.list({ limit: 2 }).firstPage();
+    expect(first).toMatchObject({ has_more: true, next_cursor: expect.any(String) });
+
+    const keyId = created[0].key!.key_id;
+    expect((await sb.keys.retrieve(keyId)).name).toBe('r1');
+    expect((await sb.keys.update(keyId, { name: 'renamed' })).name).toBe('renamed');
+    expect((await sb.keys.revoke(keyId)).status).toBe('revoked');
+    expect((await sb.keys.list({ status: 'revoked' }).collect()).map((key) => key.key_id)).toEqual([keyId]);
+    await expect(sb.keys.update(keyId, { name: 'again' })).rejects.toBeInstanceOf(ConflictError);
+    await expect(sb.keys.retrieve('key_doesnotexist')).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it('tops up once per idempotency key, and works with conversations, organizations and webhooks', async () => {
+    const { sb } = await registered();
+    const topup = await sb.billing.topup({ amount_usd: '5.00' });
+    expect(topup).toMatchObject({ checkout_id: expect.stringMatching(/^chk_/), amount_usd: '5.00' });
+    const again = await sb.billing.topup({ amount_usd: '5.00', idempotency_key: 'order-1' });
+    expect((await sb.billing.topup({ amount_usd: '5', idempotency_key: 'order-1' })).checkout_id).toBe(again.checkout_id);
+    expect((await sb.billing.topups().collect()).map((t) => t.checkout_id).sort()).toEqual([topup.checkout_id, again.checkout_id].sort());
+    expect((await sb.billing.balance()).currency).toBe('USD');
+
+    const conversation = await sb.conversations.create({ title: 'hello' });
+    await sb.conversations.messages.create(conversation.conversation_id, { role: 'user', content: 'hi' });
+    expect((await sb.conversations.messages.list(conversation.conversation_id).collect()).map((m) => m.content)).toEqual(['hi']);
+    await sb.conversations.delete(conversation.conversation_id);
+    await expect(sb.conversations.retrieve(conversation.conversation_id)).rejects.toMatchObject({ status: 404 });
+
+    const { organization } = await sb.organizations.create({ name: 'Acme' });
+    const orgId = organization!.org_id;
+    expect((await sb.organizations.members.list(orgId).collect()).map((member) => member.role)).toEqual(['owner']);
+    const webhook = await sb.webhooks.create(orgId, { url: 'https://hooks.example.com/switchboard', events: ['key.created'] });
+    expect(webhook.secret).toMatch(/^whsec_/);
+    expect((await sb.webhooks.list(orgId).collect()).map((w) => w.webhook_id)).toEqual([webhook.webhook_id]);
+    // A key acts in its own workspace: the organization's keys are made with the workspace option.
+    const orgKey = await sb.keys.create({ name: 'in acme' }, { workspaceId: orgId });
+    expect((await sb.keys.list({}, { workspaceId: orgId }).collect()).map((key) => key.key_id)).toEqual([orgKey.key!.key_id]);
+    const withKey = client({ apiKey: orgKey.full_key });
+    await expect(withKey.organizations.create({ name: 'Other' })).rejects.toBeInstanceOf(PermissionDeniedError);
+    await sb.webhooks.delete(orgId, webhook.webhook_id);
+  });
+});
+
+describe('idempotent retries on the real path', () => {
+  /**
+   * A proxy in front of the gateway that lets the chosen requests reach it but loses their
+   * answers (the connection is closed once the gateway has answered), as a network failure after
+   * the work is done would.
+   */
+  async function lossyProxy(loseAnswer: (method: string, url: string) => boolean) {
+    const forwarded: Array<{ method: string; url: string; status: number; idempotencyKey?: string; replayed: string | null }> = [];
+    let lost = false;
+    const server = createServer(async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const headers = new Headers();
+      for (const [name, value] of Object.entries(req.headers as IncomingHttpHeaders)) {
+        if (typeof value === 'string' && !['host', 'connection', 'content-length'].includes(name)) headers.set(name, value);
+      }
+      const method = req.method ?? 'GET';
+      const url = req.url ?? '/';
+      const body = chunks.length ? Buffer.concat(chunks) : undefined;
+      const upstream = await fetch(`${mesh.gatewayUrl}${url}`, { method, headers, body });
+      const answer = Buffer.from(await upstream.arrayBuffer());
+      forwarded.push({
+        method,
+        url,
+        status: upstream.status,
+        idempotencyKey: req.headers['idempotency-key'] as string | undefined,
+        replayed: upstream.headers.get('idempotent-replayed'),
+      });
+      if (!lost && loseAnswer(method, url)) {
+        lost = true;
+        req.socket.destroy();
+        return;
+      }
+      const out: Record<string, string> = {};
+      upstream.headers.forEach((value, name) => {
+        if (!['content-length', 'transfer-encoding', 'content-encoding', 'connection'].includes(name)) out[name] = value;
+      });
+      res.writeHead(upstream.status, out).end(answer);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return {
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      forwarded,
+      close: () => {
+        server.closeAllConnections();
+        return new Promise((resolve) => server.close(resolve));
+      },
+    };
+  }
+
+  // Needs the gateway's Idempotency-Key (docs/conventions.md#idempotency): without it the retry creates a second key.
+  it('creates one key when the answer to the first POST is lost and the SDK sends it again', async () => {
+    const { session } = await registered();
+    const proxy = await lossyProxy((method, url) => method === 'POST' && url === '/v1/keys');
+    try {
+      const sb = createSwitchboardClient({ baseUrl: proxy.url, accessToken: session.access_token, backoff: { sleep: async () => {} } });
+      const created = await sb.keys.create({ name: 'exactly once' });
+      const posts = proxy.forwarded.filter((f) => f.method === 'POST');
+      expect(posts).toHaveLength(2);
+      expect(posts[0].idempotencyKey).toBeTruthy();
+      expect(posts[1].idempotencyKey).toBe(posts[0].idempotencyKey);
+      expect(posts.map((p) => [p.status, p.replayed])).toEqual([
+        [201, null],
+        [201, 'true'],
+      ]);
+      const keys = await client({ accessToken: session.access_token }).keys.list().collect();
+      expect(keys.map((key) => key.key_id)).toEqual([created.key!.key_id]);
+    } finally {
+      await proxy.close();
+    }
   });
 });

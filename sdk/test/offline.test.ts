@@ -1,5 +1,17 @@
 import { describe, expect, it, vi } from 'vitest';
-import { createSwitchboardClient, paginate, type Session, SwitchboardError } from '../src/index.js';
+import {
+  createSwitchboardClient,
+  IdempotencyKeyReusedError,
+  InsufficientBalanceError,
+  InternalServerError,
+  NotFoundError,
+  PaymentRequiredError,
+  paginate,
+  RateLimitError,
+  type Session,
+  SpendCapExceededError,
+  SwitchboardError,
+} from '../src/index.js';
 
 /** The SDK's own logic against a stub fetch: what the mesh cannot be made to do on demand. */
 
@@ -16,9 +28,12 @@ describe('SwitchboardError', () => {
         { error: { code: 'too_many_attempts', message: 'slow down', field: null, request_id: 'req_1', metadata: { retry_after_seconds: 30 } } },
         { 'retry-after': '30' },
       );
-    const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', fetch });
+    // No retry: the error as it came.
+    const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', fetch, maxRetries: 0 });
     const error = await sb.post('/v1/auth/login', { body: { email: 'a@example.com', password: 'x' } }).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(RateLimitError);
     expect(error).toBeInstanceOf(SwitchboardError);
+    expect((error as SwitchboardError).headers.get('retry-after')).toBe('30');
     expect(error).toMatchObject({
       status: 429,
       code: 'too_many_attempts',
@@ -35,6 +50,25 @@ describe('SwitchboardError', () => {
     const error = await sb.get('/v1/account').catch((err: unknown) => err);
     expect(error).toMatchObject({ status: 502, code: 'http_502', requestId: 'req_proxy', field: null, retryAfter: null });
     expect((error as Error).message).toContain('bad gateway');
+  });
+
+  it('is an instance of the class of its code, else of its status', async () => {
+    const answers: Array<[number, string, new (...args: never[]) => SwitchboardError]> = [
+      [402, 'spend_cap_exceeded', SpendCapExceededError],
+      [402, 'insufficient_balance', InsufficientBalanceError],
+      [402, 'something_new', PaymentRequiredError],
+      [404, 'key_not_found', NotFoundError],
+      [422, 'idempotency_key_reused', IdempotencyKeyReusedError],
+      [500, 'internal_error', InternalServerError],
+      [418, 'teapot', SwitchboardError],
+    ];
+    for (const [status, code, Class] of answers) {
+      const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', fetch: async () => json(status, errorBody(code)) });
+      const error = await sb.keys.retrieve('key_1').catch((err: unknown) => err);
+      expect(error, code).toBeInstanceOf(Class);
+      expect(error, code).toMatchObject({ status, code, name: Class.name });
+    }
+    expect(new SpendCapExceededError({ status: 402, code: 'spend_cap_exceeded', message: 'm' })).toBeInstanceOf(PaymentRequiredError);
   });
 });
 
@@ -98,7 +132,7 @@ describe('token refresh', () => {
 
     // A dead cookie: the refresh's 401 forgets the access token too.
     fetch.mockImplementation(async () => json(401, errorBody('invalid_token')));
-    await expect(sb.refresh()).rejects.toMatchObject({ code: 'invalid_token' });
+    await expect(sb.auth.refresh()).rejects.toMatchObject({ code: 'invalid_token' });
     expect(sb.credentials().accessToken).toBeUndefined();
   });
 
@@ -116,6 +150,19 @@ describe('token refresh', () => {
     const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', accessToken: 'stale', refreshToken: 'r1', fetch: always });
     await expect(sb.get('/v1/account')).rejects.toMatchObject({ code: 'token_expired' });
     expect(always).toHaveBeenCalledTimes(3);
+  });
+});
+
+describe('routes the document does not list yet', () => {
+  it('asks for a new verification mail', async () => {
+    const seen: Array<[string, string, string]> = [];
+    const fetch = async (request: Request) => {
+      seen.push([request.method, new URL(request.url).pathname, await request.text()]);
+      return new Response(null, { status: 202 });
+    };
+    const sb = createSwitchboardClient({ baseUrl: 'http://gateway.test', fetch });
+    await expect(sb.auth.resendVerificationEmail({ email: 'a@example.com' })).resolves.toBeUndefined();
+    expect(seen).toEqual([['POST', '/v1/auth/verify-email/resend', '{"email":"a@example.com"}']]);
   });
 });
 
