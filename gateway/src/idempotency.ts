@@ -6,6 +6,7 @@ import { ApiError } from '@switchboard/runtime/api-error';
 import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import type { Logger } from '@switchboard/runtime/log';
 import type { NatsConnection } from '@switchboard/runtime/nats';
+import { InputError } from './codec.js';
 
 /** How long a key's result is kept (docs/conventions.md#idempotency): the bucket's TTL. */
 const keptMs = 24 * 3600_000;
@@ -60,7 +61,8 @@ interface StoredRecord {
  */
 export function idempotencyKeyOf(header: string | string[] | undefined): string | undefined {
   if (header === undefined) return undefined;
-  if (typeof header !== 'string' || !keyPattern.test(header)) throw catalogued(errorCatalogue.invalidIdempotencyKey, { field: 'Idempotency-Key' });
+  if (typeof header !== 'string' || !keyPattern.test(header))
+    throw new InputError('Idempotency-Key', 'The Idempotency-Key header must be 1 to 255 printable ASCII characters.');
   return header;
 }
 
@@ -287,7 +289,7 @@ function unlessTaken(err: unknown): undefined {
 }
 
 // rest.ts adds Retry-After: 1 to every 503.
-const unavailable = () => catalogued(errorCatalogue.idempotencyUnavailable);
+const unavailable = () => catalogued(errorCatalogue.serviceUnavailable, { dependency: 'store of Idempotency-Key answers' });
 
 function encode(record: StoredRecord): Uint8Array {
   return Buffer.from(JSON.stringify(record));

@@ -229,7 +229,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     sendAnswer(res, await execute());
     return;
   }
-  if (!options.idempotency) throw catalogued(errorCatalogue.idempotencyUnavailable);
+  if (!options.idempotency) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'store of Idempotency-Key answers' });
   const { answer, replayed } = await options.idempotency.run(
     {
       key: idempotencyKey,

@@ -191,17 +191,11 @@ export const errorCatalogue = {
     when: 'The REST rate limit of the caller (per user or API key, or per client address without credentials) is used up for this minute; retry after `Retry-After` seconds (`metadata.retry_after_seconds`).',
     exampleMetadata: { retry_after_seconds: 17 },
   },
-  invalidIdempotencyKey: {
-    status: 400,
-    code: 'invalid_request',
-    message: 'The Idempotency-Key header must be 1 to 255 printable ASCII characters.',
-    when: 'The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).',
-  },
   idempotencyKeyReused: {
     status: 422,
     code: 'idempotency_key_reused',
-    message: 'This Idempotency-Key was used for another request (another route, query or body); use a new key for a new request.',
-    when: 'The `Idempotency-Key` was used within 24 h by the same caller for a request with another route, query or body.',
+    message: 'This Idempotency-Key was used for another request (another path, query or body); use a new key for a new request.',
+    when: 'The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).',
   },
   idempotentResultUnavailable: {
     status: 409,
@@ -209,12 +203,6 @@ export const errorCatalogue = {
     message: ({ limitBytes }: { limitBytes: number }) =>
       `The request with this Idempotency-Key was already carried out, but its answer was larger than ${limitBytes} bytes and was not kept; read the result with a GET.`,
     when: 'The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.',
-  },
-  idempotencyUnavailable: {
-    status: 503,
-    code: 'service_unavailable',
-    message: 'Requests with an Idempotency-Key cannot be served right now (their store is unavailable); try again shortly.',
-    when: 'The store of `Idempotency-Key` results (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.',
   },
 
   // The server's side: a dependency away, or a bug.
