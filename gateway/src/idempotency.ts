@@ -127,11 +127,18 @@ export class IdempotencyStore {
     // Never a hang: past the takeover delay (and a margin), something is wrong with the store.
     const giveUpAt = Date.now() + 2 * this.options.takeoverAfterMs;
     while (Date.now() < giveUpAt) {
-      const claimed = await this.nats(() => kv.create(storeKey, claim).catch(unlessTaken));
+      // A put expecting no entry yet (kv.create would read the entry again on a refusal, which costs a replay one more round trip).
+      const claimed = await this.nats(() => kv.put(storeKey, claim, { previousSeq: 0 }).catch(unlessTaken));
       if (claimed !== undefined) return { answer: await this.runClaimed(kv, storeKey, claimed, keys, fp, request, execute), replayed: false };
       const entry = await this.nats(() => kv.get(storeKey));
-      // Released (or expired) between the two calls: claim it again.
-      if (entry?.operation !== 'PUT') continue;
+      // Expired between the two calls: claim it again.
+      if (!entry) continue;
+      if (entry.operation !== 'PUT') {
+        // Released by a request whose answer was not kept: claimed on the release's revision, by one writer.
+        const reclaimed = await this.nats(() => kv.update(storeKey, claim, entry.revision).catch(unlessTaken));
+        if (reclaimed !== undefined) return { answer: await this.runClaimed(kv, storeKey, reclaimed, keys, fp, request, execute), replayed: false };
+        continue;
+      }
       const record = decode(entry);
       // Made under the current secret, or under the previous one before a rotation; else another request.
       const recordKeysOf =
@@ -281,7 +288,7 @@ function fingerprintOf(keys: RecordKeys, digest: string): string {
   return createHmac('sha256', keys.fingerprint).update(digest).digest('base64url');
 }
 
-/** A create or update refused because another writer got there first: undefined; any other failure is thrown. */
+/** A write refused because another writer got there first: undefined; any other failure is thrown. */
 function unlessTaken(err: unknown): undefined {
   const code = err instanceof JetStreamApiError ? err.code : undefined;
   if (code === JetStreamApiCodes.StreamWrongLastSequence || code === JetStreamApiCodes.StreamWrongLastSequenceUnknown) return undefined;

@@ -155,6 +155,24 @@ describe('Idempotency-Key', () => {
     expect(messages.json.data).toHaveLength(1);
   });
 
+  it('does not keep a 503: the key is released and a retry runs once the service is back', async () => {
+    const user = await signUp(suite.call);
+    const key = newKey();
+    const post = () => suite.call('POST', '/v1/keys', { token: user.token, body: { name: 'after outage' }, headers: { 'idempotency-key': key } });
+    await suite.mesh.stopComponent('keys');
+    try {
+      expectErrorBody(await post(), 503, 'service_unavailable');
+    } finally {
+      await suite.mesh.startComponent('keys');
+    }
+    const ran = await post();
+    expect(ran.status, ran.text).toBe(201);
+    expect(ran.headers.get('idempotent-replayed')).toBeNull();
+    const replay = await post();
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.json).toEqual(ran.json);
+  });
+
   it('changes nothing without the header: two POSTs create two keys', async () => {
     const user = await signUp(suite.call);
     for (let i = 0; i < 2; i++) {
