@@ -216,17 +216,17 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     throw err;
   }
   const abort = new AbortController();
-  // Cancel the call (or the wait for another request's answer) when the client goes away (aborting after
-  // a normal end would cost a DOMException per request).
+  // Cancel the call without an Idempotency-Key, or the wait for another request's answer, when the client
+  // goes away (aborting after a normal end would cost a DOMException per request).
   res.once('close', () => {
     if (!res.writableFinished) abort.abort();
   });
-  const execute = () =>
-    callService(options, req, res, { route, input, principal, workspace, cookieMode, requestId, clientIp: facts.clientIp }, abort.signal).catch(
-      (err: unknown) => errorAnswer(err, requestId, options.log),
+  const execute = (signal?: AbortSignal) =>
+    callService(options, req, res, { route, input, principal, workspace, cookieMode, requestId, clientIp: facts.clientIp }, signal).catch((err: unknown) =>
+      errorAnswer(err, requestId, options.log),
     );
   if (!idempotencyKey) {
-    sendAnswer(res, await execute());
+    sendAnswer(res, await execute(abort.signal));
     return;
   }
   if (!options.idempotency) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'store of Idempotency-Key answers' });
@@ -243,7 +243,9 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
       body: raw,
       requestId,
     },
-    execute,
+    // docs/conventions.md#idempotency: a call with a key runs to its end even when its client goes away, and
+    // its answer is kept, so the client's retry (after a dropped connection) gets it instead of a second run.
+    () => execute(),
     abort.signal,
   );
   if (replayed) res.setHeader('Idempotent-Replayed', 'true');
@@ -267,7 +269,7 @@ async function callService(
   req: http.IncomingMessage,
   res: http.ServerResponse,
   { route, input, principal, workspace, cookieMode, requestId, clientIp }: CallFacts,
-  signal: AbortSignal,
+  signal: AbortSignal | undefined,
 ): Promise<Answer> {
   const token = await options.meshTokens.mint(route.owner, {
     caller: 'gateway',

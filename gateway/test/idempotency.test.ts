@@ -1,5 +1,8 @@
+import http from 'node:http';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
+import { createDb } from '@switchboard/runtime/db';
+import { eventually, requireEnv } from '@switchboard/runtime/testing';
 import { expectErrorBody, meshSuiteOfFile, signUp } from '@switchboard/testkit/mesh';
 import { describe, expect, it } from 'vitest';
 import { maxKeptBodyBytes } from '../src/idempotency.js';
@@ -171,6 +174,49 @@ describe('Idempotency-Key', () => {
     const replay = await post();
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
     expect(replay.json).toEqual(ran.json);
+  });
+
+  it('runs a request whose client dropped the connection mid-call to its end, so the retry creates nothing more', async () => {
+    const user = await signUp(suite.call);
+    const key = newKey();
+    const body = JSON.stringify({ name: 'dropped' });
+    const db = createDb(requireEnv('DATABASE_URL'), 'keys', 2);
+    try {
+      // New keys wait on this lock, so the connection is dropped while the call is running.
+      const lock = await db.transaction();
+      let request: http.ClientRequest | undefined;
+      try {
+        await lock.raw('LOCK TABLE api_keys IN SHARE ROW EXCLUSIVE MODE');
+        request = http.request(`${suite.mesh.gatewayUrl}/v1/keys`, {
+          method: 'POST',
+          agent: false,
+          headers: {
+            authorization: `Bearer ${user.token}`,
+            'content-type': 'application/json',
+            'idempotency-key': key,
+            'content-length': Buffer.byteLength(body),
+          },
+        });
+        request.on('error', () => undefined);
+        request.end(body);
+        await eventually(async () => {
+          const waiting = await db.raw(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE 'insert into "api_keys"%'`,
+          );
+          return waiting.rows[0].n > 0;
+        }, 'the key insert waiting on the lock');
+        request.destroy();
+      } finally {
+        await lock.commit();
+      }
+    } finally {
+      await db.destroy();
+    }
+    const retry = await suite.call('POST', '/v1/keys', { token: user.token, body: { name: 'dropped' }, headers: { 'idempotency-key': key } });
+    expect(retry.status, retry.text).toBe(201);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    const keys = await suite.call('GET', '/v1/keys', { token: user.token });
+    expect(keys.json.data.map((k: { key_id: string }) => k.key_id)).toEqual([retry.json.key.key_id]);
   });
 
   it('changes nothing without the header: two POSTs create two keys', async () => {
