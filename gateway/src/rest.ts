@@ -177,7 +177,12 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   let principal: Principal | undefined;
   let workspace: Workspace | undefined;
   if (route.credentials !== 'none') {
-    principal = await options.authenticator.authenticate(req.headers.authorization, { ip: facts.clientIp, requestId });
+    principal = await options.authenticator.authenticate(req.headers.authorization, { ip: facts.clientIp, requestId }).catch((err: unknown) => {
+      // docs/conventions.md#rate-limits: refused credentials have no principal; they count for the client address
+      // (a flood of made-up keys or tokens is slowed like any caller without credentials).
+      if (err instanceof ApiError && err.status === 401) options.rateLimiter?.take(res, undefined, facts.clientIp);
+      throw err;
+    });
     facts.principal = principal;
     // docs/conventions.md#rate-limits: every authenticated request counts for its principal, refused or not.
     options.rateLimiter?.take(res, principal, facts.clientIp);

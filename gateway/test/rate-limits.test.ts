@@ -72,6 +72,17 @@ describe('REST rate limits', () => {
     expect(signedIn.headers.get('ratelimit-policy')).toBe('"default";q=5;w=60');
   });
 
+  it('counts refused credentials for the client address: a flood of made-up tokens is slowed', async () => {
+    const client = fromAddress(suite.call, '203.0.113.10');
+    for (let remaining = 2; remaining >= 0; remaining--) {
+      const refused = await client('GET', '/v1/account', { token: 'sb_made_up_key' });
+      expectErrorBody(refused, 401);
+      expect(refused.headers.get('ratelimit-policy')).toBe('"default";q=3;w=60');
+      expect(rateLimitOf(refused).r).toBe(remaining);
+    }
+    expectErrorBody(await client('GET', '/v1/account', { token: 'sb_made_up_key' }), 429, 'rate_limited');
+  });
+
   it('never limits health, readiness, the OpenAPI document, /docs or the dashboard, and sets no RateLimit headers there', async () => {
     const client = fromAddress(suite.call, '203.0.113.9');
     for (let i = 0; i < 3; i++) expect((await client('GET', '/v1/.well-known/jwks.json')).status).toBe(200);
