@@ -234,6 +234,8 @@ export class IdempotencyStore {
       return await operation();
     } catch (err) {
       if (err instanceof ApiError) throw err;
+      // The next request opens the bucket again (creating it if a new NATS server lost it).
+      this.kv = undefined;
       this.options.log.warn({ err: (err as Error).message }, 'the Idempotency-Key bucket is unavailable');
       throw unavailable();
     }

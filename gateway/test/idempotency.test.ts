@@ -219,6 +219,26 @@ describe('Idempotency-Key', () => {
     expect(keys.json.data.map((k: { key_id: string }) => k.key_id)).toEqual([retry.json.key.key_id]);
   });
 
+  it('opens its bucket again when NATS has lost it', async () => {
+    const user = await signUp(suite.call);
+    const nc = await connect({ servers: suite.mesh.env.NATS_URL });
+    try {
+      await (await new Kvm(nc).open(`${suite.mesh.env.SWITCHBOARD_NAMESPACE}-idempotency`)).destroy();
+    } finally {
+      await nc.close();
+    }
+    const key = newKey();
+    const created = await eventually(async () => {
+      const response = await suite.call('POST', '/v1/keys', { token: user.token, body: { name: 'after loss' }, headers: { 'idempotency-key': key } });
+      if (response.status === 503) return undefined;
+      return response;
+    }, 'a POST with the header served again');
+    expect(created.status, created.text).toBe(201);
+    const replay = await suite.call('POST', '/v1/keys', { token: user.token, body: { name: 'after loss' }, headers: { 'idempotency-key': key } });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect((await suite.call('GET', '/v1/keys', { token: user.token })).json.data).toHaveLength(1);
+  });
+
   it('changes nothing without the header: two POSTs create two keys', async () => {
     const user = await signUp(suite.call);
     for (let i = 0; i < 2; i++) {
