@@ -87,9 +87,10 @@ export interface IdempotencyOptions {
 
 /**
  * Idempotency-Key of the REST surface (docs/conventions.md#idempotency): the first request with
- * a key claims it in a JetStream KV bucket (`create` succeeds for one writer only, whichever
- * replica it reaches), runs, and leaves its answer there for 24 h; every other request with the
- * key, concurrent or later, on any replica, waits for that answer and replays it.
+ * a key claims it in a JetStream KV bucket (a write that expects the entry's revision, so one
+ * writer wins whichever replica it reaches), runs, and leaves its answer there for 24 h; every
+ * other request with the key, concurrent or later, on any replica, waits for that answer and
+ * replays it.
  */
 export class IdempotencyStore {
   private nc?: NatsConnection;
