@@ -1,6 +1,17 @@
 import { type ServiceName, serviceNames, servicePorts } from '@switchboard/contracts/components';
-import { type CommonConfig, readDuration, readEventsConfig, readInt, readMeshSecret, readString, serviceUrl } from '@switchboard/runtime/config';
+import {
+  type CommonConfig,
+  readDuration,
+  readEventsConfig,
+  readInt,
+  readMeshSecret,
+  readNamespace,
+  readPreviousMeshSecret,
+  readString,
+  serviceUrl,
+} from '@switchboard/runtime/config';
 import { AddressRanges } from '@switchboard/runtime/ip';
+import type { RestRateLimits } from './rate-limits.js';
 
 type Env = Record<string, string | undefined>;
 
@@ -14,6 +25,8 @@ export interface GatewayConfig {
   host: string;
   metricsPort: number;
   meshSecret: string;
+  /** SWITCHBOARD_MESH_SECRET_PREVIOUS: during a rotation, the Idempotency-Key answers kept under it stay readable. */
+  meshSecretPrevious?: string;
   events: Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream'>;
   /** <SERVICE>_URL: where each service answers. */
   serviceUrls: Record<ServiceName, string>;
@@ -27,6 +40,13 @@ export interface GatewayConfig {
   dataPlaneTimeoutMs: number;
   /** GATEWAY_TRUSTED_PROXIES: the proxies whose X-Forwarded-For and trace context are believed. */
   trustedProxies: AddressRanges;
+  /**
+   * REST_RATE_LIMIT_PER_MINUTE and REST_RATE_LIMIT_PER_IP_PER_MINUTE: requests per minute and
+   * replica, per principal and per client address (docs/conventions.md#rate-limits).
+   */
+  rateLimits: RestRateLimits;
+  /** The JetStream KV bucket of the Idempotency-Key answers: one per namespace (SWITCHBOARD_NAMESPACE). */
+  idempotencyBucket: string;
 }
 
 export function readGatewayConfig(env: Env = process.env): GatewayConfig {
@@ -35,6 +55,7 @@ export function readGatewayConfig(env: Env = process.env): GatewayConfig {
     host: readString('HOST', '0.0.0.0', env),
     metricsPort: readInt('METRICS_PORT', 0, env),
     meshSecret: readMeshSecret(env),
+    meshSecretPrevious: readPreviousMeshSecret(env),
     events: readEventsConfig(env),
     serviceUrls: Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name, servicePorts[name], env)])) as Record<ServiceName, string>,
     keyCacheTtlMs: readDuration('GATEWAY_KEY_CACHE_TTL', '1s', env),
@@ -42,5 +63,11 @@ export function readGatewayConfig(env: Env = process.env): GatewayConfig {
     dataPlaneUrl: readString('DATA_PLANE_URL', 'http://127.0.0.1:8081', env).replace(/\/+$/, ''),
     dataPlaneTimeoutMs: readDuration('DATA_PLANE_TIMEOUT', '150s', env),
     trustedProxies: AddressRanges.parse(readString('GATEWAY_TRUSTED_PROXIES', '', env), 'GATEWAY_TRUSTED_PROXIES'),
+    // docs/conventions.md#rate-limits: why these defaults (an office of 100 behind one address never meets them).
+    rateLimits: {
+      perPrincipal: readInt('REST_RATE_LIMIT_PER_MINUTE', 1200, env, 1),
+      perAddress: readInt('REST_RATE_LIMIT_PER_IP_PER_MINUTE', 600, env, 1),
+    },
+    idempotencyBucket: `${readNamespace(env)}-idempotency`,
   };
 }

@@ -19,8 +19,10 @@ import { readGatewayConfig } from './config.js';
 import { createDashboardHandler } from './dashboard.js';
 import { createDataPlaneProxy, dataPlanePaths } from './data-plane-proxy.js';
 import { handleDocs } from './docs.js';
+import { IdempotencyStore } from './idempotency.js';
 import { buildOpenApiDocument } from './openapi.js';
-import { answerClientError, createRestHandler, sendJson } from './rest.js';
+import { RateLimiter } from './rate-limits.js';
+import { answerClientError, callTimeoutMs, createRestHandler, sendJson } from './rest.js';
 import { RevokedSessions, startRevocationFeed } from './revocations.js';
 import { Router } from './router.js';
 import { buildRoutes } from './routes.js';
@@ -84,10 +86,20 @@ async function main() {
   };
 
   const metrics = new Metrics('gateway');
-  // The gateway's own refusals go to the audit log straight over JetStream (it has no outbox): best effort.
-  const auditNats = connectNats(events.natsUrl, 'gateway-audit', log);
-  auditNats.catch((err) => log.warn({ err: (err as Error).message }, 'NATS unavailable: the gateway audit records wait in memory'));
-  const auditPublisher = new AuditPublisher({ nats: auditNats, subjectPrefix: events.eventsSubjectPrefix, producer: 'gateway', log, metrics });
+  // The gateway's own refusals go to the audit log straight over JetStream (it has no outbox): best
+  // effort. The Idempotency-Key answers are kept there too (a POST with the header is a 503 until it is reached).
+  const nats = connectNats(events.natsUrl, 'gateway', log);
+  nats.catch((err) => log.warn({ err: (err as Error).message }, 'NATS unavailable: the gateway audit records wait in memory'));
+  const idempotency = new IdempotencyStore({
+    nats,
+    bucket: config.idempotencyBucket,
+    secrets: config.meshSecretPrevious ? [config.meshSecret, config.meshSecretPrevious] : [config.meshSecret],
+    log,
+    // A claim outlives its call's deadline by a margin for keeping the answer (docs/conventions.md#idempotency).
+    takeoverAfterMs: callTimeoutMs + 5000,
+  });
+  const rateLimiter = new RateLimiter(config.rateLimits);
+  const auditPublisher = new AuditPublisher({ nats, subjectPrefix: events.eventsSubjectPrefix, producer: 'gateway', log, metrics });
   // The public edge: a client's own trace context is continued only through a proxy trusted here.
   trustIncomingTraceContext((req) => trustedProxies.has(req.socket.remoteAddress ?? ''));
   const handler = createRestHandler({
@@ -99,6 +111,8 @@ async function main() {
     metrics,
     audit: auditPublisher,
     trustedProxies,
+    rateLimiter,
+    idempotency,
     async builtIn(req, res, pathname, requestId, clientIp) {
       if (dataPlanePaths.has(pathname)) {
         await dataPlane(req, res, pathname, requestId, clientIp);
@@ -156,11 +170,12 @@ async function main() {
     async release() {
       await revocationFeed.stop();
       await auditPublisher.stop();
+      rateLimiter.stop();
       // A NATS never reached leaves the connection pending for ever: shutdown does not wait on it.
       await withTimeout(
-        auditNats.then((nc) => nc.close()),
+        nats.then((nc) => nc.close()),
         2000,
-        'closing the audit NATS connection',
+        'closing the NATS connection',
       ).catch(() => undefined);
       await metricsServer?.close();
     },

@@ -27,6 +27,8 @@ import {
 import { nameHttpRoute } from '@switchboard/runtime/trace-context';
 import type { Authenticator, Principal, Workspace } from './auth.js';
 import { decodeRequest, encodeResponse, InputError } from './codec.js';
+import { type Answer, type IdempotencyStore, idempotencyKeyOf } from './idempotency.js';
+import type { RateLimiter } from './rate-limits.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
 import { clearRefreshCookie, endsOwnSession, isRefresh, issuesSession, moveRefreshTokenToCookie, refreshTokenOfCookie, wantsCookie } from './session-cookie.js';
@@ -53,6 +55,13 @@ export interface RestOptions {
    * the audit log line only.
    */
   audit?: { publish(record: AuditRecord): void };
+  /** The REST rate limits (docs/conventions.md#rate-limits); none without it. */
+  rateLimiter?: RateLimiter;
+  /**
+   * Where Idempotency-Key answers are kept (docs/conventions.md#idempotency); without it a POST
+   * with the header is a 503 (never run unprotected).
+   */
+  idempotency?: IdempotencyStore;
   /**
    * Built-in endpoints (health, OpenAPI, docs, the dashboard): true when handled, or the route to
    * log and count it under when the path itself is not bounded (the dashboard's pages).
@@ -161,13 +170,22 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   }
   const { route, pathValues } = match;
   onRoute(route.template);
+  // docs/conventions.md#rate-limits: routes without credentials count per client address.
+  if (route.credentials === 'none') options.rateLimiter?.take(res, undefined, facts.clientIp);
 
   // Order of checks (docs/conventions.md#order-of-checks): credentials (with an API key's scope), then the workspace, then the input.
   let principal: Principal | undefined;
   let workspace: Workspace | undefined;
   if (route.credentials !== 'none') {
-    principal = await options.authenticator.authenticate(req.headers.authorization, { ip: facts.clientIp, requestId });
+    principal = await options.authenticator.authenticate(req.headers.authorization, { ip: facts.clientIp, requestId }).catch((err: unknown) => {
+      // docs/conventions.md#rate-limits: refused credentials have no principal; they count for the client address
+      // (a flood of made-up keys or tokens is slowed like any caller without credentials).
+      if (err instanceof ApiError && err.status === 401) options.rateLimiter?.take(res, undefined, facts.clientIp);
+      throw err;
+    });
     facts.principal = principal;
+    // docs/conventions.md#rate-limits: every authenticated request counts for its principal, refused or not.
+    options.rateLimiter?.take(res, principal, facts.clientIp);
     if (route.credentials === 'user_session' && principal.type === 'key') {
       refusedKey(options, route, principal, facts.clientIp, requestId, errorCatalogue.userSessionRequired.code);
       throw catalogued(errorCatalogue.userSessionRequired);
@@ -186,8 +204,12 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   // docs/api/identity.md#the-dashboards-session-cookie: only with the opt-in header is the cookie read or written.
   const cookieMode = wantsCookie(req);
   let input: Message;
+  let raw: Buffer | undefined;
+  let idempotencyKey: string | undefined;
   try {
-    input = await readInput(route, req, url.searchParams, pathValues);
+    // docs/conventions.md#idempotency: every POST of the REST surface takes an Idempotency-Key, checked with the input.
+    if (route.httpMethod === 'POST') idempotencyKey = idempotencyKeyOf(req.headers['idempotency-key']);
+    ({ input, raw } = await readInput(route, req, url.searchParams, pathValues));
     if (cookieMode && isRefresh(route)) {
       const refresh = input as Message & { refreshToken: string };
       if (!refresh.refreshToken) refresh.refreshToken = refreshTokenOfCookie(req) ?? '';
@@ -198,9 +220,65 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     if (principal) await assertPathWorkspaceVisible(options.authenticator, principal, workspace!, pathValues, requestId);
     throw err;
   }
+  const abort = new AbortController();
+  // Cancel the call without an Idempotency-Key, or the wait for another request's answer, when the client
+  // goes away (aborting after a normal end would cost a DOMException per request).
+  res.once('close', () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  const execute = (signal?: AbortSignal) =>
+    callService(options, req, res, { route, input, principal, workspace, cookieMode, requestId, clientIp: facts.clientIp }, signal).catch((err: unknown) =>
+      errorAnswer(err, requestId, options.log),
+    );
+  if (!idempotencyKey) {
+    sendAnswer(res, await execute(abort.signal));
+    return;
+  }
+  if (!options.idempotency) throw catalogued(errorCatalogue.serviceUnavailable, { dependency: 'store of Idempotency-Key answers' });
+  const { answer, replayed } = await options.idempotency.run(
+    {
+      key: idempotencyKey,
+      // docs/conventions.md#idempotency: a key belongs to its principal and workspace, or without credentials to the client address.
+      scope: principal
+        ? `${principal.keyId ? `key:${principal.keyId}` : `user:${principal.userId}`} ${workspace?.workspaceId ?? '-'}`
+        : `ip:${facts.clientIp ?? '-'}`,
+      route: `${route.httpMethod} ${route.template}`,
+      path: url.pathname,
+      query: url.search,
+      body: raw,
+      requestId,
+    },
+    // docs/conventions.md#idempotency: a call with a key runs to its end even when its client goes away, and
+    // its answer is kept, so the client's retry (after a dropped connection) gets it instead of a second run.
+    () => execute(),
+    abort.signal,
+  );
+  if (replayed) res.setHeader('Idempotent-Replayed', 'true');
+  sendAnswer(res, answer);
+}
+
+/** What one call of a service needs from the request it is made for. */
+interface CallFacts {
+  route: Route;
+  input: Message;
+  principal?: Principal;
+  workspace?: Workspace;
+  cookieMode: boolean;
+  requestId: string;
+  clientIp?: string;
+}
+
+/** Calls the route's RPC for the request and gives its answer (a refusal of the service throws). */
+async function callService(
+  options: RestOptions,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  { route, input, principal, workspace, cookieMode, requestId, clientIp }: CallFacts,
+  signal: AbortSignal | undefined,
+): Promise<Answer> {
   const token = await options.meshTokens.mint(route.owner, {
     caller: 'gateway',
-    clientIp: facts.clientIp,
+    clientIp,
     principalId: principal?.userId,
     principalType: principal?.type,
     sessionId: principal?.sessionId,
@@ -211,11 +289,6 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     // Identity keeps it on the sessions it opens (the user's list of sessions); other services have no use for it.
     userAgent: route.owner === 'identity' ? userAgentOf(req) : undefined,
   });
-  const abort = new AbortController();
-  // Cancel the call when the client goes away (aborting after a normal end would cost a DOMException per request).
-  res.once('close', () => {
-    if (!res.writableFinished) abort.abort();
-  });
   const tls = overTls(req, options.trustedProxies);
   let response: Awaited<ReturnType<UnaryClient['call']>>;
   try {
@@ -224,7 +297,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
       input,
       { authorization: `Bearer ${token}`, 'x-request-id': requestId },
       callTimeoutMs,
-      abort.signal,
+      signal,
     );
   } catch (err) {
     // A refresh token that no longer works (revoked, reused, ended) leaves no cookie behind. Only
@@ -244,7 +317,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
   const status = route.otherSuccesses.some((other) => other.status === override) ? override : route.successStatus;
   if (cookieMode && issuesSession(route)) moveRefreshTokenToCookie(req, res, response.message, tls);
   if (cookieMode && endsOwnSession(route, input)) clearRefreshCookie(req, res, tls);
-  sendResult(res, route, status, response.message, pagePolicyOf(response.header));
+  return resultAnswer(route, status, response.message, pagePolicyOf(response.header));
 }
 
 /** 403 `insufficient_scope` for an API key without the route's scope (docs/api/keys.md#scopes). */
@@ -363,7 +436,13 @@ async function assertPathWorkspaceVisible(
   }
 }
 
-async function readInput(route: Route, req: http.IncomingMessage, query: URLSearchParams, pathValues: Map<DescField, string>): Promise<Message> {
+/** The request's input message, and the body's bytes as received (an Idempotency-Key's fingerprint covers them). */
+async function readInput(
+  route: Route,
+  req: http.IncomingMessage,
+  query: URLSearchParams,
+  pathValues: Map<DescField, string>,
+): Promise<{ input: Message; raw: Buffer | undefined }> {
   let body: JsonValue | undefined;
   const hasBody = route.body !== '';
   const raw = hasBody ? await readBody(req, maxBodyBytes, tooLarge) : undefined;
@@ -390,43 +469,47 @@ async function readInput(route: Route, req: http.IncomingMessage, query: URLSear
     const value = req.headers[header];
     if (field && typeof value === 'string') message[field.localName] = value;
   }
-  return message;
+  return { input: message, raw };
 }
 
 const HTTP_BODY_TYPE = 'google.api.HttpBody';
 
 const tooLarge = () => catalogued(errorCatalogue.payloadTooLarge, { limitBytes: maxBodyBytes });
 
-function sendResult(res: http.ServerResponse, route: Route, status: number, message: Message, pagePolicy?: string): void {
-  res.setHeader('Cache-Control', 'no-store');
-  if (status === 204) {
-    res.writeHead(204).end();
-    return;
-  }
+/** The answer of a successful call: its record as JSON, a page, or a raw body (a report's CSV). */
+function resultAnswer(route: Route, status: number, message: Message, pagePolicy?: string): Answer {
+  const headers: Record<string, string> = { 'Cache-Control': 'no-store' };
+  if (status === 204) return { status, headers, body: Buffer.alloc(0) };
   if (route.method.output.typeName === HTTP_BODY_TYPE) {
     const page = message as HttpBody;
     // A page may bring its own CSP (e.g. a nonce for its inline script); JSON answers never do.
-    if (pagePolicy) res.setHeader('Content-Security-Policy', pagePolicy);
-    res.writeHead(status, { 'Content-Type': page.contentType || 'application/octet-stream', 'Content-Length': page.data.length });
-    res.end(page.data);
-    return;
+    if (pagePolicy) headers['Content-Security-Policy'] = pagePolicy;
+    return { status, headers: { ...headers, 'Content-Type': page.contentType || 'application/octet-stream' }, body: Buffer.from(page.data) };
   }
   // A response message with a set google.api.HttpBody field (e.g. a report's `csv`): that body, raw, instead of the JSON.
   const rawField = route.responseBody ? undefined : route.method.output.fields.find((f) => f.fieldKind === 'message' && f.message.typeName === HTTP_BODY_TYPE);
   const raw = rawField && ((message as Message & Record<string, unknown>)[rawField.localName] as HttpBody | undefined);
-  if (raw) {
-    res.writeHead(status, { 'Content-Type': raw.contentType || 'application/octet-stream', 'Content-Length': raw.data.length });
-    res.end(raw.data);
-    return;
-  }
+  if (raw) return { status, headers: { ...headers, 'Content-Type': raw.contentType || 'application/octet-stream' }, body: Buffer.from(raw.data) };
   let json = encodeResponse(route.method.output, message);
   if (route.responseBody) json = (json as Record<string, JsonValue>)[route.responseBody] ?? null;
-  sendJson(res, status, json);
+  return { status, headers: { ...headers, 'Content-Type': jsonContentType }, body: Buffer.from(JSON.stringify(json)) };
+}
+
+const jsonContentType = 'application/json; charset=utf-8';
+
+/** Writes an answer (a 204 without a body or a length, RFC 9110 §8.6). */
+function sendAnswer(res: http.ServerResponse, answer: Answer): void {
+  if (answer.status === 204) {
+    res.writeHead(204, answer.headers).end();
+    return;
+  }
+  res.writeHead(answer.status, { ...answer.headers, 'Content-Length': answer.body.length });
+  res.end(answer.body);
 }
 
 export function sendJson(res: http.ServerResponse, status: number, json: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(json);
-  res.writeHead(status, { ...headers, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text) });
+  res.writeHead(status, { ...headers, 'Content-Type': jsonContentType, 'Content-Length': Buffer.byteLength(text) });
   res.end(text);
 }
 
@@ -439,13 +522,22 @@ function refusedCredentials(err: ConnectError): boolean {
 }
 
 function sendError(res: http.ServerResponse, err: unknown, requestId: string, log: Logger): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  sendAnswer(res, errorAnswer(err, requestId, log));
+}
+
+/** The answer of a refusal or a failure, with the error body of docs/conventions.md#errors. */
+function errorAnswer(err: unknown, requestId: string, log: Logger): Answer {
   let status: number;
   let body: ErrorBody;
   let headers: Record<string, string> = {};
   if (err instanceof ApiError) {
     status = err.status;
     body = err.body(requestId);
-    headers = err.options.headers ?? {};
+    headers = { ...err.options.headers };
   } else if (err instanceof InputError) {
     status = 400;
     body = errorBody('invalid_request', err.message, requestId, err.field);
@@ -467,12 +559,8 @@ function sendError(res: http.ServerResponse, err: unknown, requestId: string, lo
   // A dependency that is away (a restart, an outage) comes back within seconds: say when to retry.
   if (status === 503) headers['Retry-After'] ??= '1';
   // RFC 9110 §11.6.1: every 401 names its scheme, also the sign-in calls' (docs/conventions.md).
-  if (status === 401 && !headers['WWW-Authenticate']) headers = { ...headers, 'WWW-Authenticate': 'Bearer' };
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
-  sendJson(res, status, body, headers);
+  if (status === 401 && !headers['WWW-Authenticate']) headers['WWW-Authenticate'] = 'Bearer';
+  return { status, headers: { ...headers, 'Content-Type': jsonContentType }, body: Buffer.from(JSON.stringify(body)) };
 }
 
 /**

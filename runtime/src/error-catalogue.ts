@@ -183,6 +183,28 @@ export const errorCatalogue = {
     when: 'The body is larger than 1 MiB.',
   },
 
+  // The REST surface's own limits and its Idempotency-Key header (docs/conventions.md#rate-limits, #idempotency).
+  rateLimited: {
+    status: 429,
+    code: 'rate_limited',
+    message: 'Too many requests; retry after `Retry-After` seconds.',
+    when: 'The REST rate limit of the caller (per user or API key, or per client address without credentials) is used up for this minute; retry after `Retry-After` seconds (`metadata.retry_after_seconds`).',
+    exampleMetadata: { retry_after_seconds: 17 },
+  },
+  idempotencyKeyReused: {
+    status: 422,
+    code: 'idempotency_key_reused',
+    message: 'This Idempotency-Key was used for another request (another path, query or body); use a new key for a new request.',
+    when: 'The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).',
+  },
+  idempotentResultUnavailable: {
+    status: 409,
+    code: 'idempotent_result_unavailable',
+    message: ({ limitBytes }: { limitBytes: number }) =>
+      `The request with this Idempotency-Key was already carried out, but its answer was larger than ${limitBytes} bytes and was not kept; read the result with a GET.`,
+    when: 'The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.',
+  },
+
   // The server's side: a dependency away, or a bug.
   serviceUnavailable: {
     status: 503,

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { type Mesh, startMesh } from '@switchboard/runtime/dev/mesh';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { expectSuccessKeepsContract } from './contract-check.js';
+import { relaxedRateLimits } from './rate-limits.js';
 
 /**
  * The hourly action limits of identity, raised for suites that sign up hundreds of users from
@@ -31,7 +32,12 @@ export const sandboxBilling: Record<string, string> = {
 /** Boots the whole mesh (every service and the gateway) on free ports for one test file. */
 export async function bootMesh(env: Record<string, string> = {}): Promise<Mesh> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'switchboard-mesh-'));
-  return startMesh({ dataDir, randomPorts: true, allowContainers: true, env: { LOG_LEVEL: 'info', ...relaxedActionLimits, ...sandboxBilling, ...env } });
+  return startMesh({
+    dataDir,
+    randomPorts: true,
+    allowContainers: true,
+    env: { LOG_LEVEL: 'info', ...relaxedActionLimits, ...relaxedRateLimits, ...sandboxBilling, ...env },
+  });
 }
 
 /** The mesh of one test file and a REST client of its gateway, filled in once the mesh has booted. */

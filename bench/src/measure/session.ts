@@ -6,6 +6,7 @@ import { connect } from '@nats-io/transport-node';
 import { readEventsConfig } from '@switchboard/runtime/config';
 import { type Component, components, type Mesh, type MeshOptions, startMesh } from '@switchboard/runtime/dev/mesh';
 import { dropDatabase, startNatsServer } from '@switchboard/runtime/infra';
+import { relaxedRateLimits } from '@switchboard/testkit/rate-limits';
 import { finishBench, resultsDir, type TargetCheck } from '../report.js';
 import { round } from './latency.js';
 import { readMemory } from './proc.js';
@@ -112,7 +113,8 @@ export async function startBenchMesh(
     database: session.database,
     nodeFlags: options.nodeFlags ?? benchNodeFlags(),
     // Top-ups through the sandbox provider, as under npm start (docs/api/billing.md#free-credit-and-the-sandbox).
-    env: { BILLING_SANDBOX: 'true', ...(options.env ?? { LOG_LEVEL: 'warn' }) },
+    // A load sends far more than the REST rate limits allow one principal or address (docs/conventions.md#rate-limits).
+    env: { BILLING_SANDBOX: 'true', ...relaxedRateLimits, ...(options.env ?? { LOG_LEVEL: 'warn' }) },
     onLine: options.onLine,
   });
   session.defer('mesh', () => mesh.stop());

@@ -5,6 +5,7 @@ import { createLocalCertificate } from '@switchboard/runtime/dev/local-certifica
 import { type Component, type Mesh, startMesh } from '@switchboard/runtime/dev/mesh';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { createLogger } from '@switchboard/runtime/log';
+import { relaxedRateLimits } from '../rate-limits.js';
 import { WebhookReceiver } from '../webhook-receiver.js';
 import { chaosModel } from './mixed-load.js';
 import { PrivateNats, PrivatePostgres } from './private-infra.js';
@@ -82,6 +83,7 @@ export async function startChaosWorld(
         SANDBOX_OPENING_CREDIT_USD: openingCreditUsd,
         // The load registers its sign-in users from one address.
         REGISTRATIONS_PER_IP_PER_HOUR: '100000',
+        ...relaxedRateLimits,
         WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true',
         NODE_EXTRA_CA_CERTS: certificate.certFile,
         // Deliveries retried within seconds, so a run waits for them no longer than a fault lasts.

@@ -570,7 +570,10 @@ const requestIds = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom('', 'has space', 'x'.repeat(129), 'a/b', 'req_"quoted"') },
 );
 
-/** Other headers: Idempotency-Key variants (ignored, docs/conventions.md), huge ones, odd ones. */
+/**
+ * Other headers: Idempotency-Key variants (docs/conventions.md#idempotency: a malformed one is a 400 on a POST, a
+ * reused one a replay or a 422), huge ones, odd ones.
+ */
 const extraHeaders: fc.Arbitrary<Record<string, string>> = fc.oneof(
   { weight: 10, arbitrary: fc.constant({}) },
   { weight: 1, arbitrary: fc.oneof(base62, fc.constantFrom('', 'x'.repeat(300), roleRef('other', 'checkoutId'))).map((key) => ({ 'idempotency-key': key })) },
