@@ -62,7 +62,7 @@ export function hasInputRules(message: DescMessage, seen = new Set<DescMessage>(
   return message.fields.some((field) => {
     if (hasOption(field, fieldRules)) return true;
     const nested = field.fieldKind === 'message' || (field.fieldKind === 'list' && field.listKind === 'message') ? field.message : undefined;
-    return nested !== undefined && nested.typeName.startsWith('switchboard.') && hasInputRules(nested, seen);
+    return nested?.typeName.startsWith('switchboard.') === true && hasInputRules(nested, seen);
   });
 }
 

@@ -129,7 +129,7 @@ describe('where a method is checked', () => {
       const name = `${method.parent.typeName}/${method.name}`;
       const check = inputCheckOf(method, ruleOf(method), declared.has(name));
       expect(typeof check, `${name}: ${JSON.stringify(check)}`).toBe('string');
-      (placed[check as string] ??= []).push(method.name);
+      placed[check as string] = [...(placed[check as string] ?? []), method.name];
     }
     // The handler rules wait for their decision; the conversations' object routes and the feedback check after their lookup.
     expect(placed['at-decision']).toContain('UpdateKey');
