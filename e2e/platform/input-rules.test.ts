@@ -76,6 +76,8 @@ function validObject(message: DescMessage): Record<string, unknown> {
 
 /** Every violation of the annotated field `f` (and of the annotated fields of its messages). */
 function violationsOf(f: DescField): Violation[] {
+  // A field taking several JSON types states them as a JSON Schema; none of them takes a boolean.
+  if (hasOption(f, fieldOption) && getOption(f, fieldOption).schema !== '') return [{ value: true, field: f.name, rule: 'schema.type' }];
   const rules = rulesOf(f);
   if (f.fieldKind === 'scalar') return rules ? scalarViolations(rules, f.name) : [];
   if (f.fieldKind !== 'list') return [];
