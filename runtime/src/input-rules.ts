@@ -66,8 +66,12 @@ export function hasInputRules(message: DescMessage, seen = new Set<DescMessage>(
   });
 }
 
-/** Path variables that name an object the handler looks up (not the workspace, which the gateway resolves). */
-const objectVariable = /\{(?!workspace_id\b)(\w+_id|token)\b/;
+/**
+ * Path variables that name an object the handler looks up (not the workspace, which the gateway
+ * resolves). A `{token}` of a public page is a capability, not an object a principal may or may
+ * not see: its input may be judged first, as those handlers always did.
+ */
+const objectVariable = /\{(?!workspace_id\b)\w+_id\b/;
 
 function pathOf(method: DescMethod): string {
   if (!hasOption(method, http)) return '';
