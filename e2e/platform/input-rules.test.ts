@@ -189,6 +189,8 @@ describe('a value breaking an input rule', () => {
 // biome-ignore lint/suspicious/noExplicitAny: the document is JSON read as it comes.
 type Schema = Record<string, any>;
 
+// The document states the rules the generator reads from the same annotations
+// (docs/conventions.md#input-rules): enum, minLength, maxLength, pattern, minimum, maximum, maxItems.
 describe('the API reference', () => {
   let document: Schema;
   beforeAll(async () => {
