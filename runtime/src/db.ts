@@ -1,5 +1,6 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
@@ -119,6 +120,9 @@ export async function createIndexesConcurrently(knex: Knex, indexes: Array<{ nam
  * migrations table inside its own schema and never touches another schema. Returns the names of
  * the migrations this call applied (none when the schema was up to date).
  */
+/** How often a replica asks again for the migration lock another replica holds. */
+const migrationLockPollMs = 100;
+
 export async function migrate(db: Knex, schema: string, migrationsDirectory: string): Promise<string[]> {
   const lockKey = `switchboard.migrate.${schema}`;
   // Replicas starting together: a session advisory lock, held on a connection of its own,
@@ -127,7 +131,15 @@ export async function migrate(db: Knex, schema: string, migrationsDirectory: str
   try {
     // Waiting for another replica's migration may take longer than a request's statement timeout.
     await db.raw('SET statement_timeout = 0').connection(lockConnection);
-    await db.raw('SELECT pg_advisory_lock(hashtext(?))', [lockKey]).connection(lockConnection);
+    // Tried, not waited for in one statement: a statement waiting on the lock holds a snapshot,
+    // and another replica's CREATE INDEX CONCURRENTLY (createIndexesConcurrently), which waits
+    // for every older snapshot of the database, would then wait for us while we wait for it.
+    while (
+      !(await db.raw<{ rows: Array<{ locked: boolean }> }>('SELECT pg_try_advisory_lock(hashtext(?)) AS locked', [lockKey]).connection(lockConnection)).rows[0]
+        ?.locked
+    ) {
+      await delay(migrationLockPollMs);
+    }
     try {
       // CREATE SCHEMA needs the database-wide CREATE right even when the schema exists; a
       // production role that owns only its schema must not need it.
