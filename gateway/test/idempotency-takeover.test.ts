@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 async function replica(): Promise<IdempotencyStore> {
   await nats;
-  const store = new IdempotencyStore({ nats, bucket, secrets: ['a mesh secret of at least thirty-two bytes'], log, takeoverAfterMs: 500 });
+  const store = new IdempotencyStore({ nats, bucket, secret: 'an idempotency secret of at least thirty-two bytes', log, takeoverAfterMs: 500 });
   // The store learns of the connection in a callback of the promise: let it run.
   await new Promise((resolve) => setImmediate(resolve));
   return store;
