@@ -61,7 +61,7 @@ async function benchIdempotency() {
   const store = new IdempotencyStore({
     nats,
     bucket: `bench-${randomUUID().slice(0, 8)}-idempotency`,
-    secrets: ['a mesh secret of at least thirty-two bytes'],
+    secret: 'an idempotency secret of at least thirty-two bytes',
     log,
     takeoverAfterMs: 15_000,
   });

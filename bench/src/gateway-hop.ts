@@ -78,6 +78,7 @@ async function startGateway(session: BenchSession, dataPlaneUrl: string): Promis
     LOG_LEVEL: 'info',
     DATA_PLANE_URL: dataPlaneUrl,
     SWITCHBOARD_MESH_SECRET: randomBytes(32).toString('base64url'),
+    SWITCHBOARD_IDEMPOTENCY_SECRET: randomBytes(32).toString('base64url'),
     NATS_URL: `nats://${nowhere}`,
     ...Object.fromEntries(['IDENTITY', 'KEYS', 'BILLING', 'CONVERSATIONS', 'WEBHOOKS'].map((name) => [`${name}_URL`, `http://${nowhere}`])),
   });

@@ -6,7 +6,7 @@ import {
   readInt,
   readMeshSecret,
   readNamespace,
-  readPreviousMeshSecret,
+  readSecret,
   readString,
   serviceUrl,
 } from '@switchboard/runtime/config';
@@ -25,8 +25,11 @@ export interface GatewayConfig {
   host: string;
   metricsPort: number;
   meshSecret: string;
-  /** SWITCHBOARD_MESH_SECRET_PREVIOUS: during a rotation, the Idempotency-Key answers kept under it stay readable. */
-  meshSecretPrevious?: string;
+  /**
+   * SWITCHBOARD_IDEMPOTENCY_SECRET (at least 32 bytes): seals the Idempotency-Key answers kept in
+   * NATS and keys their fingerprints, and nothing else (docs/conventions.md#idempotency).
+   */
+  idempotencySecret: string;
   events: Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream'>;
   /** <SERVICE>_URL: where each service answers. */
   serviceUrls: Record<ServiceName, string>;
@@ -55,7 +58,7 @@ export function readGatewayConfig(env: Env = process.env): GatewayConfig {
     host: readString('HOST', '0.0.0.0', env),
     metricsPort: readInt('METRICS_PORT', 0, env),
     meshSecret: readMeshSecret(env),
-    meshSecretPrevious: readPreviousMeshSecret(env),
+    idempotencySecret: readSecret('SWITCHBOARD_IDEMPOTENCY_SECRET', env),
     events: readEventsConfig(env),
     serviceUrls: Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name, servicePorts[name], env)])) as Record<ServiceName, string>,
     keyCacheTtlMs: readDuration('GATEWAY_KEY_CACHE_TTL', '1s', env),

@@ -49,7 +49,12 @@ export interface IdempotentRequest {
 interface StoredRecord {
   v: 1;
   state: 'running' | 'done';
-  /** Keyed fingerprint of the request (HMAC under a key derived from the mesh secret and the Idempotency-Key). */
+  /**
+   * Which SWITCHBOARD_IDEMPOTENCY_SECRET made the record (secretIdOf); none on a record made
+   * before the secret existed. A record of another secret can be neither checked nor opened.
+   */
+  kid?: string;
+  /** Keyed fingerprint of the request (HMAC under a key derived from the idempotency secret and the Idempotency-Key). */
   fp: string;
   /** The answer, AES-256-GCM sealed (iv | ciphertext | tag, base64url); null when it was too large to keep. */
   answer?: string | null;
@@ -72,10 +77,12 @@ export interface IdempotencyOptions {
   /** The KV bucket (one per namespace). */
   bucket: string;
   /**
-   * SWITCHBOARD_MESH_SECRET, then SWITCHBOARD_MESH_SECRET_PREVIOUS during a rotation: the
-   * fingerprints and the answers' keys are derived from them (the gateway never holds the data keys).
+   * SWITCHBOARD_IDEMPOTENCY_SECRET: the fingerprints and the answers' keys are derived from it.
+   * A secret of its own, never the mesh secret, which only signs internal tokens, nor the data
+   * keys, which the gateway never holds (docs/conventions.md#idempotency). There is no previous
+   * one: after a rotation, an answer kept under the old secret is a 409, like one too large to keep.
    */
-  secrets: readonly string[];
+  secret: string;
   log: Logger;
   /**
    * How long a claim may stay without an answer before another request takes it over: the claim
@@ -96,8 +103,10 @@ export class IdempotencyStore {
   private nc?: NatsConnection;
   private connected = false;
   private kv?: Promise<KV>;
+  private readonly secretId: string;
 
   constructor(private readonly options: IdempotencyOptions) {
+    this.secretId = secretIdOf(options.secret);
     options.nats.then(
       (nc) => {
         this.nc = nc;
@@ -120,9 +129,9 @@ export class IdempotencyStore {
       .update(`${request.path}?${request.query}\n`)
       .update(request.body ?? Buffer.alloc(0))
       .digest('hex');
-    const keys = recordKeys(this.options.secrets[0], storeKey, request.key);
+    const keys = recordKeys(this.options.secret, storeKey, request.key);
     const fp = fingerprintOf(keys, digest);
-    const claim = encode({ v: 1, state: 'running', fp });
+    const claim = encode({ v: 1, state: 'running', kid: this.secretId, fp });
     let seen: { revision: number; at: number } | undefined;
     let pollMs = 10;
     // Never a hang: past the takeover delay (and a margin), something is wrong with the store.
@@ -141,16 +150,11 @@ export class IdempotencyStore {
         continue;
       }
       const record = decode(entry);
-      // Made under the current secret, or under the previous one before a rotation; else another request.
-      const recordKeysOf =
-        record.fp === fp
-          ? keys
-          : this.options.secrets
-              .slice(1)
-              .map((secret) => recordKeys(secret, storeKey, request.key))
-              .find((previous) => fingerprintOf(previous, digest) === record.fp);
-      if (!recordKeysOf) throw catalogued(errorCatalogue.idempotencyKeyReused, { field: 'Idempotency-Key' });
-      if (record.state === 'done') return { answer: replay(record, recordKeysOf, storeKey, request), replayed: true };
+      // docs/conventions.md#idempotency: a record made under another idempotency secret (before a
+      // rotation, or by a replica not rolled yet) has a fingerprint that cannot be checked here, and
+      // an answer that does not open (replay answers it 409, never a second run).
+      if (record.kid === this.secretId && record.fp !== fp) throw catalogued(errorCatalogue.idempotencyKeyReused, { field: 'Idempotency-Key' });
+      if (record.state === 'done') return { answer: this.replay(record, keys, storeKey, request), replayed: true };
       // docs/conventions.md#idempotency: a claim whose request has not answered after the takeover delay
       // is a replica that died mid-call. The delay counts from the claim (the server's clock), or from
       // when this request first saw it if that is earlier (a waiter never waits longer than the delay);
@@ -198,7 +202,7 @@ export class IdempotencyStore {
     const plain = Buffer.from(JSON.stringify({ status: answer.status, headers, body: answer.body.toString('base64') }));
     const kept = answer.body.length <= maxKeptBodyBytes ? seal(keys.answer, storeKey, plain) : null;
     try {
-      await this.nats(() => kv.update(storeKey, encode({ v: 1, state: 'done', fp, answer: kept }), revision));
+      await this.nats(() => kv.update(storeKey, encode({ v: 1, state: 'done', kid: this.secretId, fp, answer: kept }), revision));
     } catch (err) {
       // The call ran and its answer goes to the client; a retry will wait for the takeover delay and run it again.
       this.options.log.warn(
@@ -248,12 +252,31 @@ export class IdempotencyStore {
       else if (status.type === 'reconnect') this.connected = true;
     }
   }
+
+  /**
+   * The answer a record keeps, for a replay: a 409 when it was too large to keep, or when it does
+   * not open under this secret (kept before a rotation of SWITCHBOARD_IDEMPOTENCY_SECRET).
+   */
+  private replay(record: StoredRecord, keys: RecordKeys, storeKey: string, request: IdempotentRequest): Answer {
+    if (!record.answer) throw catalogued(errorCatalogue.idempotentResultUnavailable, { limitBytes: maxKeptBodyBytes });
+    let plain: Buffer;
+    try {
+      plain = open(keys.answer, storeKey, record.answer);
+    } catch {
+      // GCM authentication failed: sealed under another secret. The request ran once already.
+      this.options.log.warn(
+        { request_id: request.requestId, route: request.route },
+        'a kept Idempotency-Key answer does not open under SWITCHBOARD_IDEMPOTENCY_SECRET (rotated since): answered 409',
+      );
+      throw catalogued(errorCatalogue.idempotentResultUnavailable, {});
+    }
+    return replayOf(plain, request);
+  }
 }
 
-/** The answer a record keeps, for a replay. */
-function replay(record: StoredRecord, keys: RecordKeys, storeKey: string, request: IdempotentRequest): Answer {
-  if (!record.answer) throw catalogued(errorCatalogue.idempotentResultUnavailable, { limitBytes: maxKeptBodyBytes });
-  const kept = JSON.parse(open(keys.answer, storeKey, record.answer).toString('utf8')) as {
+/** A kept answer, opened, as the replay gives it. */
+function replayOf(plain: Buffer, request: IdempotentRequest): Answer {
+  const kept = JSON.parse(plain.toString('utf8')) as {
     status: number;
     headers: Record<string, string>;
     body: string;
@@ -277,13 +300,19 @@ interface RecordKeys {
 const hkdfSalt = 'switchboard/gateway/idempotency/v1';
 
 /**
- * The keys of the record of one Idempotency-Key: HKDF-SHA256 of the mesh secret, with the record's
- * key and the client's Idempotency-Key as the info, so neither a reader of NATS nor a holder of the
- * mesh secret alone can read a kept answer (it may hold a new key's full_key or session tokens).
+ * The keys of the record of one Idempotency-Key: HKDF-SHA256 of SWITCHBOARD_IDEMPOTENCY_SECRET, with
+ * the record's key and the client's Idempotency-Key as the info, so neither a reader of NATS nor a
+ * holder of the secret alone can read a kept answer (it may hold a new key's full_key or session
+ * tokens). Not the mesh secret: that one only signs internal tokens (docs/conventions.md#idempotency).
  */
 function recordKeys(secret: string, storeKey: string, idempotencyKey: string): RecordKeys {
   const derived = Buffer.from(hkdfSync('sha256', secret, hkdfSalt, `${storeKey}\n${idempotencyKey}`, 64));
   return { answer: derived.subarray(0, 32), fingerprint: derived.subarray(32) };
+}
+
+/** Names the secret a record was made under, without revealing it: 8 bytes of HKDF-SHA256 with their own info. */
+function secretIdOf(secret: string): string {
+  return Buffer.from(hkdfSync('sha256', secret, hkdfSalt, 'secret id', 8)).toString('base64url');
 }
 
 /** The request's fingerprint as stored: keyed, so a reader of NATS cannot test guesses of a body (a password) against it. */

@@ -93,7 +93,7 @@ async function main() {
   const idempotency = new IdempotencyStore({
     nats,
     bucket: config.idempotencyBucket,
-    secrets: config.meshSecretPrevious ? [config.meshSecret, config.meshSecretPrevious] : [config.meshSecret],
+    secret: config.idempotencySecret,
     log,
     // A claim outlives its call's deadline by a margin for keeping the answer (docs/conventions.md#idempotency).
     takeoverAfterMs: callTimeoutMs + 5000,

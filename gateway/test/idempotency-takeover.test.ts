@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Kvm } from '@nats-io/kv';
+import { ApiError } from '@switchboard/runtime/api-error';
 import { createLogger } from '@switchboard/runtime/log';
 import { connectNats } from '@switchboard/runtime/nats';
 import { requireEnv } from '@switchboard/runtime/testing';
@@ -9,7 +10,8 @@ import { type Answer, IdempotencyStore } from '../src/idempotency.js';
 /**
  * Two gateway replicas' Idempotency-Key stores on one real NATS (docs/conventions.md#idempotency):
  * a claim whose replica died mid-call is taken over after the takeover delay, once, and the
- * dead replica's late answer does not replace the one kept. The call is a stand-in: what is
+ * dead replica's late answer does not replace the one kept; after a rotation of the idempotency
+ * secret, an answer kept under the old one is a 409, never a second run. The call is a stand-in: what is
  * tested is the store between replicas, which a single-gateway mesh cannot show.
  */
 const log = createLogger('test', 'silent');
@@ -20,9 +22,9 @@ afterAll(async () => {
   await (await new Kvm(nc).open(bucket)).destroy();
   await nc.close();
 });
-async function replica(): Promise<IdempotencyStore> {
+async function replica(secret = 'an idempotency secret of at least thirty-two bytes'): Promise<IdempotencyStore> {
   await nats;
-  const store = new IdempotencyStore({ nats, bucket, secrets: ['a mesh secret of at least thirty-two bytes'], log, takeoverAfterMs: 500 });
+  const store = new IdempotencyStore({ nats, bucket, secret, log, takeoverAfterMs: 500 });
   // The store learns of the connection in a callback of the promise: let it run.
   await new Promise((resolve) => setImmediate(resolve));
   return store;
@@ -84,6 +86,35 @@ describe('Idempotency-Key between replicas', () => {
     const later = await first.run(request(key), call, new AbortController().signal);
     expect(later.replayed).toBe(true);
     expect(later.answer.body.toString()).toContain('the second run');
+    expect(runs).toBe(1);
+  });
+
+  it('answers 409 idempotent_result_unavailable for an answer kept under another secret (a rotation), and runs nothing again', async () => {
+    const before = await replica('the idempotency secret before the rotation, 32+ bytes');
+    const after = await replica('the idempotency secret after the rotation, 32+ bytes');
+    const key = randomUUID();
+    let runs = 0;
+    const call = async () => {
+      runs += 1;
+      return answer('the only run');
+    };
+    expect((await before.run(request(key), call, new AbortController().signal)).replayed).toBe(false);
+    // The same request, and another one, with the key: neither is run, neither is a 422 or a 500.
+    for (const retry of [request(key), { ...request(key), body: Buffer.from('{"name":"other"}') }]) {
+      const refused = await after.run(retry, call, new AbortController().signal).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(refused).toBeInstanceOf(ApiError);
+      expect((refused as ApiError).status).toBe(409);
+      expect((refused as ApiError).code).toBe('idempotent_result_unavailable');
+      expect((refused as ApiError).message).toContain('can no longer be read');
+    }
+    expect(runs).toBe(1);
+    // The replica still under the old secret replays it as before.
+    const replayed = await before.run(request(key), call, new AbortController().signal);
+    expect(replayed.replayed).toBe(true);
+    expect(replayed.answer.body.toString()).toContain('the only run');
     expect(runs).toBe(1);
   });
 });

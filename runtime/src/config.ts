@@ -82,11 +82,16 @@ export interface CommonConfig {
   batchLingerMs: number;
 }
 
+/** A required secret of at least 32 bytes, named by its variable (docs/operations.md#secrets). */
+export function readSecret(name: string, env: Env = process.env): string {
+  const secret = readString(name, undefined, env);
+  if (Buffer.byteLength(secret) < 32) throw new ConfigError(`${name} must be at least 32 bytes`);
+  return secret;
+}
+
 /** SWITCHBOARD_MESH_SECRET, at least 32 bytes (docs/api/internal-calls.md#mesh-tokens). */
 export function readMeshSecret(env: Env = process.env): string {
-  const meshSecret = readString('SWITCHBOARD_MESH_SECRET', undefined, env);
-  if (Buffer.byteLength(meshSecret) < 32) throw new ConfigError('SWITCHBOARD_MESH_SECRET must be at least 32 bytes');
-  return meshSecret;
+  return readSecret('SWITCHBOARD_MESH_SECRET', env);
 }
 
 /** SWITCHBOARD_MESH_SECRET_PREVIOUS: the secret being rotated out, if any (at least 32 bytes too). */

@@ -200,9 +200,12 @@ export const errorCatalogue = {
   idempotentResultUnavailable: {
     status: 409,
     code: 'idempotent_result_unavailable',
-    message: ({ limitBytes }: { limitBytes: number }) =>
-      `The request with this Idempotency-Key was already carried out, but its answer was larger than ${limitBytes} bytes and was not kept; read the result with a GET.`,
-    when: 'The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.',
+    // Without limitBytes: the answer was kept, but under an idempotency secret rotated since (docs/conventions.md#idempotency).
+    message: ({ limitBytes }: { limitBytes?: number }) =>
+      limitBytes === undefined
+        ? 'The request with this Idempotency-Key was already carried out, but its kept answer can no longer be read; read the result with a GET.'
+        : `The request with this Idempotency-Key was already carried out, but its answer was larger than ${limitBytes} bytes and was not kept; read the result with a GET.`,
+    when: 'The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.',
   },
 
   // The server's side: a dependency away, or a bug.

@@ -154,6 +154,10 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const legacyDataDir = existsSync(meshSecretFile) && !existsSync(dataKeysFile);
   const meshSecret = await devSecret('SWITCHBOARD_MESH_SECRET', meshSecretFile, () => randomBytes(32).toString('base64url'));
   const dataKeys = await devSecret('SWITCHBOARD_DATA_KEYS', dataKeysFile, () => DataKeyRing.generateEntry('k1'));
+  // The gateway's own: it seals the Idempotency-Key answers it keeps (docs/conventions.md#idempotency).
+  const idempotencySecret = await devSecret('SWITCHBOARD_IDEMPOTENCY_SECRET', path.join(options.dataDir, 'idempotency-secret'), () =>
+    randomBytes(32).toString('base64url'),
+  );
   const env: Record<string, string> = {
     // Development binds loopback only; containers set HOST=0.0.0.0 (deploy/).
     HOST: process.env.HOST ?? '127.0.0.1',
@@ -161,6 +165,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     NATS_URL: nats.url,
     SWITCHBOARD_MESH_SECRET: meshSecret.value,
     SWITCHBOARD_DATA_KEYS: dataKeys.value,
+    SWITCHBOARD_IDEMPOTENCY_SECRET: idempotencySecret.value,
     MAILBOX_DIR: process.env.MAILBOX_DIR ?? path.join(options.dataDir, 'mailbox'),
     // Links the mesh hands out (the sandbox checkout page) point at this gateway.
     PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://localhost:${ports[frontDoor.name]}`,
