@@ -4,6 +4,7 @@ import { comments } from '@switchboard/contracts/comments';
 import { type Route, readsFromQuery } from '../routes.js';
 import { errorResponsesOf, errorsOf } from './errors.js';
 import { enumSchema, HTTP_BODY, type Json, scalarSchema } from './json-schema.js';
+import { constrained, constraintsOf } from './rules.js';
 import { exampleOf, isRequired, type Schemas } from './schemas.js';
 import { accessExtension, accessLine, credentialsLabel, scopeLine, securityOf } from './security.js';
 
@@ -24,8 +25,13 @@ function headerName(fieldName: string): string {
     .join('-');
 }
 
-/** A path, query or header parameter's schema, or undefined when the field cannot travel there. */
+/** A path, query or header parameter's schema with its field's limits, or undefined when the field cannot travel there. */
 function parameterSchema(field: DescField): Json | undefined {
+  const schema = parameterType(field);
+  return schema && constrained(schema, constraintsOf(field));
+}
+
+function parameterType(field: DescField): Json | undefined {
   switch (field.fieldKind) {
     case 'scalar':
       return { ...scalarSchema(field.scalar), ...(queryHints[field.name] ?? {}) };

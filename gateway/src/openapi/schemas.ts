@@ -4,6 +4,7 @@ import { FieldBehavior, field_behavior as fieldBehavior } from '@switchboard/con
 import { field as fieldRule, message as messageRule } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { ERROR_SCHEMA, errorSchema } from './errors.js';
 import { enumSchema, HTTP_BODY, type Json, nullable, scalarSchema, wellKnownSchema } from './json-schema.js';
+import { constrained, constraintsOf, requiredByRules } from './rules.js';
 
 /**
  * components.schemas: one JSON Schema per proto message and direction, described by the proto's
@@ -84,34 +85,35 @@ export class Schemas {
     return schema;
   }
 
-  /** The schema of one field's JSON value. */
+  /** The schema of one field's JSON value, with the limits of its protovalidate rules (openapi/rules.ts). */
   field(field: DescField, mode: Mode): Json {
     // In responses, unset fields are null, except omit_if_unset ones, which are absent, and
     // always_set ones, which never are unset. In requests a field is simply left out (the
     // gateway reads null as absent, never as "clear").
     const mayBeNull = mode === 'output' && !omitIfUnset(field) && !alwaysSet(field);
+    const constraints = constraintsOf(field);
     let schema: Json;
     switch (field.fieldKind) {
       case 'scalar':
-        schema = withHints(field, scalarSchema(field.scalar));
+        schema = constrained(withHints(field, scalarSchema(field.scalar)), constraints);
         return hasExplicitPresence(field) && mayBeNull ? nullable(schema) : schema;
       case 'enum':
-        schema = enumSchema(field.enum);
+        schema = constrained(enumSchema(field.enum), constraints);
         return hasExplicitPresence(field) && mayBeNull ? nullable(schema) : schema;
       case 'message':
-        schema = withHints(field, this.message(field.message, mode));
+        schema = constrained(withHints(field, this.message(field.message, mode)), constraints);
         // An unset Struct is written as {} (never null); other unset messages as null.
         if (mode === 'output' && field.message.typeName === 'google.protobuf.Struct') return schema;
         return mayBeNull ? nullable(schema) : schema;
       case 'list': {
         const items =
           field.listKind === 'scalar' ? scalarSchema(field.scalar) : field.listKind === 'enum' ? enumSchema(field.enum) : this.message(field.message, mode);
-        return { type: 'array', items };
+        return constrained({ type: 'array', items }, constraints);
       }
       case 'map': {
         const values =
           field.mapKind === 'scalar' ? scalarSchema(field.scalar) : field.mapKind === 'enum' ? enumSchema(field.enum) : this.message(field.message, mode);
-        return { type: 'object', additionalProperties: values };
+        return constrained({ type: 'object', additionalProperties: values }, constraints);
       }
     }
   }
@@ -124,9 +126,12 @@ export class Schemas {
   }
 }
 
-/** A field marked `(google.api.field_behavior) = REQUIRED`: the handler refuses a request without it. */
+/**
+ * A field marked `(google.api.field_behavior) = REQUIRED` or `(buf.validate.field).required`: the
+ * service refuses a request without it.
+ */
 export function isRequired(field: DescField): boolean {
-  return hasOption(field, fieldBehavior) && getOption(field, fieldBehavior).includes(FieldBehavior.REQUIRED);
+  return (hasOption(field, fieldBehavior) && getOption(field, fieldBehavior).includes(FieldBehavior.REQUIRED)) || requiredByRules(field);
 }
 
 /**
@@ -160,6 +165,7 @@ function fieldDescription(field: DescField): string {
     const lines = values.map((v) => `- \`${v.name}\`${comments[`${desc.typeName}.${v.name}`] ? `: ${comments[`${desc.typeName}.${v.name}`]}` : ''}`);
     if (lines.length > 0) parts.push(lines.join('\n'));
   }
+  parts.push(...constraintsOf(field).notes);
   return parts.filter(Boolean).join('\n\n');
 }
 
