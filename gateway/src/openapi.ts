@@ -1,3 +1,5 @@
+import { ErrorResponses } from './openapi/errors.js';
+import { headerComponents, IDEMPOTENCY_KEY_PARAMETER, idempotencyKeyParameter } from './openapi/headers.js';
 import { describeApi } from './openapi/introduction.js';
 import type { Json } from './openapi/json-schema.js';
 import { operationOf, responseOf, tagOf } from './openapi/operations.js';
@@ -35,6 +37,7 @@ export interface OpenApiInfo {
 /** Builds the OpenAPI 3.1 document of the given routes (the canonical /v1 templates). */
 export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): Json {
   const schemas = new Schemas();
+  const errors = new ErrorResponses();
   // Responses first, so messages used in both directions keep their plain name for the output form.
   for (const route of routes) responseOf(route, schemas);
 
@@ -51,10 +54,11 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
     const item = paths[route.template];
     const verb = route.httpMethod.toLowerCase();
     if (item[verb]) throw new Error(`OpenAPI: two routes for ${route.httpMethod} ${route.template}`);
-    item[verb] = operationOf(route, tag, schemas);
+    item[verb] = operationOf(route, tag, schemas, errors);
   }
 
   const groups = [...aliased].sort();
+  const shared = errors.components();
   return {
     openapi: '3.1.0',
     info: {
@@ -69,7 +73,10 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
     components: {
       securitySchemes,
       schemas: schemas.sorted(),
+      responses: shared.responses,
+      examples: shared.examples,
       parameters: {
+        [IDEMPOTENCY_KEY_PARAMETER]: idempotencyKeyParameter,
         WorkspaceId: {
           name: 'X-Workspace-Id',
           in: 'header',
@@ -79,13 +86,7 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
           schema: { type: 'string' },
         },
       },
-      headers: {
-        'X-Request-Id': {
-          description: 'The request id (taken from the request when sent, else new); also in error bodies.',
-          schema: { type: 'string' },
-        },
-        'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
-      },
+      headers: headerComponents,
     },
   };
 }

@@ -8,9 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDocs } from '../src/docs.js';
 import { buildOpenApiDocument } from '../src/openapi.js';
 import { buildRoutes } from '../src/routes.js';
-
-// biome-ignore lint/suspicious/noExplicitAny: the document is walked as plain JSON.
-type Json = Record<string, any>;
+import { inlineShared, type Json } from './openapi-fixture.js';
 
 /** Every REST route of docs/api/ and docs/webhooks.md (paths as the docs write them; variable names may differ). */
 const specRoutes: Array<[string, string]> = [
@@ -147,18 +145,19 @@ function refsOf(doc: Json, schema: unknown, seen = new Set<string>()): Set<strin
 
 describe('OpenAPI document', () => {
   const routes = buildRoutes();
-  const doc = buildOpenApiDocument(routes, { version: '1.2.3' }) as Json;
+  const shared = buildOpenApiDocument(routes, { version: '1.2.3' }) as Json;
+  const doc = inlineShared(shared);
 
   it('is a valid OpenAPI 3.1 document', async () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(doc.info.title).toBe('Switchboard API');
     expect(doc.info.version).toBe('1.2.3');
-    const validated = (await SwaggerParser.validate(structuredClone(doc) as unknown as Parameters<typeof SwaggerParser.validate>[0])) as Json;
+    const validated = (await SwaggerParser.validate(structuredClone(shared) as unknown as Parameters<typeof SwaggerParser.validate>[0])) as Json;
     expect(validated.openapi).toBe('3.1.0');
   });
 
   it('is deterministic', () => {
-    expect(JSON.stringify(buildOpenApiDocument(buildRoutes(), { version: '1.2.3' }))).toBe(JSON.stringify(doc));
+    expect(JSON.stringify(buildOpenApiDocument(buildRoutes(), { version: '1.2.3' }))).toBe(JSON.stringify(shared));
   });
 
   it('lists every route of docs/api/ and docs/webhooks.md with its method', () => {
@@ -281,7 +280,7 @@ describe('OpenAPI document', () => {
     const revoke = find(doc, 'DELETE', '/v1/keys/{key_id}')!;
     expect(revoke.responses['200'].content['application/json'].schema.$ref).toBe('#/components/schemas/switchboard.keys.v1.Key');
     const stripe = find(doc, 'POST', '/v1/billing/providers/stripe/webhook')!;
-    expect(stripe.parameters).toEqual([expect.objectContaining({ name: 'Stripe-Signature', in: 'header', required: true })]);
+    expect(stripe.parameters.filter((p: Json) => !p.$ref)).toEqual([expect.objectContaining({ name: 'Stripe-Signature', in: 'header', required: true })]);
     expect(stripe.responses['204']).toBeDefined();
   });
 
@@ -415,6 +414,66 @@ describe('OpenAPI document', () => {
     const error = doc.components.schemas.Error;
     expect(error.properties.error.required).toEqual(['code', 'message', 'field', 'request_id']);
     expect(error.properties.error.properties.field.type).toEqual(['string', 'null']);
+  });
+
+  it('shares error responses as components, one per status and set of cases, with shared examples', () => {
+    const used = new Set<string>();
+    for (const { method, path, op } of operations(shared)) {
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        if (status !== 'default' && Number(status) < 400) continue;
+        expect(response.$ref, `${method} ${path} ${status}`).toMatch(/^#\/components\/responses\//);
+        used.add(response.$ref.split('/').pop());
+      }
+    }
+    const responses = shared.components.responses as Record<string, Json>;
+    expect(Object.keys(responses).sort()).toEqual([...used].sort());
+    // One component per distinct response: none is a copy of another.
+    const texts = Object.values(responses).map((r) => JSON.stringify(r));
+    expect(new Set(texts).size).toBe(texts.length);
+    const examples = shared.components.examples as Record<string, Json>;
+    for (const [name, response] of Object.entries(responses)) {
+      for (const example of Object.values(response.content['application/json'].examples as Record<string, Json>)) {
+        expect(example.$ref, name).toMatch(/^#\/components\/examples\//);
+        expect(examples[example.$ref.split('/').pop()], name).toBeDefined();
+      }
+    }
+    expect(Object.values(examples).map((e) => JSON.stringify(e)).length).toBe(new Set(Object.values(examples).map((e) => JSON.stringify(e))).size);
+  });
+
+  it('documents Idempotency-Key on every POST, and the rate-limit headers on every answer (docs/conventions.md#idempotency, #rate-limits)', () => {
+    expect(shared.components.parameters.IdempotencyKey).toMatchObject({
+      name: 'Idempotency-Key',
+      in: 'header',
+      required: false,
+      schema: { type: 'string', minLength: 1, maxLength: 255 },
+    });
+    for (const { method, path, op } of operations(doc)) {
+      const label = `${method} ${path}`;
+      const refs = (op.parameters ?? []).map((p: Json) => p.$ref);
+      expect(refs.includes('#/components/parameters/IdempotencyKey'), label).toBe(method === 'POST');
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        const headers = Object.keys(response.headers ?? {});
+        expect(headers, `${label} ${status}`).toEqual(expect.arrayContaining(['X-Request-Id', 'RateLimit-Policy', 'RateLimit']));
+        expect(headers.includes('Retry-After'), `${label} ${status}`).toBe(status === '429' || status === '503');
+        if (Number(status) < 300) expect(headers.includes('Idempotent-Replayed'), `${label} ${status}`).toBe(method === 'POST');
+      }
+      const codes = (status: string) => Object.values(op.responses[status]?.content['application/json'].examples ?? {}).map((e) => (e as Json).value.error);
+      expect(
+        codes('429').map((e: Json) => e.code),
+        label,
+      ).toContain('rate_limited');
+      if (method !== 'POST') continue;
+      expect(codes('400'), label).toContainEqual(expect.objectContaining({ code: 'invalid_request', field: 'Idempotency-Key' }));
+      expect(
+        codes('422').map((e: Json) => e.code),
+        label,
+      ).toContain('idempotency_key_reused');
+    }
+    // The top-up's own body field and the header share the code: both cases are described.
+    expect(find(doc, 'POST', '/v1/billing/topup')!.responses['422'].description).toMatch(/`Idempotency-Key`.*Also: /s);
+    const headers = shared.components.headers;
+    expect(headers['RateLimit-Policy'].example).toMatch(/^"default";q=\d+;w=60$/);
+    expect(headers.RateLimit.example).toMatch(/^"default";r=\d+;t=\d+$/);
   });
 
   it('lists every event type of the catalog under webhooks, with its schema, an example that fits it, and the signature headers', () => {
