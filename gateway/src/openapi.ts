@@ -1,4 +1,5 @@
 import { ErrorResponses } from './openapi/errors.js';
+import { frontDoorHeaders, frontDoorPaths, frontDoorSchemas, frontDoorTag } from './openapi/front-door.js';
 import { headerComponents, IDEMPOTENCY_KEY_PARAMETER, idempotencyKeyParameter } from './openapi/headers.js';
 import { describeApi } from './openapi/introduction.js';
 import type { Json } from './openapi/json-schema.js';
@@ -20,11 +21,17 @@ import { type Route, unversionedAlias } from './routes.js';
  *   marked `always_set`, which the handler never leaves unset (not nullable); 64-bit
  *   integers are JSON numbers; well-known types use their proto3 JSON forms.
  *
- * The output is deterministic: paths follow the order of the routes, components are sorted.
- * By concern: openapi/schemas.ts (components.schemas, from the messages), openapi/operations.ts
- * (an operation per route), openapi/errors.ts (error responses, from the catalogue in
- * runtime/src/error-catalogue.ts), openapi/security.ts (credentials and access rules),
- * openapi/introduction.ts (info.description), openapi/webhooks.ts (the event catalog as `webhooks`).
+ * - limits: the protovalidate rules of each field (`(buf.validate.field)`, the ones the services
+ *   validate with) as `enum`, `minLength`, `maxLength`, `pattern`, `minimum`, `maximum`, `maxItems`…
+ *
+ * The output is deterministic: paths follow the order of the routes, then the front door's;
+ * components are sorted. By concern: openapi/schemas.ts (components.schemas, from the messages),
+ * openapi/rules.ts (their limits), openapi/operations.ts (an operation per route),
+ * openapi/errors.ts (error responses shared as components, from the catalogue in
+ * runtime/src/error-catalogue.ts), openapi/headers.ts (Idempotency-Key, rate limits),
+ * openapi/security.ts (credentials and access rules), openapi/front-door.ts (the OpenAI-compatible
+ * routes of the data plane), openapi/introduction.ts (info.description), openapi/webhooks.ts
+ * (the event catalog as `webhooks`).
  */
 
 export interface OpenApiInfo {
@@ -57,6 +64,9 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
     item[verb] = operationOf(route, tag, schemas, errors);
   }
 
+  // The OpenAI-compatible routes the gateway forwards to the data plane (docs/api/front-door.md).
+  Object.assign(paths, frontDoorPaths(errors));
+  tags.set(frontDoorTag.name as string, frontDoorTag);
   const groups = [...aliased].sort();
   const shared = errors.components();
   return {
@@ -72,7 +82,7 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
     webhooks: webhooksOf(),
     components: {
       securitySchemes,
-      schemas: schemas.sorted(),
+      schemas: schemas.sorted(frontDoorSchemas),
       responses: shared.responses,
       examples: shared.examples,
       parameters: {
@@ -86,7 +96,7 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
           schema: { type: 'string' },
         },
       },
-      headers: headerComponents,
+      headers: { ...headerComponents, ...frontDoorHeaders },
     },
   };
 }

@@ -103,10 +103,11 @@ const shape = (template: string) => template.replace(/\{[^}]+\}/g, '{}');
 
 const methods = ['get', 'put', 'post', 'patch', 'delete'] as const;
 
-function operations(doc: Json): Array<{ method: string; path: string; op: Json }> {
-  return Object.entries(doc.paths as Record<string, Json>).flatMap(([path, item]) =>
-    methods.filter((m) => item[m]).map((m) => ({ method: m.toUpperCase(), path, op: item[m] as Json })),
-  );
+/** The operations of the REST surface (the protos' routes); `frontDoor` for the data plane's OpenAI-compatible ones. */
+function operations(doc: Json, frontDoor = false): Array<{ method: string; path: string; op: Json }> {
+  return Object.entries(doc.paths as Record<string, Json>)
+    .flatMap(([path, item]) => methods.filter((m) => item[m]).map((m) => ({ method: m.toUpperCase(), path, op: item[m] as Json })))
+    .filter(({ op }) => (op['x-switchboard-component'] === 'data-plane') === frontDoor);
 }
 
 function find(doc: Json, method: string, specPath: string): Json | undefined {
@@ -169,6 +170,7 @@ describe('OpenAPI document', () => {
     const listed = operations(doc).map((o) => `${o.method} ${o.path}`);
     expect(listed.sort()).toEqual(routes.map((r) => `${r.httpMethod} ${r.template}`).sort());
     for (const path of Object.keys(doc.paths)) expect(path.startsWith('/v1/')).toBe(true);
+    expect(operations(doc, true).map((o) => `${o.method} ${o.path}`)).toEqual(['POST /v1/chat/completions', 'GET /v1/models']);
     expect(doc.info.description).toMatch(/without the `\/v1` prefix/);
   });
 
@@ -323,11 +325,9 @@ describe('OpenAPI document', () => {
   });
 
   it('shows who may call each operation, from the access options of the protos', () => {
-    for (const [path, item] of Object.entries(doc.paths as Json)) {
-      for (const [verb, op] of Object.entries(item as Json)) {
-        expect(op['x-switchboard-access'], `${verb} ${path}`).toMatchObject({ rule: expect.any(String), credentials: expect.any(String) });
-        expect(op.description, `${verb} ${path}`).toMatch(/\n\nCredentials: .*\n\nAccess: [^\n]*$/);
-      }
+    for (const { method, path, op } of [...operations(doc), ...operations(doc, true)]) {
+      expect(op['x-switchboard-access'], `${method} ${path}`).toMatchObject({ rule: expect.any(String), credentials: expect.any(String) });
+      expect(op.description, `${method} ${path}`).toMatch(/\n\nCredentials: .*\n\nAccess: [^\n]*$/);
     }
     expect(find(doc, 'POST', '/v1/keys')!['x-switchboard-access']).toEqual({
       rule: 'workspace',
@@ -418,7 +418,7 @@ describe('OpenAPI document', () => {
 
   it('shares error responses as components, one per status and set of cases, with shared examples', () => {
     const used = new Set<string>();
-    for (const { method, path, op } of operations(shared)) {
+    for (const { method, path, op } of [...operations(shared), ...operations(shared, true)]) {
       for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
         if (status !== 'default' && Number(status) < 400) continue;
         expect(response.$ref, `${method} ${path} ${status}`).toMatch(/^#\/components\/responses\//);
@@ -474,6 +474,48 @@ describe('OpenAPI document', () => {
     const headers = shared.components.headers;
     expect(headers['RateLimit-Policy'].example).toMatch(/^"default";q=\d+;w=60$/);
     expect(headers.RateLimit.example).toMatch(/^"default";r=\d+;t=\d+$/);
+  });
+
+  it('documents the front door: chat completions (JSON and streamed) and the model list, API keys only, OpenAI-shaped errors (docs/api/front-door.md)', () => {
+    const completions = doc.paths['/v1/chat/completions'].post;
+    expect(completions.security).toEqual([{ apiKey: [] }]);
+    expect(completions['x-required-scope']).toBe('inference');
+    // The REST surface's Idempotency-Key and RateLimit do not apply; the key's own x-ratelimit-* do.
+    expect((completions.parameters as Json[]).map((p) => p.name)).toEqual(['X-Service-Conversation-Id']);
+    const ok = completions.responses['200'];
+    expect(Object.keys(ok.content)).toEqual(['application/json', 'text/event-stream']);
+    expect(Object.keys(ok.headers)).toEqual(expect.arrayContaining(['X-Service-Generation-Id', 'X-Service-Overhead-Ms', 'x-ratelimit-remaining-requests']));
+    expect(Object.keys(ok.headers)).not.toContain('RateLimit');
+    expect(ok.content['text/event-stream'].example).toMatch(/"service":\{"generation_id".*\n\ndata: \[DONE\]\n\n$/s);
+    const request = shared.components.schemas.ChatCompletionRequest;
+    expect(request.additionalProperties).toBe(false);
+    expect(request.required).toEqual(['model', 'messages']);
+    expect(request.properties.n).toMatchObject({ minimum: 1, maximum: 16 });
+    expect(shared.components.schemas.ChatCompletionService.properties.region.enum).toEqual(['cn', 'overseas']);
+
+    const codes = (op: Json, status: string) => Object.values(op.responses[status].content['application/json'].examples).map((e) => (e as Json).value.error);
+    expect(codes(completions, '400').map((e: Json) => e.code)).toEqual([
+      'invalid_request',
+      'invalid_json',
+      'unsupported_parameter',
+      'model_unavailable',
+      'upstream_rejected',
+    ]);
+    expect(codes(completions, '402').map((e: Json) => e.code)).toEqual(['spend_cap_exceeded', 'insufficient_balance']);
+    expect(codes(completions, '403')).toContainEqual(expect.objectContaining({ code: 'model_not_allowed', type: 'permission_error', param: 'model' }));
+    expect(codes(completions, '429')).toEqual([expect.objectContaining({ code: 'rate_limit_exceeded', type: 'rate_limit_error' })]);
+    expect(codes(completions, '502')).toEqual([expect.objectContaining({ code: 'upstream_error', type: 'api_error' })]);
+    expect(completions.responses['429'].headers['Retry-After']).toBeDefined();
+    for (const status of ['400', '401', '402', '403', '404', '413', '415', '429', '502', '503', 'default']) {
+      expect(shared.paths['/v1/chat/completions'].post.responses[status].$ref, status).toMatch(/^#\/components\/responses\/FrontDoor/);
+      expect(completions.responses[status].content['application/json'].schema, status).toEqual({ $ref: '#/components/schemas/FrontDoorError' });
+    }
+
+    const models = doc.paths['/v1/models'].get;
+    expect(models.security).toEqual([{ apiKey: [] }]);
+    expect(models.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/ModelList' });
+    expect(Object.keys(models.responses).sort()).toEqual(['200', '401', '403', '503', 'default']);
+    expect(shared.components.schemas.Model.properties.owned_by.enum).toEqual(['switchboard', 'upstream', 'switchboard-demo']);
   });
 
   it('lists every event type of the catalog under webhooks, with its schema, an example that fits it, and the signature headers', () => {

@@ -47,7 +47,7 @@ const statusMeanings: Record<number, string> = {
 };
 
 /** Errors of the catalogue, as the document describes them. */
-const fromCatalogue = (...entries: (CataloguedError | CataloguedErrorOf<never>)[]): ErrorCase[] =>
+export const fromCatalogue = (...entries: (CataloguedError | CataloguedErrorOf<never>)[]): ErrorCase[] =>
   entries.map((e) => ({ status: e.status, code: e.code, when: e.when, ...(e.exampleMetadata ? { metadata: e.exampleMetadata } : {}) }));
 
 /**

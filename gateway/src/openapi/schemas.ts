@@ -118,10 +118,14 @@ export class Schemas {
     }
   }
 
-  /** components.schemas, sorted by name, with the shared error body. */
-  sorted(): Record<string, Json> {
+  /** components.schemas, sorted by name, with the shared error body and the given schemas that are not protos. */
+  sorted(others: Record<string, Json> = {}): Record<string, Json> {
     const all = new Map(this.components);
     all.set(ERROR_SCHEMA, errorSchema());
+    for (const [name, schema] of Object.entries(others)) {
+      if (all.has(name)) throw new Error(`OpenAPI: two schemas named ${name}`);
+      all.set(name, schema);
+    }
     return Object.fromEntries([...all.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   }
 }
