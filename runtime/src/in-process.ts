@@ -8,6 +8,7 @@ import { requestIdKey } from './call-context.js';
 import { readDataKeys } from './config.js';
 import { createDb, migrate } from './db.js';
 import { newId } from './ids.js';
+import { checkingInput } from './input-rules.js';
 import { createLogger } from './log.js';
 import { type MeshClaims, MeshTokens } from './mesh-token.js';
 import { Metrics } from './metrics.js';
@@ -78,7 +79,10 @@ export async function inProcessService(name: string, migrationsDir: URL): Promis
         req.header.set('authorization', `Bearer ${await meshTokens.mint(name, claims)}`);
         return next(req);
       };
-      return createClient(service, createRouterTransport(routes, { router: { interceptors: [guard] }, transport: { interceptors: [sign] } }));
+      return createClient(
+        service,
+        createRouterTransport((router) => routes(checkingInput(router)), { router: { interceptors: [guard] }, transport: { interceptors: [sign] } }),
+      );
     },
     async stop() {
       await db.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);

@@ -115,6 +115,13 @@ export function authorize(ctx: { values: ContextValues }, action: Action, option
     const refusal = errorCatalogue.forbidden;
     throw apiError(Code.PermissionDenied, refusal.code, refusal.message({ who, does: rule.describes, roles: allowedRoles }));
   }
+  // The input comes after visibility and role (docs/conventions.md#order-of-checks): a handler
+  // rule's input rules are checked at its first allowed decision.
+  const inputCheck = decision?.inputCheck;
+  if (inputCheck && decision) {
+    decision.inputCheck = undefined;
+    inputCheck();
+  }
   return role as Role;
 }
 
@@ -295,8 +302,22 @@ export function credentialsOf(rule: RpcRule): Credentials {
 /** The 403 of a rule that needs a user's session, called with an API key (docs/api/identity.md#principals). */
 const { userSessionRequired } = errorCatalogue;
 
-/** Whether the handler of a `handler` rule called `authorize` during this call. */
-const decisionKey = createContextKey<{ decided: boolean } | undefined>(undefined, { description: 'authorization decision' });
+/**
+ * Whether the handler of a `handler` rule called `authorize` during this call, and the check of
+ * the call's input rules still to run once it allows (runtime/src/input-rules.ts).
+ */
+const decisionKey = createContextKey<{ decided: boolean; inputCheck?: () => void } | undefined>(undefined, { description: 'authorization decision' });
+
+/**
+ * Runs `check` when the handler's first authorization allows the call; false when the call has no
+ * handler rule (no decision comes).
+ */
+export function checkAfterDecision(values: ContextValues, check: () => void): boolean {
+  const decision = values.get(decisionKey);
+  if (!decision) return false;
+  decision.inputCheck = check;
+  return true;
+}
 
 /**
  * Applies the rule of the called RPC (inside the RPC server's interceptor, after the mesh token

@@ -12,6 +12,7 @@ import { errorCatalogue } from './error-catalogue.js';
 import { apiError } from './errors.js';
 import { FastUnaryHandler, maxRequestBytes } from './fast-unary.js';
 import { newId } from './ids.js';
+import { checkingInput } from './input-rules.js';
 import type { Logger } from './log.js';
 import { MeshTokenError, type MeshTokens } from './mesh-token.js';
 import type { Metrics } from './metrics.js';
@@ -179,7 +180,9 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
           await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
         },
       });
-      options.routes(fastUnary.recording(router));
+      // Input rules (docs/conventions.md#input-rules) are checked inside each implementation, so
+      // after the access rule on both paths; a method they cannot place stops the start-up here.
+      options.routes(checkingInput(fastUnary.recording(router)));
       // Fails closed: a registered RPC without a valid rule stops the start-up here.
       rules = readRpcRules(router.handlers.map((h) => h.method).filter((method) => method.parent.typeName !== Health.typeName));
     },

@@ -199,8 +199,12 @@ export class Conversations {
     return { messageIds: rows.map((row) => row.id) };
   }
 
-  /** Throws `problem` if any, after visibility (docs/conventions.md#order-of-checks): a bad message for a conversation the caller cannot see is a 404. */
-  private async refuse(workspaceId: string, conversationId: string, problem: ReturnType<typeof invalidArgument> | undefined): Promise<void> {
+  /**
+   * Throws `problem` if any, after visibility (docs/conventions.md#order-of-checks): a bad message
+   * for a conversation the caller cannot see is a 404. The handlers also pass the 400 of the input
+   * rules here (docs/conventions.md#input-rules).
+   */
+  async refuse(workspaceId: string, conversationId: string, problem: ReturnType<typeof invalidArgument> | undefined): Promise<void> {
     if (!problem) return;
     if (!(await findConversation(this.deps.db, conversationId, workspaceId))) throw conversationNotFound();
     throw problem;

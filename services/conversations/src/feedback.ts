@@ -1,6 +1,6 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { Code } from '@connectrpc/connect';
+import { Code, type ConnectError } from '@connectrpc/connect';
 import type { FeedbackSchema, FeedbackSummarySchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { FeedbackRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from '@switchboard/runtime/db';
@@ -56,10 +56,14 @@ export class FeedbackLedger {
     workspaceId: string,
     input: { generationId: string; rating: number; comment?: string; tags: string[] },
     requestId?: string,
+    /** The 400 of the input rules (docs/conventions.md#input-rules), thrown once the generation is found. */
+    inputProblem?: () => ConnectError | undefined,
   ): Promise<{ feedback: MessageInitShape<typeof FeedbackSchema>; created: boolean }> {
     if (input.generationId.trim() === '') throw invalidArgument('generation_id', 'generation_id is required (the X-Service-Generation-Id of a response).');
     const generation = await this.deps.generations.find(input.generationId, workspaceId, requestId);
     if (!generation) throw generationNotFound();
+    const problem = inputProblem?.();
+    if (problem) throw problem;
     if (input.rating !== 1 && input.rating !== -1) throw invalidArgument('rating', 'rating must be 1 (thumbs up) or -1 (thumbs down).');
     if (input.comment !== undefined && codePoints(input.comment) > maxCommentLength) {
       throw invalidArgument('comment', `comment may be at most ${maxCommentLength} characters.`);

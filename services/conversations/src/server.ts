@@ -1,6 +1,7 @@
 import type { ConnectRouter, ServiceImpl } from '@connectrpc/connect';
 import { ConversationService, ExchangeService, FeedbackService, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { workspaceCaller } from '@switchboard/runtime/caller';
+import { inputCheckedInHandler, inputProblem } from '@switchboard/runtime/input-rules';
 import { statusOverrideHeader } from '@switchboard/runtime/server';
 import type { Db } from '@switchboard/runtime/sql';
 import type { Conversations } from './conversations.js';
@@ -31,30 +32,44 @@ export function registerRoutes(router: ConnectRouter, handlers: ConversationsHan
       const caller = workspaceCaller(ctx);
       return conversations.get(caller.workspaceId, req.conversationId, caller);
     },
-    updateConversation: (req, ctx) => conversations.update(workspaceCaller(ctx).workspaceId, req.conversationId, { title: req.title, metadata: req.metadata }),
+    // These three find the conversation before their input is judged (docs/conventions.md#order-of-checks).
+    updateConversation: inputCheckedInHandler(async (req, ctx) => {
+      const { workspaceId } = workspaceCaller(ctx);
+      await conversations.refuse(workspaceId, req.conversationId, inputProblem(ctx));
+      return conversations.update(workspaceId, req.conversationId, { title: req.title, metadata: req.metadata });
+    }),
     async deleteConversation(req, ctx) {
       await conversations.delete(workspaceCaller(ctx).workspaceId, req.conversationId);
       return {};
     },
-    createMessage: (req, ctx) => conversations.append(workspaceCaller(ctx).workspaceId, req.conversationId, { role: req.role, content: req.content }),
-    listMessages: (req, ctx) =>
-      conversations.messages(workspaceCaller(ctx).workspaceId, req.conversationId, { limit: req.limit, after: req.after, order: req.order }),
+    createMessage: inputCheckedInHandler(async (req, ctx) => {
+      const { workspaceId } = workspaceCaller(ctx);
+      await conversations.refuse(workspaceId, req.conversationId, inputProblem(ctx));
+      return conversations.append(workspaceId, req.conversationId, { role: req.role, content: req.content });
+    }),
+    listMessages: inputCheckedInHandler(async (req, ctx) => {
+      const { workspaceId } = workspaceCaller(ctx);
+      await conversations.refuse(workspaceId, req.conversationId, inputProblem(ctx));
+      return conversations.messages(workspaceId, req.conversationId, { limit: req.limit, after: req.after, order: req.order });
+    }),
     // Identity's data export names the user's personal workspace: no member acts here.
     exportUserConversations: (req) => exportWorkspace(handlers.db, req),
   };
 
   const feedbackService: ServiceImpl<typeof FeedbackService> = {
-    async recordFeedback(req, ctx) {
+    // The generation is found (404) before the rating is judged (docs/conventions.md#order-of-checks).
+    recordFeedback: inputCheckedInHandler(async (req, ctx) => {
       const { workspaceId, requestId } = workspaceCaller(ctx);
       const result = await feedback.record(
         workspaceId,
         { generationId: req.generationId, rating: req.rating, comment: req.comment, tags: req.tags },
         requestId,
+        () => inputProblem(ctx),
       );
       // A replaced rating is no new resource (docs/api/conversations.md#feedback: 200, not 201).
       if (!result.created) ctx.responseHeader.set(statusOverrideHeader, '200');
       return result.feedback;
-    },
+    }),
     getFeedbackSummary: (req, ctx) => feedback.summary(workspaceCaller(ctx).workspaceId, req.days),
   };
 
