@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { webhookEventCatalog } from '@switchboard/contracts/webhook-events';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import formats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
@@ -34,6 +35,25 @@ function sourceText(): string {
   };
   for (const dir of dirs) walk(path.join(root, dir));
   return texts.join('\n');
+}
+
+/** Every `enum` of the document, by where it is: `Schema.property` (`[]` for items) or `METHOD path ?parameter`. */
+function enumsOf(doc: Json): Record<string, unknown[]> {
+  const found: Record<string, unknown[]> = {};
+  const walk = (node: unknown, at: string): void => {
+    if (!node || typeof node !== 'object') return;
+    const schema = node as Json;
+    if (Array.isArray(schema.enum)) found[at] = schema.enum;
+    for (const [name, property] of Object.entries((schema.properties ?? {}) as Json)) walk(property, `${at}.${name}`);
+    if (schema.items) walk(schema.items, `${at}[]`);
+    for (const key of ['anyOf', 'oneOf', 'allOf']) for (const sub of schema[key] ?? []) walk(sub, at);
+  };
+  for (const [name, schema] of Object.entries(doc.components.schemas as Record<string, Json>)) walk(schema, name);
+  for (const [name, header] of Object.entries(doc.components.headers as Record<string, Json>)) walk(header.schema, `header ${name}`);
+  for (const { label, op } of operations(doc)) {
+    for (const parameter of op.parameters ?? []) if (!parameter.$ref) walk(parameter.schema, `${label} ?${parameter.name}`);
+  }
+  return found;
 }
 
 /** Every property of a schema that has no description, with its path. */
@@ -146,6 +166,68 @@ describe('API reference', () => {
       expect.arrayContaining(['unauthenticated', 'token_expired', 'invalid_api_key', 'api_key_revoked']),
     );
     expect(keys.responses['413']).toBeUndefined();
+  });
+
+  it("states every closed set as an enum, from the protos' rules (docs/conventions.md#input-rules)", () => {
+    const roles = ['owner', 'admin', 'developer'];
+    const grantable = ['admin', 'developer'];
+    const scopes = ['inference', 'read', 'manage'];
+    const policies = ['cn-only', 'overseas-only', 'any'];
+    const periods = ['day', 'week', 'month', 'total'];
+    const events = webhookEventCatalog().map((entry) => entry.type);
+    const deliveries = ['pending', 'succeeded', 'failed', 'exhausted'];
+    const messageRoles = ['user', 'assistant', 'system', 'tool'];
+    const regions = ['cn', 'overseas'];
+    expect(enumsOf(shared)).toEqual({
+      // The front door (not protos: gateway/src/openapi/front-door.ts).
+      'ChatCompletionService.tier': ['fast', 'balanced', 'passthrough'],
+      'ChatCompletionService.region': regions,
+      'FrontDoorError.error.type': [
+        'invalid_request_error',
+        'authentication_error',
+        'insufficient_quota',
+        'permission_error',
+        'not_found_error',
+        'rate_limit_error',
+        'api_error',
+      ],
+      'Model.owned_by': ['switchboard', 'upstream', 'switchboard-demo'],
+      'Model.region': regions,
+      'Model.tiers[]': ['fast', 'balanced'],
+      // The protos' rules, requests and responses.
+      'switchboard.billing.v1.Checkout.status': ['pending', 'completed', 'expired', 'failed'],
+      'switchboard.conversations.v1.CreateMessageRequest.role': messageRoles,
+      'switchboard.conversations.v1.Feedback.rating': [1, -1],
+      'switchboard.conversations.v1.Message.role': messageRoles,
+      'switchboard.conversations.v1.RecordFeedbackRequest.rating': [1, -1],
+      'switchboard.identity.v1.CreateInvitationRequest.role': grantable,
+      'switchboard.identity.v1.Invitation.role': grantable,
+      'switchboard.identity.v1.Invitation.status': ['pending', 'accepted', 'expired', 'revoked'],
+      'switchboard.identity.v1.LogoutRequest.scope': ['local', 'others', 'global'],
+      'switchboard.identity.v1.Member.role': roles,
+      'switchboard.identity.v1.Organization.role': roles,
+      'switchboard.identity.v1.UpdateMemberRequest.role': grantable,
+      'switchboard.keys.v1.CreateKeyRequest.routing_policy': policies,
+      'switchboard.keys.v1.CreateKeyRequest.scopes[]': scopes,
+      'switchboard.keys.v1.Key.routing_policy': policies,
+      'switchboard.keys.v1.Key.scopes[]': scopes,
+      'switchboard.keys.v1.Key.status': ['active', 'revoked'],
+      'switchboard.keys.v1.SetRoutingPolicyRequest.routing_policy': policies,
+      'switchboard.keys.v1.SpendLimit.period': periods,
+      'switchboard.keys.v1.SpendLimitStatus.period': periods,
+      'switchboard.keys.v1.UpdateKeyRequest.scopes[]': scopes,
+      'switchboard.webhooks.v1.CreateWebhookRequest.events[]': events,
+      'switchboard.webhooks.v1.Delivery.status': deliveries,
+      'switchboard.webhooks.v1.UpdateWebhookRequest.events[]': events,
+      'header Idempotent-Replayed': ['true'],
+      // Query parameters.
+      'POST /v1/auth/logout ?scope': ['local', 'others', 'global'],
+      'GET /v1/keys ?status': ['active', 'revoked'],
+      'GET /v1/usage ?bucket': ['hour', 'day'],
+      'GET /v1/usage ?format': ['json', 'csv'],
+      'GET /v1/conversations/{conversation_id}/messages ?order': ['asc', 'desc'],
+      'GET /v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries ?status': deliveries,
+    });
   });
 
   it('marks the fields a request needs', () => {

@@ -304,7 +304,11 @@ describe('OpenAPI document', () => {
   it('describes amounts that accept a number or a decimal string', () => {
     const op = find(doc, 'POST', '/v1/billing/checkout')!;
     const body = deref(doc, op.requestBody.content['application/json'].schema);
-    expect(body.properties.amount_usd.type).toEqual(['number', 'string']);
+    // As its field states it (`(switchboard.api.v1.field).schema`): a google.protobuf.Value carries no protovalidate rules.
+    expect(body.properties.amount_usd.anyOf).toEqual([
+      { type: 'number', exclusiveMinimum: 0 },
+      { type: 'string', pattern: expect.stringMatching(/^\^/) },
+    ]);
     expect(body.properties.idempotency_key.type).toBe('string');
   });
 

@@ -101,7 +101,8 @@ export class Schemas {
         schema = constrained(enumSchema(field.enum), constraints);
         return hasExplicitPresence(field) && mayBeNull ? nullable(schema) : schema;
       case 'message':
-        schema = constrained(withHints(field, this.message(field.message, mode)), constraints);
+        // A google.protobuf.Value states what it accepts itself: it cannot carry protovalidate rules.
+        schema = declaredSchema(field) ?? constrained(withHints(field, this.message(field.message, mode)), constraints);
         // An unset Struct is written as {} (never null); other unset messages as null.
         if (mode === 'output' && field.message.typeName === 'google.protobuf.Struct') return schema;
         return mayBeNull ? nullable(schema) : schema;
@@ -128,6 +129,24 @@ export class Schemas {
     }
     return Object.fromEntries([...all.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   }
+}
+
+/**
+ * The JSON Schema a google.protobuf.Value or ListValue field says it accepts
+ * (`(switchboard.api.v1.field).schema`, docs/conventions.md#input-rules), or undefined.
+ */
+function declaredSchema(field: DescField): Json | undefined {
+  const text = hasOption(field, fieldRule) ? getOption(field, fieldRule).schema : '';
+  if (!text) return undefined;
+  let schema: unknown;
+  try {
+    schema = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${field.parent.typeName}.${field.name}: its schema is not JSON (${(err as Error).message})`);
+  }
+  if (!schema || typeof schema !== 'object' || Array.isArray(schema))
+    throw new Error(`${field.parent.typeName}.${field.name}: its schema is not a JSON object`);
+  return schema as Json;
 }
 
 /**
@@ -180,15 +199,9 @@ function described(schema: Json, description: string): Json {
   return { ...schema, description: own ? `${description}\n\n${own}` : description };
 }
 
-/**
- * Money is a decimal string on this surface; amounts typed google.protobuf.Value on input
- * accept a JSON number or a decimal string (docs/conventions.md#money).
- */
+/** Money is a decimal string on this surface (docs/conventions.md#money). */
 function withHints(field: DescField, schema: Json): Json {
-  if (!/_usd$/.test(field.name)) return schema;
-  if (field.fieldKind === 'scalar' && field.scalar === ScalarType.STRING) return { ...schema, description: 'Decimal string (USD), e.g. "12.50".' };
-  if (field.fieldKind === 'message' && field.message.typeName === 'google.protobuf.Value') {
-    return { type: ['number', 'string'], description: 'Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".' };
-  }
+  if (/_usd$/.test(field.name) && field.fieldKind === 'scalar' && field.scalar === ScalarType.STRING)
+    return { ...schema, description: 'Decimal string (USD), e.g. "12.50".' };
   return schema;
 }
