@@ -1,6 +1,6 @@
 import { create, createFileRegistry, type DescMessage, type MessageInitShape, setExtension } from '@bufbuild/protobuf';
 import {
-  type FieldDescriptorProto,
+  type FieldDescriptorProtoSchema,
   FieldOptionsSchema,
   FileDescriptorProtoSchema,
   FieldDescriptorProto_Label as Label,
@@ -27,7 +27,7 @@ interface FieldSpec {
 }
 
 function messageOf(fields: FieldSpec[]): DescMessage {
-  const protos = fields.map((spec, i): Partial<FieldDescriptorProto> => {
+  const protos = fields.map((spec, i): MessageInitShape<typeof FieldDescriptorProtoSchema> => {
     const options = create(FieldOptionsSchema);
     if (spec.rules) setExtension(options, validateRules, create(FieldRulesSchema, spec.rules));
     return {
