@@ -62,12 +62,16 @@ export function hasInputRules(message: DescMessage, seen = new Set<DescMessage>(
   return message.fields.some((field) => {
     if (hasOption(field, fieldRules)) return true;
     const nested = field.fieldKind === 'message' || (field.fieldKind === 'list' && field.listKind === 'message') ? field.message : undefined;
-    return nested !== undefined && nested.typeName.startsWith('switchboard.') && hasInputRules(nested, seen);
+    return nested?.typeName.startsWith('switchboard.') === true && hasInputRules(nested, seen);
   });
 }
 
-/** Path variables that name an object the handler looks up (not the workspace, which the gateway resolves). */
-const objectVariable = /\{(?!workspace_id\b)(\w+_id|token)\b/;
+/**
+ * Path variables that name an object the handler looks up (not the workspace, which the gateway
+ * resolves). A `{token}` of a public page is a capability, not an object a principal may or may
+ * not see: its input may be judged first, as those handlers always did.
+ */
+const objectVariable = /\{(?!workspace_id\b)\w+_id\b/;
 
 function pathOf(method: DescMethod): string {
   if (!hasOption(method, http)) return '';

@@ -324,7 +324,7 @@ describe.each(paths)('an RPC server called through $name', (path) => {
   });
 
   it('hides an unexpected failure behind Internal', async () => {
-    const err = await tracked(() => failure(path.call(methods.enrollTwoFactor, {}, {})));
+    const err = await tracked(() => failure(path.call(methods.enrollTwoFactor, { password: 'a password' }, {})));
     expect(err.code).toBe(Code.Internal);
     expect(err.rawMessage).not.toMatch(/hunter2|postgres|secret internals/);
     expect(err.findDetails(ErrorDetailSchema)).toEqual([]);
