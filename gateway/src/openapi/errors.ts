@@ -74,6 +74,7 @@ const edgeErrors = {
     status: 422,
     code: 'idempotency_key_reused',
     when: 'The `Idempotency-Key` was used within 24 h by the same caller for a request with another route, query or body.',
+    field: 'Idempotency-Key',
   },
   idempotentResultUnavailable: {
     status: 409,

@@ -29,7 +29,7 @@ export const headerComponents: Record<string, Json> = {
   'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
   'RateLimit-Policy': {
     description:
-      'The REST rate limit that applies to the caller (IETF draft-ietf-httpapi-ratelimit-headers, a structured field): `"default";q=<requests>;w=60`, per user or API key, or per client address on routes without credentials. Sent once the caller is known, so early refusals (401 and the like) may lack it.',
+      'The REST rate limit that applies to the caller (IETF draft-ietf-httpapi-ratelimit-headers, a structured field): `"default";q=<requests>;w=60`, per user or API key, or per client address on routes without credentials and on a 401. On every answer of the REST surface, errors included (not on the front door, whose keys have limits of their own).',
     schema: { type: 'string', pattern: '^"default";q=[0-9]+;w=60$' },
     example: '"default";q=600;w=60',
   },
