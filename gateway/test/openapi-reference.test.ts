@@ -169,19 +169,11 @@ describe('API reference', () => {
   });
 
   it("states every closed set as an enum, from the protos' rules (docs/conventions.md#input-rules)", () => {
-    const roles = ['owner', 'admin', 'developer'];
-    const grantable = ['admin', 'developer'];
-    const scopes = ['inference', 'read', 'manage'];
-    const policies = ['cn-only', 'overseas-only', 'any'];
-    const periods = ['day', 'week', 'month', 'total'];
+    // The front door's sets are written in gateway/src/openapi/front-door.ts; the others are the protos' rules.
     const events = webhookEventCatalog().map((entry) => entry.type);
-    const deliveries = ['pending', 'succeeded', 'failed', 'exhausted'];
-    const messageRoles = ['user', 'assistant', 'system', 'tool'];
-    const regions = ['cn', 'overseas'];
     expect(enumsOf(shared)).toEqual({
-      // The front door (not protos: gateway/src/openapi/front-door.ts).
       'ChatCompletionService.tier': ['fast', 'balanced', 'passthrough'],
-      'ChatCompletionService.region': regions,
+      'ChatCompletionService.region': ['cn', 'overseas'],
       'FrontDoorError.error.type': [
         'invalid_request_error',
         'authentication_error',
@@ -192,41 +184,54 @@ describe('API reference', () => {
         'api_error',
       ],
       'Model.owned_by': ['switchboard', 'upstream', 'switchboard-demo'],
-      'Model.region': regions,
+      'Model.region': ['cn', 'overseas'],
       'Model.tiers[]': ['fast', 'balanced'],
-      // The protos' rules, requests and responses.
+      'switchboard.billing.v1.BilledModelPrice.region': ['overseas', 'cn'],
+      'switchboard.billing.v1.BilledModelPrice.tiers[]': ['fast', 'balanced'],
+      'switchboard.billing.v1.BilledTierPrice.tier': ['fast', 'balanced'],
       'switchboard.billing.v1.Checkout.status': ['pending', 'completed', 'expired', 'failed'],
-      'switchboard.conversations.v1.CreateMessageRequest.role': messageRoles,
+      'switchboard.billing.v1.CompleteSandboxSetupRequest.card': ['4242', '0341'],
+      'switchboard.billing.v1.GenerationRecord.tier': ['fast', 'balanced', 'passthrough', 'byok'],
+      'switchboard.billing.v1.GenerationRecord.region': ['overseas', 'cn', null],
+      'switchboard.billing.v1.GenerationRecord.status': ['completed', 'client_closed', 'upstream_error', null],
+      'switchboard.billing.v1.LedgerEntry.type': ['free_credit', 'topup', 'auto_topup', 'usage', 'refund', 'dispute', 'adjustment', 'plan_fee'],
+      'switchboard.billing.v1.UsageReport.bucket': ['hour', 'day'],
+      'switchboard.conversations.v1.CreateMessageRequest.role': ['user', 'assistant', 'system', 'tool'],
       'switchboard.conversations.v1.Feedback.rating': [1, -1],
-      'switchboard.conversations.v1.Message.role': messageRoles,
+      'switchboard.conversations.v1.Message.role': ['user', 'assistant', 'system', 'tool'],
       'switchboard.conversations.v1.RecordFeedbackRequest.rating': [1, -1],
-      'switchboard.identity.v1.CreateInvitationRequest.role': grantable,
-      'switchboard.identity.v1.Invitation.role': grantable,
+      'switchboard.identity.v1.CreateInvitationRequest.role': ['admin', 'developer'],
+      'switchboard.identity.v1.DataExport.status': ['pending', 'ready', 'expired'],
+      'switchboard.identity.v1.Invitation.role': ['admin', 'developer'],
       'switchboard.identity.v1.Invitation.status': ['pending', 'accepted', 'expired', 'revoked'],
       'switchboard.identity.v1.LogoutRequest.scope': ['local', 'others', 'global'],
-      'switchboard.identity.v1.Member.role': roles,
-      'switchboard.identity.v1.Organization.role': roles,
-      'switchboard.identity.v1.UpdateMemberRequest.role': grantable,
-      'switchboard.keys.v1.CreateKeyRequest.routing_policy': policies,
-      'switchboard.keys.v1.CreateKeyRequest.scopes[]': scopes,
-      'switchboard.keys.v1.Key.routing_policy': policies,
-      'switchboard.keys.v1.Key.scopes[]': scopes,
+      'switchboard.identity.v1.Member.role': ['owner', 'admin', 'developer'],
+      'switchboard.identity.v1.Organization.role': ['owner', 'admin', 'developer'],
+      'switchboard.identity.v1.UpdateMemberRequest.role': ['admin', 'developer'],
+      'switchboard.keys.v1.CreateKeyRequest.routing_policy': ['cn-only', 'overseas-only', 'any'],
+      'switchboard.keys.v1.CreateKeyRequest.scopes[]': ['inference', 'read', 'manage'],
+      'switchboard.keys.v1.CurrentKey.scopes[]': ['inference', 'read', 'manage'],
+      'switchboard.keys.v1.CurrentKeySpend.period': ['day', 'week', 'month', 'total'],
       'switchboard.keys.v1.Key.status': ['active', 'revoked'],
-      'switchboard.keys.v1.SetRoutingPolicyRequest.routing_policy': policies,
-      'switchboard.keys.v1.SpendLimit.period': periods,
-      'switchboard.keys.v1.SpendLimitStatus.period': periods,
-      'switchboard.keys.v1.UpdateKeyRequest.scopes[]': scopes,
+      'switchboard.keys.v1.Key.routing_policy': ['cn-only', 'overseas-only', 'any'],
+      'switchboard.keys.v1.Key.scopes[]': ['inference', 'read', 'manage'],
+      'switchboard.keys.v1.SetRoutingPolicyRequest.routing_policy': ['cn-only', 'overseas-only', 'any'],
+      'switchboard.keys.v1.SpendLimit.period': ['day', 'week', 'month', 'total'],
+      'switchboard.keys.v1.SpendLimitStatus.period': ['day', 'week', 'month', 'total'],
+      'switchboard.keys.v1.UpdateKeyRequest.scopes[]': ['inference', 'read', 'manage'],
       'switchboard.webhooks.v1.CreateWebhookRequest.events[]': events,
-      'switchboard.webhooks.v1.Delivery.status': deliveries,
+      'switchboard.webhooks.v1.Delivery.status': ['pending', 'succeeded', 'failed', 'exhausted'],
+      'switchboard.webhooks.v1.DeliveryAttempt.status': ['success', 'failed'],
+      'switchboard.webhooks.v1.DeliveryAttempt.error_class': ['dns', 'connect', 'tls', 'timeout', 'blocked_address', 'http', null],
+      'switchboard.webhooks.v1.DeliveryAttempt.trigger': ['event', 'retry', 'manual', 'test'],
       'switchboard.webhooks.v1.UpdateWebhookRequest.events[]': events,
       'header Idempotent-Replayed': ['true'],
-      // Query parameters.
       'POST /v1/auth/logout ?scope': ['local', 'others', 'global'],
       'GET /v1/keys ?status': ['active', 'revoked'],
       'GET /v1/usage ?bucket': ['hour', 'day'],
       'GET /v1/usage ?format': ['json', 'csv'],
       'GET /v1/conversations/{conversation_id}/messages ?order': ['asc', 'desc'],
-      'GET /v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries ?status': deliveries,
+      'GET /v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries ?status': ['pending', 'succeeded', 'failed', 'exhausted'],
     });
   });
 
