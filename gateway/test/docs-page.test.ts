@@ -111,6 +111,9 @@ describe('/docs in Chromium', () => {
     const text = await page.locator('#swagger-ui').innerText();
     expect(text).toContain('Webhooks');
     expect(text).toContain('key.revoked');
+    // The front door, beside the REST operations.
+    expect(text).toContain('/v1/chat/completions');
+    expect(text).toContain('/v1/models');
     await page.close();
   });
 });

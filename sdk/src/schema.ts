@@ -6821,6 +6821,152 @@ export interface components {
          * @description Invalid input; `field` names it.
          *
          *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `email` or `password` is missing or empty.
+         */
+        BadRequest2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `mfa_token` is missing, or neither or both of `code` and `recovery_code` are sent.
+         *     - `invalid_token`: The `mfa_token` is unknown, used, expired or spent by 5 wrong codes, or the password changed since; sign in again.
+         */
+        BadRequest3: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `refresh_token` is missing or empty.
+         */
+        BadRequest4: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `scope` is not `local`, `others` or `global`.
+         */
+        BadRequest5: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `email` is missing or blank.
+         */
+        BadRequest6: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `token` or `new_password` is missing, or `new_password` is over 128 characters.
+         *     - `weak_password`: The new password is shorter than 8 characters, equals the email address or is a common password.
+         *     - `invalid_token`: The reset token is unknown, used, expired, or its account is deactivated; ask for a new one.
+         */
+        BadRequest7: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `token` is missing or empty.
+         *     - `invalid_token`: The token is unknown, used, expired, or for an address the account no longer has.
+         */
+        BadRequest8: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+         */
+        BadRequest9: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
          *     - `invalid_request`: `full_name` is missing, blank, over 200 characters or has control characters.
          */
         BadRequest10: {
@@ -6984,24 +7130,6 @@ export interface components {
          *     - `invalid_request`: A parameter is invalid (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, `since` or `until` is not an RFC 3339 time, `since` is after `until`, or `action` or `actor_id` is longer than 200 characters.
          */
         BadRequest19: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Invalid input; `field` names it.
-         *
-         *     - `invalid_json`: The body is not valid JSON.
-         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
-         *     - `invalid_request`: `email` or `password` is missing or empty.
-         */
-        BadRequest2: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -7191,25 +7319,6 @@ export interface components {
          * @description Invalid input; `field` names it.
          *
          *     - `invalid_json`: The body is not valid JSON.
-         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
-         *     - `invalid_request`: `mfa_token` is missing, or neither or both of `code` and `recovery_code` are sent.
-         *     - `invalid_token`: The `mfa_token` is unknown, used, expired or spent by 5 wrong codes, or the password changed since; sign in again.
-         */
-        BadRequest3: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Invalid input; `field` names it.
-         *
-         *     - `invalid_json`: The body is not valid JSON.
          *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `routing_policy` is not `cn-only`, `overseas-only` or `any`.
          */
         BadRequest30: {
@@ -7365,24 +7474,6 @@ export interface components {
          *     - `invalid_request`: `month` is not a month in the form YYYY-MM, or is after the current month.
          */
         BadRequest39: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Invalid input; `field` names it.
-         *
-         *     - `invalid_json`: The body is not valid JSON.
-         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
-         *     - `invalid_request`: `refresh_token` is missing or empty.
-         */
-        BadRequest4: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -7567,24 +7658,6 @@ export interface components {
         /**
          * @description Invalid input; `field` names it.
          *
-         *     - `invalid_json`: The body is not valid JSON.
-         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
-         *     - `invalid_request`: `scope` is not `local`, `others` or `global`.
-         */
-        BadRequest5: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Invalid input; `field` names it.
-         *
          *     - `invalid_request`: `days` is not a whole number from 1 to 365.
          */
         BadRequest50: {
@@ -7686,204 +7759,12 @@ export interface components {
             };
         };
         /**
-         * @description Invalid input; `field` names it.
-         *
-         *     - `invalid_json`: The body is not valid JSON.
-         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
-         *     - `invalid_request`: `email` is missing or blank.
-         */
-        BadRequest6: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Invalid input; `field` names it.
-         *
-         *     - `invalid_json`: The body is not valid JSON.
-         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
-         *     - `invalid_request`: `token` or `new_password` is missing, or `new_password` is over 128 characters.
-         *     - `weak_password`: The new password is shorter than 8 characters, equals the email address or is a common password.
-         *     - `invalid_token`: The reset token is unknown, used, expired, or its account is deactivated; ask for a new one.
-         */
-        BadRequest7: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Invalid input; `field` names it.
-         *
-         *     - `invalid_json`: The body is not valid JSON.
-         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
-         *     - `invalid_request`: `token` is missing or empty.
-         *     - `invalid_token`: The token is unknown, used, expired, or for an address the account no longer has.
-         */
-        BadRequest8: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Invalid input; `field` names it.
-         *
-         *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-         */
-        BadRequest9: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
          * @description Conflicts with the current state.
          *
          *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
          *     - `email_taken`: An account with this email address exists already.
          */
         Conflict: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Conflicts with the current state.
-         *
-         *     - `owner_cannot_leave`: The owner tried to leave; transfer ownership to another member first.
-         */
-        Conflict10: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Conflicts with the current state.
-         *
-         *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
-         */
-        Conflict11: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Conflicts with the current state.
-         *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
-         *     - `key_revoked`: The key is revoked or expired; it cannot be rotated.
-         *     - `key_already_rotated`: The key was rotated already and its successor is active: rotate the successor (the old key only has its grace period left).
-         */
-        Conflict12: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Conflicts with the current state.
-         *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
-         *     - `checkout_expired`: The checkout expired before it was paid; start a new top-up.
-         */
-        Conflict13: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Conflicts with the current state.
-         *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
-         *     - `setup_expired`: The setup page expired before a card was saved; start a new one.
-         */
-        Conflict14: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Conflicts with the current state.
-         *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
-         *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
-         */
-        Conflict15: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Conflicts with the current state.
-         *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
-         *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
-         *     - `delivery_in_flight`: An attempt of this delivery is being sent right now; look at its attempts in a moment.
-         */
-        Conflict16: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -8029,117 +7910,130 @@ export interface components {
             };
         };
         /**
+         * @description Conflicts with the current state.
+         *
+         *     - `owner_cannot_leave`: The owner tried to leave; transfer ownership to another member first.
+         */
+        Conflict10: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
+         */
+        Conflict11: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `key_revoked`: The key is revoked or expired; it cannot be rotated.
+         *     - `key_already_rotated`: The key was rotated already and its successor is active: rotate the successor (the old key only has its grace period left).
+         */
+        Conflict12: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `checkout_expired`: The checkout expired before it was paid; start a new top-up.
+         */
+        Conflict13: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `setup_expired`: The setup page expired before a card was saved; start a new one.
+         */
+        Conflict14: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
+         */
+        Conflict15: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
+         *     - `delivery_in_flight`: An attempt of this delivery is being sent right now; look at its attempts in a moment.
+         */
+        Conflict16: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
          * @description Authenticated but not allowed.
          *
          *     - `user_session_required`: Called with an API key; this needs a signed-in user.
          */
         Forbidden: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Authenticated but not allowed.
-         *
-         *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-         *     - `forbidden`: The caller's role in the workspace does not allow this.
-         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-         */
-        Forbidden10: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Authenticated but not allowed.
-         *
-         *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-         *     - `invitation_email_mismatch`: The invitation was sent to another email address than the caller's.
-         */
-        Forbidden11: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Authenticated but not allowed.
-         *
-         *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs, or `scopes` names one it lacks itself (`metadata.required_scope`).
-         *     - `forbidden`: The caller's role in the workspace does not allow this.
-         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-         */
-        Forbidden12: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Authenticated but not allowed.
-         *
-         *     - `forbidden`: The caller's role in the workspace does not allow this.
-         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-         *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`). Also: Called with an API key that lacks one of the scopes of the key to rotate.
-         */
-        Forbidden13: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Authenticated but not allowed.
-         *
-         *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
-         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-         */
-        Forbidden14: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Authenticated but not allowed.
-         *
-         *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
-         *     - `forbidden`: The caller's role in the workspace does not allow this.
-         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-         */
-        Forbidden15: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -8278,6 +8172,112 @@ export interface components {
          *     - `forbidden`: The caller's role in the workspace does not allow this.
          */
         Forbidden9: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden10: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+         *     - `invitation_email_mismatch`: The invitation was sent to another email address than the caller's.
+         */
+        Forbidden11: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs, or `scopes` names one it lacks itself (`metadata.required_scope`).
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden12: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`). Also: Called with an API key that lacks one of the scopes of the key to rotate.
+         */
+        Forbidden13: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden14: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden15: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -8605,6 +8605,144 @@ export interface components {
          * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
          *
          *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `session_not_found`: The user has no active session with this id (another user's session is not found either).
+         */
+        NotFound2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `export_not_found`: The user has no export with this id (another user's export is not found either).
+         */
+        NotFound3: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `organization_not_found`: No such organization, or the caller is not a member of it.
+         */
+        NotFound4: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `organization_not_found`: No such organization, or the caller is not a member of it.
+         *     - `invitation_not_found`: The organization has no invitation with this id.
+         */
+        NotFound5: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `organization_not_found`: No such organization, or the caller is not a member of it.
+         *     - `member_not_found`: The user is not a member of the organization.
+         */
+        NotFound6: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `key_not_found`: No key with this id in the workspace of the request (another workspace's key is a 404 too).
+         */
+        NotFound7: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `key_not_found`: No key with this id in the workspace of the request.
+         */
+        NotFound8: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `payment_method_not_found`: The workspace has no saved payment method with this id.
+         */
+        NotFound9: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
          *     - `generation_not_found`: No generation of this workspace has this id (or, for an API key, none of its own).
          */
         NotFound10: {
@@ -8770,23 +8908,6 @@ export interface components {
         /**
          * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
          *
-         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-         *     - `session_not_found`: The user has no active session with this id (another user's session is not found either).
-         */
-        NotFound2: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-         *
          *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
          *     - `webhook_not_found`: No endpoint has this id in the workspace.
          */
@@ -8826,127 +8947,6 @@ export interface components {
          *     - `delivery_not_found`: The endpoint has no delivery with this id.
          */
         NotFound22: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-         *
-         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-         *     - `export_not_found`: The user has no export with this id (another user's export is not found either).
-         */
-        NotFound3: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-         *
-         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-         *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-         */
-        NotFound4: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-         *
-         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-         *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-         *     - `invitation_not_found`: The organization has no invitation with this id.
-         */
-        NotFound5: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-         *
-         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-         *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-         *     - `member_not_found`: The user is not a member of the organization.
-         */
-        NotFound6: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-         *
-         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-         *     - `key_not_found`: No key with this id in the workspace of the request (another workspace's key is a 404 too).
-         */
-        NotFound7: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-         *
-         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-         *     - `key_not_found`: No key with this id in the workspace of the request.
-         */
-        NotFound8: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-         *
-         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-         *     - `payment_method_not_found`: The workspace has no saved payment method with this id.
-         */
-        NotFound9: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -9120,23 +9120,6 @@ export interface components {
         /**
          * @description Too many requests; retry after `Retry-After` seconds.
          *
-         *     - `rate_limited`: Too many tests, redeliveries and recoveries of this endpoint in the last minute; try again after `Retry-After` seconds.
-         */
-        TooManyRequests10: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                RateLimit: components["headers"]["RateLimit"];
-                "Retry-After": components["headers"]["Retry-After"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /**
-         * @description Too many requests; retry after `Retry-After` seconds.
-         *
          *     - `rate_limited`: The REST rate limit of the caller (per user or API key, or per client address without credentials) is used up for this minute; retry after `Retry-After` seconds (`metadata.retry_after_seconds`).
          *     - `too_many_attempts`: Too many failed attempts for this account or client IP; retry after `Retry-After` seconds.
          */
@@ -9262,6 +9245,23 @@ export interface components {
          *     - `rate_limited`: Too many invitations were sent by this user or client IP in the last hour; retry after `Retry-After` seconds.
          */
         TooManyRequests9: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: Too many tests, redeliveries and recoveries of this endpoint in the last minute; try again after `Retry-After` seconds.
+         */
+        TooManyRequests10: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];

@@ -189,6 +189,14 @@ const flavours: Record<ErrorFlavour, { schema: string; prefix: string }> = {
   'front-door': { schema: FRONT_DOOR_ERROR_SCHEMA, prefix: 'FrontDoor' },
 };
 
+/** Names in order, their trailing numbers as numbers (`NotFound2` before `NotFound10`). */
+function byName(a: string, b: string): number {
+  const [, baseA, numberA] = /^(.*?)(\d*)$/.exec(a)!;
+  const [, baseB, numberB] = /^(.*?)(\d*)$/.exec(b)!;
+  if (baseA !== baseB) return baseA < baseB ? -1 : 1;
+  return Number(numberA || 1) - Number(numberB || 1);
+}
+
 /** "Too Many Requests" → "TooManyRequests": a component name of a status. */
 const statusName = (status: number) => (STATUS_CODES[status] ?? `Status${status}`).replace(/[^A-Za-z0-9]/g, '');
 
@@ -217,7 +225,7 @@ export class ErrorResponses {
   /** components.responses and components.examples, sorted by name. */
   components(): { responses: Record<string, Json>; examples: Record<string, Json> } {
     const sorted = <T>(entries: Array<{ name: string } & T>, pick: (e: T) => Json) =>
-      Object.fromEntries(entries.map((e) => [e.name, pick(e)] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+      Object.fromEntries(entries.map((e) => [e.name, pick(e)] as const).sort(([a], [b]) => byName(a, b)));
     return {
       responses: sorted([...this.responses.values()], (e) => e.response),
       examples: sorted([...this.examples.values()], (e) => e.example),
