@@ -8993,7 +8993,7 @@ export interface components {
          * @description A dependency is down or busy; retry later.
          *
          *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-         *     - `service_unavailable`: The store of `Idempotency-Key` results (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
+         *     - `service_unavailable`: The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
          */
         ServiceUnavailable: {
             headers: {
@@ -9028,7 +9028,7 @@ export interface components {
          * @description A dependency is down or busy; retry later.
          *
          *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-         *     - `service_unavailable`: The store of `Idempotency-Key` results (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
+         *     - `service_unavailable`: The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
          *     - `payment_provider_unavailable`: The payment provider could not start the payment (retry after `Retry-After` seconds with the same `idempotency_key`), or none is configured on this deployment (`STRIPE_SECRET_KEY` or `BILLING_SANDBOX`).
          */
         ServiceUnavailable3: {
@@ -9047,7 +9047,7 @@ export interface components {
          * @description A dependency is down or busy; retry later.
          *
          *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-         *     - `service_unavailable`: The store of `Idempotency-Key` results (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
+         *     - `service_unavailable`: The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
          *     - `payment_provider_unavailable`: The payment provider could not start the setup, or no payment provider is configured on this deployment; retry after `Retry-After` seconds.
          */
         ServiceUnavailable4: {
@@ -9084,7 +9084,7 @@ export interface components {
          * @description A dependency is down or busy; retry later.
          *
          *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-         *     - `service_unavailable`: The store of `Idempotency-Key` results (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
+         *     - `service_unavailable`: The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
          *     - `payment_not_recorded`: A refund or dispute of a payment whose own event has not arrived yet; Stripe delivers it again later.
          *     - `payment_provider_unavailable`: Reading the saved card of a completed setup from Stripe failed; Stripe delivers the event again later.
          */
@@ -9347,7 +9347,7 @@ export interface components {
         /**
          * @description A well-formed request that breaks a business rule.
          *
-         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller for a request with another route, query or body.
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).
          */
         UnprocessableEntity: {
             headers: {
@@ -9363,7 +9363,7 @@ export interface components {
         /**
          * @description A well-formed request that breaks a business rule.
          *
-         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller for a request with another route, query or body.
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).
          *     - `two_factor_not_enrolled`: There is no pending enrollment; start with `POST /v1/account/2fa/enroll`.
          */
         UnprocessableEntity2: {
@@ -9380,7 +9380,7 @@ export interface components {
         /**
          * @description A well-formed request that breaks a business rule.
          *
-         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller for a request with another route, query or body.
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).
          *     - `two_factor_not_enabled`: Two-factor authentication is off: there are no recovery codes.
          */
         UnprocessableEntity3: {
@@ -9413,7 +9413,7 @@ export interface components {
         /**
          * @description A well-formed request that breaks a business rule.
          *
-         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller for a request with another route, query or body.
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).
          *     - `personal_workspace`: The organization is a personal workspace, whose ownership cannot move.
          *     - `not_a_member`: The new owner is not a member of the organization; invite them first.
          */
@@ -9431,7 +9431,7 @@ export interface components {
         /**
          * @description A well-formed request that breaks a business rule.
          *
-         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller for a request with another route, query or body. Also: This workspace already used the `idempotency_key` for a top-up of another amount.
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`). Also: This workspace already used the `idempotency_key` for a top-up of another amount.
          */
         UnprocessableEntity6: {
             headers: {
@@ -9463,7 +9463,7 @@ export interface components {
         /**
          * @description A well-formed request that breaks a business rule.
          *
-         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller for a request with another route, query or body.
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).
          *     - `endpoint_limit_reached`: The workspace has as many endpoints as it may have (50 by default); delete one first.
          */
         UnprocessableEntity8: {

@@ -53,8 +53,8 @@ export const fromCatalogue = (...entries: (CataloguedError | CataloguedErrorOf<n
 /**
  * The gateway's answers of the REST rate limits and of the Idempotency-Key header
  * (docs/conventions.md#rate-limits, #idempotency).
- * MERGE: read from the catalogue once it has them (errorCatalogue.rateLimited,
- * invalidIdempotencyKey, idempotencyKeyReused, idempotentResultUnavailable, idempotencyUnavailable).
+ * MERGE: read rateLimited, idempotencyKeyReused and idempotentResultUnavailable from the
+ * catalogue once h-edge's entries are merged (the same status, code and sentence as here).
  */
 const edgeErrors = {
   rateLimited: {
@@ -63,6 +63,7 @@ const edgeErrors = {
     when: 'The REST rate limit of the caller (per user or API key, or per client address without credentials) is used up for this minute; retry after `Retry-After` seconds (`metadata.retry_after_seconds`).',
     metadata: { retry_after_seconds: 17 },
   },
+  // A malformed header is an input error like any other, named by `field`.
   invalidIdempotencyKey: {
     status: 400,
     code: 'invalid_request',
@@ -73,7 +74,7 @@ const edgeErrors = {
   idempotencyKeyReused: {
     status: 422,
     code: 'idempotency_key_reused',
-    when: 'The `Idempotency-Key` was used within 24 h by the same caller for a request with another route, query or body.',
+    when: 'The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).',
     field: 'Idempotency-Key',
   },
   idempotentResultUnavailable: {
@@ -81,11 +82,12 @@ const edgeErrors = {
     code: 'idempotent_result_unavailable',
     when: 'The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.',
   },
+  // The catalogue's service_unavailable, in the case of the Idempotency-Key store.
   idempotencyUnavailable: {
     status: 503,
     code: 'service_unavailable',
     key: 'idempotency_unavailable',
-    when: 'The store of `Idempotency-Key` results (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.',
+    when: 'The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.',
   },
 } satisfies Record<string, ErrorCase>;
 
