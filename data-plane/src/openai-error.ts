@@ -1,6 +1,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ApiError } from '@switchboard/runtime/api-error';
 import { type ErrorBody, toHttpError } from '@switchboard/runtime/errors';
+import { openAiErrorType } from '@switchboard/runtime/openai-error-type';
 
 /**
  * Errors of the front door: the body of docs/conventions.md#errors plus OpenAI's `type` and `param`, so OpenAI SDKs
@@ -8,17 +9,6 @@ import { type ErrorBody, toHttpError } from '@switchboard/runtime/errors';
  */
 export interface OpenAiErrorBody {
   error: ErrorBody['error'] & { type: string; param: string | null };
-}
-
-/** OpenAI's error type for a status. */
-function openAiType(status: number): string {
-  if (status === 401) return 'authentication_error';
-  if (status === 402) return 'insufficient_quota';
-  if (status === 403) return 'permission_error';
-  if (status === 404) return 'not_found_error';
-  if (status === 429) return 'rate_limit_error';
-  if (status >= 500) return 'api_error';
-  return 'invalid_request_error';
 }
 
 /** The status and body of any error a request ends with (a mesh call's included). */
@@ -39,5 +29,5 @@ export function toErrorResponse(err: unknown, requestId: string): { status: numb
     } = toHttpError(fromMesh ? new ConnectError(connect.rawMessage, Code.Unavailable) : connect, requestId));
   }
   // A mesh service that is away (a restart, an outage) comes back within seconds: say when to retry.
-  return { status, body: { error: { ...error, type: openAiType(status), param: error.field } }, retryAfterSeconds: status === 503 ? 1 : undefined };
+  return { status, body: { error: { ...error, type: openAiErrorType(status), param: error.field } }, retryAfterSeconds: status === 503 ? 1 : undefined };
 }

@@ -1,3 +1,6 @@
+import { ErrorResponses } from './openapi/errors.js';
+import { frontDoorHeaders, frontDoorPaths, frontDoorSchemas, frontDoorTag } from './openapi/front-door.js';
+import { headerComponents, IDEMPOTENCY_KEY_PARAMETER, idempotencyKeyParameter } from './openapi/headers.js';
 import { describeApi } from './openapi/introduction.js';
 import type { Json } from './openapi/json-schema.js';
 import { operationOf, responseOf, tagOf } from './openapi/operations.js';
@@ -18,11 +21,17 @@ import { type Route, unversionedAlias } from './routes.js';
  *   marked `always_set`, which the handler never leaves unset (not nullable); 64-bit
  *   integers are JSON numbers; well-known types use their proto3 JSON forms.
  *
- * The output is deterministic: paths follow the order of the routes, components are sorted.
- * By concern: openapi/schemas.ts (components.schemas, from the messages), openapi/operations.ts
- * (an operation per route), openapi/errors.ts (error responses, from the catalogue in
- * runtime/src/error-catalogue.ts), openapi/security.ts (credentials and access rules),
- * openapi/introduction.ts (info.description), openapi/webhooks.ts (the event catalog as `webhooks`).
+ * - limits: the protovalidate rules of each field (`(buf.validate.field)`, the ones the services
+ *   validate with) as `enum`, `minLength`, `maxLength`, `pattern`, `minimum`, `maximum`, `maxItems`…
+ *
+ * The output is deterministic: paths follow the order of the routes, then the front door's;
+ * components are sorted. By concern: openapi/schemas.ts (components.schemas, from the messages),
+ * openapi/rules.ts (their limits), openapi/operations.ts (an operation per route),
+ * openapi/errors.ts (error responses shared as components, from the catalogue in
+ * runtime/src/error-catalogue.ts), openapi/headers.ts (Idempotency-Key, rate limits),
+ * openapi/security.ts (credentials and access rules), openapi/front-door.ts (the OpenAI-compatible
+ * routes of the data plane), openapi/introduction.ts (info.description), openapi/webhooks.ts
+ * (the event catalog as `webhooks`).
  */
 
 export interface OpenApiInfo {
@@ -35,6 +44,7 @@ export interface OpenApiInfo {
 /** Builds the OpenAPI 3.1 document of the given routes (the canonical /v1 templates). */
 export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): Json {
   const schemas = new Schemas();
+  const errors = new ErrorResponses();
   // Responses first, so messages used in both directions keep their plain name for the output form.
   for (const route of routes) responseOf(route, schemas);
 
@@ -51,10 +61,14 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
     const item = paths[route.template];
     const verb = route.httpMethod.toLowerCase();
     if (item[verb]) throw new Error(`OpenAPI: two routes for ${route.httpMethod} ${route.template}`);
-    item[verb] = operationOf(route, tag, schemas);
+    item[verb] = operationOf(route, tag, schemas, errors);
   }
 
+  // The OpenAI-compatible routes the gateway forwards to the data plane (docs/api/front-door.md).
+  Object.assign(paths, frontDoorPaths(errors));
+  tags.set(frontDoorTag.name as string, frontDoorTag);
   const groups = [...aliased].sort();
+  const shared = errors.components();
   return {
     openapi: '3.1.0',
     info: {
@@ -68,8 +82,11 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
     webhooks: webhooksOf(),
     components: {
       securitySchemes,
-      schemas: schemas.sorted(),
+      schemas: schemas.sorted(frontDoorSchemas),
+      responses: shared.responses,
+      examples: shared.examples,
       parameters: {
+        [IDEMPOTENCY_KEY_PARAMETER]: idempotencyKeyParameter,
         WorkspaceId: {
           name: 'X-Workspace-Id',
           in: 'header',
@@ -79,13 +96,7 @@ export function buildOpenApiDocument(routes: Route[], info: OpenApiInfo = {}): J
           schema: { type: 'string' },
         },
       },
-      headers: {
-        'X-Request-Id': {
-          description: 'The request id (taken from the request when sent, else new); also in error bodies.',
-          schema: { type: 'string' },
-        },
-        'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
-      },
+      headers: { ...headerComponents, ...frontDoorHeaders },
     },
   };
 }

@@ -86,4 +86,34 @@ describe('/docs in Chromium', () => {
     }
     await page.close();
   });
+
+  it('shows the limits and enums of a request body, and the webhooks', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${base}/docs`);
+    const operation = page.locator('#operations-Key-KeyService_CreateKey');
+    await operation.locator('.opblock-summary').first().click();
+    const body = operation.locator('.opblock-section-request-body');
+    await body.locator('button:has-text("Schema")').first().click({ timeout: 15_000 });
+    // Limits read from the protos' rules, shown beside each property.
+    await expect.poll(() => body.innerText(), { timeout: 15_000 }).toContain('≥ 1 characters');
+    expect(await body.innerText()).toContain('≤ 4 items');
+    expect(await body.innerText()).toContain('matches ^\\d+(\\.\\d+)?$');
+    // A closed set, once its property is opened.
+    for (const name of ['routing_policy', 'scopes']) {
+      const property = body.locator(
+        `.json-schema-2020-12-property:has(> .json-schema-2020-12 > .json-schema-2020-12-head .json-schema-2020-12__title:text-is("${name}"))`,
+      );
+      await property.locator('button.json-schema-2020-12-expand-deep-button').first().click();
+    }
+    await expect.poll(() => body.innerText()).toContain('"overseas-only"');
+    expect(await body.innerText()).toContain('"inference"');
+    // The webhooks section lists the event types.
+    const text = await page.locator('#swagger-ui').innerText();
+    expect(text).toContain('Webhooks');
+    expect(text).toContain('key.revoked');
+    // The front door, beside the REST operations.
+    expect(text).toContain('/v1/chat/completions');
+    expect(text).toContain('/v1/models');
+    await page.close();
+  });
 });

@@ -8,9 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handleDocs } from '../src/docs.js';
 import { buildOpenApiDocument } from '../src/openapi.js';
 import { buildRoutes } from '../src/routes.js';
-
-// biome-ignore lint/suspicious/noExplicitAny: the document is walked as plain JSON.
-type Json = Record<string, any>;
+import { inlineShared, type Json } from './openapi-fixture.js';
 
 /** Every REST route of docs/api/ and docs/webhooks.md (paths as the docs write them; variable names may differ). */
 const specRoutes: Array<[string, string]> = [
@@ -105,10 +103,11 @@ const shape = (template: string) => template.replace(/\{[^}]+\}/g, '{}');
 
 const methods = ['get', 'put', 'post', 'patch', 'delete'] as const;
 
-function operations(doc: Json): Array<{ method: string; path: string; op: Json }> {
-  return Object.entries(doc.paths as Record<string, Json>).flatMap(([path, item]) =>
-    methods.filter((m) => item[m]).map((m) => ({ method: m.toUpperCase(), path, op: item[m] as Json })),
-  );
+/** The operations of the REST surface (the protos' routes); `frontDoor` for the data plane's OpenAI-compatible ones. */
+function operations(doc: Json, frontDoor = false): Array<{ method: string; path: string; op: Json }> {
+  return Object.entries(doc.paths as Record<string, Json>)
+    .flatMap(([path, item]) => methods.filter((m) => item[m]).map((m) => ({ method: m.toUpperCase(), path, op: item[m] as Json })))
+    .filter(({ op }) => (op['x-switchboard-component'] === 'data-plane') === frontDoor);
 }
 
 function find(doc: Json, method: string, specPath: string): Json | undefined {
@@ -147,18 +146,19 @@ function refsOf(doc: Json, schema: unknown, seen = new Set<string>()): Set<strin
 
 describe('OpenAPI document', () => {
   const routes = buildRoutes();
-  const doc = buildOpenApiDocument(routes, { version: '1.2.3' }) as Json;
+  const shared = buildOpenApiDocument(routes, { version: '1.2.3' }) as Json;
+  const doc = inlineShared(shared);
 
   it('is a valid OpenAPI 3.1 document', async () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(doc.info.title).toBe('Switchboard API');
     expect(doc.info.version).toBe('1.2.3');
-    const validated = (await SwaggerParser.validate(structuredClone(doc) as unknown as Parameters<typeof SwaggerParser.validate>[0])) as Json;
+    const validated = (await SwaggerParser.validate(structuredClone(shared) as unknown as Parameters<typeof SwaggerParser.validate>[0])) as Json;
     expect(validated.openapi).toBe('3.1.0');
   });
 
   it('is deterministic', () => {
-    expect(JSON.stringify(buildOpenApiDocument(buildRoutes(), { version: '1.2.3' }))).toBe(JSON.stringify(doc));
+    expect(JSON.stringify(buildOpenApiDocument(buildRoutes(), { version: '1.2.3' }))).toBe(JSON.stringify(shared));
   });
 
   it('lists every route of docs/api/ and docs/webhooks.md with its method', () => {
@@ -170,6 +170,7 @@ describe('OpenAPI document', () => {
     const listed = operations(doc).map((o) => `${o.method} ${o.path}`);
     expect(listed.sort()).toEqual(routes.map((r) => `${r.httpMethod} ${r.template}`).sort());
     for (const path of Object.keys(doc.paths)) expect(path.startsWith('/v1/')).toBe(true);
+    expect(operations(doc, true).map((o) => `${o.method} ${o.path}`)).toEqual(['POST /v1/chat/completions', 'GET /v1/models']);
     expect(doc.info.description).toMatch(/without the `\/v1` prefix/);
   });
 
@@ -281,7 +282,7 @@ describe('OpenAPI document', () => {
     const revoke = find(doc, 'DELETE', '/v1/keys/{key_id}')!;
     expect(revoke.responses['200'].content['application/json'].schema.$ref).toBe('#/components/schemas/switchboard.keys.v1.Key');
     const stripe = find(doc, 'POST', '/v1/billing/providers/stripe/webhook')!;
-    expect(stripe.parameters).toEqual([expect.objectContaining({ name: 'Stripe-Signature', in: 'header', required: true })]);
+    expect(stripe.parameters.filter((p: Json) => !p.$ref)).toEqual([expect.objectContaining({ name: 'Stripe-Signature', in: 'header', required: true })]);
     expect(stripe.responses['204']).toBeDefined();
   });
 
@@ -303,7 +304,11 @@ describe('OpenAPI document', () => {
   it('describes amounts that accept a number or a decimal string', () => {
     const op = find(doc, 'POST', '/v1/billing/checkout')!;
     const body = deref(doc, op.requestBody.content['application/json'].schema);
-    expect(body.properties.amount_usd.type).toEqual(['number', 'string']);
+    // As its field states it (`(switchboard.api.v1.field).schema`): a google.protobuf.Value carries no protovalidate rules.
+    expect(body.properties.amount_usd.anyOf).toEqual([
+      { type: 'number', exclusiveMinimum: 0 },
+      { type: 'string', pattern: expect.stringMatching(/^\^/) },
+    ]);
     expect(body.properties.idempotency_key.type).toBe('string');
   });
 
@@ -324,11 +329,9 @@ describe('OpenAPI document', () => {
   });
 
   it('shows who may call each operation, from the access options of the protos', () => {
-    for (const [path, item] of Object.entries(doc.paths as Json)) {
-      for (const [verb, op] of Object.entries(item as Json)) {
-        expect(op['x-switchboard-access'], `${verb} ${path}`).toMatchObject({ rule: expect.any(String), credentials: expect.any(String) });
-        expect(op.description, `${verb} ${path}`).toMatch(/\n\nCredentials: .*\n\nAccess: [^\n]*$/);
-      }
+    for (const { method, path, op } of [...operations(doc), ...operations(doc, true)]) {
+      expect(op['x-switchboard-access'], `${method} ${path}`).toMatchObject({ rule: expect.any(String), credentials: expect.any(String) });
+      expect(op.description, `${method} ${path}`).toMatch(/\n\nCredentials: .*\n\nAccess: [^\n]*$/);
     }
     expect(find(doc, 'POST', '/v1/keys')!['x-switchboard-access']).toEqual({
       rule: 'workspace',
@@ -415,6 +418,108 @@ describe('OpenAPI document', () => {
     const error = doc.components.schemas.Error;
     expect(error.properties.error.required).toEqual(['code', 'message', 'field', 'request_id']);
     expect(error.properties.error.properties.field.type).toEqual(['string', 'null']);
+  });
+
+  it('shares error responses as components, one per status and set of cases, with shared examples', () => {
+    const used = new Set<string>();
+    for (const { method, path, op } of [...operations(shared), ...operations(shared, true)]) {
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        if (status !== 'default' && Number(status) < 400) continue;
+        expect(response.$ref, `${method} ${path} ${status}`).toMatch(/^#\/components\/responses\//);
+        used.add(response.$ref.split('/').pop());
+      }
+    }
+    const responses = shared.components.responses as Record<string, Json>;
+    expect(Object.keys(responses).sort()).toEqual([...used].sort());
+    // One component per distinct response: none is a copy of another.
+    const texts = Object.values(responses).map((r) => JSON.stringify(r));
+    expect(new Set(texts).size).toBe(texts.length);
+    const examples = shared.components.examples as Record<string, Json>;
+    for (const [name, response] of Object.entries(responses)) {
+      for (const example of Object.values(response.content['application/json'].examples as Record<string, Json>)) {
+        expect(example.$ref, name).toMatch(/^#\/components\/examples\//);
+        expect(examples[example.$ref.split('/').pop()], name).toBeDefined();
+      }
+    }
+    expect(Object.values(examples).map((e) => JSON.stringify(e)).length).toBe(new Set(Object.values(examples).map((e) => JSON.stringify(e))).size);
+  });
+
+  it('documents Idempotency-Key on every POST, and the rate-limit headers on every answer (docs/conventions.md#idempotency, #rate-limits)', () => {
+    expect(shared.components.parameters.IdempotencyKey).toMatchObject({
+      name: 'Idempotency-Key',
+      in: 'header',
+      required: false,
+      schema: { type: 'string', minLength: 1, maxLength: 255 },
+    });
+    for (const { method, path, op } of operations(doc)) {
+      const label = `${method} ${path}`;
+      const refs = (op.parameters ?? []).map((p: Json) => p.$ref);
+      expect(refs.includes('#/components/parameters/IdempotencyKey'), label).toBe(method === 'POST');
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        const headers = Object.keys(response.headers ?? {});
+        expect(headers, `${label} ${status}`).toEqual(expect.arrayContaining(['X-Request-Id', 'RateLimit-Policy', 'RateLimit']));
+        expect(headers.includes('Retry-After'), `${label} ${status}`).toBe(status === '429' || status === '503');
+        if (Number(status) < 300) expect(headers.includes('Idempotent-Replayed'), `${label} ${status}`).toBe(method === 'POST');
+      }
+      const codes = (status: string) => Object.values(op.responses[status]?.content['application/json'].examples ?? {}).map((e) => (e as Json).value.error);
+      expect(
+        codes('429').map((e: Json) => e.code),
+        label,
+      ).toContain('rate_limited');
+      if (method !== 'POST') continue;
+      expect(codes('400'), label).toContainEqual(expect.objectContaining({ code: 'invalid_request', field: 'Idempotency-Key' }));
+      expect(
+        codes('422').map((e: Json) => e.code),
+        label,
+      ).toContain('idempotency_key_reused');
+    }
+    // The top-up's own body field and the header share the code: both cases are described.
+    expect(find(doc, 'POST', '/v1/billing/topup')!.responses['422'].description).toMatch(/`Idempotency-Key`.*Also: /s);
+    const headers = shared.components.headers;
+    expect(headers['RateLimit-Policy'].example).toMatch(/^"default";q=\d+;w=60$/);
+    expect(headers.RateLimit.example).toMatch(/^"default";r=\d+;t=\d+$/);
+  });
+
+  it('documents the front door: chat completions (JSON and streamed) and the model list, API keys only, OpenAI-shaped errors (docs/api/front-door.md)', () => {
+    const completions = doc.paths['/v1/chat/completions'].post;
+    expect(completions.security).toEqual([{ apiKey: [] }]);
+    expect(completions['x-required-scope']).toBe('inference');
+    // The REST surface's Idempotency-Key and RateLimit do not apply; the key's own x-ratelimit-* do.
+    expect((completions.parameters as Json[]).map((p) => p.name)).toEqual(['X-Service-Conversation-Id']);
+    const ok = completions.responses['200'];
+    expect(Object.keys(ok.content)).toEqual(['application/json', 'text/event-stream']);
+    expect(Object.keys(ok.headers)).toEqual(expect.arrayContaining(['X-Service-Generation-Id', 'X-Service-Overhead-Ms', 'x-ratelimit-remaining-requests']));
+    expect(Object.keys(ok.headers)).not.toContain('RateLimit');
+    expect(ok.content['text/event-stream'].example).toMatch(/"service":\{"generation_id".*\n\ndata: \[DONE\]\n\n$/s);
+    const request = shared.components.schemas.ChatCompletionRequest;
+    expect(request.additionalProperties).toBe(false);
+    expect(request.required).toEqual(['model', 'messages']);
+    expect(request.properties.n).toMatchObject({ minimum: 1, maximum: 16 });
+    expect(shared.components.schemas.ChatCompletionService.properties.region.enum).toEqual(['cn', 'overseas']);
+
+    const codes = (op: Json, status: string) => Object.values(op.responses[status].content['application/json'].examples).map((e) => (e as Json).value.error);
+    expect(codes(completions, '400').map((e: Json) => e.code)).toEqual([
+      'invalid_request',
+      'invalid_json',
+      'unsupported_parameter',
+      'model_unavailable',
+      'upstream_rejected',
+    ]);
+    expect(codes(completions, '402').map((e: Json) => e.code)).toEqual(['spend_cap_exceeded', 'insufficient_balance']);
+    expect(codes(completions, '403')).toContainEqual(expect.objectContaining({ code: 'model_not_allowed', type: 'permission_error', param: 'model' }));
+    expect(codes(completions, '429')).toEqual([expect.objectContaining({ code: 'rate_limit_exceeded', type: 'rate_limit_error' })]);
+    expect(codes(completions, '502')).toEqual([expect.objectContaining({ code: 'upstream_error', type: 'api_error' })]);
+    expect(completions.responses['429'].headers['Retry-After']).toBeDefined();
+    for (const status of ['400', '401', '402', '403', '404', '413', '415', '429', '502', '503', 'default']) {
+      expect(shared.paths['/v1/chat/completions'].post.responses[status].$ref, status).toMatch(/^#\/components\/responses\/FrontDoor/);
+      expect(completions.responses[status].content['application/json'].schema, status).toEqual({ $ref: '#/components/schemas/FrontDoorError' });
+    }
+
+    const models = doc.paths['/v1/models'].get;
+    expect(models.security).toEqual([{ apiKey: [] }]);
+    expect(models.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/ModelList' });
+    expect(Object.keys(models.responses).sort()).toEqual(['200', '401', '403', '503', 'default']);
+    expect(shared.components.schemas.Model.properties.owned_by.enum).toEqual(['switchboard', 'upstream', 'switchboard-demo']);
   });
 
   it('lists every event type of the catalog under webhooks, with its schema, an example that fits it, and the signature headers', () => {

@@ -2314,6 +2314,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/chat/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a chat completion (OpenAI-compatible)
+         * @description OpenAI's chat completion at the platform's prices and limits: the official `openai` client works unchanged with `baseURL` set to this gateway's `/v1`. The key's allowed models, rate limits, budgets and the workspace's balance are checked before anything goes upstream; the answer is billed before its last byte. Not streamed, the body is the upstream's completion with `service` added; streamed, the upstream's events pass through as they come, the last chunk carries `service`, then `data: [DONE]`. A stream that ends early sends an `error` event (`stream_too_long`, `upstream_error`, or `service_unavailable` when the data plane shuts down). The REST surface's `Idempotency-Key` and `RateLimit` headers do not apply here: the key's own `rate_limits` do (the `x-ratelimit-*` headers).
+         *
+         *     Credentials: An API key (a user's access token is refused with 401). API keys need the `inference` scope (model requests and what they need).
+         *
+         *     Access: any API key with the `inference` scope, within its allowed models, routing policy, rate limits and budgets.
+         */
+        post: operations["FrontDoor_CreateChatCompletion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the models the key may use (OpenAI-compatible)
+         * @description OpenAI's model list: the service tiers, then every model of the catalog once, each with what the workspace's plan pays per million tokens; a key with `allowed_models` sees only what it may use.
+         *
+         *     Credentials: An API key (a user's access token is refused with 401). API keys need the `inference` scope (model requests and what they need).
+         *
+         *     Access: any API key with the `inference` scope, within its allowed models, routing policy, rate limits and budgets.
+         */
+        get: operations["FrontDoor_ListModels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "agent.completed": {
@@ -2782,6 +2830,170 @@ export interface webhooks {
 export interface components {
     schemas: {
         /**
+         * ChatCompletion
+         * @description The upstream's OpenAI chat completion as it answered, with `service` added.
+         * @example {
+         *       "id": "chatcmpl-9x2",
+         *       "object": "chat.completion",
+         *       "created": 1764150000,
+         *       "model": "gpt-4o-mini",
+         *       "choices": [
+         *         {
+         *           "index": 0,
+         *           "message": {
+         *             "role": "assistant",
+         *             "content": "Hello!"
+         *           },
+         *           "finish_reason": "stop"
+         *         }
+         *       ],
+         *       "usage": {
+         *         "prompt_tokens": 9,
+         *         "completion_tokens": 2,
+         *         "total_tokens": 11
+         *       },
+         *       "service": {
+         *         "generation_id": "gen_7Qk2mN8pR4sT6vX1",
+         *         "tier": "fast",
+         *         "routed_model": "gpt-4o-mini",
+         *         "region": "overseas",
+         *         "cost_usd": "0.0000045"
+         *       }
+         *     }
+         */
+        ChatCompletion: {
+            /** @description The upstream's completion id. */
+            id: string;
+            /**
+             * @description Always `chat.completion`.
+             * @constant
+             */
+            object: "chat.completion";
+            /** @description Unix seconds. */
+            created?: number;
+            /** @description The model as the upstream names it. */
+            model?: string;
+            /** @description OpenAI's choices: `index`, `message`, `finish_reason`. */
+            choices: {
+                [key: string]: unknown;
+            }[];
+            /** @description Token counts as the upstream reported them (what is billed when present). */
+            usage?: {
+                /** @description Tokens of the prompt. */
+                prompt_tokens?: number;
+                /** @description Tokens of the answer. */
+                completion_tokens?: number;
+                /** @description Their sum. */
+                total_tokens?: number;
+            } & {
+                [key: string]: unknown;
+            };
+            /** @description What the platform did: the generation id, the routing and the cost. */
+            service: components["schemas"]["ChatCompletionService"];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ChatCompletionRequest
+         * @description OpenAI's chat completion request, limited to the parameters whose output the platform can bill: any other top-level field, even `null`, is a 400 `unsupported_parameter` naming it (docs/api/front-door.md#parameters). The platform checks `model`, `messages`, `stream`, `max_tokens`, `max_completion_tokens` and `n`; the others go upstream as sent.
+         * @example {
+         *       "model": "service/fast",
+         *       "messages": [
+         *         {
+         *           "role": "user",
+         *           "content": "Say hello"
+         *         }
+         *       ],
+         *       "max_tokens": 64
+         *     }
+         */
+        ChatCompletionRequest: {
+            /**
+             * @description A service tier (`service/fast`, `service/balanced`: the key's routing policy and the routing scores pick the model and region) or a model id of the catalog (passthrough); `GET /v1/models` lists them.
+             * @example service/fast
+             * @example service/balanced
+             * @example gpt-4o-mini
+             */
+            model: string;
+            /** @description The conversation so far, as OpenAI's messages. */
+            messages: ({
+                /** @description `system`, `user`, `assistant`, `tool`, … as the upstream takes them. */
+                role: string;
+                /** @description Text, or content parts (`{"type": "text", "text"}`, `{"type": "image_url", …}`). */
+                content?: string | unknown[] | null;
+            } & {
+                [key: string]: unknown;
+            })[];
+            /** @description The most tokens the answer may have; without it `DEFAULT_MAX_TOKENS` is sent upstream and estimated. */
+            max_tokens?: number;
+            /** @description The same bound under its newer name; with both, the larger counts for the estimate. */
+            max_completion_tokens?: number;
+            /**
+             * @description How many choices to generate; each is generated and billed.
+             * @default 1
+             */
+            n: number;
+            /**
+             * @description Stream the answer as server-sent events (`text/event-stream`).
+             * @default false
+             */
+            stream: boolean | null;
+            /** @description OpenAI's stream options; `include_usage` is forced on upstream. */
+            stream_options?: Record<string, never>;
+            /** @description Passed upstream. */
+            temperature?: number;
+            /** @description Passed upstream. */
+            top_p?: number;
+            /** @description Passed upstream. */
+            stop?: string | string[] | null;
+            /** @description Passed upstream. */
+            presence_penalty?: number;
+            /** @description Passed upstream. */
+            frequency_penalty?: number;
+            /** @description Passed upstream. */
+            logit_bias?: {
+                [key: string]: number;
+            };
+            /** @description Passed upstream. */
+            logprobs?: boolean;
+            /** @description Passed upstream. */
+            top_logprobs?: number;
+            /** @description Passed upstream. */
+            seed?: number;
+            /** @description Passed upstream. */
+            user?: string;
+            /** @description Passed upstream. */
+            response_format?: Record<string, never>;
+            /** @description Passed upstream. */
+            tools?: Record<string, never>[];
+            /** @description Passed upstream. */
+            tool_choice?: string | Record<string, never>;
+            /** @description Passed upstream. */
+            parallel_tool_calls?: boolean;
+        };
+        /**
+         * ChatCompletionService
+         * @description What the platform did with the request: the generation, where it was routed and what it cost (what billing debits, exactly).
+         */
+        ChatCompletionService: {
+            /** @description The generation id (`gen_…`) `POST /v1/feedback` takes. */
+            generation_id: string;
+            /**
+             * @description How it is billed: a service tier, or `passthrough` for a concrete model.
+             * @enum {string}
+             */
+            tier: "fast" | "balanced" | "passthrough";
+            /** @description The model of the catalog that answered. */
+            routed_model: string;
+            /**
+             * @description The region of the upstream that answered.
+             * @enum {string}
+             */
+            region: "cn" | "overseas";
+            /** @description What the request cost, in USD (a decimal string). */
+            cost_usd: string;
+        };
+        /**
          * Error
          * @description The body of every non-2xx response.
          */
@@ -2801,6 +3013,117 @@ export interface components {
                     [key: string]: unknown;
                 };
             };
+        };
+        /**
+         * FrontDoorError
+         * @description The body of every non-2xx answer of the OpenAI-compatible routes, so OpenAI SDKs raise their typed errors.
+         */
+        FrontDoorError: {
+            /** @description What went wrong. */
+            error: {
+                /** @description Machine-readable snake_case code, e.g. `invalid_credentials`. */
+                code: string;
+                /** @description A sentence for a person. */
+                message: string;
+                /** @description The input path the error is about, or null. */
+                field: string | null;
+                /** @description Same as the `X-Request-Id` response header. */
+                request_id: string;
+                /** @description Extra facts for the client, when the error has any. */
+                metadata?: {
+                    [key: string]: unknown;
+                };
+                /**
+                 * @description OpenAI's error type, by status.
+                 * @enum {string}
+                 */
+                type: "invalid_request_error" | "authentication_error" | "insufficient_quota" | "permission_error" | "not_found_error" | "rate_limit_error" | "api_error";
+                /** @description The same as `field` (OpenAI's name for it). */
+                param: string | null;
+            };
+        };
+        /**
+         * Model
+         * @description A model the key may use: a service tier, or a model of the catalog (docs/api/front-door.md#the-model-list).
+         */
+        Model: {
+            /** @description The `model` to send: a service tier or a catalog model id. */
+            id: string;
+            /**
+             * @description Always `model`.
+             * @constant
+             */
+            object: "model";
+            /** @description A fixed date (the catalog does not say when a model was made), Unix seconds. */
+            created: number;
+            /**
+             * @description `switchboard` for a service tier, `upstream` for a catalog model, `switchboard-demo` when the demo upstream answers it.
+             * @enum {string}
+             */
+            owned_by: "switchboard" | "upstream" | "switchboard-demo";
+            /**
+             * @description A catalog model's region; absent for a tier and for a model served in several regions.
+             * @enum {string}
+             */
+            region?: "cn" | "overseas";
+            /** @description The service tiers the entry is, or is a candidate of. */
+            tiers: ("fast" | "balanced")[];
+            /** @description What the workspace's plan pays per million tokens. */
+            pricing: {
+                /** @description USD per million prompt tokens. */
+                input_usd_per_1m: string;
+                /** @description USD per million answer tokens. */
+                output_usd_per_1m: string;
+            };
+            /** @description An answer may come from the demo upstream (a region without its API key). */
+            demo: boolean;
+        };
+        /**
+         * ModelList
+         * @description OpenAI's model list: the service tiers first, then each catalog model once, only what the key may use.
+         * @example {
+         *       "object": "list",
+         *       "data": [
+         *         {
+         *           "id": "service/fast",
+         *           "object": "model",
+         *           "created": 1700000000,
+         *           "owned_by": "switchboard",
+         *           "tiers": [
+         *             "fast"
+         *           ],
+         *           "pricing": {
+         *             "input_usd_per_1m": "0.20",
+         *             "output_usd_per_1m": "0.80"
+         *           },
+         *           "demo": false
+         *         },
+         *         {
+         *           "id": "gpt-4o-mini",
+         *           "object": "model",
+         *           "created": 1700000000,
+         *           "owned_by": "upstream",
+         *           "region": "overseas",
+         *           "tiers": [
+         *             "fast"
+         *           ],
+         *           "pricing": {
+         *             "input_usd_per_1m": "0.1575",
+         *             "output_usd_per_1m": "0.63"
+         *           },
+         *           "demo": false
+         *         }
+         *       ]
+         *     }
+         */
+        ModelList: {
+            /**
+             * @description Always `list`.
+             * @constant
+             */
+            object: "list";
+            /** @description The models. */
+            data: components["schemas"]["Model"][];
         };
         /**
          * AutoTopup
@@ -2898,10 +3221,13 @@ export interface components {
         "switchboard.billing.v1.BilledModelPrice": {
             /** @description The model id to send as `model`. */
             id: string;
-            /** @description Where it is served: `overseas` or `cn`. */
-            region: string;
+            /**
+             * @description Where it is served: `overseas` or `cn`.
+             * @enum {string}
+             */
+            region: "overseas" | "cn";
             /** @description The service tiers it is a candidate for (possibly none). */
-            tiers: string[];
+            tiers: ("fast" | "balanced")[];
             /** @description USD per million input tokens: the provider's price plus the plan's passthrough markup (decimal string). */
             input_usd_per_1m: string;
             /** @description USD per million output tokens: the provider's price plus the plan's passthrough markup (decimal string). */
@@ -2912,8 +3238,11 @@ export interface components {
          * @description The price of a service tier as the workspace's plan bills it.
          */
         "switchboard.billing.v1.BilledTierPrice": {
-            /** @description `fast` or `balanced`. */
-            tier: string;
+            /**
+             * @description `fast` or `balanced`.
+             * @enum {string}
+             */
+            tier: "fast" | "balanced";
             /** @description USD per million input (prompt) tokens, the plan's discount applied (decimal string). */
             input_usd_per_1m: string;
             /** @description USD per million output (completion) tokens, the plan's discount applied (decimal string). */
@@ -2946,8 +3275,9 @@ export interface components {
             /**
              * @description `pending` (not paid yet), `completed` (paid and credited), `expired` (not paid in time) or
              *     `failed` (the payment failed).
+             * @enum {string}
              */
-            status: string;
+            status: "pending" | "completed" | "expired" | "failed";
             /** @description The idempotency key the top-up was started with. */
             idempotency_key: string;
             /**
@@ -2979,8 +3309,11 @@ export interface components {
          *     }
          */
         "switchboard.billing.v1.CompleteSandboxSetupRequest": {
-            /** @description "4242" (charges succeed; the default) or "0341" (every charge is declined). */
-            card?: string;
+            /**
+             * @description "4242" (charges succeed; the default) or "0341" (every charge is declined).
+             * @enum {string}
+             */
+            card?: "4242" | "0341";
         };
         /**
          * CreateCheckoutRequest
@@ -2995,8 +3328,6 @@ export interface components {
              * @description The amount to add to the balance, in USD: above 0 (at least 0.50 with Stripe, its smallest
              *     charge), at most 2 decimals and at most the largest top-up allowed (10000 unless the
              *     deployment sets another limit); a JSON number (25.5) or a decimal string ("25.50").
-             *
-             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
              */
             amount_usd: number | string;
             /**
@@ -3024,8 +3355,6 @@ export interface components {
              * @description The amount to add to the balance, in USD: above 0 (at least 0.50 with Stripe, its smallest
              *     charge), at most 2 decimals and at most the largest top-up allowed (10000 unless the
              *     deployment sets another limit); a JSON number (25.5) or a decimal string ("25.50").
-             *
-             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
              */
             amount_usd: number | string;
             /**
@@ -3082,10 +3411,16 @@ export interface components {
             model: string;
             /** @description The concrete model that answered: the one routed to for a service tier, the requested one otherwise. */
             routed_model: string;
-            /** @description The pricing tier: `fast`, `balanced`, `passthrough` or `byok`. */
-            tier: string;
-            /** @description The region that served it: `overseas` or `cn`. */
-            region: string | null;
+            /**
+             * @description The pricing tier: `fast`, `balanced`, `passthrough` or `byok`.
+             * @enum {string}
+             */
+            tier: "fast" | "balanced" | "passthrough" | "byok";
+            /**
+             * @description The region that served it: `overseas` or `cn`.
+             * @enum {string|null}
+             */
+            region: "overseas" | "cn" | null;
             /**
              * Format: int64
              * @description Input (prompt) tokens billed.
@@ -3114,8 +3449,9 @@ export interface components {
              * @description How the answer ended: `completed` (delivered whole), `client_closed` (the client left before
              *     the end; billed for what was produced) or `upstream_error` (a stream that ended with an error:
              *     the provider failed mid-stream, or the stream was cut after its longest duration or by a shutdown).
+             * @enum {string|null}
              */
-            status: string | null;
+            status: "completed" | "client_closed" | "upstream_error" | null;
             /**
              * Format: int32
              * @description Milliseconds from the request's arrival at the data plane to the end of its answer.
@@ -3195,8 +3531,11 @@ export interface components {
         "switchboard.billing.v1.LedgerEntry": {
             /** @description `led_` followed by 22 letters and digits. */
             entry_id: string;
-            /** @description free_credit, topup, auto_topup, usage, refund, dispute, adjustment or plan_fee. */
-            type: string;
+            /**
+             * @description free_credit, topup, auto_topup, usage, refund, dispute, adjustment or plan_fee.
+             * @enum {string}
+             */
+            type: "free_credit" | "topup" | "auto_topup" | "usage" | "refund" | "dispute" | "adjustment" | "plan_fee";
             /**
              * @description Signed decimal string: credits are positive, debits negative. Usage is unrounded.
              *
@@ -3596,29 +3935,17 @@ export interface components {
             /**
              * @description The balance below which a charge starts, in USD: above 0, at most 2 decimals and at most the
              *     largest top-up allowed; a JSON number or a decimal string.
-             *
-             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
              */
-            threshold_usd?: number | string;
-            /**
-             * @description What each charge adds, in USD (same rules; at least 0.50 with Stripe, its smallest charge).
-             *
-             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
-             */
-            amount_usd?: number | string;
-            /**
-             * @description The most charged automatically per calendar month (UTC), at least `amount_usd` (same rules).
-             *
-             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
-             */
-            monthly_limit_usd?: number | string;
+            threshold_usd?: number | string | null;
+            /** @description What each charge adds, in USD (same rules; at least 0.50 with Stripe, its smallest charge). */
+            amount_usd?: number | string | null;
+            /** @description The most charged automatically per calendar month (UTC), at least `amount_usd` (same rules). */
+            monthly_limit_usd?: number | string | null;
             /**
              * @description When set, `billing.balance.low` is sent each time the balance falls below it (same rules);
              *     null switches the notice off.
-             *
-             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
              */
-            low_balance_threshold_usd?: number | string;
+            low_balance_threshold_usd?: number | string | null;
         };
         /**
          * UpgradeHint
@@ -3832,8 +4159,11 @@ export interface components {
              * @description RFC 3339, UTC.
              */
             end: string;
-            /** @description hour or day. */
-            bucket: string;
+            /**
+             * @description hour or day.
+             * @enum {string}
+             */
+            bucket: "hour" | "day";
             /** @description One row per bucket and group with usage, in bucket order (then by group). */
             data: components["schemas"]["switchboard.billing.v1.UsageReportRow"][];
         };
@@ -3946,8 +4276,11 @@ export interface components {
          *     }
          */
         "switchboard.conversations.v1.CreateMessageRequest": {
-            /** @description user, assistant, system or tool (lowercase, exactly). */
-            role: string;
+            /**
+             * @description user, assistant, system or tool (lowercase, exactly).
+             * @enum {string}
+             */
+            role: "user" | "assistant" | "system" | "tool";
             /** @description 1..200,000 characters (Unicode code points), stored exactly as sent. */
             content: string;
         };
@@ -3975,8 +4308,9 @@ export interface components {
             /**
              * Format: int32
              * @description 1 (thumbs up) or -1 (thumbs down).
+             * @enum {integer}
              */
-            rating: number;
+            rating: 1 | -1;
             /** @description Up to 2,000 characters; null when none. */
             comment: string | null;
             /** @description At most 10, each 1..50 characters, e.g. accurate, incorrect, too_verbose, irrelevant. */
@@ -4166,8 +4500,11 @@ export interface components {
             message_id: string;
             /** @description The conversation it belongs to, "conv_…". */
             conversation_id: string;
-            /** @description user, assistant, system or tool. */
-            role: string;
+            /**
+             * @description user, assistant, system or tool.
+             * @enum {string}
+             */
+            role: "user" | "assistant" | "system" | "tool";
             /** @description The text, exactly as it was sent. */
             content: string;
             /**
@@ -4199,8 +4536,9 @@ export interface components {
             /**
              * Format: int32
              * @description 1 (thumbs up) or -1 (thumbs down).
+             * @enum {integer}
              */
-            rating: number;
+            rating: 1 | -1;
             /** @description A remark for people, up to 2,000 characters; left out, the feedback has none (null). */
             comment?: string;
             /**
@@ -4440,8 +4778,11 @@ export interface components {
         "switchboard.identity.v1.CreateInvitationRequest": {
             /** @description The address to invite (case-insensitive). */
             email: string;
-            /** @description `admin` or `developer`, at or below the caller's own role. */
-            role: string;
+            /**
+             * @description `admin` or `developer`, at or below the caller's own role.
+             * @enum {string}
+             */
+            role: "admin" | "developer";
         };
         /**
          * CreateOrganizationRequest
@@ -4484,8 +4825,11 @@ export interface components {
         "switchboard.identity.v1.DataExport": {
             /** @description "exp_…". */
             export_id: string;
-            /** @description pending (being built), ready (mailed; download it) or expired. */
-            status: string;
+            /**
+             * @description pending (being built), ready (mailed; download it) or expired.
+             * @enum {string}
+             */
+            status: "pending" | "ready" | "expired";
             /**
              * Format: date-time
              * @description RFC 3339, UTC.
@@ -4602,10 +4946,16 @@ export interface components {
             org_id: string;
             /** @description The invited email address (lower-cased); only an account with this address can accept. */
             email: string;
-            /** @description The role the invitee gets: `admin` or `developer`. */
-            role: string;
-            /** @description pending, accepted, expired or revoked. */
-            status: string;
+            /**
+             * @description The role the invitee gets: `admin` or `developer`.
+             * @enum {string}
+             */
+            role: "admin" | "developer";
+            /**
+             * @description pending, accepted, expired or revoked.
+             * @enum {string}
+             */
+            status: "pending" | "accepted" | "expired" | "revoked";
             /** @description The user id of the member who sent it. */
             invited_by: string;
             /**
@@ -4918,8 +5268,9 @@ export interface components {
             /**
              * @description `local` (default): this session; `others`: every other session; `global`: all sessions.
              *     Also accepted as a query parameter.
+             * @enum {string}
              */
-            scope?: string;
+            scope?: "local" | "others" | "global";
         };
         /**
          * Member
@@ -4942,8 +5293,11 @@ export interface components {
             email: string;
             /** @description The member's name; null when none was given. */
             full_name: string | null;
-            /** @description `owner`, `admin` or `developer`. */
-            role: string;
+            /**
+             * @description `owner`, `admin` or `developer`.
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "developer";
             /**
              * Format: date-time
              * @description When the member joined the organization.
@@ -4975,8 +5329,11 @@ export interface components {
              *     RFC 3339, UTC.
              */
             created_at: string;
-            /** @description The caller's role in it: `owner`, `admin` or `developer`. */
-            role: string;
+            /**
+             * @description The caller's role in it: `owner`, `admin` or `developer`.
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "developer";
             /** @description True for the workspace created with the account. */
             personal: boolean;
         };
@@ -5201,8 +5558,11 @@ export interface components {
          *     }
          */
         "switchboard.identity.v1.UpdateMemberRequest": {
-            /** @description `admin` or `developer`, at or below the caller's own role. */
-            role: string;
+            /**
+             * @description `admin` or `developer`, at or below the caller's own role.
+             * @enum {string}
+             */
+            role: "admin" | "developer";
         };
         /**
          * VerifyEmailRequest
@@ -5238,35 +5598,35 @@ export interface components {
              *     Decimal string (USD), e.g. "12.50".
              */
             monthly_spend_cap_usd?: string;
-            /** @description `cn-only`, `overseas-only` or `any` (the default). */
-            routing_policy?: string;
+            /**
+             * @description `cn-only`, `overseas-only` or `any` (the default).
+             * @enum {string}
+             */
+            routing_policy?: "cn-only" | "overseas-only" | "any";
             /**
              * @description A non-empty array of distinct scopes among `inference`, `read` and `manage`; absent: all
              *     three. A key creating a key may grant only scopes it has itself.
-             *
-             *     Any JSON value.
              */
-            scopes?: unknown;
+            scopes?: ("inference" | "read" | "manage")[];
             /**
+             * Format: date-time
              * @description RFC 3339 time in the future at which the key stops working; absent or null: never.
-             *
-             *     Any JSON value.
              */
-            expires_at?: unknown;
+            expires_at?: string | null;
             /**
              * @description null (every model, the default) or an array of 1 to 50 model patterns of 1 to 200
              *     characters, where `*` matches any run of characters.
-             *
-             *     Any JSON value.
              */
-            allowed_models?: unknown;
+            allowed_models?: string[] | null;
             /**
              * @description An object with `requests_per_minute`, `tokens_per_minute` and `max_concurrent`, each a
              *     positive whole number or null; absent or null: no rate limits.
-             *
-             *     Any JSON value.
              */
-            rate_limits?: unknown;
+            rate_limits?: {
+                requests_per_minute?: number | null;
+                tokens_per_minute?: number | null;
+                max_concurrent?: number | null;
+            } | null;
             /**
              * @description The periodic budgets (as PUT /v1/keys/{key_id}/spend-limits); a `month` entry and
              *     `monthly_spend_cap_usd` may not both be sent.
@@ -5363,7 +5723,7 @@ export interface components {
             /** @description Its display name. */
             name: string;
             /** @description What it may do: `inference`, `read`, `manage`. */
-            scopes: string[];
+            scopes: ("inference" | "read" | "manage")[];
             /**
              * Format: date-time
              * @description Null: never expires.
@@ -5385,8 +5745,11 @@ export interface components {
          * @description One budget period of GET /v1/key.
          */
         "switchboard.keys.v1.CurrentKeySpend": {
-            /** @description `day`, `week`, `month` or `total`. */
-            period: string;
+            /**
+             * @description `day`, `week`, `month` or `total`.
+             * @enum {string}
+             */
+            period: "day" | "week" | "month" | "total";
             /**
              * @description The limit in USD, as set.
              *
@@ -5466,8 +5829,11 @@ export interface components {
             name: string;
             /** @description The start and the last 4 characters of the full key, to recognize it, e.g. "sb_…a1b2". */
             hint: string;
-            /** @description `active`, or `revoked` (refused everywhere, kept for audit). */
-            status: string;
+            /**
+             * @description `active`, or `revoked` (refused everywhere, kept for audit).
+             * @enum {string}
+             */
+            status: "active" | "revoked";
             /**
              * @description The monthly spend cap in USD, exactly as set (decimal string); null when the key has no cap.
              *     Once the month-to-date spend reaches it, the key is refused with 402 `spend_cap_exceeded`.
@@ -5489,8 +5855,11 @@ export interface components {
              *     webhook.
              */
             alert_threshold_pct: number | null;
-            /** @description Where the key's model requests may be served: `cn-only`, `overseas-only` or `any`. */
-            routing_policy: string;
+            /**
+             * @description Where the key's model requests may be served: `cn-only`, `overseas-only` or `any`.
+             * @enum {string}
+             */
+            routing_policy: "cn-only" | "overseas-only" | "any";
             /**
              * @description The user id of the key's creator; the key acts as this user (with their current role in the
              *     workspace).
@@ -5526,7 +5895,7 @@ export interface components {
              * @description What the key may do: a non-empty subset of `inference`, `read` and `manage`
              *     (docs/api/keys.md#scopes).
              */
-            scopes: string[];
+            scopes: ("inference" | "read" | "manage")[];
             /**
              * Format: date-time
              * @description When the key stops working (401 `api_key_expired`); null: never.
@@ -5650,12 +6019,8 @@ export interface components {
          *     }
          */
         "switchboard.keys.v1.RotateKeyRequest": {
-            /**
-             * @description How long the old key keeps working: 0 to 604800 seconds (7 days); default 86400 (24 hours).
-             *
-             *     Any JSON value.
-             */
-            grace_period_seconds?: unknown;
+            /** @description How long the old key keeps working: 0 to 604800 seconds (7 days); default 86400 (24 hours). */
+            grace_period_seconds?: number | null;
         };
         /**
          * RotateKeyResponse
@@ -5778,8 +6143,11 @@ export interface components {
          *     }
          */
         "switchboard.keys.v1.SetRoutingPolicyRequest": {
-            /** @description `cn-only`, `overseas-only` or `any`; absent means `any`. */
-            routing_policy?: string;
+            /**
+             * @description `cn-only`, `overseas-only` or `any`; absent means `any`.
+             * @enum {string}
+             */
+            routing_policy?: "cn-only" | "overseas-only" | "any";
         };
         /**
          * SpendLimit
@@ -5790,14 +6158,13 @@ export interface components {
          *     }
          */
         "switchboard.keys.v1.SpendLimit": {
-            /** @description `day`, `week` (starting Monday), `month` (UTC) or `total` (never resets). */
-            period: string;
             /**
-             * @description The limit in USD: a non-negative plain decimal string, kept as given.
-             *
-             *     Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".
+             * @description `day`, `week` (starting Monday), `month` (UTC) or `total` (never resets).
+             * @enum {string}
              */
-            amount_usd: number | string;
+            period: "day" | "week" | "month" | "total";
+            /** @description The limit in USD: a non-negative plain decimal string, kept as given. */
+            amount_usd: string;
         };
         /**
          * SpendLimitStatus
@@ -5811,8 +6178,11 @@ export interface components {
          *     }
          */
         "switchboard.keys.v1.SpendLimitStatus": {
-            /** @description `day`, `week`, `month` or `total`. */
-            period: string;
+            /**
+             * @description `day`, `week`, `month` or `total`.
+             * @enum {string}
+             */
+            period: "day" | "week" | "month" | "total";
             /**
              * @description The limit in USD, as set.
              *
@@ -5856,30 +6226,25 @@ export interface components {
             /**
              * @description A non-empty array of distinct scopes among `inference`, `read` and `manage`. With an API key,
              *     only scopes it has itself may be granted.
-             *
-             *     Any JSON value.
              */
-            scopes?: unknown;
+            scopes?: ("inference" | "read" | "manage")[];
             /**
+             * Format: date-time
              * @description RFC 3339 time in the future, or null for never.
-             *
-             *     Any JSON value.
              */
-            expires_at?: unknown;
-            /**
-             * @description null (every model) or an array of 1 to 50 model patterns of 1 to 200 characters.
-             *
-             *     Any JSON value.
-             */
-            allowed_models?: unknown;
+            expires_at?: string | null;
+            /** @description null (every model) or an array of 1 to 50 model patterns of 1 to 200 characters. */
+            allowed_models?: string[] | null;
             /**
              * @description The whole set of rate limits (`requests_per_minute`, `tokens_per_minute`,
              *     `max_concurrent`: positive whole numbers or null), replacing the previous one; null removes
              *     them all.
-             *
-             *     Any JSON value.
              */
-            rate_limits?: unknown;
+            rate_limits?: {
+                requests_per_minute?: number | null;
+                tokens_per_minute?: number | null;
+                max_concurrent?: number | null;
+            } | null;
         };
         /**
          * UpdateKeySpendLimitsRequest
@@ -5979,7 +6344,7 @@ export interface components {
              *     the endpoint tested, a spend alert to its key's alert URL). Left out or empty: every event
              *     type. Unknown names are a 400.
              */
-            events?: string[];
+            events?: ("agent.completed" | "webhook.test" | "key.spend_alert" | "key.created" | "key.revoked" | "key.rotated" | "key.expired" | "billing.topup.completed" | "billing.free_credit.granted" | "billing.payment_method.saved" | "billing.payment_method.removed" | "billing.auto_topup.updated" | "billing.auto_topup.failed" | "billing.balance.low" | "billing.refund.recorded" | "billing.dispute.lost" | "organization.member.added" | "organization.member.removed" | "webhook.endpoint.disabled" | "webhook.delivery.exhausted" | "webhook.endpoint.recovered")[];
             /** @description A note for people, up to 1,000 characters; blank means none. */
             description?: string;
         };
@@ -6024,8 +6389,9 @@ export interface components {
             /**
              * @description pending (waiting for its first attempt, or queued again by hand), succeeded, failed (the
              *     last attempt failed; retrying at next_attempt_at) or exhausted (no retry left).
+             * @enum {string}
              */
-            status: string;
+            status: "pending" | "succeeded" | "failed" | "exhausted";
             /**
              * Format: int32
              * @description Attempts made so far, manual ones included.
@@ -6066,8 +6432,11 @@ export interface components {
             delivery_id: string;
             /** @description The URL the request went to (the endpoint's URL at that time). */
             url: string;
-            /** @description success or failed. */
-            status: string;
+            /**
+             * @description success or failed.
+             * @enum {string}
+             */
+            status: "success" | "failed";
             /**
              * Format: int32
              * @description The HTTP status the receiver answered; 0 on network errors.
@@ -6076,8 +6445,9 @@ export interface components {
             /**
              * @description Why it failed: dns, connect, tls, timeout, blocked_address (the URL resolved to an address
              *     that is not public) or http (a status other than 2xx, redirects included); null on success.
+             * @enum {string|null}
              */
-            error_class: string | null;
+            error_class: "dns" | "connect" | "tls" | "timeout" | "blocked_address" | "http" | null;
             /**
              * Format: int32
              * @description How long the attempt took, in milliseconds.
@@ -6088,8 +6458,9 @@ export interface components {
             /**
              * @description What made the attempt: event (the first one), retry, manual (redelivery or recovery) or
              *     test.
+             * @enum {string}
              */
-            trigger: string;
+            trigger: "event" | "retry" | "manual" | "test";
             /**
              * Format: date-time
              * @description When the attempt was recorded.
@@ -6310,7 +6681,7 @@ export interface components {
              * @description The new subscription, a JSON array of event type names: left out keeps the subscription,
              *     [] subscribes to every type; non-strings or unknown names are a 400.
              */
-            events?: unknown[];
+            events?: ("agent.completed" | "webhook.test" | "key.spend_alert" | "key.created" | "key.revoked" | "key.rotated" | "key.expired" | "billing.topup.completed" | "billing.free_credit.granted" | "billing.payment_method.saved" | "billing.payment_method.removed" | "billing.auto_topup.updated" | "billing.auto_topup.failed" | "billing.balance.low" | "billing.refund.recorded" | "billing.dispute.lost" | "organization.member.added" | "organization.member.removed" | "webhook.endpoint.disabled" | "webhook.delivery.exhausted" | "webhook.endpoint.recovered")[];
             /** @description A new note, up to 1,000 characters; blank removes it. */
             description?: string;
             /**
@@ -6426,8 +6797,2709 @@ export interface components {
             };
         };
     };
-    responses: never;
+    responses: {
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `email` is missing, not a valid address or over 254 characters, `password` is missing or over 128 characters, or `full_name` is blank, over 200 characters or has control characters.
+         *     - `weak_password`: The password is shorter than 8 characters, equals the email address or is a common password.
+         */
+        BadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `email` or `password` is missing or empty.
+         */
+        BadRequest2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `mfa_token` is missing, or neither or both of `code` and `recovery_code` are sent.
+         *     - `invalid_token`: The `mfa_token` is unknown, used, expired or spent by 5 wrong codes, or the password changed since; sign in again.
+         */
+        BadRequest3: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `refresh_token` is missing or empty.
+         */
+        BadRequest4: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `scope` is not `local`, `others` or `global`.
+         */
+        BadRequest5: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `email` is missing or blank.
+         */
+        BadRequest6: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `token` or `new_password` is missing, or `new_password` is over 128 characters.
+         *     - `weak_password`: The new password is shorter than 8 characters, equals the email address or is a common password.
+         *     - `invalid_token`: The reset token is unknown, used, expired, or its account is deactivated; ask for a new one.
+         */
+        BadRequest7: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `token` is missing or empty.
+         *     - `invalid_token`: The token is unknown, used, expired, or for an address the account no longer has.
+         */
+        BadRequest8: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+         */
+        BadRequest9: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: `full_name` is missing, blank, over 200 characters or has control characters.
+         */
+        BadRequest10: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `current_password` or `new_password` is missing, or `new_password` is over 128 characters.
+         *     - `weak_password`: The new password is shorter than 8 characters, equals the email address or is a common password.
+         */
+        BadRequest11: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `password` is missing or empty.
+         */
+        BadRequest12: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `code` is missing or not 6 digits.
+         *     - `invalid_code`: The code does not match the pending secret now, or was used already.
+         */
+        BadRequest13: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: Neither `code` nor `password` is sent.
+         */
+        BadRequest14: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `code` is missing or blank.
+         */
+        BadRequest15: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `password` is missing, or `code` is missing while two-factor authentication is on.
+         */
+        BadRequest16: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
+         */
+        BadRequest17: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         */
+        BadRequest18: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A parameter is invalid (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, `since` or `until` is not an RFC 3339 time, `since` is after `until`, or `action` or `actor_id` is longer than 200 characters.
+         */
+        BadRequest19: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `name` is missing, blank, over 200 characters or has control characters.
+         */
+        BadRequest20: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `email` is missing or not a valid address, or `role` is missing, unknown or `owner`.
+         */
+        BadRequest21: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `token` is missing or blank.
+         *     - `invalid_token`: The token is unknown, or its invitation was used, revoked or has expired (the message says which).
+         */
+        BadRequest22: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: `role` is missing, unknown or `owner`.
+         */
+        BadRequest23: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `new_owner_user_id` is missing or blank.
+         */
+        BadRequest24: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `name` is empty or longer than 100 characters, `monthly_spend_cap_usd` is not a non-negative plain decimal string, or `routing_policy` is not `cn-only`, `overseas-only` or `any`.
+         */
+        BadRequest25: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, or `status` is not `active` or `revoked`.
+         */
+        BadRequest26: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `name` is empty (or only spaces) or longer than 100 characters.
+         */
+        BadRequest27: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): neither or both of `monthly_spend_cap_usd` and `clear: true` were sent, or `monthly_spend_cap_usd` is not a non-negative plain decimal string.
+         */
+        BadRequest28: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `url` is missing, not an absolute `https://` URL with a host, carries credentials or is longer than 2048 characters, or `threshold_pct` is not a whole number from 1 to 100.
+         */
+        BadRequest29: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `routing_policy` is not `cn-only`, `overseas-only` or `any`.
+         */
+        BadRequest30: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it, e.g. `spend_limits[1].amount_usd`): `spend_limits` is missing, has more than 4 entries or two for one period, a `period` is not `day`, `week`, `month` or `total`, or an `amount_usd` is not a non-negative plain decimal string.
+         */
+        BadRequest31: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `grace_period_seconds` is not a whole number from 0 to 604800.
+         */
+        BadRequest32: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
+         *     - `api_key_required`: The request is authenticated with a user's access token, not an API key.
+         */
+        BadRequest33: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it, e.g. `spend_limits[0].period`): `spend_limits` is missing, has more than 4 entries or two for one period, a `period` is not `day`, `week`, `month` or `total`, or an `amount_usd` is not a non-negative plain decimal string.
+         */
+        BadRequest34: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `days` is not a whole number from 1 to 365.
+         */
+        BadRequest35: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `amount_usd` is missing, not above 0, below the payment provider's smallest charge (0.50 with Stripe), has more than 2 decimals or exceeds the largest top-up allowed, or `idempotency_key` is empty or longer than 255 characters.
+         */
+        BadRequest36: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
+         */
+        BadRequest37: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): an amount is not above 0, has more than 2 decimals or exceeds the largest top-up allowed, `monthly_limit_usd` is below `amount_usd`, or `enabled` is true without `threshold_usd`, `amount_usd` and `monthly_limit_usd`.
+         */
+        BadRequest38: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: `month` is not a month in the form YYYY-MM, or is after the current month.
+         */
+        BadRequest39: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, or `key_id` is longer than 200 characters.
+         */
+        BadRequest40: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A parameter is invalid (`field` names it): `group_by` names something other than key, model, tier and region, `bucket` is not hour or day, `start` or `end` is not an RFC 3339 time, `start` is after `end`, the range is longer than 366 days (31 for hour buckets), `key_id` is longer than 200 characters, or `format` is not json or csv.
+         */
+        BadRequest41: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `card` is not one of the test cards "4242" and "0341".
+         */
+        BadRequest42: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_signature`: The `Stripe-Signature` header is missing, wrong or too old, or the body changed after it was signed.
+         *     - `invalid_request`: The signed body is not a JSON event.
+         */
+        BadRequest43: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `title` is longer than 512 characters, or `metadata` is not a JSON object, exceeds 4,096 bytes or holds a NUL character.
+         */
+        BadRequest44: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: `limit` is not an integer from 1 to 100, or `after` is not a `next_cursor` of this list.
+         */
+        BadRequest45: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: `title` is longer than 512 characters, or `metadata` is not a JSON object, exceeds 4,096 bytes or holds a NUL character.
+         */
+        BadRequest46: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `role` is not user, assistant, system or tool, or `content` is missing, empty or longer than 200,000 characters.
+         */
+        BadRequest47: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: `limit` is not an integer from 1 to 100, `after` is not a `next_cursor` of this list, or `order` is neither asc nor desc.
+         */
+        BadRequest48: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `generation_id` is missing or blank, `rating` is not 1 or -1, `comment` is longer than 2,000 characters, or `tags` has more than 10 entries or one outside 1..50 characters.
+         */
+        BadRequest49: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: `days` is not a whole number from 1 to 365.
+         */
+        BadRequest50: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `url` is missing, not an https:// URL, carries credentials or is longer than 2,048 characters, `events` names an unknown event type, or `description` is longer than 1,000 characters.
+         */
+        BadRequest51: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: `url` is not an https:// URL without credentials of at most 2,048 characters, `events` holds a non-string or an unknown event type, or `description` is longer than 1,000 characters.
+         */
+        BadRequest52: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `grace_period_seconds` is not an integer from 0 to 604800 (7 days).
+         */
+        BadRequest53: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: `limit` is not an integer from 1 to 100, `after` is not a `next_cursor` of this list, or `status` is not pending, succeeded, failed or exhausted.
+         */
+        BadRequest54: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `invalid_request`: The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).
+         *     - `invalid_request`: `since` is missing or in the future.
+         */
+        BadRequest55: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `email_taken`: An account with this email address exists already.
+         */
+        Conflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         */
+        Conflict2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `two_factor_already_enabled`: Two-factor authentication is on already; disable it first to enroll again.
+         */
+        Conflict3: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `two_factor_already_enabled`: Two-factor authentication is on already.
+         */
+        Conflict4: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `ownership_transfer_required`: The user owns organizations that have other members (their ids in `metadata.org_ids`); transfer their ownership first.
+         *     - `account_deactivated`: The account was deactivated meanwhile by another request.
+         */
+        Conflict5: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `already_a_member`: The address belongs to a member of the organization already.
+         */
+        Conflict6: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `invitation_accepted`: The invitation has been accepted already; remove the member instead.
+         */
+        Conflict7: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `already_a_member`: The caller is a member of the organization already.
+         */
+        Conflict8: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `owner_cannot_be_demoted`: The owner tried to change its own role; transfer ownership to another member first.
+         */
+        Conflict9: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `owner_cannot_leave`: The owner tried to leave; transfer ownership to another member first.
+         */
+        Conflict10: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
+         */
+        Conflict11: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `key_revoked`: The key is revoked or expired; it cannot be rotated.
+         *     - `key_already_rotated`: The key was rotated already and its successor is active: rotate the successor (the old key only has its grace period left).
+         */
+        Conflict12: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `checkout_expired`: The checkout expired before it was paid; start a new top-up.
+         */
+        Conflict13: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `setup_expired`: The setup page expired before a card was saved; start a new one.
+         */
+        Conflict14: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
+         */
+        Conflict15: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Conflicts with the current state.
+         *
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
+         *     - `delivery_in_flight`: An attempt of this delivery is being sent right now; look at its attempts in a moment.
+         */
+        Conflict16: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+         */
+        Forbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         *     - `reauthentication_failed`: `current_password` is wrong.
+         */
+        Forbidden3: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+         *     - `reauthentication_failed`: The password is wrong.
+         */
+        Forbidden4: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+         *     - `reauthentication_failed`: The code or the password is wrong (`field` says which).
+         */
+        Forbidden5: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+         *     - `reauthentication_failed`: The code is wrong or was used already.
+         */
+        Forbidden6: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+         *     - `reauthentication_failed`: The password or the code is wrong (`field` says which).
+         */
+        Forbidden7: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden8: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         */
+        Forbidden9: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden10: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `user_session_required`: Called with an API key; this needs a signed-in user.
+         *     - `invitation_email_mismatch`: The invitation was sent to another email address than the caller's.
+         */
+        Forbidden11: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs, or `scopes` names one it lacks itself (`metadata.required_scope`).
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden12: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`). Also: Called with an API key that lacks one of the scopes of the key to rotate.
+         */
+        Forbidden13: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden14: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden15: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The upstream model API failed.
+         *
+         *     - `upstream_error`: The upstream failed before the first byte, on the retry too (another candidate of the tier).
+         */
+        FrontDoorBadGateway: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description Invalid input; `field` names it.
+         *
+         *     - `invalid_request`: A parameter the platform checks is missing or of the wrong type (`field` and `param` name it).
+         *     - `invalid_json`: The body is not valid JSON.
+         *     - `unsupported_parameter`: The request carries a parameter outside the front door’s allow-list; `field` names it.
+         *     - `model_unavailable`: A concrete model the catalog does not serve.
+         *     - `upstream_rejected`: The model provider refused the request (an upstream 400 or 422); the message is the provider's.
+         */
+        FrontDoorBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the scope the route needs (`metadata.required_scope`), or grants a scope it does not have itself.
+         *     - `model_not_allowed`: The model is outside the API key's `allowed_models` (a service tier with none of its allowed concrete models too).
+         *     - `routing_policy_violation`: The model is served only in regions the key's routing policy excludes.
+         */
+        FrontDoorForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the scope the route needs (`metadata.required_scope`), or grants a scope it does not have itself.
+         */
+        FrontDoorForbidden2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description An unexpected error (always a bug); it has been logged.
+         *
+         *     - `internal_error`: An unexpected error; it has been logged with the request id.
+         */
+        FrontDoorInternalServerError: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `conversation_not_found`: `X-Service-Conversation-Id` names no conversation of the key's workspace.
+         */
+        FrontDoorNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description The body is too large.
+         *
+         *     - `payload_too_large`: The body is larger than 1 MiB.
+         */
+        FrontDoorPayloadTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description Payment required.
+         *
+         *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+         *     - `insufficient_balance`: The workspace's prepaid balance is at or below zero, or (at the front door) below the request's estimate (model requests only).
+         */
+        FrontDoorPaymentRequired: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description A dependency is down or busy; retry later.
+         *
+         *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+         */
+        FrontDoorServiceUnavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limit_exceeded`: The API key's `requests_per_minute`, `tokens_per_minute` or `max_concurrent` limit is reached (`metadata.scope` says which); retry after `Retry-After` seconds.
+         */
+        FrontDoorTooManyRequests: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description No credentials, or bad, expired or revoked ones.
+         *
+         *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+         *     - `invalid_api_key`: The API key is not valid.
+         *     - `api_key_revoked`: The API key has been revoked.
+         *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+         */
+        FrontDoorUnauthorized: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description The body is not JSON.
+         *
+         *     - `unsupported_media_type`: The body is not sent as `application/json`.
+         */
+        FrontDoorUnsupportedMediaType: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["FrontDoorError"];
+            };
+        };
+        /**
+         * @description Gone
+         *
+         *     - `export_expired`: The export is older than 7 days: its copy is deleted; ask for a new one.
+         *     - `export_failed`: The export could not be built (its parts stayed unavailable through every retry); ask for a new one.
+         */
+        Gone: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description An unexpected error (always a bug); it has been logged.
+         *
+         *     - `internal_error`: An unexpected error; it has been logged with the request id.
+         */
+        InternalServerError: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         */
+        NotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `session_not_found`: The user has no active session with this id (another user's session is not found either).
+         */
+        NotFound2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `export_not_found`: The user has no export with this id (another user's export is not found either).
+         */
+        NotFound3: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `organization_not_found`: No such organization, or the caller is not a member of it.
+         */
+        NotFound4: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `organization_not_found`: No such organization, or the caller is not a member of it.
+         *     - `invitation_not_found`: The organization has no invitation with this id.
+         */
+        NotFound5: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `organization_not_found`: No such organization, or the caller is not a member of it.
+         *     - `member_not_found`: The user is not a member of the organization.
+         */
+        NotFound6: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `key_not_found`: No key with this id in the workspace of the request (another workspace's key is a 404 too).
+         */
+        NotFound7: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `key_not_found`: No key with this id in the workspace of the request.
+         */
+        NotFound8: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `payment_method_not_found`: The workspace has no saved payment method with this id.
+         */
+        NotFound9: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `generation_not_found`: No generation of this workspace has this id (or, for an API key, none of its own).
+         */
+        NotFound10: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `checkout_not_found`: No sandbox checkout has this token.
+         */
+        NotFound11: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `setup_not_found`: No sandbox setup has this token, or the deployment uses Stripe.
+         */
+        NotFound12: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `provider_not_configured`: This deployment does not use Stripe (payments go through the sandbox).
+         */
+        NotFound13: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `conversation_not_found`: No conversation has this id in the workspace (another workspace's conversation included).
+         */
+        NotFound14: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `conversation_not_found`: No conversation has this id in the workspace (checked before the input).
+         */
+        NotFound15: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `conversation_not_found`: No conversation has this id in the workspace, or it was already deleted.
+         */
+        NotFound16: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `conversation_not_found`: No conversation has this id in the workspace (checked before the query parameters).
+         */
+        NotFound17: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
+         *     - `generation_not_found`: No generation has this id in the workspace (another workspace's generation included).
+         */
+        NotFound18: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
+         */
+        NotFound19: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
+         *     - `webhook_not_found`: No endpoint has this id in the workspace.
+         */
+        NotFound20: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
+         *     - `webhook_not_found`: No endpoint has this id in the workspace, or it was already deleted.
+         */
+        NotFound21: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
+         *
+         *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
+         *     - `webhook_not_found`: No endpoint has this id in the workspace.
+         *     - `delivery_not_found`: The endpoint has no delivery with this id.
+         */
+        NotFound22: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The body is too large.
+         *
+         *     - `payload_too_large`: The body is larger than 1 MiB.
+         */
+        PayloadTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Payment required.
+         *
+         *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
+         */
+        PaymentRequired: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A dependency is down or busy; retry later.
+         *
+         *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+         *     - `service_unavailable`: The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
+         */
+        ServiceUnavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A dependency is down or busy; retry later.
+         *
+         *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+         */
+        ServiceUnavailable2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A dependency is down or busy; retry later.
+         *
+         *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+         *     - `service_unavailable`: The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
+         *     - `payment_provider_unavailable`: The payment provider could not start the payment (retry after `Retry-After` seconds with the same `idempotency_key`), or none is configured on this deployment (`STRIPE_SECRET_KEY` or `BILLING_SANDBOX`).
+         */
+        ServiceUnavailable3: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A dependency is down or busy; retry later.
+         *
+         *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+         *     - `service_unavailable`: The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
+         *     - `payment_provider_unavailable`: The payment provider could not start the setup, or no payment provider is configured on this deployment; retry after `Retry-After` seconds.
+         */
+        ServiceUnavailable4: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A dependency is down or busy; retry later.
+         *
+         *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+         *     - `payment_provider_unavailable`: The payment provider could not detach the card; nothing was removed. Retry after `Retry-After` seconds.
+         */
+        ServiceUnavailable5: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A dependency is down or busy; retry later.
+         *
+         *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
+         *     - `service_unavailable`: The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.
+         *     - `payment_not_recorded`: A refund or dispute of a payment whose own event has not arrived yet; Stripe delivers it again later.
+         *     - `payment_provider_unavailable`: Reading the saved card of a completed setup from Stripe failed; Stripe delivers the event again later.
+         */
+        ServiceUnavailable6: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: Too many accounts were registered from this client IP in the last hour; retry after `Retry-After` seconds.
+         */
+        TooManyRequests: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: The REST rate limit of the caller (per user or API key, or per client address without credentials) is used up for this minute; retry after `Retry-After` seconds (`metadata.retry_after_seconds`).
+         *     - `too_many_attempts`: Too many failed attempts for this account or client IP; retry after `Retry-After` seconds.
+         */
+        TooManyRequests2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: The REST rate limit of the caller (per user or API key, or per client address without credentials) is used up for this minute; retry after `Retry-After` seconds (`metadata.retry_after_seconds`).
+         *     - `too_many_attempts`: Too many failed codes for this account or client IP; retry after `Retry-After` seconds.
+         */
+        TooManyRequests3: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: The REST rate limit of the caller (per user or API key, or per client address without credentials) is used up for this minute; retry after `Retry-After` seconds (`metadata.retry_after_seconds`).
+         */
+        TooManyRequests4: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: Too many verification requests from this address in the last hour.
+         */
+        TooManyRequests5: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: The REST rate limit of the caller (per user or API key, or per client address without credentials) is used up for this minute; retry after `Retry-After` seconds (`metadata.retry_after_seconds`).
+         *     - `too_many_attempts`: Too many failed password attempts for this account or client IP; retry after `Retry-After` seconds.
+         */
+        TooManyRequests6: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: The user asked for too many new exports in the last hour (DATA_EXPORTS_PER_USER_PER_HOUR, default 3); retry after `Retry-After` seconds.
+         */
+        TooManyRequests7: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: Too many organizations were created by this user or client IP in the last hour; retry after `Retry-After` seconds.
+         */
+        TooManyRequests8: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: Too many invitations were sent by this user or client IP in the last hour; retry after `Retry-After` seconds.
+         */
+        TooManyRequests9: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many requests; retry after `Retry-After` seconds.
+         *
+         *     - `rate_limited`: Too many tests, redeliveries and recoveries of this endpoint in the last minute; try again after `Retry-After` seconds.
+         */
+        TooManyRequests10: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description No credentials, or bad, expired or revoked ones.
+         *
+         *     - `invalid_credentials`: The email is unknown or the password is wrong (the answer does not say which).
+         */
+        Unauthorized: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description No credentials, or bad, expired or revoked ones.
+         *
+         *     - `invalid_code`: The code or recovery code is wrong or was used already (`field` says which was sent).
+         */
+        Unauthorized2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description No credentials, or bad, expired or revoked ones.
+         *
+         *     - `invalid_token`: The refresh token is unknown or rotated already (which ends its session), or its session has ended; sign in again.
+         */
+        Unauthorized3: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description No credentials, or bad, expired or revoked ones.
+         *
+         *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
+         *     - `invalid_token`: The access token is not valid.
+         *     - `token_expired`: The access token has expired; refresh the session.
+         *     - `session_revoked`: The session of the access token has ended.
+         *     - `account_deactivated`: The account is deactivated.
+         *     - `invalid_api_key`: The API key is not valid.
+         *     - `api_key_revoked`: The API key has been revoked.
+         *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
+         */
+        Unauthorized4: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A well-formed request that breaks a business rule.
+         *
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).
+         */
+        UnprocessableEntity: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A well-formed request that breaks a business rule.
+         *
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).
+         *     - `two_factor_not_enrolled`: There is no pending enrollment; start with `POST /v1/account/2fa/enroll`.
+         */
+        UnprocessableEntity2: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A well-formed request that breaks a business rule.
+         *
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).
+         *     - `two_factor_not_enabled`: Two-factor authentication is off: there are no recovery codes.
+         */
+        UnprocessableEntity3: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A well-formed request that breaks a business rule.
+         *
+         *     - `personal_workspace`: The organization is a personal workspace, which cannot be deleted.
+         */
+        UnprocessableEntity4: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A well-formed request that breaks a business rule.
+         *
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).
+         *     - `personal_workspace`: The organization is a personal workspace, whose ownership cannot move.
+         *     - `not_a_member`: The new owner is not a member of the organization; invite them first.
+         */
+        UnprocessableEntity5: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A well-formed request that breaks a business rule.
+         *
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`). Also: This workspace already used the `idempotency_key` for a top-up of another amount.
+         */
+        UnprocessableEntity6: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A well-formed request that breaks a business rule.
+         *
+         *     - `payment_method_required`: Auto top-up cannot be enabled before a payment method is saved (`POST /v1/billing/payment-methods/setup`).
+         */
+        UnprocessableEntity7: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description A well-formed request that breaks a business rule.
+         *
+         *     - `idempotency_key_reused`: The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).
+         *     - `endpoint_limit_reached`: The workspace has as many endpoints as it may have (50 by default); delete one first.
+         */
+        UnprocessableEntity8: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The body is not JSON.
+         *
+         *     - `unsupported_media_type`: The body is not sent as `application/json`.
+         */
+        UnsupportedMediaType: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+    };
     parameters: {
+        /**
+         * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+         * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+         */
+        IdempotencyKey: string;
         /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
         WorkspaceId: string;
     };
@@ -6437,6 +9509,34 @@ export interface components {
         "X-Request-Id": string;
         /** @description Seconds to wait before retrying. */
         "Retry-After": number;
+        /**
+         * @description The REST rate limit that applies to the caller (IETF draft-ietf-httpapi-ratelimit-headers, a structured field): `"default";q=<requests>;w=60`, per user or API key, or per client address on routes without credentials and on a 401. On every answer of the REST surface, errors included (not on the front door, whose keys have limits of their own).
+         * @example "default";q=600;w=60
+         */
+        "RateLimit-Policy": string;
+        /**
+         * @description What is left of the REST rate limit: `"default";r=<remaining requests>;t=<seconds until the window resets>` (IETF draft-ietf-httpapi-ratelimit-headers).
+         * @example "default";r=599;t=60
+         */
+        RateLimit: string;
+        /** @description On a POST sent with `Idempotency-Key`: `true` when this answer is the replay of the first request with that key (nothing ran again). Refusals of the service (4xx other than 401, 413, 415 and 429) are replayed too and carry it; answers of 500 or more are never kept. */
+        "Idempotent-Replayed": "true";
+        /** @description The generation id (`gen_…`) of a completion: the id `POST /v1/feedback` takes, also in `service.generation_id`. */
+        "X-Service-Generation-Id": string;
+        /** @description Milliseconds the request spent in the platform, the upstream excluded, with three decimals (`0.412`). */
+        "X-Service-Overhead-Ms": string;
+        /** @description The key's requests per minute (only for a key with that limit). */
+        "x-ratelimit-limit-requests": string;
+        /** @description What is left of the key's requests per minute, as this data plane knows it. */
+        "x-ratelimit-remaining-requests": string;
+        /** @description Seconds to the end of the UTC minute, as OpenAI writes them (`"12s"`). */
+        "x-ratelimit-reset-requests": string;
+        /** @description The key's tokens per minute (only for a key with that limit). */
+        "x-ratelimit-limit-tokens": string;
+        /** @description What is left of the key's tokens per minute, as this data plane knows it. */
+        "x-ratelimit-remaining-tokens": string;
+        /** @description Seconds to the end of the UTC minute, as OpenAI writes them (`"12s"`). */
+        "x-ratelimit-reset-tokens": string;
     };
     pathItems: never;
 }
@@ -6445,7 +9545,13 @@ export interface operations {
     AuthService_Register: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6466,6 +9572,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6491,114 +9600,26 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.RegisterResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `email` is missing, not a valid address or over 254 characters, `password` is missing or over 128 characters, or `full_name` is blank, over 200 characters or has control characters.
-             *     - `weak_password`: The password is shorter than 8 characters, equals the email address or is a common password.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `email_taken`: An account with this email address exists already.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `rate_limited`: Too many accounts were registered from this client IP in the last hour; retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AuthService_Login: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6618,6 +9639,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6634,113 +9658,27 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.LoginResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `email` or `password` is missing or empty.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `invalid_credentials`: The email is unknown or the password is wrong (the answer does not say which).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `too_many_attempts`: Too many failed attempts for this account or client IP; retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest2"];
+            401: components["responses"]["Unauthorized"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests2"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AuthService_LoginSecondFactor: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6760,6 +9698,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6776,114 +9717,27 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.LoginSecondFactorResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `mfa_token` is missing, or neither or both of `code` and `recovery_code` are sent.
-             *     - `invalid_token`: The `mfa_token` is unknown, used, expired or spent by 5 wrong codes, or the password changed since; sign in again.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `invalid_code`: The code or recovery code is wrong or was used already (`field` says which was sent).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `too_many_attempts`: Too many failed codes for this account or client IP; retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest3"];
+            401: components["responses"]["Unauthorized2"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests3"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AuthService_Refresh: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6902,6 +9756,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6918,92 +9775,15 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.RefreshResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `refresh_token` is missing or empty.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `invalid_token`: The refresh token is unknown or rotated already (which ends its session), or its session has ended; sign in again.
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest4"];
+            401: components["responses"]["Unauthorized3"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AuthService_Logout: {
@@ -7013,11 +9793,16 @@ export interface operations {
                  * @description `local` (default): this session; `others`: every other session; `global`: all sessions.
                  *     Also accepted as a query parameter.
                  */
-                scope?: string;
+                scope?: "local" | "others" | "global";
             };
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -7037,151 +9822,37 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `scope` is not `local`, `others` or `global`.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest5"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AuthService_RequestPasswordReset: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7200,6 +9871,9 @@ export interface operations {
             202: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7207,84 +9881,26 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `email` is missing or blank.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest6"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AuthService_ConfirmPasswordReset: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7304,90 +9920,33 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `token` or `new_password` is missing, or `new_password` is over 128 characters.
-             *     - `weak_password`: The new password is shorter than 8 characters, equals the email address or is a common password.
-             *     - `invalid_token`: The reset token is unknown, used, expired, or its account is deactivated; ask for a new one.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest7"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AuthService_VerifyEmail: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7406,83 +9965,69 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `token` is missing or empty.
-             *     - `invalid_token`: The token is unknown, used, expired, or for an address the account no longer has.
-             */
-            400: {
+            400: components["responses"]["BadRequest8"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
+        };
+    };
+    AuthService_ResendVerificationEmail: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com"
+                 *     }
+                 */
+                "application/json": components["schemas"]["switchboard.identity.v1.ResendVerificationEmailRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    /** @example {} */
+                    "application/json": Record<string, never>;
                 };
             };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest6"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests5"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AuthService_ResendVerificationEmail: {
@@ -7616,6 +10161,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7637,49 +10184,10 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.Jwks"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_GetAccount: {
@@ -7698,6 +10206,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7715,113 +10225,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.Account"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden2"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_UpdateAccount: {
@@ -7849,6 +10260,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7866,141 +10279,16 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.Account"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `full_name` is missing, blank, over 200 characters or has control characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest10"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_ChangePassword: {
@@ -8009,6 +10297,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -8029,163 +10322,25 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `current_password` or `new_password` is missing, or `new_password` is over 128 characters.
-             *     - `weak_password`: The new password is shorter than 8 characters, equals the email address or is a common password.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             *     - `reauthentication_failed`: `current_password` is wrong.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `too_many_attempts`: Too many failed password attempts for this account or client IP; retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest11"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden3"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests6"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_GetTwoFactorStatus: {
@@ -8204,6 +10359,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8217,113 +10374,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.TwoFactorStatus"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden2"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_EnrollTwoFactor: {
@@ -8332,6 +10390,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -8351,6 +10414,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8363,171 +10429,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.EnrollTwoFactorResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `password` is missing or empty.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             *     - `reauthentication_failed`: The password is wrong.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `two_factor_already_enabled`: Two-factor authentication is on already; disable it first to enroll again.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `too_many_attempts`: Too many failed password attempts for this account or client IP; retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest12"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden4"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict3"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests6"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_ActivateTwoFactor: {
@@ -8536,6 +10449,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -8555,6 +10473,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8577,170 +10498,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.RecoveryCodes"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `code` is missing or not 6 digits.
-             *     - `invalid_code`: The code does not match the pending secret now, or was used already.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `two_factor_already_enabled`: Two-factor authentication is on already.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A well-formed request that breaks a business rule.
-             *
-             *     - `two_factor_not_enrolled`: There is no pending enrollment; start with `POST /v1/account/2fa/enroll`.
-             */
-            422: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest13"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict4"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity2"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_DisableTwoFactor: {
@@ -8749,6 +10518,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -8768,161 +10542,25 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: Neither `code` nor `password` is sent.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             *     - `reauthentication_failed`: The code or the password is wrong (`field` says which).
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `too_many_attempts`: Too many failed attempts for this account or client IP; retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest14"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden5"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests2"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_RegenerateRecoveryCodes: {
@@ -8931,6 +10569,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -8950,6 +10593,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8972,171 +10618,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.RecoveryCodes"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `code` is missing or blank.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             *     - `reauthentication_failed`: The code is wrong or was used already.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A well-formed request that breaks a business rule.
-             *
-             *     - `two_factor_not_enabled`: Two-factor authentication is off: there are no recovery codes.
-             */
-            422: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `too_many_attempts`: Too many failed codes for this account or client IP; retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest15"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden6"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity3"];
+            429: components["responses"]["TooManyRequests3"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_DeactivateAccount: {
@@ -9145,6 +10638,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -9165,6 +10663,9 @@ export interface operations {
             202: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9177,172 +10678,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.DeactivateAccountResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `password` is missing, or `code` is missing while two-factor authentication is on.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             *     - `reauthentication_failed`: The password or the code is wrong (`field` says which).
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `ownership_transfer_required`: The user owns organizations that have other members (their ids in `metadata.org_ids`); transfer their ownership first.
-             *     - `account_deactivated`: The account was deactivated meanwhile by another request.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `too_many_attempts`: Too many failed attempts for this account or client IP; retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest16"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden7"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict5"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests2"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_ListSessions: {
@@ -9366,6 +10713,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9389,112 +10738,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.ListSessionsResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest17"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_RevokeSession: {
@@ -9516,117 +10767,20 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `session_not_found`: The user has no active session with this id (another user's session is not found either).
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound2"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_RequestDataExport: {
@@ -9635,6 +10789,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -9650,6 +10809,9 @@ export interface operations {
             202: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9664,156 +10826,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.DataExport"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             *     - `invalid_json`: The body is not valid JSON.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `rate_limited`: The user asked for too many new exports in the last hour (DATA_EXPORTS_PER_USER_PER_HOUR, default 3); retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest18"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests7"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AccountService_GetDataExport: {
@@ -9835,6 +10859,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9845,134 +10871,23 @@ export interface operations {
             202: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": unknown;
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `export_not_found`: The user has no export with this id (another user's export is not found either).
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Gone
-             *
-             *     - `export_expired`: The export is older than 7 days: its copy is deleted; ask for a new one.
-             *     - `export_failed`: The export could not be built (its parts stayed unavailable through every retry); ask for a new one.
-             */
-            410: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound3"];
+            410: components["responses"]["Gone"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     AuditService_ListAuditEvents: {
@@ -10004,6 +10919,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10038,114 +10955,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.ListAuditEventsResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter is invalid (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, `since` or `until` is not an RFC 3339 time, `since` is after `until`, or `action` or `actor_id` is longer than 200 characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest19"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_ListOrganizations: {
@@ -10169,6 +10986,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10197,113 +11016,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.ListOrganizationsResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest17"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden2"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_CreateOrganization: {
@@ -10312,6 +11032,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -10331,6 +11056,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10348,156 +11076,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.CreateOrganizationResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `name` is missing, blank, over 200 characters or has control characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `rate_limited`: Too many organizations were created by this user or client IP in the last hour; retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest20"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests8"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_GetOrganization: {
@@ -10519,6 +11109,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10534,115 +11126,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.Organization"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound4"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_DeleteOrganization: {
@@ -10664,132 +11155,21 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A well-formed request that breaks a business rule.
-             *
-             *     - `personal_workspace`: The organization is a personal workspace, which cannot be deleted.
-             */
-            422: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden9"];
+            404: components["responses"]["NotFound4"];
+            422: components["responses"]["UnprocessableEntity4"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_ListInvitations: {
@@ -10816,6 +11196,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10840,115 +11222,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.ListInvitationsResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest17"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound4"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_CreateInvitation: {
@@ -10957,6 +11238,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 /** @description The organization's id (`org_…`). */
@@ -10980,6 +11266,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10998,173 +11287,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.Invitation"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `email` is missing or not a valid address, or `role` is missing, unknown or `owner`.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `already_a_member`: The address belongs to a member of the organization already.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `rate_limited`: Too many invitations were sent by this user or client IP in the last hour; retry after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest21"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound4"];
+            409: components["responses"]["Conflict6"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests9"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_RevokeInvitation: {
@@ -11188,134 +11322,21 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-             *     - `invitation_not_found`: The organization has no invitation with this id.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `invitation_accepted`: The invitation has been accepted already; remove the member instead.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound5"];
+            409: components["responses"]["Conflict7"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_AcceptInvitation: {
@@ -11324,6 +11345,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -11343,6 +11369,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11359,157 +11388,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.Member"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `token` is missing or blank.
-             *     - `invalid_token`: The token is unknown, or its invitation was used, revoked or has expired (the message says which).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             *     - `invitation_email_mismatch`: The invitation was sent to another email address than the caller's.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `already_a_member`: The caller is a member of the organization already.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest22"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden11"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict8"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_ListMembers: {
@@ -11536,6 +11426,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11566,115 +11458,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.ListMembersResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest17"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound4"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_RemoveMember: {
@@ -11698,134 +11489,21 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-             *     - `member_not_found`: The user is not a member of the organization.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `owner_cannot_leave`: The owner tried to leave; transfer ownership to another member first.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound6"];
+            409: components["responses"]["Conflict10"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_UpdateMember: {
@@ -11858,6 +11536,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11874,159 +11554,17 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.Member"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `role` is missing, unknown or `owner`.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-             *     - `member_not_found`: The user is not a member of the organization.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `owner_cannot_be_demoted`: The owner tried to change its own role; transfer ownership to another member first.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest23"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound6"];
+            409: components["responses"]["Conflict9"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     OrganizationService_TransferOwnership: {
@@ -12035,6 +11573,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 /** @description The organization's id (`org_…`). */
@@ -12057,6 +11600,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12072,158 +11618,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.identity.v1.Organization"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `new_owner_user_id` is missing or blank.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `user_session_required`: Called with an API key; this needs a signed-in user.
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `organization_not_found`: No such organization, or the caller is not a member of it.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A well-formed request that breaks a business rule.
-             *
-             *     - `personal_workspace`: The organization is a personal workspace, whose ownership cannot move.
-             *     - `not_a_member`: The new owner is not a member of the organization; invite them first.
-             */
-            422: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest24"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden9"];
+            404: components["responses"]["NotFound4"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity5"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_ListKeys: {
@@ -12234,7 +11640,7 @@ export interface operations {
                 /** @description The `next_cursor` of the previous page; empty for the first page. */
                 after?: string;
                 /** @description Only keys with this status, `active` or `revoked`; empty or absent for both. */
-                status?: string;
+                status?: "active" | "revoked";
             };
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
@@ -12249,6 +11655,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12306,114 +11714,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.ListKeysResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, or `status` is not `active` or `revoked`.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest26"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_CreateKey: {
@@ -12422,6 +11730,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -12443,6 +11756,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12492,143 +11808,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.CreateKeyResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `name` is empty or longer than 100 characters, `monthly_spend_cap_usd` is not a non-negative plain decimal string, or `routing_policy` is not `cn-only`, `overseas-only` or `any`.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs, or `scopes` names one it lacks itself (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest25"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden12"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_GetKey: {
@@ -12650,6 +11841,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12699,115 +11892,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `key_not_found`: No key with this id in the workspace of the request (another workspace's key is a 404 too).
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound7"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_RevokeKey: {
@@ -12829,6 +11921,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12878,115 +11972,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `key_not_found`: No key with this id in the workspace of the request.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound8"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_UpdateKey: {
@@ -13021,6 +12014,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13070,158 +12065,17 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `name` is empty (or only spaces) or longer than 100 characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs, or `scopes` names one it lacks itself (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `key_not_found`: No key with this id in the workspace of the request.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest27"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden12"];
+            404: components["responses"]["NotFound8"];
+            409: components["responses"]["Conflict11"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_UpdateSpendCap: {
@@ -13252,6 +12106,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13301,158 +12157,17 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): neither or both of `monthly_spend_cap_usd` and `clear: true` were sent, or `monthly_spend_cap_usd` is not a non-negative plain decimal string.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `key_not_found`: No key with this id in the workspace of the request.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest28"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound8"];
+            409: components["responses"]["Conflict11"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_SetAlertWebhook: {
@@ -13484,6 +12199,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13533,158 +12250,17 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `url` is missing, not an absolute `https://` URL with a host, carries credentials or is longer than 2048 characters, or `threshold_pct` is not a whole number from 1 to 100.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `key_not_found`: No key with this id in the workspace of the request.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest29"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound8"];
+            409: components["responses"]["Conflict11"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_DeleteAlertWebhook: {
@@ -13706,6 +12282,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13755,129 +12333,15 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `key_not_found`: No key with this id in the workspace of the request.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound8"];
+            409: components["responses"]["Conflict11"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_SetRoutingPolicy: {
@@ -13908,6 +12372,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13957,158 +12423,17 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `routing_policy` is not `cn-only`, `overseas-only` or `any`.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `key_not_found`: No key with this id in the workspace of the request.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest30"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound8"];
+            409: components["responses"]["Conflict11"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_UpdateKeySpendLimits: {
@@ -14148,6 +12473,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14197,158 +12524,17 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.Key"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it, e.g. `spend_limits[1].amount_usd`): `spend_limits` is missing, has more than 4 entries or two for one period, a `period` is not `day`, `week`, `month` or `total`, or an `amount_usd` is not a non-negative plain decimal string.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `key_not_found`: No key with this id in the workspace of the request.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `key_revoked`: The key is revoked; revoked keys cannot be changed.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest31"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound8"];
+            409: components["responses"]["Conflict11"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_RotateKey: {
@@ -14357,6 +12543,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 /** @description The key's id ("key_…"). */
@@ -14379,6 +12570,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14462,159 +12656,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.RotateKeyResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `grace_period_seconds` is not a whole number from 0 to 604800.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`). Also: Called with an API key that lacks one of the scopes of the key to rotate.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `key_not_found`: No key with this id in the workspace of the request.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `key_revoked`: The key is revoked or expired; it cannot be rotated.
-             *     - `key_already_rotated`: The key was rotated already and its successor is active: rotate the successor (the old key only has its grace period left).
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest32"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden13"];
+            404: components["responses"]["NotFound8"];
+            409: components["responses"]["Conflict12"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     KeyService_GetCurrentKey: {
@@ -14633,6 +12686,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14667,114 +12722,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.CurrentKey"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             *     - `api_key_required`: The request is authenticated with a user's access token, not an API key.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest33"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden14"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     SpendLimitService_GetWorkspaceSpendLimits: {
@@ -14793,6 +12748,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14812,114 +12769,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.WorkspaceSpendLimits"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     SpendLimitService_UpdateWorkspaceSpendLimits: {
@@ -14952,6 +12809,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14971,143 +12830,16 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.keys.v1.WorkspaceSpendLimits"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it, e.g. `spend_limits[0].period`): `spend_limits` is missing, has more than 4 entries or two for one period, a `period` is not `day`, `week`, `month` or `total`, or an `amount_usd` is not a non-negative plain decimal string.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest34"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_GetBalance: {
@@ -15126,6 +12858,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15139,114 +12873,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.Balance"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_GetUsage: {
@@ -15268,6 +12902,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15357,114 +12993,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.Usage"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `days` is not a whole number from 1 to 365.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest35"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_GetUsageByTier: {
@@ -15486,6 +13022,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15515,114 +13053,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.UsageByTier"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `days` is not a whole number from 1 to 365.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest35"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_GetPlan: {
@@ -15641,6 +13079,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15662,114 +13102,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.GetPlanResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_GetUpgradeHint: {
@@ -15788,6 +13128,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15802,114 +13144,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.GetUpgradeHintResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_CreateCheckout: {
@@ -15918,6 +13160,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -15938,6 +13185,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15955,158 +13205,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.Checkout"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `amount_usd` is missing, not above 0, below the payment provider's smallest charge (0.50 with Stripe), has more than 2 decimals or exceeds the largest top-up allowed, or `idempotency_key` is empty or longer than 255 characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A well-formed request that breaks a business rule.
-             *
-             *     - `idempotency_key_reused`: This workspace already used the `idempotency_key` for a top-up of another amount.
-             */
-            422: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             *     - `payment_provider_unavailable`: The payment provider could not start the payment (retry after `Retry-After` seconds with the same `idempotency_key`), or none is configured on this deployment (`STRIPE_SECRET_KEY` or `BILLING_SANDBOX`).
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest36"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity6"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable3"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_CreateTopup: {
@@ -16115,6 +13225,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -16135,6 +13250,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16152,158 +13270,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.Checkout"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `amount_usd` is missing, not above 0, below the payment provider's smallest charge (0.50 with Stripe), has more than 2 decimals or exceeds the largest top-up allowed, or `idempotency_key` is empty or longer than 255 characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A well-formed request that breaks a business rule.
-             *
-             *     - `idempotency_key_reused`: This workspace already used the `idempotency_key` for a top-up of another amount.
-             */
-            422: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             *     - `payment_provider_unavailable`: The payment provider could not start the payment (retry after `Retry-After` seconds with the same `idempotency_key`), or none is configured on this deployment (`STRIPE_SECRET_KEY` or `BILLING_SANDBOX`).
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest36"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity6"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable3"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_ListTopups: {
@@ -16327,6 +13305,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16350,114 +13330,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.ListTopupsResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest37"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_GetPrices: {
@@ -16476,6 +13356,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16510,114 +13392,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.Prices"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_CreatePaymentMethodSetup: {
@@ -16626,6 +13408,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -16641,6 +13428,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16654,144 +13444,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.PaymentMethodSetup"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             *     - `invalid_json`: The body is not valid JSON.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             *     - `payment_provider_unavailable`: The payment provider could not start the setup, or no payment provider is configured on this deployment; retry after `Retry-After` seconds.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest18"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable4"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_ListPaymentMethods: {
@@ -16810,6 +13474,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16831,114 +13497,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.ListPaymentMethodsResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_DeletePaymentMethod: {
@@ -16960,120 +13526,20 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `payment_method_not_found`: The workspace has no saved payment method with this id.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             *     - `payment_provider_unavailable`: The payment provider could not detach the card; nothing was removed. Retry after `Retry-After` seconds.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound9"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable5"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_GetAutoTopup: {
@@ -17092,6 +13558,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17112,114 +13580,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.AutoTopup"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_UpdateAutoTopup: {
@@ -17251,6 +13619,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17271,157 +13641,17 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.AutoTopup"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): an amount is not above 0, has more than 2 decimals or exceeds the largest top-up allowed, `monthly_limit_usd` is below `amount_usd`, or `enabled` is true without `threshold_usd`, `amount_usd` and `monthly_limit_usd`.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A well-formed request that breaks a business rule.
-             *
-             *     - `payment_method_required`: Auto top-up cannot be enabled before a payment method is saved (`POST /v1/billing/payment-methods/setup`).
-             */
-            422: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest38"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity7"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_ListLedgerEntries: {
@@ -17445,6 +13675,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17467,114 +13699,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.ListLedgerEntriesResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, or `after` is not a `next_cursor` of this list.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest37"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_GetStatement: {
@@ -17596,6 +13728,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17619,114 +13753,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.Statement"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: `month` is not a month in the form YYYY-MM, or is after the current month.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest39"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_ListGenerations: {
@@ -17752,6 +13786,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17791,114 +13827,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.ListGenerationsResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, or `key_id` is longer than 200 characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest40"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_GetUsageReport: {
@@ -17909,13 +13845,13 @@ export interface operations {
                 /** @description The end of the range, RFC 3339, exclusive (default now). */
                 end?: string;
                 /** @description hour or day (default day). Buckets start on the UTC hour or day. */
-                bucket?: string;
+                bucket?: "hour" | "day";
                 /** @description Comma-separated: any of key, model, tier and region (default none: one total per bucket). */
                 group_by?: string;
                 /** @description Only this key's usage (`key_…`). */
                 key_id?: string;
                 /** @description json (default) or csv. */
-                format?: string;
+                format?: "json" | "csv";
             };
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
@@ -17930,6 +13866,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17954,114 +13892,14 @@ export interface operations {
                     "text/csv": string;
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter is invalid (`field` names it): `group_by` names something other than key, model, tier and region, `bucket` is not hour or day, `start` or `end` is not an RFC 3339 time, `start` is after `end`, the range is longer than 366 days (31 for hour buckets), `key_id` is longer than 200 characters, or `format` is not json or csv.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest41"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     BillingService_GetGenerationRecord: {
@@ -18083,6 +13921,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18111,115 +13951,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.GenerationRecord"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `generation_not_found`: No generation of this workspace has this id (or, for an API key, none of its own).
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden15"];
+            404: components["responses"]["NotFound10"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     CheckoutService_GetSandboxCheckout: {
@@ -18238,75 +13977,31 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
                     "text/html": string;
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `checkout_not_found`: No sandbox checkout has this token.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            404: components["responses"]["NotFound11"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     CheckoutService_CompleteSandboxCheckout: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The page's token: the last segment of the checkout's `checkout_url`. */
                 token: string;
@@ -18324,6 +14019,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18341,106 +14039,15 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.Checkout"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             *     - `invalid_json`: The body is not valid JSON.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `checkout_not_found`: No sandbox checkout has this token.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `checkout_expired`: The checkout expired before it was paid; start a new top-up.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest18"];
+            404: components["responses"]["NotFound11"];
+            409: components["responses"]["Conflict13"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     CheckoutService_GetSandboxSetup: {
@@ -18459,75 +14066,31 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
                     "text/html": string;
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `setup_not_found`: No sandbox setup has this token, or the deployment uses Stripe.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            404: components["responses"]["NotFound12"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     CheckoutService_CompleteSandboxSetup: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The page's token: the last segment of the setup's `setup_url`. */
                 token: string;
@@ -18549,6 +14112,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18566,106 +14132,15 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.billing.v1.PaymentMethod"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `card` is not one of the test cards "4242" and "0341".
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `setup_not_found`: No sandbox setup has this token, or the deployment uses Stripe.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `setup_expired`: The setup page expired before a card was saved; start a new one.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest42"];
+            404: components["responses"]["NotFound12"];
+            409: components["responses"]["Conflict14"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     CheckoutService_HandleStripeWebhook: {
@@ -18674,6 +14149,11 @@ export interface operations {
             header: {
                 /** @description The `Stripe-Signature` header of the delivery (not part of the body). */
                 "Stripe-Signature": string;
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -18689,84 +14169,21 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_signature`: The `Stripe-Signature` header is missing, wrong or too old, or the body changed after it was signed.
-             *     - `invalid_request`: The signed body is not a JSON event.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `provider_not_configured`: This deployment does not use Stripe (payments go through the sandbox).
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             *     - `payment_not_recorded`: A refund or dispute of a payment whose own event has not arrived yet; Stripe delivers it again later.
-             *     - `payment_provider_unavailable`: Reading the saved card of a completed setup from Stripe failed; Stripe delivers the event again later.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest43"];
+            404: components["responses"]["NotFound13"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable6"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     ConversationService_ListConversations: {
@@ -18790,6 +14207,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18821,114 +14240,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.conversations.v1.ListConversationsResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: `limit` is not an integer from 1 to 100, or `after` is not a `next_cursor` of this list.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest45"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     ConversationService_CreateConversation: {
@@ -18937,6 +14256,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -18960,6 +14284,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18978,143 +14305,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.conversations.v1.Conversation"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `title` is longer than 512 characters, or `metadata` is not a JSON object, exceeds 4,096 bytes or holds a NUL character.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest44"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     ConversationService_GetConversation: {
@@ -19136,6 +14338,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19154,115 +14358,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.conversations.v1.Conversation"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `conversation_not_found`: No conversation has this id in the workspace (another workspace's conversation included).
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound14"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     ConversationService_DeleteConversation: {
@@ -19284,119 +14387,20 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `conversation_not_found`: No conversation has this id in the workspace, or it was already deleted.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound16"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     ConversationService_UpdateConversation: {
@@ -19427,6 +14431,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19445,144 +14451,16 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.conversations.v1.Conversation"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `title` is longer than 512 characters, or `metadata` is not a JSON object, exceeds 4,096 bytes or holds a NUL character.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `conversation_not_found`: No conversation has this id in the workspace (checked before the input).
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest46"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound15"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     ConversationService_ListMessages: {
@@ -19596,7 +14474,7 @@ export interface operations {
                  */
                 after?: string;
                 /** @description asc (default, oldest first) or desc. */
-                order?: string;
+                order?: "asc" | "desc";
             };
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
@@ -19614,6 +14492,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19642,115 +14522,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.conversations.v1.ListMessagesResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: `limit` is not an integer from 1 to 100, `after` is not a `next_cursor` of this list, or `order` is neither asc nor desc.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `conversation_not_found`: No conversation has this id in the workspace (checked before the query parameters).
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest48"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound17"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     ConversationService_CreateMessage: {
@@ -19759,6 +14538,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
                 /** @description The conversation's id, "conv_…". */
@@ -19782,6 +14566,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19797,144 +14584,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.conversations.v1.Message"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `role` is not user, assistant, system or tool, or `content` is missing, empty or longer than 200,000 characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `conversation_not_found`: No conversation has this id in the workspace (checked before the input).
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest47"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound15"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     FeedbackService_RecordFeedback: {
@@ -19943,6 +14604,11 @@ export interface operations {
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
             cookie?: never;
@@ -19967,6 +14633,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19991,6 +14660,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20011,144 +14683,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.conversations.v1.Feedback"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `generation_id` is missing or blank, `rating` is not 1 or -1, `comment` is longer than 2,000 characters, or `tags` has more than 10 entries or one outside 1..50 characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             *     - `generation_not_found`: No generation has this id in the workspace (another workspace's generation included).
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest49"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden15"];
+            404: components["responses"]["NotFound18"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     FeedbackService_GetFeedbackSummary: {
@@ -20170,6 +14716,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20208,114 +14756,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.conversations.v1.FeedbackSummary"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: `days` is not a whole number from 1 to 365.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest50"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_ListWebhooks: {
@@ -20339,6 +14787,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20382,120 +14832,26 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.ListWebhooksResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: `limit` is not an integer from 1 to 100, or `after` is not a `next_cursor` of this list.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest45"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound19"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_CreateWebhook: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The workspace (organization id, "org_…"). */
                 workspace_id: string;
@@ -20522,6 +14878,9 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20547,157 +14906,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.Webhook"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `url` is missing, not an https:// URL, carries credentials or is longer than 2,048 characters, `events` names an unknown event type, or `description` is longer than 1,000 characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A well-formed request that breaks a business rule.
-             *
-             *     - `endpoint_limit_reached`: The workspace has as many endpoints as it may have (50 by default); delete one first.
-             */
-            422: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest51"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound19"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity8"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_GetWebhook: {
@@ -20718,6 +14938,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20743,115 +14965,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.Webhook"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             *     - `webhook_not_found`: No endpoint has this id in the workspace.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound20"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_DeleteWebhook: {
@@ -20872,119 +14993,20 @@ export interface operations {
             204: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             *     - `webhook_not_found`: No endpoint has this id in the workspace, or it was already deleted.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound21"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_UpdateWebhook: {
@@ -21019,6 +15041,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21044,150 +15068,28 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.Webhook"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `url` is not an https:// URL without credentials of at most 2,048 characters, `events` holds a non-string or an unknown event type, or `description` is longer than 1,000 characters.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             *     - `webhook_not_found`: No endpoint has this id in the workspace.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest52"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound20"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_RotateWebhookSecret: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The workspace (organization id, "org_…"). */
                 workspace_id: string;
@@ -21211,6 +15113,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21236,150 +15141,30 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.Webhook"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `grace_period_seconds` is not an integer from 0 to 604800 (7 days).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             *     - `webhook_not_found`: No endpoint has this id in the workspace.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest53"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound20"];
+            409: components["responses"]["Conflict2"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_TestWebhook: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The workspace (organization id, "org_…"). */
                 workspace_id: string;
@@ -21399,6 +15184,9 @@ export interface operations {
             202: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21432,173 +15220,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.Delivery"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             *     - `invalid_json`: The body is not valid JSON.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             *     - `webhook_not_found`: No endpoint has this id in the workspace.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `rate_limited`: Too many tests, redeliveries and recoveries of this endpoint in the last minute; try again after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest18"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound20"];
+            409: components["responses"]["Conflict15"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests10"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_ListDeliveries: {
@@ -21609,7 +15242,7 @@ export interface operations {
                 /** @description The `next_cursor` of the previous page; leave it out for the first page. */
                 after?: string;
                 /** @description Filter: pending, succeeded, failed or exhausted; empty: all. */
-                status?: string;
+                status?: "pending" | "succeeded" | "failed" | "exhausted";
             };
             header?: never;
             path: {
@@ -21626,6 +15259,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21677,115 +15312,14 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.ListDeliveriesResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: `limit` is not an integer from 1 to 100, `after` is not a `next_cursor` of this list, or `status` is not pending, succeeded, failed or exhausted.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             *     - `webhook_not_found`: No endpoint has this id in the workspace.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest54"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound20"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_GetDelivery: {
@@ -21808,6 +15342,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21841,122 +15377,26 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.Delivery"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             *     - `webhook_not_found`: No endpoint has this id in the workspace.
-             *     - `delivery_not_found`: The endpoint has no delivery with this id.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden8"];
+            404: components["responses"]["NotFound22"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_RedeliverDelivery: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The workspace (organization id, "org_…"). */
                 workspace_id: string;
@@ -21978,6 +15418,9 @@ export interface operations {
             202: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -22011,181 +15454,30 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.Delivery"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             *     - `invalid_json`: The body is not valid JSON.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             *     - `webhook_not_found`: No endpoint has this id in the workspace.
-             *     - `delivery_not_found`: The endpoint has no delivery with this id.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
-             *     - `delivery_in_flight`: An attempt of this delivery is being sent right now; look at its attempts in a moment.
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `rate_limited`: Too many tests, redeliveries and recoveries of this endpoint in the last minute; try again after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest18"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound22"];
+            409: components["responses"]["Conflict16"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests10"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_RecoverDeliveries: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry of this POST safe: the same key with the same route, query and body, from the same caller and workspace within 24 hours, answers the first status and body again (with `Idempotent-Replayed: true`) instead of running again; a retry that arrives while the first runs waits for it. The same key with another request is a 422 `idempotency_key_reused`. Answers with a status of 500 or more, and 429s, are not kept, so retrying them runs the request again. Use a new key per intended call (a UUID). The body field `idempotency_key` of a top-up keeps its own meaning.
+                 * @example a3c1e4f2-6d0b-4c55-9d0e-2f5b8f6b7c11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The workspace (organization id, "org_…"). */
                 workspace_id: string;
@@ -22209,6 +15501,9 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -22221,173 +15516,18 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.RecoverDeliveriesResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `since` is missing or in the future.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `manage` scope this operation needs (`metadata.required_scope`).
-             *     - `forbidden`: The caller's role in the workspace does not allow this.
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `organization_not_found`: No such workspace, or the caller is not a member of it.
-             *     - `webhook_not_found`: No endpoint has this id in the workspace.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Conflicts with the current state.
-             *
-             *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
-             */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `rate_limited`: Too many tests, redeliveries and recoveries of this endpoint in the last minute; try again after `Retry-After` seconds.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            400: components["responses"]["BadRequest55"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden10"];
+            404: components["responses"]["NotFound20"];
+            409: components["responses"]["Conflict15"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests10"];
+            503: components["responses"]["ServiceUnavailable"];
+            default: components["responses"]["InternalServerError"];
         };
     };
     WebhookService_ListWebhookEventTypes: {
@@ -22406,6 +15546,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -22432,113 +15574,179 @@ export interface operations {
                     "application/json": components["schemas"]["switchboard.webhooks.v1.ListWebhookEventTypesResponse"];
                 };
             };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_request`: A parameter or body field is malformed or of the wrong type (`field` names it).
-             */
-            400: {
+            400: components["responses"]["BadRequest9"];
+            401: components["responses"]["Unauthorized4"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden2"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests4"];
+            503: components["responses"]["ServiceUnavailable2"];
+            default: components["responses"]["InternalServerError"];
+        };
+    };
+    FrontDoor_CreateChatCompletion: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Appends the request's last user message and the answer to this conversation of the key's workspace (404 `conversation_not_found` when it cannot see it). */
+                "X-Service-Conversation-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "model": "service/fast",
+                 *       "messages": [
+                 *         {
+                 *           "role": "user",
+                 *           "content": "Say hello"
+                 *         }
+                 *       ],
+                 *       "max_tokens": 64
+                 *     }
+                 */
+                "application/json": components["schemas"]["ChatCompletionRequest"];
+            };
+        };
+        responses: {
+            /** @description The completion: a JSON body, or with `"stream": true` server-sent events. */
+            200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                    "X-Service-Generation-Id": components["headers"]["X-Service-Generation-Id"];
+                    "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                    "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                    "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                    "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                    "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                    "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    /**
+                     * @example {
+                     *       "id": "chatcmpl-9x2",
+                     *       "object": "chat.completion",
+                     *       "created": 1764150000,
+                     *       "model": "gpt-4o-mini",
+                     *       "choices": [
+                     *         {
+                     *           "index": 0,
+                     *           "message": {
+                     *             "role": "assistant",
+                     *             "content": "Hello!"
+                     *           },
+                     *           "finish_reason": "stop"
+                     *         }
+                     *       ],
+                     *       "usage": {
+                     *         "prompt_tokens": 9,
+                     *         "completion_tokens": 2,
+                     *         "total_tokens": 11
+                     *       },
+                     *       "service": {
+                     *         "generation_id": "gen_7Qk2mN8pR4sT6vX1",
+                     *         "tier": "fast",
+                     *         "routed_model": "gpt-4o-mini",
+                     *         "region": "overseas",
+                     *         "cost_usd": "0.0000045"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ChatCompletion"];
+                    /**
+                     * @example data: {"id":"chatcmpl-9x2","object":"chat.completion.chunk","created":1764150000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"Hello!"}}]}
+                     *
+                     *     data: {"id":"chatcmpl-9x2","object":"chat.completion.chunk","created":1764150000,"model":"gpt-4o-mini","choices":[],"service":{"generation_id":"gen_7Qk2mN8pR4sT6vX1","tier":"fast","routed_model":"gpt-4o-mini","region":"overseas","cost_usd":"0.0000045"}}
+                     *
+                     *     data: [DONE]
+                     */
+                    "text/event-stream": string;
                 };
             };
-            /**
-             * @description No credentials, or bad, expired or revoked ones.
-             *
-             *     - `unauthenticated`: No `Authorization: Bearer` header, or a malformed one.
-             *     - `invalid_token`: The access token is not valid.
-             *     - `token_expired`: The access token has expired; refresh the session.
-             *     - `session_revoked`: The session of the access token has ended.
-             *     - `account_deactivated`: The account is deactivated.
-             *     - `invalid_api_key`: The API key is not valid.
-             *     - `api_key_revoked`: The API key has been revoked.
-             *     - `api_key_expired`: The API key's `expires_at` has passed (a rotated key after its grace period).
-             */
-            401: {
+            400: components["responses"]["FrontDoorBadRequest"];
+            401: components["responses"]["FrontDoorUnauthorized"];
+            402: components["responses"]["FrontDoorPaymentRequired"];
+            403: components["responses"]["FrontDoorForbidden"];
+            404: components["responses"]["FrontDoorNotFound"];
+            413: components["responses"]["FrontDoorPayloadTooLarge"];
+            415: components["responses"]["FrontDoorUnsupportedMediaType"];
+            429: components["responses"]["FrontDoorTooManyRequests"];
+            502: components["responses"]["FrontDoorBadGateway"];
+            503: components["responses"]["FrontDoorServiceUnavailable"];
+            default: components["responses"]["FrontDoorInternalServerError"];
+        };
+    };
+    FrontDoor_ListModels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The models. */
+            200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Service-Overhead-Ms": components["headers"]["X-Service-Overhead-Ms"];
+                    "x-ratelimit-limit-requests": components["headers"]["x-ratelimit-limit-requests"];
+                    "x-ratelimit-remaining-requests": components["headers"]["x-ratelimit-remaining-requests"];
+                    "x-ratelimit-reset-requests": components["headers"]["x-ratelimit-reset-requests"];
+                    "x-ratelimit-limit-tokens": components["headers"]["x-ratelimit-limit-tokens"];
+                    "x-ratelimit-remaining-tokens": components["headers"]["x-ratelimit-remaining-tokens"];
+                    "x-ratelimit-reset-tokens": components["headers"]["x-ratelimit-reset-tokens"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "id": "service/fast",
+                     *           "object": "model",
+                     *           "created": 1700000000,
+                     *           "owned_by": "switchboard",
+                     *           "tiers": [
+                     *             "fast"
+                     *           ],
+                     *           "pricing": {
+                     *             "input_usd_per_1m": "0.20",
+                     *             "output_usd_per_1m": "0.80"
+                     *           },
+                     *           "demo": false
+                     *         },
+                     *         {
+                     *           "id": "gpt-4o-mini",
+                     *           "object": "model",
+                     *           "created": 1700000000,
+                     *           "owned_by": "upstream",
+                     *           "region": "overseas",
+                     *           "tiers": [
+                     *             "fast"
+                     *           ],
+                     *           "pricing": {
+                     *             "input_usd_per_1m": "0.1575",
+                     *             "output_usd_per_1m": "0.63"
+                     *           },
+                     *           "demo": false
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ModelList"];
                 };
             };
-            /**
-             * @description Payment required.
-             *
-             *     - `spend_cap_exceeded`: A spend limit of the API key or (at the front door) of the workspace is reached (`metadata.scope`, `metadata.period`); raise or clear it, or wait for `resets_at`.
-             */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Authenticated but not allowed.
-             *
-             *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (`metadata.required_scope`).
-             *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
-             */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
-             *
-             *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-             */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            401: components["responses"]["FrontDoorUnauthorized"];
+            403: components["responses"]["FrontDoorForbidden2"];
+            503: components["responses"]["FrontDoorServiceUnavailable"];
+            default: components["responses"]["FrontDoorInternalServerError"];
         };
     };
     webhook_agent_completed: {

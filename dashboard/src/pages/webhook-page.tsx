@@ -1,4 +1,5 @@
 import { useState } from 'react';
+import type { DeliveryStatus } from '../closed-sets';
 import { Loaded } from '../components/loaded';
 import { Page } from '../components/page';
 import { Section } from '../components/section';
@@ -43,7 +44,10 @@ function Endpoint({ initial }: { initial: Webhook }) {
   const deliveries = usePages(
     (after) =>
       client.get('/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries', {
-        params: { path: { workspace_id: workspace.org_id, webhook_id: webhook.webhook_id }, query: { limit: 20, after, ...(status ? { status } : {}) } },
+        params: {
+          path: { workspace_id: workspace.org_id, webhook_id: webhook.webhook_id },
+          query: { limit: 20, after, ...(status ? { status: status as DeliveryStatus } : {}) },
+        },
       }),
     [client, workspace.org_id, webhook.webhook_id, status],
   );

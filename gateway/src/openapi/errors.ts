@@ -2,6 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import { getOption, hasOption } from '@bufbuild/protobuf';
 import { rest } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { type CataloguedError, type CataloguedErrorOf, errorCatalogue } from '@switchboard/runtime/error-catalogue';
+import { openAiErrorType, openAiErrorTypes } from '@switchboard/runtime/openai-error-type';
 import type { Route } from '../routes.js';
 import { HTTP_BODY, type Json } from './json-schema.js';
 
@@ -12,10 +13,10 @@ import { HTTP_BODY, type Json } from './json-schema.js';
  */
 
 export const ERROR_SCHEMA = 'Error';
-const ERROR_REF = `#/components/schemas/${ERROR_SCHEMA}`;
+export const FRONT_DOOR_ERROR_SCHEMA = 'FrontDoorError';
 
 /** One error an operation answers with: the status, the `error.code` and when it happens. */
-interface ErrorCase {
+export interface ErrorCase {
   status: number;
   code: string;
   when: string;
@@ -23,6 +24,8 @@ interface ErrorCase {
   field?: string;
   /** The `metadata` of the example body. */
   metadata?: Json;
+  /** The example's name in the response, where two cases share a code (default: the code). */
+  key?: string;
 }
 
 /** What each status means on this surface (the response's description, before its codes). */
@@ -39,12 +42,54 @@ const statusMeanings: Record<number, string> = {
   429: 'Too many requests; retry after `Retry-After` seconds.',
   500: 'An unexpected error (always a bug); it has been logged.',
   501: 'Not built yet.',
+  502: 'The upstream model API failed.',
   503: 'A dependency is down or busy; retry later.',
 };
 
 /** Errors of the catalogue, as the document describes them. */
-const fromCatalogue = (...entries: (CataloguedError | CataloguedErrorOf<never>)[]): ErrorCase[] =>
+export const fromCatalogue = (...entries: (CataloguedError | CataloguedErrorOf<never>)[]): ErrorCase[] =>
   entries.map((e) => ({ status: e.status, code: e.code, when: e.when, ...(e.exampleMetadata ? { metadata: e.exampleMetadata } : {}) }));
+
+/**
+ * The gateway's answers of the REST rate limits and of the Idempotency-Key header
+ * (docs/conventions.md#rate-limits, #idempotency).
+ * MERGE: read rateLimited, idempotencyKeyReused and idempotentResultUnavailable from the
+ * catalogue once h-edge's entries are merged (the same status, code and sentence as here).
+ */
+const edgeErrors = {
+  rateLimited: {
+    status: 429,
+    code: 'rate_limited',
+    when: 'The REST rate limit of the caller (per user or API key, or per client address without credentials) is used up for this minute; retry after `Retry-After` seconds (`metadata.retry_after_seconds`).',
+    metadata: { retry_after_seconds: 17 },
+  },
+  // A malformed header is an input error like any other, named by `field`.
+  invalidIdempotencyKey: {
+    status: 400,
+    code: 'invalid_request',
+    key: 'invalid_idempotency_key',
+    when: 'The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).',
+    field: 'Idempotency-Key',
+  },
+  idempotencyKeyReused: {
+    status: 422,
+    code: 'idempotency_key_reused',
+    when: 'The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).',
+    field: 'Idempotency-Key',
+  },
+  idempotentResultUnavailable: {
+    status: 409,
+    code: 'idempotent_result_unavailable',
+    when: 'The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.',
+  },
+  // The catalogue's service_unavailable, in the case of the Idempotency-Key store.
+  idempotencyUnavailable: {
+    status: 503,
+    code: 'service_unavailable',
+    key: 'idempotency_unavailable',
+    when: 'The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.',
+  },
+} satisfies Record<string, ErrorCase>;
 
 /**
  * The errors the gateway answers by itself, or the runtime for every service, derived from the
@@ -99,21 +144,32 @@ function derivedErrors(route: Route): ErrorCase[] {
   if (pathFields.includes('workspace_id')) {
     errors.push(...fromCatalogue(errorCatalogue.organizationNotFound));
   }
-  errors.push(...fromCatalogue(errorCatalogue.serviceUnavailable, errorCatalogue.internalError));
+  // docs/conventions.md#rate-limits: every REST route counts against its caller's limit.
+  errors.push(edgeErrors.rateLimited);
+  // docs/conventions.md#idempotency: every POST takes an Idempotency-Key header.
+  if (route.httpMethod === 'POST') {
+    errors.push(edgeErrors.invalidIdempotencyKey, edgeErrors.idempotencyKeyReused, edgeErrors.idempotentResultUnavailable);
+  }
+  errors.push(...fromCatalogue(errorCatalogue.serviceUnavailable));
+  if (route.httpMethod === 'POST') errors.push(edgeErrors.idempotencyUnavailable);
+  errors.push(...fromCatalogue(errorCatalogue.internalError));
   if (route.unbuilt) errors.push({ status: 501, code: 'not_implemented', when: 'The operation is declared but not built yet.' });
   return errors;
 }
 
 /**
- * The errors of a route: derived ones, then the handler's (a declared code replaces a derived one,
- * except `insufficient_scope`, where the handler's case, such as the scopes of the key a call
- * rotates, comes on top of the route's own scope).
+ * Codes whose declared case comes on top of the derived one rather than replacing it: the
+ * handler's `insufficient_scope` (such as the scopes of the key a call rotates) beside the route's
+ * own scope, a top-up's `idempotency_key` body field beside the `Idempotency-Key` header.
  */
+const combined: ReadonlySet<string> = new Set([errorCatalogue.insufficientScope.code, edgeErrors.idempotencyKeyReused.code]);
+
+/** The errors of a route: derived ones, then the handler's (a declared code replaces a derived one, except the combined ones). */
 export function errorsOf(route: Route): ErrorCase[] {
   const derived = derivedErrors(route);
-  const key = (e: ErrorCase) => `${e.status} ${e.code}`;
+  const key = (e: ErrorCase) => `${e.status} ${e.key ?? e.code}`;
   const declared: ErrorCase[] = (hasOption(route.method, rest) ? getOption(route.method, rest).errors : []).map((e) => {
-    const alsoDerived = e.code === errorCatalogue.insufficientScope.code ? derived.find((d) => key(d) === `${e.status} ${e.code}`) : undefined;
+    const alsoDerived = combined.has(e.code) ? derived.find((d) => key(d) === `${e.status} ${e.code}`) : undefined;
     return {
       status: e.status,
       code: e.code,
@@ -126,44 +182,94 @@ export function errorsOf(route: Route): ErrorCase[] {
   return [...derived.filter((e) => !declaredKeys.has(key(e))), ...declared];
 }
 
-/** The responses of a route's errors, one per status, with an example body per code. */
-export function errorResponsesOf(errors: ErrorCase[]): Record<string, Json> {
-  const byStatus = new Map<number, ErrorCase[]>();
-  for (const e of errors) byStatus.set(e.status, [...(byStatus.get(e.status) ?? []), e]);
-  const out: Record<string, Json> = {};
-  for (const status of [...byStatus.keys()].sort((a, b) => a - b)) {
-    const cases = byStatus.get(status)!;
-    out[status === 500 ? 'default' : String(status)] = {
-      description: [statusMeanings[status] ?? STATUS_CODES[status] ?? 'Error', '', ...cases.map((e) => `- \`${e.code}\`: ${e.when}`)].join('\n'),
-      headers: {
-        'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' },
-        ...(status === 429 || status === 503 ? { 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : {}),
-      },
-      content: {
-        'application/json': {
-          schema: { $ref: ERROR_REF },
-          examples: Object.fromEntries(
-            cases.map((e) => [
-              e.code,
-              {
-                summary: e.when,
-                value: {
-                  error: {
-                    code: e.code,
-                    message: e.when,
-                    field: e.field ?? null,
-                    request_id: 'req_4fNq8XbT2cLw9RkV3mZp7a',
-                    ...(e.metadata ? { metadata: e.metadata } : {}),
-                  },
-                },
-              },
-            ]),
-          ),
-        },
-      },
+/** Which error body an operation answers with: the REST surface's, or the front door's (OpenAI's `type` and `param` added). */
+export type ErrorFlavour = 'rest' | 'front-door';
+
+/** The schema of each flavour's body, and the prefix of its shared components' names. */
+const flavours: Record<ErrorFlavour, { schema: string; prefix: string }> = {
+  rest: { schema: ERROR_SCHEMA, prefix: '' },
+  'front-door': { schema: FRONT_DOOR_ERROR_SCHEMA, prefix: 'FrontDoor' },
+};
+
+/** Names in order, their trailing numbers as numbers (`NotFound2` before `NotFound10`). */
+function byName(a: string, b: string): number {
+  const [, baseA, numberA] = /^(.*?)(\d*)$/.exec(a)!;
+  const [, baseB, numberB] = /^(.*?)(\d*)$/.exec(b)!;
+  if (baseA !== baseB) return baseA < baseB ? -1 : 1;
+  return Number(numberA || 1) - Number(numberB || 1);
+}
+
+/** "Too Many Requests" → "TooManyRequests": a component name of a status. */
+const statusName = (status: number) => (STATUS_CODES[status] ?? `Status${status}`).replace(/[^A-Za-z0-9]/g, '');
+
+/**
+ * The error responses of every operation, shared: one `components/responses` entry per status
+ * and set of cases (operations with the same errors reference the same response), and one
+ * `components/examples` entry per example body. Names follow the order of first use, which the
+ * routes fix, so the document stays deterministic.
+ */
+export class ErrorResponses {
+  private readonly responses = new Map<string, { name: string; response: Json }>();
+  private readonly examples = new Map<string, { name: string; example: Json }>();
+
+  /** An operation's error responses by status, each a $ref to a shared response. */
+  of(errors: ErrorCase[], flavour: ErrorFlavour, headers: (status: number) => Json): Record<string, Json> {
+    const byStatus = new Map<number, ErrorCase[]>();
+    for (const e of errors) byStatus.set(e.status, [...(byStatus.get(e.status) ?? []), e]);
+    const out: Record<string, Json> = {};
+    for (const status of [...byStatus.keys()].sort((a, b) => a - b)) {
+      const response = this.response(status, byStatus.get(status)!, flavour, headers(status));
+      out[status === 500 ? 'default' : String(status)] = { $ref: `#/components/responses/${response}` };
+    }
+    return out;
+  }
+
+  /** components.responses and components.examples, sorted by name. */
+  components(): { responses: Record<string, Json>; examples: Record<string, Json> } {
+    const sorted = <T>(entries: Array<{ name: string } & T>, pick: (e: T) => Json) =>
+      Object.fromEntries(entries.map((e) => [e.name, pick(e)] as const).sort(([a], [b]) => byName(a, b)));
+    return {
+      responses: sorted([...this.responses.values()], (e) => e.response),
+      examples: sorted([...this.examples.values()], (e) => e.example),
     };
   }
-  return out;
+
+  private response(status: number, cases: ErrorCase[], flavour: ErrorFlavour, headers: Json): string {
+    const { schema, prefix } = flavours[flavour];
+    const examples: Record<string, Json> = {};
+    for (const e of cases) examples[e.key ?? e.code] = { $ref: `#/components/examples/${this.example(status, e, flavour)}` };
+    const response: Json = {
+      description: [statusMeanings[status] ?? STATUS_CODES[status] ?? 'Error', '', ...cases.map((e) => `- \`${e.code}\`: ${e.when}`)].join('\n'),
+      headers,
+      content: { 'application/json': { schema: { $ref: `#/components/schemas/${schema}` }, examples } },
+    };
+    return this.named(this.responses, response, `${prefix}${statusName(status)}`, (name) => ({ name, response }));
+  }
+
+  private example(status: number, e: ErrorCase, flavour: ErrorFlavour): string {
+    const error: Json = {
+      code: e.code,
+      message: e.when,
+      field: e.field ?? null,
+      request_id: 'req_4fNq8XbT2cLw9RkV3mZp7a',
+      ...(e.metadata ? { metadata: e.metadata } : {}),
+      ...(flavour === 'front-door' ? { type: openAiErrorType(status), param: e.field ?? null } : {}),
+    };
+    const example: Json = { summary: e.when, value: { error } };
+    return this.named(this.examples, example, `${flavours[flavour].prefix}${e.key ?? e.code}`, (name) => ({ name, example }));
+  }
+
+  /** The name of a shared component: the one already made for the same content, else a new one (`name`, `name2`, …). */
+  private named<T extends { name: string }>(registry: Map<string, T>, content: Json, base: string, make: (name: string) => T): string {
+    const key = `${base}|${JSON.stringify(content)}`;
+    const known = registry.get(key);
+    if (known) return known.name;
+    const taken = new Set([...registry.values()].map((v) => v.name));
+    let name = base;
+    for (let i = 2; taken.has(name); i++) name = `${base}${i}`;
+    registry.set(key, make(name));
+    return name;
+  }
 }
 
 export function errorSchema(): Json {
@@ -193,4 +299,30 @@ export function errorSchema(): Json {
 function rawBody(route: Route): boolean {
   const field = route.body && route.body !== '*' ? route.method.input.fields.find((f) => f.name === route.body) : undefined;
   return field?.fieldKind === 'message' && field.message.typeName === HTTP_BODY;
+}
+
+/** The front door's error body: the REST body plus OpenAI's `type` and `param` (docs/api/front-door.md#errors). */
+export function frontDoorErrorSchema(): Json {
+  const rest = errorSchema() as { properties: { error: { required: string[]; properties: Json } } };
+  return {
+    type: 'object',
+    title: 'FrontDoorError',
+    description: 'The body of every non-2xx answer of the OpenAI-compatible routes, so OpenAI SDKs raise their typed errors.',
+    required: ['error'],
+    properties: {
+      error: {
+        ...rest.properties.error,
+        required: [...rest.properties.error.required, 'type', 'param'],
+        properties: {
+          ...rest.properties.error.properties,
+          type: {
+            type: 'string',
+            enum: [...openAiErrorTypes],
+            description: "OpenAI's error type, by status.",
+          },
+          param: { type: ['string', 'null'], description: "The same as `field` (OpenAI's name for it)." },
+        },
+      },
+    },
+  };
 }

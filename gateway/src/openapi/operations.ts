@@ -2,8 +2,10 @@ import { STATUS_CODES } from 'node:http';
 import type { DescField, DescService } from '@bufbuild/protobuf';
 import { comments } from '@switchboard/contracts/comments';
 import { type Route, readsFromQuery } from '../routes.js';
-import { errorResponsesOf, errorsOf } from './errors.js';
+import { type ErrorResponses, errorsOf } from './errors.js';
+import { IDEMPOTENCY_KEY_PARAMETER, restHeaders } from './headers.js';
 import { enumSchema, HTTP_BODY, type Json, scalarSchema } from './json-schema.js';
+import { constrained, constraintsOf } from './rules.js';
 import { exampleOf, isRequired, type Schemas } from './schemas.js';
 import { accessExtension, accessLine, credentialsLabel, scopeLine, securityOf } from './security.js';
 
@@ -24,8 +26,13 @@ function headerName(fieldName: string): string {
     .join('-');
 }
 
-/** A path, query or header parameter's schema, or undefined when the field cannot travel there. */
+/** A path, query or header parameter's schema with its field's limits, or undefined when the field cannot travel there. */
 function parameterSchema(field: DescField): Json | undefined {
+  const schema = parameterType(field);
+  return schema && constrained(schema, constraintsOf(field));
+}
+
+function parameterType(field: DescField): Json | undefined {
   switch (field.fieldKind) {
     case 'scalar':
       return { ...scalarSchema(field.scalar), ...(queryHints[field.name] ?? {}) };
@@ -77,7 +84,7 @@ export function rawBodiesOf(route: Route): Array<{ field: string; contentType: s
     .map((f) => ({ field: f.name, contentType: rawBodyMedia[f.name] ?? 'application/octet-stream' }));
 }
 
-export function operationOf(route: Route, tag: string, schemas: Schemas): Json {
+export function operationOf(route: Route, tag: string, schemas: Schemas, errorResponses: ErrorResponses): Json {
   const input = route.method.input;
   const pathFields = route.segments.flatMap((s) => ('field' in s ? [s.field] : []));
   const pathNames = new Set(pathFields.map((f) => f.name));
@@ -135,11 +142,13 @@ export function operationOf(route: Route, tag: string, schemas: Schemas): Json {
     });
   }
   if (route.credentials !== 'none' && !pathNames.has('workspace_id')) parameters.push({ $ref: '#/components/parameters/WorkspaceId' });
+  const post = route.httpMethod === 'POST';
+  if (post) parameters.push({ $ref: `#/components/parameters/${IDEMPOTENCY_KEY_PARAMETER}` });
 
   const status = String(route.successStatus);
   const success: Json = {
     description: STATUS_CODES[route.successStatus] ?? 'Success',
-    headers: { 'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' } },
+    headers: restHeaders(route.successStatus, post),
   };
   const response = responseOf(route, schemas);
   if (response) success.content = { [response.contentType]: { schema: response.schema, ...(response.example ? { example: response.example } : {}) } };
@@ -153,7 +162,7 @@ export function operationOf(route: Route, tag: string, schemas: Schemas): Json {
 
   const successes: Record<string, Json> = { [status]: success };
   for (const other of route.otherSuccesses) successes[other.status] = { ...success, description: `${STATUS_CODES[other.status] ?? 'Success'}: ${other.when}` };
-  const responses: Record<string, Json> = { ...successes, ...errorResponsesOf(errorsOf(route)) };
+  const responses: Record<string, Json> = { ...successes, ...errorResponses.of(errorsOf(route), 'rest', (status) => restHeaders(status, post)) };
 
   const rpc = `${route.method.parent.typeName}/${route.method.name}`;
   const own = comments[`${route.method.parent.typeName}.${route.method.name}`] ?? '';

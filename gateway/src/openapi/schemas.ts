@@ -4,6 +4,7 @@ import { FieldBehavior, field_behavior as fieldBehavior } from '@switchboard/con
 import { field as fieldRule, message as messageRule } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { ERROR_SCHEMA, errorSchema } from './errors.js';
 import { enumSchema, HTTP_BODY, type Json, nullable, scalarSchema, wellKnownSchema } from './json-schema.js';
+import { constrained, constraintsOf, requiredByRules } from './rules.js';
 
 /**
  * components.schemas: one JSON Schema per proto message and direction, described by the proto's
@@ -84,49 +85,76 @@ export class Schemas {
     return schema;
   }
 
-  /** The schema of one field's JSON value. */
+  /** The schema of one field's JSON value, with the limits of its protovalidate rules (openapi/rules.ts). */
   field(field: DescField, mode: Mode): Json {
     // In responses, unset fields are null, except omit_if_unset ones, which are absent, and
     // always_set ones, which never are unset. In requests a field is simply left out (the
     // gateway reads null as absent, never as "clear").
     const mayBeNull = mode === 'output' && !omitIfUnset(field) && !alwaysSet(field);
+    const constraints = constraintsOf(field);
     let schema: Json;
     switch (field.fieldKind) {
       case 'scalar':
-        schema = withHints(field, scalarSchema(field.scalar));
+        schema = constrained(withHints(field, scalarSchema(field.scalar)), constraints);
         return hasExplicitPresence(field) && mayBeNull ? nullable(schema) : schema;
       case 'enum':
-        schema = enumSchema(field.enum);
+        schema = constrained(enumSchema(field.enum), constraints);
         return hasExplicitPresence(field) && mayBeNull ? nullable(schema) : schema;
       case 'message':
-        schema = withHints(field, this.message(field.message, mode));
+        // A google.protobuf.Value states what it accepts itself: it cannot carry protovalidate rules.
+        schema = declaredSchema(field) ?? constrained(withHints(field, this.message(field.message, mode)), constraints);
         // An unset Struct is written as {} (never null); other unset messages as null.
         if (mode === 'output' && field.message.typeName === 'google.protobuf.Struct') return schema;
         return mayBeNull ? nullable(schema) : schema;
       case 'list': {
         const items =
           field.listKind === 'scalar' ? scalarSchema(field.scalar) : field.listKind === 'enum' ? enumSchema(field.enum) : this.message(field.message, mode);
-        return { type: 'array', items };
+        return constrained({ type: 'array', items }, constraints);
       }
       case 'map': {
         const values =
           field.mapKind === 'scalar' ? scalarSchema(field.scalar) : field.mapKind === 'enum' ? enumSchema(field.enum) : this.message(field.message, mode);
-        return { type: 'object', additionalProperties: values };
+        return constrained({ type: 'object', additionalProperties: values }, constraints);
       }
     }
   }
 
-  /** components.schemas, sorted by name, with the shared error body. */
-  sorted(): Record<string, Json> {
+  /** components.schemas, sorted by name, with the shared error body and the given schemas that are not protos. */
+  sorted(others: Record<string, Json> = {}): Record<string, Json> {
     const all = new Map(this.components);
     all.set(ERROR_SCHEMA, errorSchema());
+    for (const [name, schema] of Object.entries(others)) {
+      if (all.has(name)) throw new Error(`OpenAPI: two schemas named ${name}`);
+      all.set(name, schema);
+    }
     return Object.fromEntries([...all.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   }
 }
 
-/** A field marked `(google.api.field_behavior) = REQUIRED`: the handler refuses a request without it. */
+/**
+ * The JSON Schema a google.protobuf.Value or ListValue field says it accepts
+ * (`(switchboard.api.v1.field).schema`, docs/conventions.md#input-rules), or undefined.
+ */
+function declaredSchema(field: DescField): Json | undefined {
+  const text = hasOption(field, fieldRule) ? getOption(field, fieldRule).schema : '';
+  if (!text) return undefined;
+  let schema: unknown;
+  try {
+    schema = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${field.parent.typeName}.${field.name}: its schema is not JSON (${(err as Error).message})`);
+  }
+  if (!schema || typeof schema !== 'object' || Array.isArray(schema))
+    throw new Error(`${field.parent.typeName}.${field.name}: its schema is not a JSON object`);
+  return schema as Json;
+}
+
+/**
+ * A field marked `(google.api.field_behavior) = REQUIRED` or `(buf.validate.field).required`: the
+ * service refuses a request without it.
+ */
 export function isRequired(field: DescField): boolean {
-  return hasOption(field, fieldBehavior) && getOption(field, fieldBehavior).includes(FieldBehavior.REQUIRED);
+  return (hasOption(field, fieldBehavior) && getOption(field, fieldBehavior).includes(FieldBehavior.REQUIRED)) || requiredByRules(field);
 }
 
 /**
@@ -160,6 +188,7 @@ function fieldDescription(field: DescField): string {
     const lines = values.map((v) => `- \`${v.name}\`${comments[`${desc.typeName}.${v.name}`] ? `: ${comments[`${desc.typeName}.${v.name}`]}` : ''}`);
     if (lines.length > 0) parts.push(lines.join('\n'));
   }
+  parts.push(...constraintsOf(field).notes);
   return parts.filter(Boolean).join('\n\n');
 }
 
@@ -170,15 +199,9 @@ function described(schema: Json, description: string): Json {
   return { ...schema, description: own ? `${description}\n\n${own}` : description };
 }
 
-/**
- * Money is a decimal string on this surface; amounts typed google.protobuf.Value on input
- * accept a JSON number or a decimal string (docs/conventions.md#money).
- */
+/** Money is a decimal string on this surface (docs/conventions.md#money). */
 function withHints(field: DescField, schema: Json): Json {
-  if (!/_usd$/.test(field.name)) return schema;
-  if (field.fieldKind === 'scalar' && field.scalar === ScalarType.STRING) return { ...schema, description: 'Decimal string (USD), e.g. "12.50".' };
-  if (field.fieldKind === 'message' && field.message.typeName === 'google.protobuf.Value') {
-    return { type: ['number', 'string'], description: 'Amount in USD: a JSON number or a decimal string, e.g. 12.5 or "12.50".' };
-  }
+  if (/_usd$/.test(field.name) && field.fieldKind === 'scalar' && field.scalar === ScalarType.STRING)
+    return { ...schema, description: 'Decimal string (USD), e.g. "12.50".' };
   return schema;
 }

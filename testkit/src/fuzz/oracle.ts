@@ -1,6 +1,6 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import formats from 'ajv-formats';
-import type { Json, Operation } from './arbitraries.js';
+import { deref, type Json, type Operation } from './arbitraries.js';
 
 /**
  * What every answer of the REST surface must be, whatever was sent (issue 11, docs/conventions.md):
@@ -52,7 +52,7 @@ export class ContractOracle {
   private readonly ajv = new Ajv2020({ strict: false, allErrors: false });
   private readonly validators = new Map<Json, ValidateFunction>();
 
-  constructor(doc: Json) {
+  constructor(private readonly doc: Json) {
     formats.default(this.ajv);
     this.ajv.addSchema({ ...doc, $id: 'openapi.json' });
   }
@@ -75,7 +75,7 @@ export class ContractOracle {
 
     const documented = operation.op.responses as Record<string, Json>;
     const contentType = response.headers.get('content-type') ?? '';
-    const success = documented[String(status)];
+    const success = documented[String(status)] && deref(this.doc, documented[String(status)]);
     if (status >= 200 && status < 300 && !exchange.routed) {
       if (status !== 204 && !/^application\/json\b/.test(contentType)) problems.push(`Content-Type ${contentType || '(none)'} on an answer of another route`);
     } else if (status >= 200 && status < 300) {
@@ -140,9 +140,11 @@ export class ContractOracle {
 
   /** The error codes the operation documents for a status, and those any route may answer. */
   private documentedCodes(operation: Operation, status: number): string[] {
-    const response = (operation.op.responses as Record<string, Json>)[status >= 500 && status !== 501 && status !== 503 ? 'default' : String(status)];
-    const examples = response?.content?.['application/json']?.examples as Record<string, Json> | undefined;
-    return [...Object.keys(examples ?? {}), ...(anyRoute[status] ?? [])];
+    // Error responses and their examples are shared components ($refs).
+    const shared = (operation.op.responses as Record<string, Json>)[status >= 500 && status !== 501 && status !== 503 ? 'default' : String(status)];
+    const examples = (shared && deref(this.doc, shared).content?.['application/json']?.examples) as Record<string, Json> | undefined;
+    const codes = Object.values(examples ?? {}).map((example) => deref(this.doc, example).value?.error?.code as string);
+    return [...codes, ...(anyRoute[status] ?? [])];
   }
 
   private schemaProblems(schema: Json, text: string): string[] {

@@ -9,6 +9,8 @@ import { saveFile } from '../../save-file';
 import { useSignedIn } from '../../session';
 
 type DataExport = Schemas['switchboard.identity.v1.DataExport'];
+/** The export as shown: its record, or `failed`, which only its download's 410 `export_failed` says. */
+type ShownExport = Omit<DataExport, 'status'> & { status: DataExport['status'] | 'failed' };
 
 const statusBadges: Record<string, { label: string; badge: string }> = {
   pending: { label: 'Being prepared', badge: 'badge warn' },
@@ -24,7 +26,7 @@ const statusBadges: Record<string, { label: string; badge: string }> = {
  */
 export function ExportSection() {
   const { client, account } = useSignedIn();
-  const [requested, setRequested] = useState<DataExport>();
+  const [requested, setRequested] = useState<ShownExport>();
   const [stillPending, setStillPending] = useState(false);
   const [downloaded, setDownloaded] = useState(false);
 

@@ -1,4 +1,5 @@
 import { useState } from 'react';
+import type { KeyScope, RoutingPolicy } from '../../closed-sets';
 import { CopyOnce } from '../../components/copy-once';
 import { Field } from '../../components/field';
 import { Form } from '../../components/form';
@@ -27,7 +28,7 @@ export function CreateKeySection({ onCreated }: { onCreated(): void }) {
   const [created, setCreated] = useState<Created>();
   const submit = async () => {
     const { full_key, key } = await client.post('/v1/keys', {
-      body: { name, scopes, routing_policy: routing, ...(cap.trim() ? { monthly_spend_cap_usd: cap.trim() } : {}) },
+      body: { name, scopes: scopes as KeyScope[], routing_policy: routing as RoutingPolicy, ...(cap.trim() ? { monthly_spend_cap_usd: cap.trim() } : {}) },
     });
     if (!key) throw new Error('The key was created, but the answer did not describe it: find it in the list below.');
     setCreated({ keyId: key.key_id, name: key.name, fullKey: full_key });

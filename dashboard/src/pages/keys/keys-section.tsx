@@ -1,5 +1,6 @@
 import type { Schemas } from '@switchboard/sdk';
 import { useState } from 'react';
+import type { KeyStatus as KeyStatusFilter } from '../../closed-sets';
 import { Empty } from '../../components/empty';
 import { LoadMore } from '../../components/load-more';
 import { Loaded } from '../../components/loaded';
@@ -26,7 +27,7 @@ export function KeysSection({ version }: { version: number }) {
   const { client } = useSignedIn();
   const [status, setStatus] = useState('');
   const keys = usePages(
-    (after) => client.get('/v1/keys', { params: { query: { limit: 20, after, ...(status ? { status } : {}) } } }),
+    (after) => client.get('/v1/keys', { params: { query: { limit: 20, after, ...(status ? { status: status as KeyStatusFilter } : {}) } } }),
     [client, status, version],
   );
   return (

@@ -1,4 +1,5 @@
 import { useState } from 'react';
+import type { RoutingPolicy } from '../../closed-sets';
 import { Field } from '../../components/field';
 import { Form } from '../../components/form';
 import { Notice } from '../../components/notice';
@@ -10,11 +11,11 @@ import { routingPolicies, routingPolicyLabel } from './routing-policies';
 /** Where the key's model requests may be served (the API's geographic routing policy). */
 export function RoutingSection({ keyRecord, canManage, onChanged }: KeySectionProps) {
   const { client } = useSignedIn();
-  const [policy, setPolicy] = useState(keyRecord.routing_policy);
+  const [policy, setPolicy] = useState<string>(keyRecord.routing_policy);
   const [saved, setSaved] = useState(false);
   const submit = async () => {
     setSaved(false);
-    await client.put('/v1/keys/{key_id}/routing-policy', { params: { path: { key_id: keyRecord.key_id } }, body: { routing_policy: policy } });
+    await client.put('/v1/keys/{key_id}/routing-policy', { params: { path: { key_id: keyRecord.key_id } }, body: { routing_policy: policy as RoutingPolicy } });
     setSaved(true);
     onChanged();
   };

@@ -1,4 +1,5 @@
 import { useId, useRef, useState } from 'react';
+import type { KeyScope } from '../../closed-sets';
 import { Form, useFieldError, useRegisterField } from '../../components/form';
 import { Notice } from '../../components/notice';
 import { Section } from '../../components/section';
@@ -13,7 +14,7 @@ export function ScopesSection({ keyRecord, canManage, onChanged }: KeySectionPro
   const [saved, setSaved] = useState(false);
   const submit = async () => {
     setSaved(false);
-    await client.patch('/v1/keys/{key_id}', { params: { path: { key_id: keyRecord.key_id } }, body: { scopes } });
+    await client.patch('/v1/keys/{key_id}', { params: { path: { key_id: keyRecord.key_id } }, body: { scopes: scopes as KeyScope[] } });
     setSaved(true);
     onChanged();
   };

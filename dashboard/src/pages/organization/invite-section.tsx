@@ -1,4 +1,5 @@
 import { useState } from 'react';
+import type { GrantableRole } from '../../closed-sets';
 import { Field } from '../../components/field';
 import { Form } from '../../components/form';
 import { Notice } from '../../components/notice';
@@ -17,7 +18,7 @@ export function InviteSection({ onInvited }: { onInvited(): void }) {
     setNotice(undefined);
     const invitation = await client.post('/v1/organizations/{org_id}/invitations', {
       params: { path: { org_id: workspace.org_id } },
-      body: { email: email.trim(), role: newRole },
+      body: { email: email.trim(), role: newRole as GrantableRole },
     });
     setEmail('');
     setNotice(`An invitation to join as ${invitation.role} was mailed to ${invitation.email}; it is valid until ${formatDateTime(invitation.expires_at)}.`);

@@ -1,5 +1,6 @@
 import type { Schemas } from '@switchboard/sdk';
 import { useState } from 'react';
+import type { GrantableRole } from '../../closed-sets';
 import { ConfirmAction } from '../../components/confirm-action';
 import { Empty } from '../../components/empty';
 import { ExpandableRow } from '../../components/expandable-row';
@@ -88,10 +89,10 @@ export function MembersSection({ members, onChanged }: { members: PagesState<Mem
 
 function ManageMember({ member, onChanged }: { member: Member; onChanged(text: string): void }) {
   const { client, workspace, role } = useSignedIn();
-  const [newRole, setNewRole] = useState(member.role);
+  const [newRole, setNewRole] = useState<string>(member.role);
   const path = { org_id: workspace.org_id, user_id: member.user_id };
   const changeRole = async () => {
-    const updated = await client.patch('/v1/organizations/{org_id}/members/{user_id}', { params: { path }, body: { role: newRole } });
+    const updated = await client.patch('/v1/organizations/{org_id}/members/{user_id}', { params: { path }, body: { role: newRole as GrantableRole } });
     onChanged(`${member.email} is now ${roleLabels[updated.role] ?? updated.role}.`);
   };
   const remove = async () => {

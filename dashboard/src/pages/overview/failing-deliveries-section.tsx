@@ -24,7 +24,7 @@ export function FailingDeliveriesSection() {
     const { data: webhooks } = await client.get('/v1/workspaces/{workspace_id}/webhooks', { params: { path: { workspace_id }, query: { limit: 100 } } });
     const lists = await Promise.all(
       webhooks.flatMap((webhook) =>
-        ['failed', 'exhausted'].map(async (status) => {
+        (['failed', 'exhausted'] as const).map(async (status) => {
           const { data } = await client.get('/v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries', {
             params: { path: { workspace_id, webhook_id: webhook.webhook_id }, query: { limit: shown, status } },
           });

@@ -1,4 +1,5 @@
 import { useState } from 'react';
+import type { EventType } from '../../closed-sets';
 import { CopyOnce } from '../../components/copy-once';
 import { Field } from '../../components/field';
 import { Form, fieldError } from '../../components/form';
@@ -25,7 +26,7 @@ export function CreateSection({ onCreated }: { onCreated(): void }) {
     if (!chosen) throw fieldError('events', 'Tick at least one event type, or every event type.');
     const webhook = await client.post('/v1/workspaces/{workspace_id}/webhooks', {
       params: { path: { workspace_id: workspace.org_id } },
-      body: { url: url.trim(), events: chosen, ...(description.trim() ? { description } : {}) },
+      body: { url: url.trim(), events: chosen as EventType[], ...(description.trim() ? { description } : {}) },
     });
     setCreated(webhook);
     setUrl('');

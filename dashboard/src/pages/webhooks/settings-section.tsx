@@ -1,4 +1,5 @@
 import { useState } from 'react';
+import type { EventType } from '../../closed-sets';
 import { Checkbox } from '../../components/checkbox';
 import { Field } from '../../components/field';
 import { Form, fieldError } from '../../components/form';
@@ -29,7 +30,7 @@ export function SettingsSection({ webhook, onSaved }: { webhook: Webhook; onSave
     const changes = {
       ...(url.trim() !== webhook.url ? { url: url.trim() } : {}),
       ...(description !== (webhook.description ?? '') ? { description } : {}),
-      ...(!sameTypes(chosen, webhook.events) ? { events: chosen } : {}),
+      ...(!sameTypes(chosen, webhook.events) ? { events: chosen as EventType[] } : {}),
       ...(enabled !== webhook.enabled ? { enabled } : {}),
     };
     if (Object.keys(changes).length === 0) {
