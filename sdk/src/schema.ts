@@ -7761,7 +7761,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `email_taken`: An account with this email address exists already.
          */
         Conflict: {
@@ -7778,7 +7778,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          */
         Conflict2: {
             headers: {
@@ -7794,7 +7794,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `two_factor_already_enabled`: Two-factor authentication is on already; disable it first to enroll again.
          */
         Conflict3: {
@@ -7811,7 +7811,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `two_factor_already_enabled`: Two-factor authentication is on already.
          */
         Conflict4: {
@@ -7828,7 +7828,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `ownership_transfer_required`: The user owns organizations that have other members (their ids in `metadata.org_ids`); transfer their ownership first.
          *     - `account_deactivated`: The account was deactivated meanwhile by another request.
          */
@@ -7846,7 +7846,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `already_a_member`: The address belongs to a member of the organization already.
          */
         Conflict6: {
@@ -7879,7 +7879,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `already_a_member`: The caller is a member of the organization already.
          */
         Conflict8: {
@@ -7944,7 +7944,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `key_revoked`: The key is revoked or expired; it cannot be rotated.
          *     - `key_already_rotated`: The key was rotated already and its successor is active: rotate the successor (the old key only has its grace period left).
          */
@@ -7962,7 +7962,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `checkout_expired`: The checkout expired before it was paid; start a new top-up.
          */
         Conflict13: {
@@ -7979,7 +7979,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `setup_expired`: The setup page expired before a card was saved; start a new one.
          */
         Conflict14: {
@@ -7996,7 +7996,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
          */
         Conflict15: {
@@ -8013,7 +8013,7 @@ export interface components {
         /**
          * @description Conflicts with the current state.
          *
-         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.
+         *     - `idempotent_result_unavailable`: The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays (or was kept before a rotation of the idempotency secret); it is not carried out again.
          *     - `webhook_disabled`: The endpoint is disabled; enable it first (`PATCH` with `enabled: true`).
          *     - `delivery_in_flight`: An attempt of this delivery is being sent right now; look at its attempts in a moment.
          */
@@ -10028,124 +10028,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests5"];
             503: components["responses"]["ServiceUnavailable"];
             default: components["responses"]["InternalServerError"];
-        };
-    };
-    AuthService_ResendVerificationEmail: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "email": "ada@example.com"
-                 *     }
-                 */
-                "application/json": components["schemas"]["switchboard.identity.v1.ResendVerificationEmailRequest"];
-            };
-        };
-        responses: {
-            /** @description Accepted */
-            202: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example {} */
-                    "application/json": Record<string, never>;
-                };
-            };
-            /**
-             * @description Invalid input; `field` names it.
-             *
-             *     - `invalid_json`: The body is not valid JSON.
-             *     - `invalid_request`: `email` is missing or blank.
-             */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is too large.
-             *
-             *     - `payload_too_large`: The body is larger than 1 MiB.
-             */
-            413: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description The body is not JSON.
-             *
-             *     - `unsupported_media_type`: The body is not sent as `application/json`.
-             */
-            415: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description Too many requests; retry after `Retry-After` seconds.
-             *
-             *     - `rate_limited`: Too many verification requests from this address in the last hour.
-             */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description A dependency is down or busy; retry later.
-             *
-             *     - `service_unavailable`: A service this request needs is unavailable; retry shortly.
-             */
-            503: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /**
-             * @description An unexpected error (always a bug); it has been logged.
-             *
-             *     - `internal_error`: An unexpected error; it has been logged with the request id.
-             */
-            default: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     AuthService_GetJwks: {

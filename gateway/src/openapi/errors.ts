@@ -52,17 +52,11 @@ export const fromCatalogue = (...entries: (CataloguedError | CataloguedErrorOf<n
 
 /**
  * The gateway's answers of the REST rate limits and of the Idempotency-Key header
- * (docs/conventions.md#rate-limits, #idempotency).
- * MERGE: read rateLimited, idempotencyKeyReused and idempotentResultUnavailable from the
- * catalogue once h-edge's entries are merged (the same status, code and sentence as here).
+ * (docs/conventions.md#rate-limits, #idempotency): the catalogue's, with the cases the document
+ * tells apart by field or dependency.
  */
 const edgeErrors = {
-  rateLimited: {
-    status: 429,
-    code: 'rate_limited',
-    when: 'The REST rate limit of the caller (per user or API key, or per client address without credentials) is used up for this minute; retry after `Retry-After` seconds (`metadata.retry_after_seconds`).',
-    metadata: { retry_after_seconds: 17 },
-  },
+  rateLimited: fromCatalogue(errorCatalogue.rateLimited)[0],
   // A malformed header is an input error like any other, named by `field`.
   invalidIdempotencyKey: {
     status: 400,
@@ -71,17 +65,8 @@ const edgeErrors = {
     when: 'The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).',
     field: 'Idempotency-Key',
   },
-  idempotencyKeyReused: {
-    status: 422,
-    code: 'idempotency_key_reused',
-    when: 'The `Idempotency-Key` was used within 24 h by the same caller on this route for a request with another path, query or body (`field` is `Idempotency-Key`).',
-    field: 'Idempotency-Key',
-  },
-  idempotentResultUnavailable: {
-    status: 409,
-    code: 'idempotent_result_unavailable',
-    when: 'The request with this `Idempotency-Key` was already carried out and its answer was too large to keep for replays; it is not carried out again.',
-  },
+  idempotencyKeyReused: { ...fromCatalogue(errorCatalogue.idempotencyKeyReused)[0], field: 'Idempotency-Key' },
+  idempotentResultUnavailable: fromCatalogue(errorCatalogue.idempotentResultUnavailable)[0],
   // The catalogue's service_unavailable, in the case of the Idempotency-Key store.
   idempotencyUnavailable: {
     status: 503,
