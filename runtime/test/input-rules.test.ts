@@ -96,6 +96,19 @@ describe('the annotations', () => {
     );
     const stated = JSON.parse(getOption(webhooks.UpdateWebhookRequestSchema.field.events, fieldOption).schema);
     expect(stated.items.enum).toEqual(webhookEventMessages.map(eventTypeOf));
+    // The answers that name an event type state the same set: an endpoint's subscriptions, a
+    // delivery's type, the catalog's entries.
+    const itemsIn = (f: DescField) => {
+      const r = getOption(f, fieldRules).type;
+      return r.case === 'repeated' && r.value.items?.type.case === 'string' ? r.value.items.type.value.in : [];
+    };
+    const stringIn = (f: DescField) => {
+      const r = getOption(f, fieldRules).type;
+      return r.case === 'string' ? r.value.in : [];
+    };
+    expect(itemsIn(webhooks.WebhookSchema.field.events)).toEqual(webhookEventMessages.map(eventTypeOf));
+    expect(stringIn(webhooks.DeliverySchema.field.eventType)).toEqual(webhookEventMessages.map(eventTypeOf));
+    expect(stringIn(webhooks.WebhookEventTypeSchema.field.type)).toEqual(webhookEventMessages.map(eventTypeOf));
   });
 
   it('state a JSON Schema object on Value fields only, and buf.validate rules on no Value field', () => {

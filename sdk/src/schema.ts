@@ -3176,8 +3176,9 @@ export interface components {
             /**
              * @description Why auto top-up was switched off by the service: `charge_failures` or
              *     `payment_method_removed`; null when it is on or was switched off by a user.
+             * @enum {string|null}
              */
-            disabled_reason: string | null;
+            disabled_reason: "charge_failures" | "payment_method_removed" | null;
             /**
              * Format: date-time
              * @description When the settings last changed; null if never set.
@@ -3204,8 +3205,11 @@ export interface components {
              *     Decimal string (USD), e.g. "12.50".
              */
             balance_usd: string;
-            /** @description Always "USD". */
-            currency: string;
+            /**
+             * @description Always "USD".
+             * @enum {string}
+             */
+            currency: "USD";
             /**
              * Format: date-time
              * @description When the balance last changed (a debit, a top-up), or when the account was opened.
@@ -3746,7 +3750,10 @@ export interface components {
          * @description A plan of the price list.
          */
         "switchboard.billing.v1.Plan": {
-            /** @description The plan's id: `payg` (pay as you go) or `pro`. */
+            /**
+             * @description The plan's id, a plan of the pricing file (`SWITCHBOARD_PRICING_FILE`): `payg` (pay as you
+             *     go) or `pro` in the one shipped.
+             */
             plan_id: string;
             /** @description The plan's display name, e.g. "Pay as you go". */
             name: string;
@@ -3834,8 +3841,11 @@ export interface components {
         "switchboard.billing.v1.Statement": {
             /** @description YYYY-MM. */
             month: string;
-            /** @description Always "USD". */
-            currency: string;
+            /**
+             * @description Always "USD".
+             * @enum {string}
+             */
+            currency: "USD";
             /**
              * @description Decimal strings: opening + credits − usage − refunds = closing, exactly.
              *     The balance at the start of the month.
@@ -4181,8 +4191,11 @@ export interface components {
             key_id?: string;
             /** @description The model that served: the routed model, else the model asked for (with group_by model). */
             model?: string;
-            /** @description fast, balanced, passthrough or byok (with group_by tier). */
-            tier?: string;
+            /**
+             * @description fast, balanced, passthrough or byok (with group_by tier).
+             * @enum {string}
+             */
+            tier?: "fast" | "balanced" | "passthrough" | "byok";
             /** @description The region that served; empty for usage recorded without one. */
             region?: string;
             /**
@@ -4673,8 +4686,11 @@ export interface components {
          * @description Who acted.
          */
         "switchboard.identity.v1.AuditActor": {
-            /** @description user, api_key or system. */
-            type: string;
+            /**
+             * @description user, api_key or system.
+             * @enum {string}
+             */
+            type: "user" | "api_key" | "system";
             /** @description The user's (`usr_…`) or key's (`key_…`) id; empty for system. */
             id: string;
             /** @description The client's address; null when no client made the call. */
@@ -4717,8 +4733,11 @@ export interface components {
             workspace_id: string;
             /** @description The `X-Request-Id` of the request that caused it; null for the platform's own work. */
             request_id: string | null;
-            /** @description success, denied or failed. */
-            outcome: string;
+            /**
+             * @description success, denied or failed.
+             * @enum {string}
+             */
+            outcome: "success" | "denied" | "failed";
             /** @description Ids, reason codes and changed field names; never a secret. */
             metadata: {
                 [key: string]: unknown;
@@ -4978,10 +4997,16 @@ export interface components {
          * @description A public key (RFC 7517) that verifies access tokens.
          */
         "switchboard.identity.v1.Jwk": {
-            /** @description Key type: `EC`. */
-            kty: string;
-            /** @description Curve: `P-256`. */
-            crv: string;
+            /**
+             * @description Key type: `EC`.
+             * @enum {string}
+             */
+            kty: "EC";
+            /**
+             * @description Curve: `P-256`.
+             * @enum {string}
+             */
+            crv: "P-256";
             /** @description The x coordinate of the public point, base64url. */
             x: string;
             /** @description The y coordinate of the public point, base64url. */
@@ -4991,10 +5016,16 @@ export interface components {
              *     header.
              */
             kid: string;
-            /** @description The signing algorithm: `ES256`. */
-            alg: string;
-            /** @description `sig`: the key verifies signatures. */
-            use: string;
+            /**
+             * @description The signing algorithm: `ES256`.
+             * @enum {string}
+             */
+            alg: "ES256";
+            /**
+             * @description `sig`: the key verifies signatures.
+             * @enum {string}
+             */
+            use: "sig";
         };
         /**
          * Jwks
@@ -5495,8 +5526,11 @@ export interface components {
              *     where it travels in an HttpOnly cookie instead.
              */
             refresh_token?: string;
-            /** @description Always "Bearer". */
-            token_type: string;
+            /**
+             * @description Always "Bearer".
+             * @enum {string}
+             */
+            token_type: "Bearer";
             /**
              * Format: int32
              * @description Seconds until the access token expires (900: 15 minutes).
@@ -5735,8 +5769,11 @@ export interface components {
             allowed_models: unknown[] | null;
             /** @description Its rate limits; each null when not set. */
             rate_limits: components["schemas"]["switchboard.keys.v1.RateLimits"];
-            /** @description `cn-only`, `overseas-only` or `any`. */
-            routing_policy: string;
+            /**
+             * @description `cn-only`, `overseas-only` or `any`.
+             * @enum {string}
+             */
+            routing_policy: "cn-only" | "overseas-only" | "any";
             /** @description One entry per budget period the key has a limit for. */
             spend: components["schemas"]["switchboard.keys.v1.CurrentKeySpend"][];
         };
@@ -6384,8 +6421,11 @@ export interface components {
             webhook_id: string;
             /** @description The event delivered, "evt_…" (the same for every endpoint that receives that event). */
             event_id: string;
-            /** @description The event's type, e.g. key.created or webhook.test. */
-            event_type: string;
+            /**
+             * @description The event's type, e.g. key.created or webhook.test.
+             * @enum {string}
+             */
+            event_type: "agent.completed" | "webhook.test" | "key.spend_alert" | "key.created" | "key.revoked" | "key.rotated" | "key.expired" | "billing.topup.completed" | "billing.free_credit.granted" | "billing.payment_method.saved" | "billing.payment_method.removed" | "billing.auto_topup.updated" | "billing.auto_topup.failed" | "billing.balance.low" | "billing.refund.recorded" | "billing.dispute.lost" | "organization.member.added" | "organization.member.removed" | "webhook.endpoint.disabled" | "webhook.delivery.exhausted" | "webhook.endpoint.recovered";
             /**
              * @description pending (waiting for its first attempt, or queued again by hand), succeeded, failed (the
              *     last attempt failed; retrying at next_attempt_at) or exhausted (no retry left).
@@ -6720,7 +6760,7 @@ export interface components {
             /** @description The receiver's https:// URL, normalized. */
             url: string;
             /** @description Subscribed event types; empty means every type. */
-            events: string[];
+            events: ("agent.completed" | "webhook.test" | "key.spend_alert" | "key.created" | "key.revoked" | "key.rotated" | "key.expired" | "billing.topup.completed" | "billing.free_credit.granted" | "billing.payment_method.saved" | "billing.payment_method.removed" | "billing.auto_topup.updated" | "billing.auto_topup.failed" | "billing.balance.low" | "billing.refund.recorded" | "billing.dispute.lost" | "organization.member.added" | "organization.member.removed" | "webhook.endpoint.disabled" | "webhook.delivery.exhausted" | "webhook.endpoint.recovered")[];
             /** @description A note for people; null when none. */
             description: string | null;
             /** @description Whether events are delivered to it. */
@@ -6728,8 +6768,9 @@ export interface components {
             /**
              * @description Why the endpoint is disabled: manual, endpoint_gone (answered 410), failing (5 days of
              *     failures) or organization_deleted. Null while enabled.
+             * @enum {string|null}
              */
-            disabled_reason: string | null;
+            disabled_reason: "manual" | "endpoint_gone" | "failing" | "organization_deleted" | null;
             /**
              * Format: date-time
              * @description When it was disabled; null while enabled.
@@ -6783,8 +6824,11 @@ export interface components {
          *     }
          */
         "switchboard.webhooks.v1.WebhookEventType": {
-            /** @description The event type, e.g. "key.revoked": what `events` of an endpoint names. */
-            type: string;
+            /**
+             * @description The event type, e.g. "key.revoked": what `events` of an endpoint names.
+             * @enum {string}
+             */
+            type: "agent.completed" | "webhook.test" | "key.spend_alert" | "key.created" | "key.revoked" | "key.rotated" | "key.expired" | "billing.topup.completed" | "billing.free_credit.granted" | "billing.payment_method.saved" | "billing.payment_method.removed" | "billing.auto_topup.updated" | "billing.auto_topup.failed" | "billing.balance.low" | "billing.refund.recorded" | "billing.dispute.lost" | "organization.member.added" | "organization.member.removed" | "webhook.endpoint.disabled" | "webhook.delivery.exhausted" | "webhook.endpoint.recovered";
             /** @description When the event is sent, in one sentence. */
             description: string;
             /** @description A JSON Schema (2020-12) of the whole delivery body: `id`, `type`, `timestamp` and `data`. */
