@@ -5657,8 +5657,11 @@ export interface components {
              *     positive whole number or null; absent or null: no rate limits.
              */
             rate_limits?: {
+                /** @description Requests per UTC minute; null: no limit. */
                 requests_per_minute?: number | null;
+                /** @description Tokens per UTC minute (the estimate when admitted, corrected to the usage); null: no limit. */
                 tokens_per_minute?: number | null;
+                /** @description Requests in flight at once; null: no limit. */
                 max_concurrent?: number | null;
             } | null;
             /**
@@ -6278,8 +6281,11 @@ export interface components {
              *     them all.
              */
             rate_limits?: {
+                /** @description Requests per UTC minute; null: no limit. */
                 requests_per_minute?: number | null;
+                /** @description Tokens per UTC minute (the estimate when admitted, corrected to the usage); null: no limit. */
                 tokens_per_minute?: number | null;
+                /** @description Requests in flight at once; null: no limit. */
                 max_concurrent?: number | null;
             } | null;
         };
