@@ -17,7 +17,8 @@ export interface paths {
          * Create an account and its personal workspace
          * @description Creates an account and its personal workspace (the new user is its owner), mails a token
          *     to confirm the email address (`POST /v1/auth/verify-email`), and signs the user in: the
-         *     answer holds the account and a session.
+         *     answer holds the account and a session. The mail links to the dashboard page
+         *     `/app/verify-email` with the token in the link's fragment (docs/api/identity.md#mail).
          *
          *     A password has 8 to 128 characters, is not the email address and not a common password;
          *     there are no composition rules. `full_name` is optional (1 to 200 characters). Each client
@@ -174,7 +175,9 @@ export interface paths {
          *     not a valid address at all), so it tells nothing about accounts.
          *
          *     The token is valid 1 hour and works once (`POST /v1/auth/password-reset/confirm`). At most
-         *     3 reset mails go to an account in 15 minutes; further requests are dropped silently.
+         *     3 reset mails go to an account in 15 minutes; further requests are dropped silently. The
+         *     mail links to the dashboard page `/app/reset-password/confirm` with the token in the
+         *     link's fragment (docs/api/identity.md#mail).
          *
          *     Credentials: No credentials.
          *
@@ -229,7 +232,8 @@ export interface paths {
          * Confirm an email address with the mailed token
          * @description Confirms the account's email address with the token mailed at registration (valid 24
          *     hours, single use); the account's `email_verified` becomes true. No sign-in is needed: the
-         *     token is the proof.
+         *     token is the proof. The mail links to the dashboard page `/app/verify-email` with the token
+         *     in the link's fragment (docs/api/identity.md#mail).
          *
          *     Credentials: No credentials.
          *
@@ -762,7 +766,8 @@ export interface paths {
          *     and mails it a token, valid 7 days by default, to accept with
          *     `POST /v1/invitations/accept`. The owner and admins may invite; `owner` is never invited
          *     (transfer ownership to a member instead). A new invitation revokes the pending ones of the
-         *     same address, so one token is live per address.
+         *     same address, so one token is live per address. The mail links to the dashboard page
+         *     `/app/invitations/accept` with the token in the link's fragment (docs/api/identity.md#mail).
          *
          *     A user may send a limited number of invitations per hour (and a client IP too); the limit
          *     is counted before anything else is checked.
