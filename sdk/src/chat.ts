@@ -1,42 +1,56 @@
 import { SwitchboardError } from './errors.js';
+import type { ResultOf } from './resources.js';
+import type { components } from './schema.js';
 import type { CallSettings, RequestOptions, Transport } from './transport.js';
 
-/** A message of a conversation with a model, as OpenAI's API writes it. */
-export interface ChatMessage {
-  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool';
-  content: string | Array<{ type: 'text'; text: string }> | null;
-  name?: string;
-  tool_calls?: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }>;
-  tool_call_id?: string;
-}
+type Schemas = components['schemas'];
 
-/** The parameters the front door accepts (docs/api/front-door.md#parameters); any other is a 400 `unsupported_parameter`. */
-export interface ChatCompletionCreateParams {
-  /** `service/fast`, `service/balanced` (a tier the platform routes), or a model id of the catalog. */
-  model: string;
-  messages: ChatMessage[];
-  max_tokens?: number;
-  max_completion_tokens?: number;
-  temperature?: number;
-  top_p?: number;
-  n?: number;
-  stop?: string | string[];
-  stream?: boolean;
-  stream_options?: { include_usage?: boolean };
-  presence_penalty?: number;
-  frequency_penalty?: number;
-  logit_bias?: Record<string, number>;
-  logprobs?: boolean;
-  top_logprobs?: number;
-  seed?: number;
-  user?: string;
-  response_format?: Record<string, unknown>;
-  tools?: Array<Record<string, unknown>>;
-  tool_choice?: string | Record<string, unknown>;
-  parallel_tool_calls?: boolean;
-}
+/**
+ * The front door's types come from the generated document (sdk/src/schema.ts) where it describes
+ * them exactly. Where it leaves a shape open (OpenAI's messages, choices and stream chunks, which
+ * the platform passes through as the upstream wrote them) the SDK refines it by hand; `Refine`
+ * makes such a refinement fail to compile once it no longer fits what the document says.
+ */
+type Refine<Generated, T extends Generated> = T;
+type GeneratedRequest = Schemas['ChatCompletionRequest'];
 
-/** The model's message in an answer. */
+/**
+ * A message of a conversation with a model, as OpenAI's API writes it. By hand: the document
+ * types a message as an open object (`role: string`, `content` of unknown parts).
+ */
+export type ChatMessage = Refine<
+  GeneratedRequest['messages'][number],
+  {
+    role: 'system' | 'developer' | 'user' | 'assistant' | 'tool';
+    content: string | Array<{ type: 'text'; text: string }> | null;
+    name?: string;
+    tool_calls?: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }>;
+    tool_call_id?: string;
+  }
+>;
+
+/**
+ * The parameters the front door accepts (docs/api/front-door.md#parameters); any other is a 400
+ * `unsupported_parameter`. The document's `ChatCompletionRequest`, except:
+ * - `n` and `stream` are optional: the document has them optional with a default, which
+ *   openapi-typescript renders as required;
+ * - `stream_options`, `response_format`, `tools` and `tool_choice` are open objects in the
+ *   document, which openapi-typescript renders as `Record<string, never>` (no key allowed);
+ * - `messages` are ChatMessage (above).
+ */
+export type ChatCompletionCreateParams = Omit<GeneratedRequest, 'n' | 'stream' | 'messages' | 'stream_options' | 'response_format' | 'tools' | 'tool_choice'> &
+  Partial<Pick<GeneratedRequest, 'n' | 'stream'>> & {
+    messages: ChatMessage[];
+    stream_options?: { include_usage?: boolean };
+    response_format?: Record<string, unknown>;
+    tools?: Array<Record<string, unknown>>;
+    tool_choice?: string | Record<string, unknown>;
+  };
+
+/**
+ * The model's message in an answer. By hand: the document types `choices` as open objects
+ * (OpenAI's, as the upstream answered them).
+ */
 export interface AssistantMessage {
   role: 'assistant';
   content: string | null;
@@ -44,33 +58,20 @@ export interface AssistantMessage {
 }
 
 /** What the platform adds to an answer: the generation id `POST /v1/feedback` takes, the routing and the exact cost. */
-export interface ServiceInfo {
-  generation_id: string;
-  tier: string;
-  routed_model: string;
-  region: string;
-  /** What billing debits, a decimal string in USD. */
-  cost_usd: string;
-}
+export type ServiceInfo = Schemas['ChatCompletionService'];
 
-export interface ChatCompletionUsage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-}
+/** Token counts as the upstream reported them (what is billed when present). */
+export type ChatCompletionUsage = NonNullable<Schemas['ChatCompletion']['usage']>;
 
-/** A non-streamed answer (docs/api/front-door.md#responses). */
-export interface ChatCompletion {
-  id: string;
-  object: 'chat.completion';
-  created: number;
-  model: string;
+/** A non-streamed answer (docs/api/front-door.md#responses): the document's, with OpenAI's choices typed by hand. */
+export type ChatCompletion = Schemas['ChatCompletion'] & {
   choices: Array<{ index: number; message: AssistantMessage; finish_reason: string | null }>;
-  usage?: ChatCompletionUsage;
-  service: ServiceInfo;
-}
+};
 
-/** One event of a stream; the last one before `[DONE]` carries `service` (docs/api/front-door.md#responses). */
+/**
+ * One event of a stream; the last one before `[DONE]` carries `service` (docs/api/front-door.md#responses).
+ * By hand: the document gives the stream as `text/event-stream` text, with no schema of a chunk.
+ */
 export interface ChatCompletionChunk {
   id: string;
   object: 'chat.completion.chunk';
@@ -127,24 +128,15 @@ export function createChat(deps: { baseUrl: string; transport: Transport; settin
 }
 
 /** A model the front door serves (docs/api/front-door.md#the-model-list). */
-export interface Model {
-  id: string;
-  object: 'model';
-  created: number;
-  owned_by: string;
-  region?: string;
-  tiers: string[];
-  pricing: { input_usd_per_1m: string; output_usd_per_1m: string };
-  demo: boolean;
-}
+export type Model = Schemas['Model'];
 
 export interface Models {
   /** `GET /v1/models`: the two service tiers, then the catalog's models the key may use. */
-  list(options?: RequestOptions): Promise<{ object: 'list'; data: Model[] }>;
+  list(options?: RequestOptions): Promise<Schemas['ModelList']>;
 }
 
 export function createModels(call: (method: 'get', url: string, init?: Record<string, unknown>) => Promise<unknown>): Models {
-  return { list: (options = {}) => call('get', '/v1/models', { ...options }) as Promise<{ object: 'list'; data: Model[] }> };
+  return { list: (options = {}) => call('get', '/v1/models', { ...options }) as Promise<ResultOf<'/v1/models', 'get'>> };
 }
 
 /** The parsed body of an error answer (JSON, else its text). */

@@ -68,12 +68,9 @@ export function createResources({ call, storeSession }: ResourceDeps) {
     confirmPasswordReset: (body: BodyOf<'/v1/auth/password-reset/confirm', 'post'>, options?: RequestOptions) =>
       typed('post', '/v1/auth/password-reset/confirm')({ body }, options),
     verifyEmail: (body: BodyOf<'/v1/auth/verify-email', 'post'>, options?: RequestOptions) => typed('post', '/v1/auth/verify-email')({ body }, options),
-    /**
-     * Asks for a new verification mail (always 202, whether or not the address has an account).
-     * Typed by hand until the document lists the route (sdk/src/schema.ts is regenerated from it).
-     */
-    resendVerificationEmail: (body: { email: string }, options: RequestOptions = {}) =>
-      call('post', '/v1/auth/verify-email/resend', { body, ...options }) as Promise<undefined>,
+    /** Asks for a new verification mail (always 202, whether or not the address has an account). */
+    resendVerificationEmail: (body: BodyOf<'/v1/auth/verify-email/resend', 'post'>, options?: RequestOptions) =>
+      typed('post', '/v1/auth/verify-email/resend')({ body }, options),
     /** The public keys of access tokens. */
     jwks: (options?: RequestOptions) => typed('get', '/v1/.well-known/jwks.json')({}, options),
   };
