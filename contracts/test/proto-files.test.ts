@@ -14,7 +14,9 @@ const files = ['identity', 'keys', 'billing', 'conversations', 'webhooks', 'even
 
 describe('the contract in a plain gRPC toolchain', () => {
   it.each(files)('%s loads with @grpc/proto-loader', (file) => {
-    const definition = protoLoader.loadSync(file, { includeDirs: [path.join(root, 'contracts/proto'), path.join(root, 'node_modules/google-proto-files')] });
+    const definition = protoLoader.loadSync(file, {
+      includeDirs: [path.join(root, 'contracts/proto'), path.join(root, 'contracts/vendor'), path.join(root, 'node_modules/google-proto-files')],
+    });
     expect(Object.keys(definition).some((name) => name.startsWith('switchboard.'))).toBe(true);
   });
 });

@@ -1,4 +1,5 @@
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { deref } from '@switchboard/testkit/fuzz/arbitraries';
 import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -27,7 +28,7 @@ afterAll(async () => {
 
 /** The error codes the document lists for an operation's status. */
 const documentedCodes = (path: string, method: string, status: number) =>
-  Object.keys(doc.paths[path][method].responses[String(status)]?.content['application/json'].examples ?? {});
+  Object.keys(deref(doc, doc.paths[path][method].responses[String(status)]).content?.['application/json']?.examples ?? {});
 
 async function newKey(): Promise<{ keyId: string; fullKey: string }> {
   const created = await call('POST', '/v1/keys', { token: user.token, body: { name: 'fuzz regression' } });

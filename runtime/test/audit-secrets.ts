@@ -24,7 +24,10 @@ const secretShapes: Array<{ kind: string; pattern: RegExp }> = [
   { kind: 'a test password', pattern: /correct horse battery|bench [A-Za-z0-9_-]{16} pass/ },
 ];
 
-/** A metadata value that is six digits and nothing else looks like a TOTP code. */
+/**
+ * A metadata string that is six digits and nothing else looks like a TOTP code (codes travel as
+ * strings); a number is a fact such as a duration (`grace_period_seconds: 604800`).
+ */
 const totpLike = /^\s*\d{6}\s*$/;
 
 /** Audit records were found holding secrets: the run fails. */
@@ -45,8 +48,7 @@ export function findSecretsInAuditRows(rows: Array<Record<string, unknown>>): Au
     const found = (kind: string) => findings.push({ id: String(row.id), action: String(row.action), producer: String(row.producer), kind });
     for (const { kind, pattern } of secretShapes) if (pattern.test(text)) found(kind);
     const metadata = (row.metadata ?? {}) as Record<string, unknown>;
-    if (Object.values(metadata).some((value) => (typeof value === 'string' || typeof value === 'number') && totpLike.test(String(value))))
-      found('a TOTP-looking code');
+    if (Object.values(metadata).some((value) => typeof value === 'string' && totpLike.test(value))) found('a TOTP-looking code');
   }
   return findings;
 }

@@ -43,7 +43,11 @@ const verbs = ['get', 'put', 'post', 'patch', 'delete'] as const;
 /** Every operation of the document, in its order. */
 export function operationsOf(doc: Json): Operation[] {
   return Object.entries(doc.paths as Record<string, Json>).flatMap(([template, item]) =>
-    verbs.filter((verb) => item[verb]).map((verb) => ({ label: `${verb.toUpperCase()} ${template}`, method: verb.toUpperCase(), template, op: item[verb] })),
+    verbs
+      // The front door answers OpenAI's error shape, not the REST surface's contract this oracle
+      // checks (docs/api/front-door.md); its refusals have tests of their own in e2e/data-plane.
+      .filter((verb) => item[verb] && item[verb]['x-switchboard-component'] !== 'data-plane')
+      .map((verb) => ({ label: `${verb.toUpperCase()} ${template}`, method: verb.toUpperCase(), template, op: item[verb] })),
   );
 }
 
