@@ -1,7 +1,9 @@
-import { SwitchboardError } from '@switchboard/sdk';
+import { APIConnectionError, APITimeoutError, SwitchboardError } from '@switchboard/sdk';
 
 /** What went wrong, in words a person can act on. */
 export function describeError(error: unknown): string {
+  // The SDK's connection failure (after its retries): no answer arrived; a timeout keeps its own words.
+  if (error instanceof APIConnectionError && !(error instanceof APITimeoutError)) return 'The server could not be reached. Check the connection and try again.';
   if (error instanceof SwitchboardError) {
     if (error.status === 429 && error.retryAfter !== null) return `${error.message} Try again in ${error.retryAfter} seconds.`;
     return error.message;
