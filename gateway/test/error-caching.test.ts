@@ -50,7 +50,14 @@ beforeAll(async () => {
     authorize: () => Promise.reject(new Error('the key replica failed')),
   } as unknown as Completions;
   dataPlane = (
-    await listen(createHandler({ log: createLogger('data-plane', 'silent'), metrics: new Metrics('data-plane'), completions: failing, lifecycle: { ready: true, draining: false } }))
+    await listen(
+      createHandler({
+        log: createLogger('data-plane', 'silent'),
+        metrics: new Metrics('data-plane'),
+        completions: failing,
+        lifecycle: { ready: true, draining: false },
+      }),
+    )
   ).base;
   const toDataPlane = createDataPlaneProxy(dataPlane, createLogger('gateway', 'silent'), 5000);
   const toNowhere = createDataPlaneProxy(await closedPort(), createLogger('gateway', 'silent'), 5000);
