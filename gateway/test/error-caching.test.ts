@@ -6,10 +6,9 @@ import { createDataPlaneProxy } from '@switchboard/gateway/data-plane-proxy';
 import { createLogger } from '@switchboard/runtime/log';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Authenticator } from '../src/auth.js';
 import { RateLimiter } from '../src/rate-limits.js';
-import { answerClientError, createRestHandler, maxBodyBytes } from '../src/rest.js';
-import { router } from './routes-fixture.js';
+import { answerClientError, maxBodyBytes } from '../src/rest.js';
+import { servicelessGateway } from './serviceless-gateway.js';
 
 /**
  * docs/conventions.md#errors: every error the product answers carries `Cache-Control: no-store`,
@@ -19,7 +18,6 @@ import { router } from './routes-fixture.js';
  * metrics port's.
  */
 
-const unreachable = undefined as never;
 const closers: Array<() => Promise<void>> = [];
 let gateway: string;
 let dataPlane: string;
@@ -61,14 +59,7 @@ beforeAll(async () => {
   ).base;
   const toDataPlane = createDataPlaneProxy(dataPlane, createLogger('gateway', 'silent'), 5000);
   const toNowhere = createDataPlaneProxy(await closedPort(), createLogger('gateway', 'silent'), 5000);
-  const handler = createRestHandler({
-    router,
-    // Only the Authorization header is read before a service would be asked.
-    authenticator: new Authenticator(unreachable, unreachable, unreachable, createLogger('gateway', 'silent')),
-    clients: unreachable,
-    meshTokens: unreachable,
-    log: createLogger('gateway', 'silent'),
-    metrics: new Metrics('gateway'),
+  const handler = servicelessGateway({
     rateLimiter: new RateLimiter({ perPrincipal: 100, perAddress: 3 }),
     async builtIn(req, res, pathname, requestId, clientIp) {
       if (pathname === '/v1/models') await toDataPlane(req, res, pathname, requestId, clientIp);
