@@ -60,7 +60,7 @@ beforeAll(async () => {
   const toDataPlane = createDataPlaneProxy(dataPlane, createLogger('gateway', 'silent'), 5000);
   const toNowhere = createDataPlaneProxy(await closedPort(), createLogger('gateway', 'silent'), 5000);
   const handler = servicelessGateway({
-    rateLimiter: new RateLimiter({ perPrincipal: 100, perAddress: 3 }),
+    rateLimiter: new RateLimiter({ perPrincipal: 100, perAddress: 4 }),
     async builtIn(req, res, pathname, requestId, clientIp) {
       if (pathname === '/v1/models') await toDataPlane(req, res, pathname, requestId, clientIp);
       else if (pathname === '/v1/chat/completions') await toNowhere(req, res, pathname, requestId, clientIp);
@@ -87,11 +87,14 @@ const json = { 'content-type': 'application/json' };
 
 describe('Cache-Control: no-store on every error', () => {
   it('is on the gateway’s REST errors, whatever answers them', async () => {
-    // Three requests of one address without credentials (the limit), then the fourth is throttled.
+    // Four requests of one address without credentials (the limit), then the fifth is throttled.
     expect(await caching(`${gateway}/v1/auth/login`, { method: 'POST', body: '{"email": ', headers: json })).toEqual([400, 'no-store']);
     expect(await caching(`${gateway}/v1/account`)).toEqual([401, 'no-store']);
     const big = JSON.stringify({ password: 'x'.repeat(maxBodyBytes) });
     expect(await caching(`${gateway}/v1/auth/login`, { method: 'POST', body: big, headers: json })).toEqual([413, 'no-store']);
+    // An Idempotency-Key without the store that keeps its answers.
+    const keyed = { ...json, 'idempotency-key': 'k1' };
+    expect(await caching(`${gateway}/v1/auth/login`, { method: 'POST', body: '{}', headers: keyed })).toEqual([503, 'no-store']);
     expect(await caching(`${gateway}/v1/auth/login`, { method: 'POST', body: '{}', headers: json })).toEqual([429, 'no-store']);
 
     expect(await caching(`${gateway}/v1/nothing-here`)).toEqual([404, 'no-store']);
