@@ -19,8 +19,9 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { Socket } from 'node:net';
-import { IdempotencyStore } from '@switchboard/gateway/idempotency';
+import { IdempotencyStore, takeoverDelayOf } from '@switchboard/gateway/idempotency';
 import { RateLimiter } from '@switchboard/gateway/rate-limits';
+import { callTimeoutMs } from '@switchboard/gateway/rest';
 import { createLogger } from '@switchboard/runtime/log';
 import { connectNats } from '@switchboard/runtime/nats';
 import { latencyOf, round } from './measure/latency.js';
@@ -63,7 +64,7 @@ async function benchIdempotency() {
     bucket: `bench-${randomUUID().slice(0, 8)}-idempotency`,
     secret: 'an idempotency secret of at least thirty-two bytes',
     log,
-    takeoverAfterMs: 15_000,
+    takeoverAfterMs: takeoverDelayOf(callTimeoutMs),
   });
   // The store learns of the connection in a callback of the promise: let it run.
   await new Promise((resolve) => setImmediate(resolve));

@@ -17,6 +17,20 @@ export const maxKeptBodyBytes = 256 * 1024;
 /** How long one NATS operation may take before the request is answered 503 (never a hang). */
 const natsTimeoutMs = 2000;
 /**
+ * How far a claim outlives the deadline of its call before it is taken over: room to keep the
+ * answer (a NATS write of up to natsTimeoutMs) and for a clock skew between replicas.
+ */
+const takeoverMarginMs = 5000;
+
+/**
+ * The takeover delay of a claim (docs/conventions.md#idempotency): the deadline of the call it
+ * guards plus the margin, so a live first request is never run twice.
+ */
+export function takeoverDelayOf(callTimeoutMs: number): number {
+  return callTimeoutMs + takeoverMarginMs;
+}
+
+/**
  * Headers of an answer that a replay repeats: what the body is, where a created thing is, how it
  * may be cached and shown. Never Set-Cookie (a replay signs nobody in again).
  */
@@ -86,8 +100,7 @@ export interface IdempotencyOptions {
   log: Logger;
   /**
    * How long a claim may stay without an answer before another request takes it over: the claim
-   * of a replica that died mid-call. Longer than the call deadline, so a live first request is
-   * never run twice.
+   * of a replica that died mid-call. takeoverDelayOf(the call deadline); a test's may be shorter.
    */
   takeoverAfterMs: number;
 }
@@ -281,14 +294,25 @@ function replayOf(plain: Buffer, request: IdempotentRequest): Answer {
     headers: Record<string, string>;
     body: string;
   };
-  let body = Buffer.from(kept.body, 'base64');
-  // docs/conventions.md#errors: an error body's request_id is the X-Request-Id of the answer it is in.
-  if (kept.status >= 400) {
-    const error = JSON.parse(body.toString('utf8')) as { error: { request_id: string } };
-    error.error.request_id = request.requestId;
-    body = Buffer.from(JSON.stringify(error));
+  const body = Buffer.from(kept.body, 'base64');
+  return { status: kept.status, headers: kept.headers, body: kept.status >= 400 ? withRequestId(body, request.requestId) : body };
+}
+
+/**
+ * docs/conventions.md#errors: an error body's request_id is the X-Request-Id of the answer it is
+ * in. A kept body that is not the contract's error body is replayed as it was: a replay never
+ * fails on what it replays.
+ */
+function withRequestId(body: Buffer, requestId: string): Buffer {
+  let json: unknown;
+  try {
+    json = JSON.parse(body.toString('utf8'));
+  } catch {
+    return body;
   }
-  return { status: kept.status, headers: kept.headers, body };
+  const error = (json as { error?: unknown } | null)?.error;
+  if (typeof error !== 'object' || error === null) return body;
+  return Buffer.from(JSON.stringify({ ...(json as object), error: { ...error, request_id: requestId } }));
 }
 
 /** The keys of one record: the answer's AES-256-GCM key and the fingerprint's HMAC key. */

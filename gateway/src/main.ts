@@ -19,7 +19,7 @@ import { readGatewayConfig } from './config.js';
 import { createDashboardHandler } from './dashboard.js';
 import { createDataPlaneProxy, dataPlanePaths } from './data-plane-proxy.js';
 import { handleDocs } from './docs.js';
-import { IdempotencyStore } from './idempotency.js';
+import { IdempotencyStore, takeoverDelayOf } from './idempotency.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { RateLimiter } from './rate-limits.js';
 import { answerClientError, callTimeoutMs, createRestHandler, sendJson } from './rest.js';
@@ -95,8 +95,7 @@ async function main() {
     bucket: config.idempotencyBucket,
     secret: config.idempotencySecret,
     log,
-    // A claim outlives its call's deadline by a margin for keeping the answer (docs/conventions.md#idempotency).
-    takeoverAfterMs: callTimeoutMs + 5000,
+    takeoverAfterMs: takeoverDelayOf(callTimeoutMs),
   });
   const rateLimiter = new RateLimiter(config.rateLimits);
   const auditPublisher = new AuditPublisher({ nats, subjectPrefix: events.eventsSubjectPrefix, producer: 'gateway', log, metrics });

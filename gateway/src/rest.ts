@@ -478,7 +478,7 @@ const tooLarge = () => catalogued(errorCatalogue.payloadTooLarge, { limitBytes: 
 
 /** The answer of a successful call: its record as JSON, a page, or a raw body (a report's CSV). */
 function resultAnswer(route: Route, status: number, message: Message, pagePolicy?: string): Answer {
-  const headers: Record<string, string> = { 'Cache-Control': 'no-store' };
+  const headers: Record<string, string> = { ...noStore };
   if (status === 204) return { status, headers, body: Buffer.alloc(0) };
   if (route.method.output.typeName === HTTP_BODY_TYPE) {
     const page = message as HttpBody;
@@ -496,6 +496,8 @@ function resultAnswer(route: Route, status: number, message: Message, pagePolicy
 }
 
 const jsonContentType = 'application/json; charset=utf-8';
+/** Every API answer, success or error, and every error of the gateway (docs/conventions.md#response-headers). */
+const noStore = { 'Cache-Control': 'no-store' } as const;
 
 /** Writes an answer (a 204 without a body or a length, RFC 9110 §8.6). */
 function sendAnswer(res: http.ServerResponse, answer: Answer): void {
@@ -507,9 +509,10 @@ function sendAnswer(res: http.ServerResponse, answer: Answer): void {
   res.end(answer.body);
 }
 
+/** A built-in JSON answer (health, readiness): a probe's state of the moment, never cached. */
 export function sendJson(res: http.ServerResponse, status: number, json: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(json);
-  res.writeHead(status, { ...headers, 'Content-Type': jsonContentType, 'Content-Length': Buffer.byteLength(text) });
+  res.writeHead(status, { ...noStore, ...headers, 'Content-Type': jsonContentType, 'Content-Length': Buffer.byteLength(text) });
   res.end(text);
 }
 
@@ -560,7 +563,8 @@ function errorAnswer(err: unknown, requestId: string, log: Logger): Answer {
   if (status === 503) headers['Retry-After'] ??= '1';
   // RFC 9110 §11.6.1: every 401 names its scheme, also the sign-in calls' (docs/conventions.md).
   if (status === 401 && !headers['WWW-Authenticate']) headers['WWW-Authenticate'] = 'Bearer';
-  return { status, headers: { ...headers, 'Content-Type': jsonContentType }, body: Buffer.from(JSON.stringify(body)) };
+  // docs/conventions.md#errors: no cache keeps an error (a stale 401 or 404 would outlive its cause).
+  return { status, headers: { ...headers, ...noStore, 'Content-Type': jsonContentType }, body: Buffer.from(JSON.stringify(body)) };
 }
 
 /**
@@ -578,7 +582,7 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): v
     const requestId = newId('req');
     const text = JSON.stringify(errorBody(code, message, requestId));
     socket.end(
-      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\nCache-Control: no-store\r\nContent-Type: application/json; charset=utf-8\r\n` +
         `Content-Length: ${Buffer.byteLength(text)}\r\nX-Request-Id: ${requestId}\r\n\r\n${text}`,
     );
   }

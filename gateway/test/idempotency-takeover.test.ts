@@ -5,7 +5,7 @@ import { createLogger } from '@switchboard/runtime/log';
 import { connectNats } from '@switchboard/runtime/nats';
 import { requireEnv } from '@switchboard/runtime/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Answer, IdempotencyStore } from '../src/idempotency.js';
+import { type Answer, IdempotencyStore, takeoverDelayOf } from '../src/idempotency.js';
 
 /**
  * Two gateway replicas' Idempotency-Key stores on one real NATS (docs/conventions.md#idempotency):
@@ -116,5 +116,27 @@ describe('Idempotency-Key between replicas', () => {
     expect(replayed.replayed).toBe(true);
     expect(replayed.answer.body.toString()).toContain('the only run');
     expect(runs).toBe(1);
+  });
+});
+
+describe('replays of kept errors', () => {
+  it('name the request id of the retry, and a body that is not the error body is replayed as it was, never a 500', async () => {
+    const store = await replica();
+    const kept = async (body: string) => {
+      const key = randomUUID();
+      const refusal = async (): Promise<Answer> => ({ status: 409, headers: { 'Content-Type': 'application/json; charset=utf-8' }, body: Buffer.from(body) });
+      await store.run(request(key), refusal, new AbortController().signal);
+      const replay = await store.run({ ...request(key), requestId: 'req_retry' }, refusal, new AbortController().signal);
+      expect(replay.replayed).toBe(true);
+      return replay.answer.body.toString();
+    };
+    expect(JSON.parse(await kept('{"error":{"code":"key_revoked","request_id":"req_takeover"}}'))).toEqual({
+      error: { code: 'key_revoked', request_id: 'req_retry' },
+    });
+    for (const body of ['not JSON', '', 'null', '{"error":"text"}', '[1]']) expect(await kept(body)).toBe(body);
+  });
+
+  it('wait for a claim the call deadline and a margin: the 10 s deadline is a 15 s takeover', () => {
+    expect(takeoverDelayOf(10_000)).toBe(15_000);
   });
 });

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { webhookEventCatalog } from '@switchboard/contracts/webhook-events';
+import { openAiErrorTypes } from '@switchboard/runtime/openai-error-type';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import formats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
@@ -174,15 +175,7 @@ describe('API reference', () => {
     expect(enumsOf(shared)).toEqual({
       'ChatCompletionService.tier': ['fast', 'balanced', 'passthrough'],
       'ChatCompletionService.region': ['cn', 'overseas'],
-      'FrontDoorError.error.type': [
-        'invalid_request_error',
-        'authentication_error',
-        'insufficient_quota',
-        'permission_error',
-        'not_found_error',
-        'rate_limit_error',
-        'api_error',
-      ],
+      'FrontDoorError.error.type': [...openAiErrorTypes],
       'Model.owned_by': ['switchboard', 'upstream', 'switchboard-demo'],
       'Model.region': ['cn', 'overseas'],
       'Model.tiers[]': ['fast', 'balanced'],

@@ -2,12 +2,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ApiError } from '@switchboard/runtime/api-error';
 import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
-import { createLogger } from '@switchboard/runtime/log';
-import { Metrics } from '@switchboard/runtime/metrics';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Authenticator } from '../src/auth.js';
-import { createRestHandler, maxBodyBytes } from '../src/rest.js';
-import { router } from './routes-fixture.js';
+import { maxBodyBytes } from '../src/rest.js';
+import { servicelessGateway } from './serviceless-gateway.js';
 
 /**
  * The errors rest.ts answers before any service is called, in process: each answer is the entry
@@ -19,18 +16,7 @@ let server: http.Server;
 let base: string;
 
 beforeAll(async () => {
-  const unreachable = undefined as never;
-  const handler = createRestHandler({
-    router,
-    // Only the Authorization header is read before a service would be asked.
-    authenticator: new Authenticator(unreachable, unreachable, unreachable, createLogger('gateway', 'silent')),
-    clients: unreachable,
-    meshTokens: unreachable,
-    log: createLogger('gateway', 'silent'),
-    metrics: new Metrics('gateway'),
-    builtIn: async () => false,
-  });
-  server = http.createServer(handler);
+  server = http.createServer(servicelessGateway());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });

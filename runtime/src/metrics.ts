@@ -76,14 +76,15 @@ export async function startMetricsServer(options: { metrics: Metrics; port: numb
   const server = http.createServer((req, res) => {
     const { pathname } = new URL(req.url ?? '/', 'http://metrics');
     if (pathname !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      // docs/conventions.md#errors: no error is cached, here either.
+      res.writeHead(404, { 'content-type': 'text/plain', 'cache-control': 'no-store' }).end('not found\n');
       return;
     }
     metrics.registry.metrics().then(
       (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(req.method === 'HEAD' ? undefined : text),
       (err: unknown) => {
         log.warn({ err }, 'metrics collection failed');
-        res.writeHead(500, { 'content-type': 'text/plain' }).end('metrics collection failed\n');
+        res.writeHead(500, { 'content-type': 'text/plain', 'cache-control': 'no-store' }).end('metrics collection failed\n');
       },
     );
   });

@@ -97,40 +97,38 @@ function valueConstraints(rules: FieldRules, enumDesc: DescEnum | undefined): Co
     case 'repeated': {
       const r = type.value;
       const desc = rulesMessage('repeated');
-      const keywords: Json = {};
-      const notes: string[] = [];
-      if (isFieldSet(r, desc.field.minItems)) keywords.minItems = Number(r.minItems);
-      if (isFieldSet(r, desc.field.maxItems)) keywords.maxItems = Number(r.maxItems);
-      if (r.unique) keywords.uniqueItems = true;
-      if (r.items && r.items.ignore !== Ignore.ALWAYS) {
-        const items = valueConstraints(r.items, enumDesc);
-        if (Object.keys(items.keywords).length > 0) keywords.items = items.keywords;
-        notes.push(...items.notes.map((n) => `Each item: ${n}`));
-      }
-      return { keywords, notes };
+      const constraints = none();
+      if (isFieldSet(r, desc.field.minItems)) constraints.keywords.minItems = Number(r.minItems);
+      if (isFieldSet(r, desc.field.maxItems)) constraints.keywords.maxItems = Number(r.maxItems);
+      if (r.unique) constraints.keywords.uniqueItems = true;
+      addNested(constraints, 'items', r.items, enumDesc, 'Each item');
+      return constraints;
     }
     case 'map': {
       const r = type.value;
       const desc = rulesMessage('map');
-      const keywords: Json = {};
-      const notes: string[] = [];
-      if (isFieldSet(r, desc.field.minPairs)) keywords.minProperties = Number(r.minPairs);
-      if (isFieldSet(r, desc.field.maxPairs)) keywords.maxProperties = Number(r.maxPairs);
-      if (r.keys && r.keys.ignore !== Ignore.ALWAYS) {
-        const keys = valueConstraints(r.keys, undefined);
-        if (Object.keys(keys.keywords).length > 0) keywords.propertyNames = keys.keywords;
-      }
-      if (r.values && r.values.ignore !== Ignore.ALWAYS) {
-        const values = valueConstraints(r.values, enumDesc);
-        if (Object.keys(values.keywords).length > 0) keywords.additionalProperties = values.keywords;
-        notes.push(...values.notes.map((n) => `Each value: ${n}`));
-      }
-      return { keywords, notes };
+      const constraints = none();
+      if (isFieldSet(r, desc.field.minPairs)) constraints.keywords.minProperties = Number(r.minPairs);
+      if (isFieldSet(r, desc.field.maxPairs)) constraints.keywords.maxProperties = Number(r.maxPairs);
+      addNested(constraints, 'propertyNames', r.keys, undefined);
+      addNested(constraints, 'additionalProperties', r.values, enumDesc, 'Each value');
+      return constraints;
     }
     default:
       // bytes, durations, timestamps, Any, field masks: no rule of ours uses them on the REST surface.
       return none();
   }
+}
+
+/**
+ * Adds the rules of a repeated field's items or a map's keys or values under `keyword` and, with
+ * a `notePrefix`, their notes after it; rules marked IGNORE_ALWAYS add nothing.
+ */
+function addNested(into: Constraints, keyword: string, rules: FieldRules | undefined, enumDesc: DescEnum | undefined, notePrefix?: string): void {
+  if (!rules || rules.ignore === Ignore.ALWAYS) return;
+  const nested = valueConstraints(rules, enumDesc);
+  if (Object.keys(nested.keywords).length > 0) into.keywords[keyword] = nested.keywords;
+  if (notePrefix) into.notes.push(...nested.notes.map((n) => `${notePrefix}: ${n}`));
 }
 
 /** The message of one kind of rules (buf.validate.Int32Rules for `int32`), to ask which of its fields are set. */

@@ -242,6 +242,57 @@ describe('records of credentials and sessions', () => {
     });
     expect(await recordOf(token, 'session.revoked', requestIdOf(reset))).toMatchObject({ actor: userActor(user, ip), metadata: { reason: 'password_reset' } });
   });
+
+  it('a refresh token replayed after rotation: the refusal still leaves the system’s session.revoked, reason refresh_token_reuse', async () => {
+    const { call } = client();
+    const user = await signUp(call);
+    const signedIn = await login(call, user);
+    const stolen = signedIn.json.session.refresh_token as string;
+    const first = await call('POST', '/v1/auth/refresh', { body: { refresh_token: stolen } });
+    expect(first.status, first.text).toBe(200);
+    // The successor is used too: the stolen token is past its concurrent-tab grace.
+    const second = await call('POST', '/v1/auth/refresh', { body: { refresh_token: first.json.session.refresh_token } });
+    expect(second.status, second.text).toBe(200);
+    const replayed = await call('POST', '/v1/auth/refresh', { body: { refresh_token: stolen } });
+    expectErrorBody(replayed, 401, 'invalid_token');
+    expect(await recordOf(user.token, 'session.revoked', requestIdOf(replayed))).toMatchObject({
+      actor: { type: 'system', id: '', ip: null },
+      target: { type: 'session', id: expect.stringMatching(/^ses_/) },
+      workspace_id: user.workspaceId,
+      outcome: 'success',
+      metadata: { reason: 'refresh_token_reuse', sessions: 1 },
+    });
+  });
+
+  it('a deactivation: one session.revoked of every session it ended, reason deactivation, kept after the account is gone', async () => {
+    const { call, ip } = client();
+    const user = await signUp(call);
+    await login(call, user);
+    const deactivated = await call('POST', '/v1/account/deactivate', { token: user.token, body: { password: user.password } });
+    expect(deactivated.status, deactivated.text).toBe(202);
+    // The account can no longer read its log: the record is read where the log keeps it.
+    const requestId = requestIdOf(deactivated);
+    const rows = await eventually(
+      async () => {
+        const found = await db('audit_events').where({ request_id: requestId, action: 'session.revoked' });
+        return found.length > 0 && found;
+      },
+      `the session.revoked record of ${requestId}`,
+      10_000,
+      100,
+    );
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({
+      workspace_id: user.workspaceId,
+      actor_type: 'user',
+      actor_id: user.userId,
+      actor_ip: ip,
+      target_type: 'user',
+      target_id: user.userId,
+      outcome: 'success',
+      metadata: { reason: 'deactivation', sessions: 2 },
+    });
+  });
 });
 
 describe('records of organizations', () => {
