@@ -51,7 +51,9 @@ try {
   const nats = { refused: false };
   const natsReady = connectNats(config.events.natsUrl, 'data-plane', log, {
     seed: config.events.natsSeed,
-    onRefused: (refused) => void (nats.refused = refused),
+    onRefused: (refused) => {
+      nats.refused = refused;
+    },
   });
   natsReady
     .then((nc) => ensureWorkStream(nc, config.events.workStream, config.events.workSubjectPrefix))

@@ -97,7 +97,12 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
     }
     // Refused NATS credentials make the service unready (docs/operations.md#nats-credentials): its events could not leave.
     let natsRefused = false;
-    const natsAccess = { seed: config.natsSeed, onRefused: (refused: boolean) => void (natsRefused = refused) };
+    const natsAccess = {
+      seed: config.natsSeed,
+      onRefused: (refused: boolean) => {
+        natsRefused = refused;
+      },
+    };
     const nats = connectNats(config.natsUrl, name, log, natsAccess).then(async (nc) => {
       // JetStream may not be ready yet (a server still starting): keep trying, events wait in the outbox.
       for (let attempt = 1; ; attempt++) {
