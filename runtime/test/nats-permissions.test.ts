@@ -103,7 +103,12 @@ describe('the generated NATS users', () => {
     const lines: string[] = [];
     const log = createLogger('nats-permissions-test', 'info', { write: (line) => void lines.push(line) });
     let refused = false;
-    const pending = connectNats(server.url, 'keys', log, { seed: stranger, onRefused: (now) => void (refused = now) });
+    const pending = connectNats(server.url, 'keys', log, {
+      seed: stranger,
+      onRefused: (now) => {
+        refused = now;
+      },
+    });
     await eventually(() => refused, 'the refusal to be told');
     const publicKey = nkeys.fromSeed(new TextEncoder().encode(stranger)).getPublicKey();
     const refusals = lines.filter((line) => line.includes('NATS_NKEY_SEED'));
