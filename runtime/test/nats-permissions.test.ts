@@ -34,7 +34,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(connections.map((nc) => nc.close()));
-  await server?.stop();
+  await server?.stop?.();
 });
 
 async function connectAs(component: ComponentName): Promise<{ nc: NatsConnection; violations: PermissionViolationError[] }> {
