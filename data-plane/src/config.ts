@@ -6,11 +6,11 @@ import {
   readDuration,
   readEventsConfig,
   readInt,
-  readMeshSecret,
-  readPreviousMeshSecret,
+  readMeshKeyring,
   readString,
   serviceUrl,
 } from '@switchboard/runtime/config';
+import type { MeshKeyring } from '@switchboard/runtime/mesh-token';
 import type { ModelCatalog, Region } from '@switchboard/runtime/model-catalog';
 import { defaultPricingPath } from '@switchboard/runtime/pricing';
 
@@ -25,8 +25,8 @@ export interface DataPlaneConfig {
   port: number;
   host: string;
   metricsPort: number;
-  meshSecret: string;
-  meshSecretPrevious?: string;
+  /** SWITCHBOARD_MESH_KEYS / SWITCHBOARD_MESH_SECRET: the key it signs its mesh tokens with (docs/api/internal-calls.md#mesh-keys). */
+  meshKeys: MeshKeyring;
   /** KEYS_URL, BILLING_URL, CONVERSATIONS_URL: its peers. */
   urls: { keys: string; billing: string; conversations: string };
   /** UPSTREAM_TIMEOUT: how long an upstream may take to start its answer. */
@@ -71,8 +71,7 @@ export function readDataPlaneConfig(catalog: ModelCatalog, env: Env = process.en
     port: readInt('PORT', 8081, env),
     host: readString('HOST', '0.0.0.0', env),
     metricsPort: readInt('METRICS_PORT', 0, env),
-    meshSecret: readMeshSecret(env),
-    meshSecretPrevious: readPreviousMeshSecret(env),
+    meshKeys: readMeshKeyring('data-plane', env),
     urls: {
       keys: serviceUrl('keys', servicePorts.keys, env),
       billing: serviceUrl('billing', servicePorts.billing, env),

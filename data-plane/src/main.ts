@@ -37,7 +37,7 @@ const log = createLogger('data-plane');
 try {
   const catalog = ModelCatalog.load();
   const config = readDataPlaneConfig(catalog);
-  const meshTokens = new MeshTokens(config.meshSecret, Date.now, config.meshSecretPrevious);
+  const meshTokens = new MeshTokens(config.meshKeys);
   const claims = { caller: 'data-plane' };
   const peer = <T extends Parameters<typeof createPeerClient>[0]>(service: T, name: 'keys' | 'billing' | 'conversations') =>
     createPeerClient(service, { name, url: config.urls[name] }, meshTokens, claims);

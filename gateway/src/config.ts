@@ -5,13 +5,14 @@ import {
   readDuration,
   readEventsConfig,
   readInt,
-  readMeshSecret,
+  readMeshKeyring,
   readNamespace,
   readSecret,
   readString,
   serviceUrl,
 } from '@switchboard/runtime/config';
 import { AddressRanges } from '@switchboard/runtime/ip';
+import type { MeshKeyring } from '@switchboard/runtime/mesh-token';
 import type { RestRateLimits } from './rate-limits.js';
 
 type Env = Record<string, string | undefined>;
@@ -25,7 +26,8 @@ export interface GatewayConfig {
   port: number;
   host: string;
   metricsPort: number;
-  meshSecret: string;
+  /** SWITCHBOARD_MESH_KEYS / SWITCHBOARD_MESH_SECRET: the key it signs its mesh tokens with (docs/api/internal-calls.md#mesh-keys). */
+  meshKeys: MeshKeyring;
   /**
    * SWITCHBOARD_IDEMPOTENCY_SECRET (at least 32 bytes): seals the Idempotency-Key answers kept in
    * NATS and keys their fingerprints, and nothing else (docs/conventions.md#idempotency).
@@ -58,7 +60,7 @@ export function readGatewayConfig(env: Env = process.env): GatewayConfig {
     port: readInt('PORT', 8080, env),
     host: readString('HOST', '0.0.0.0', env),
     metricsPort: readInt('METRICS_PORT', 0, env),
-    meshSecret: readMeshSecret(env),
+    meshKeys: readMeshKeyring('gateway', env),
     idempotencySecret: readSecret('SWITCHBOARD_IDEMPOTENCY_SECRET', env),
     events: readEventsConfig(env),
     serviceUrls: Object.fromEntries(serviceNames.map((name) => [name, serviceUrl(name, servicePorts[name], env)])) as Record<ServiceName, string>,

@@ -33,7 +33,7 @@ keepByteOrderMarks();
 async function main() {
   const config = readGatewayConfig();
   const { port, host, events, serviceUrls: urls, dataPlaneUrl, trustedProxies } = config;
-  const meshTokens = new MeshTokens(config.meshSecret);
+  const meshTokens = new MeshTokens(config.meshKeys);
   const clients = Object.fromEntries(serviceNames.map((name) => [name, new UnaryClient(urls[name])])) as Record<ServiceName, UnaryClient>;
   const asGateway = { caller: 'gateway' };
   const identityAuth = createPeerClient(AuthService, { name: 'identity', url: urls.identity }, meshTokens, asGateway);

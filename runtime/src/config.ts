@@ -1,4 +1,6 @@
 import { nkeys } from '@nats-io/transport-node';
+import { meshComponents } from '@switchboard/contracts/components';
+import { MeshKeyring } from './mesh-token.js';
 import { DataKeyRing, SecretError } from './secrets.js';
 
 /** Configuration from the environment, with errors that name the variable and what it wants. */
@@ -67,9 +69,11 @@ export interface CommonConfig {
   natsUrl: string;
   /** NATS_NKEY_SEED: the NKey user seed this process authenticates with; none on an open NATS (docs/operations.md#nats-credentials). */
   natsSeed?: string;
-  meshSecret: string;
-  /** Accepted for verification only, while a new SWITCHBOARD_MESH_SECRET rolls out. */
-  meshSecretPrevious?: string;
+  /**
+   * SWITCHBOARD_MESH_SECRET, if set: the shared mesh key of every component without one of its own
+   * (readMeshKeyring), and the key of data encrypted before data keys existed.
+   */
+  meshSecret?: string;
   /** The keys that encrypt data at rest (SWITCHBOARD_DATA_KEYS). */
   dataKeys: DataKeyRing;
   logLevel: string;
@@ -92,9 +96,9 @@ export function readSecret(name: string, env: Env = process.env): string {
   return secret;
 }
 
-/** SWITCHBOARD_MESH_SECRET, at least 32 bytes (docs/api/internal-calls.md#mesh-tokens). */
-export function readMeshSecret(env: Env = process.env): string {
-  return readSecret('SWITCHBOARD_MESH_SECRET', env);
+/** SWITCHBOARD_MESH_SECRET, at least 32 bytes (docs/api/internal-calls.md#mesh-tokens), if set. */
+export function readMeshSecret(env: Env = process.env): string | undefined {
+  return env.SWITCHBOARD_MESH_SECRET ? readSecret('SWITCHBOARD_MESH_SECRET', env) : undefined;
 }
 
 /** SWITCHBOARD_MESH_SECRET_PREVIOUS: the secret being rotated out, if any (at least 32 bytes too). */
@@ -103,6 +107,36 @@ export function readPreviousMeshSecret(env: Env = process.env): string | undefin
   if (previous === undefined || previous === '') return undefined;
   if (Buffer.byteLength(previous) < 32) throw new ConfigError('SWITCHBOARD_MESH_SECRET_PREVIOUS must be at least 32 bytes');
   return previous;
+}
+
+const componentNames = new Set<string>(meshComponents.map(({ name }) => name));
+
+/**
+ * The mesh keys of `component`'s process (docs/api/internal-calls.md#mesh-keys):
+ * SWITCHBOARD_MESH_KEYS, `component:secret` entries (comma-separated; a component's first entry is
+ * its current key, later ones previous keys still accepted), and SWITCHBOARD_MESH_SECRET (+
+ * _PREVIOUS) for every component without entries. `component` must be able to sign.
+ */
+export function readMeshKeyring(component: string, env: Env = process.env): MeshKeyring {
+  const components = new Map<string, string[]>();
+  const raw = env.SWITCHBOARD_MESH_KEYS ?? '';
+  for (const [index, entry] of raw.split(',').entries()) {
+    if (entry.trim() === '') continue;
+    const colon = entry.indexOf(':');
+    const name = colon > 0 ? entry.slice(0, colon).trim() : '';
+    // Never echo the entry: it holds a secret.
+    if (!componentNames.has(name))
+      throw new ConfigError(
+        `SWITCHBOARD_MESH_KEYS entry ${index + 1} must be component:secret with a component among ${[...componentNames].join(', ')}${name ? `, got "${name}"` : ''}`,
+      );
+    const secret = entry.slice(colon + 1).trim();
+    if (Buffer.byteLength(secret) < 32) throw new ConfigError(`SWITCHBOARD_MESH_KEYS: the key of ${name} (entry ${index + 1}) must be at least 32 bytes`);
+    components.set(name, [...(components.get(name) ?? []), secret]);
+  }
+  const keyring = new MeshKeyring({ components, secret: readMeshSecret(env), previousSecret: readPreviousMeshSecret(env) });
+  if (!keyring.signs(component))
+    throw new ConfigError(`SWITCHBOARD_MESH_SECRET is required, or SWITCHBOARD_MESH_KEYS with an entry for ${component} (component:secret, at least 32 bytes)`);
+  return keyring;
 }
 
 /**
@@ -187,7 +221,6 @@ export function readCommonConfig(env: Env = process.env): CommonConfig {
   return {
     databaseUrl: readString('DATABASE_URL', undefined, env),
     meshSecret: readMeshSecret(env),
-    meshSecretPrevious: readPreviousMeshSecret(env),
     dataKeys: readDataKeys(env),
     logLevel: readString('LOG_LEVEL', 'info', env),
     ...readEventsConfig(env),

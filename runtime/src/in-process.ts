@@ -65,7 +65,7 @@ export async function inProcessService(name: string, migrationsDir: URL): Promis
   const guard: Interceptor = (next) => async (req) => {
     const requestId = req.header.get('x-request-id') || newId('req');
     req.contextValues.set(requestIdKey, requestId);
-    await verifyMeshCaller(meshTokens, name, req.header, req.contextValues);
+    await verifyMeshCaller(meshTokens, name, req.header, req.contextValues, log);
     try {
       return await guardRpc(ruleOf(req.method), req.method, req.contextValues, () => next(req));
     } catch (err) {

@@ -1,4 +1,5 @@
-import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import { meshComponents } from '@switchboard/contracts/components';
+import { decodeJwt, errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 
 /** What a service knows about the caller of an internal RPC (docs/api/internal-calls.md#mesh-tokens). */
 export interface MeshClaims {
@@ -34,26 +35,61 @@ const cacheLimit = 10_000;
 const clockSkewSeconds = 60;
 
 /**
- * Mints and verifies the mesh tokens of docs/api/internal-calls.md#mesh-tokens: HS256 over SWITCHBOARD_MESH_SECRET. Both sides
- * cache, because every REST request mints one and every RPC verifies one.
+ * The one component that acts for principals: the front door, which authenticates users and API
+ * keys (docs/api/internal-calls.md#mesh-tokens). A token from any other component carrying a
+ * principal is refused, whatever it is signed with.
+ */
+export const principalCaller: string = meshComponents.find((component) => component.frontDoor)?.name ?? 'gateway';
+
+/**
+ * The keys one process holds (docs/api/internal-calls.md#mesh-keys): per component, its current key
+ * and the previous ones still accepted during a rotation; a component without keys of its own
+ * uses the shared SWITCHBOARD_MESH_SECRET (and the previous shared secret), as §mesh-tokens says.
+ * A token from component X is verified with X's keys only: holding the data plane's key signs
+ * nothing the identity service takes for the gateway.
+ */
+export class MeshKeyring {
+  private readonly own: ReadonlyMap<string, readonly Uint8Array[]>;
+  private readonly shared: readonly Uint8Array[];
+
+  constructor(options: { components?: Iterable<readonly [string, readonly string[]]>; secret?: string; previousSecret?: string }) {
+    const encode = (secret: string) => new TextEncoder().encode(secret);
+    this.own = new Map([...(options.components ?? [])].filter(([, secrets]) => secrets.length > 0).map(([name, secrets]) => [name, secrets.map(encode)]));
+    this.shared = [options.secret, options.previousSecret].filter((secret): secret is string => !!secret).map(encode);
+  }
+
+  /** The keys a token from `component` may be signed with, the current one first (empty: none). */
+  keysOf(component: string): readonly Uint8Array[] {
+    return this.own.get(component) ?? this.shared;
+  }
+
+  /** Whether this keyring can sign as `component`. */
+  signs(component: string): boolean {
+    return this.keysOf(component).length > 0;
+  }
+}
+
+/**
+ * Mints and verifies the mesh tokens of docs/api/internal-calls.md#mesh-tokens: HS256 with the
+ * calling component's key (MeshKeyring). Both sides cache, because every REST request mints one
+ * and every RPC verifies one.
  */
 export class MeshTokens {
-  private readonly key: Uint8Array;
-  private readonly previousKey?: Uint8Array;
+  private readonly keyring: MeshKeyring;
   private readonly minted = new Map<string, { token: string; exp: number }>();
   private readonly verified = new Map<string, { claims: MeshClaims; exp: number }>();
 
   /**
-   * `previous`, while a new secret rolls out, is accepted for verification (never for signing),
-   * so services restarted with the new secret and those still on the old one keep talking.
+   * `keys` is a keyring, or the single shared secret; `previous`, with a single secret while a
+   * new one rolls out, is accepted for verification (never for signing), so services restarted
+   * with the new secret and those still on the old one keep talking.
    */
   constructor(
-    secret: string,
+    keys: MeshKeyring | string,
     private readonly now: () => number = Date.now,
     previous?: string,
   ) {
-    this.key = new TextEncoder().encode(secret);
-    if (previous) this.previousKey = new TextEncoder().encode(previous);
+    this.keyring = typeof keys === 'string' ? new MeshKeyring({ secret: keys, previousSecret: previous }) : keys;
   }
 
   async mint(audience: string, claims: MeshClaims): Promise<string> {
@@ -91,7 +127,7 @@ export class MeshTokens {
       .setAudience(audience)
       .setIssuedAt(nowSeconds)
       .setExpirationTime(exp)
-      .sign(this.key);
+      .sign(this.signingKey(claims.caller));
     if (this.minted.size >= cacheLimit) this.minted.clear();
     this.minted.set(cacheKey, { token, exp });
     return token;
@@ -120,14 +156,13 @@ export class MeshTokens {
         clockTolerance: clockSkewSeconds,
       });
     try {
-      try {
-        ({ payload } = await check(this.key));
-      } catch (err) {
-        // Only a signature made with the previous secret may pass; claims are checked the same.
-        if (!(this.previousKey && err instanceof joseErrors.JWSSignatureVerificationFailed)) throw err;
-        ({ payload } = await check(this.previousKey));
-      }
+      // The claimed caller picks the keys; the signature then proves it (a token naming another
+      // component than its signer's fails here).
+      const keys = this.keyring.keysOf(claimedCaller(token));
+      if (keys.length === 0) throw new MeshTokenError('mesh token refused (no key for its caller)');
+      ({ payload } = await verifyWithAny(keys, check));
     } catch (err) {
+      if (err instanceof MeshTokenError) throw err;
       const reason = err instanceof joseErrors.JOSEError ? err.code : 'ERR_INVALID';
       throw new MeshTokenError(`mesh token refused (${reason})`);
     }
@@ -144,10 +179,44 @@ export class MeshTokens {
       clientIp: optionalString(payload.client_ip),
       userAgent: optionalString(payload.user_agent)?.slice(0, userAgentLimit),
     };
+    if (claims.caller !== principalCaller && actsForPrincipal(claims))
+      throw new MeshTokenError(`mesh token refused (only the ${principalCaller} acts for principals)`);
     if (this.verified.size >= cacheLimit) this.verified.clear();
     this.verified.set(cacheKey, { claims, exp: payload.exp! });
     return claims;
   }
+
+  private signingKey(caller: string): Uint8Array {
+    const key = this.keyring.keysOf(caller)[0];
+    if (!key) throw new Error(`no mesh key to sign as ${caller}: set SWITCHBOARD_MESH_KEYS with an entry for it, or SWITCHBOARD_MESH_SECRET`);
+    return key;
+  }
+}
+
+/** The `sub` a token claims, before any check (it only picks the keys its signature is checked with). */
+export function claimedCaller(token: string): string {
+  try {
+    const sub = decodeJwt(token).sub;
+    return typeof sub === 'string' ? sub : '';
+  } catch {
+    return '';
+  }
+}
+
+/** Tries the keys in order; only a signature mismatch moves on to the next (claims are checked the same with each). */
+async function verifyWithAny<T>(keys: readonly Uint8Array[], check: (key: Uint8Array) => Promise<T>): Promise<T> {
+  for (let index = 0; ; index++) {
+    try {
+      return await check(keys[index]);
+    } catch (err) {
+      if (!(index + 1 < keys.length && err instanceof joseErrors.JWSSignatureVerificationFailed)) throw err;
+    }
+  }
+}
+
+/** Whether claims speak for a principal or carry what only the front door sees of a client request. */
+function actsForPrincipal(claims: MeshClaims): boolean {
+  return Object.entries(claims).some(([name, value]) => name !== 'caller' && value !== undefined);
 }
 
 export class MeshTokenError extends Error {}

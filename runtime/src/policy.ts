@@ -8,6 +8,7 @@ import { callerOf, clientIpOf, requestIdOf } from './call-context.js';
 import { errorCatalogue } from './error-catalogue.js';
 import { apiError } from './errors.js';
 import type { Logger } from './log.js';
+import { principalCaller } from './mesh-token.js';
 import { enumToWire } from './wire-enum.js';
 
 /**
@@ -344,6 +345,14 @@ export async function guardRpc<T>(rule: RpcRule | undefined, method: DescMethod,
       }
     }
   };
+  // Every rule but an internal one serves the REST surface: only the front door calls it, for a
+  // principal or (public rules) for an anonymous client; a data plane or a service never does
+  // (docs/api/internal-calls.md#mesh-keys).
+  const callerNotAllowed = () => {
+    refused(ctx, 'caller_not_allowed', { rpc: name, caller: claims.caller });
+    return apiError(Code.PermissionDenied, errorCatalogue.forbidden.code, `${method.name} is not available to ${claims.caller}.`);
+  };
+  if (rule && rule.kind !== 'internal' && claims.caller !== principalCaller) throw callerNotAllowed();
   switch (rule?.kind) {
     case 'public':
       return next();
@@ -355,10 +364,7 @@ export async function guardRpc<T>(rule: RpcRule | undefined, method: DescMethod,
       authorize(ctx, rule.action);
       return next();
     case 'internal':
-      if (!rule.callers.includes(claims.caller)) {
-        refused(ctx, 'caller_not_allowed', { rpc: name, caller: claims.caller });
-        throw apiError(Code.PermissionDenied, errorCatalogue.forbidden.code, `${method.name} is not available to ${claims.caller}.`);
-      }
+      if (!rule.callers.includes(claims.caller)) throw callerNotAllowed();
       return next();
     case 'handler': {
       needsPrincipal();

@@ -6,6 +6,7 @@ import { Code, ConnectError, type ConnectRouter, type ContextValues, type Interc
 import { codeToString } from '@connectrpc/connect/protocol-connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
+import { audit } from './audit.js';
 import { callerKey, requestIdKey } from './call-context.js';
 import { isDatabaseInputError, isDatabaseUnavailable } from './db.js';
 import { errorCatalogue } from './error-catalogue.js';
@@ -14,7 +15,7 @@ import { FastUnaryHandler, maxRequestBytes } from './fast-unary.js';
 import { newId } from './ids.js';
 import { checkingInput } from './input-rules.js';
 import type { Logger } from './log.js';
-import { MeshTokenError, type MeshTokens } from './mesh-token.js';
+import { claimedCaller, MeshTokenError, type MeshTokens } from './mesh-token.js';
 import type { Metrics } from './metrics.js';
 import { guardRpc, type RpcRule, readRpcRules, rpcName } from './policy.js';
 import { inSpan, tracingOn } from './trace-context.js';
@@ -114,7 +115,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
   };
   const guardCall = async <T>(header: Headers, values: ContextValues, method: DescMethod, requestId: string, run: () => Promise<T>): Promise<T> => {
     const rpc = method.name;
-    await verifyMeshCaller(meshTokens, name, header, values);
+    await verifyMeshCaller(meshTokens, name, header, values, log);
     const started = performance.now();
     let code = 'ok';
     try {
@@ -276,20 +277,30 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
 
 /**
  * The caller of an RPC to service `audience`, from its mesh token (docs/api/internal-calls.md#mesh-tokens),
- * put in the call's context; Unauthenticated without a valid one. The RPC server and the
- * in-process handler tests (in-process.ts) both check callers here.
+ * put in the call's context; Unauthenticated without a valid one, with an audit line (a forged or
+ * misused token is a security event: ASVS 16.3). The RPC server and the in-process handler tests
+ * (in-process.ts) both check callers here.
  */
-export async function verifyMeshCaller(meshTokens: MeshTokens, audience: string, header: Headers, values: ContextValues): Promise<void> {
+export async function verifyMeshCaller(meshTokens: MeshTokens, audience: string, header: Headers, values: ContextValues, log?: Logger): Promise<void> {
   const authorization = header.get('authorization') ?? '';
   if (!authorization.startsWith('Bearer ')) {
     throw new ConnectError('a mesh token is required (Authorization: Bearer <JWT>)', Code.Unauthenticated);
   }
+  const token = authorization.slice(7);
   try {
-    const token = authorization.slice(7);
     values.set(callerKey, meshTokens.verifiedBefore(token, audience) ?? (await meshTokens.verify(token, audience)));
   } catch (err) {
-    if (err instanceof MeshTokenError) throw new ConnectError(err.message, Code.Unauthenticated);
-    throw err;
+    if (!(err instanceof MeshTokenError)) throw err;
+    if (log)
+      audit(log, {
+        event: 'mesh_token',
+        outcome: 'denied',
+        requestId: values.get(requestIdKey),
+        reason: err.message,
+        // What the token claims, unverified: who to look at, never proof.
+        details: { claimed_caller: claimedCaller(token).slice(0, 64), audience },
+      });
+    throw new ConnectError(err.message, Code.Unauthenticated);
   }
 }
 

@@ -1,7 +1,7 @@
 import type { DescMessage } from '@bufbuild/protobuf';
 import type { ConnectRouter } from '@connectrpc/connect';
 import { AuditTrail } from './audit.js';
-import { type CommonConfig, readCommonConfig, readInt } from './config.js';
+import { type CommonConfig, readCommonConfig, readInt, readMeshKeyring } from './config.js';
 import { type EncryptedColumn, rotateDataKey } from './data-key-rotation.js';
 import { createDb, type Knex, migrate, watchDatabasePool } from './db.js';
 import { createLogger, type Logger } from './log.js';
@@ -74,6 +74,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
   keepByteOrderMarks();
   try {
     const config = readCommonConfig();
+    const meshKeyring = readMeshKeyring(name);
     const port = readInt('PORT', definition.defaultPort);
     const db = createDb(config.databaseUrl, name);
     if (process.argv.includes('--migrate')) {
@@ -129,7 +130,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
       db,
       nats,
       metrics,
-      meshTokens: new MeshTokens(config.meshSecret, Date.now, config.meshSecretPrevious),
+      meshTokens: new MeshTokens(meshKeyring),
       recordEvent: writeEvent,
       recordEvents: (trx, schema, events) => recordEvents(trx, schema, events, { producer: name, subjectPrefix: config.eventsSubjectPrefix }),
       audit: auditTrail,

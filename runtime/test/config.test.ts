@@ -9,6 +9,7 @@ import {
   readDuration,
   readEventsConfig,
   readInt,
+  readMeshKeyring,
   readString,
   serviceUrl,
 } from '../src/config.js';
@@ -135,7 +136,6 @@ describe('readCommonConfig', () => {
       databaseUrl: 'postgres://u@127.0.0.1/db',
       natsUrl: 'nats://127.0.0.1:4222',
       meshSecret: secret32,
-      meshSecretPrevious: undefined,
       dataKeys: expect.any(DataKeyRing),
       logLevel: 'info',
       eventsSubjectPrefix: 'switchboard.events',
@@ -203,9 +203,49 @@ describe('readCommonConfig', () => {
     expect(readCommonConfig({ ...base, SWITCHBOARD_MESH_SECRET: '€'.repeat(11) }).meshSecret).toBe('€'.repeat(11));
   });
 
-  it('names a missing mesh secret or database URL', () => {
-    expect(configError(() => readCommonConfig({ DATABASE_URL: base.DATABASE_URL })).message).toContain('SWITCHBOARD_MESH_SECRET');
+  it('names a missing database URL', () => {
     expect(configError(() => readCommonConfig({ SWITCHBOARD_MESH_SECRET: secret32 })).message).toContain('DATABASE_URL');
+  });
+});
+
+describe('readMeshKeyring (docs/api/internal-calls.md#mesh-keys)', () => {
+  const gatewayKey = 'g'.repeat(32);
+  const dataPlaneKey = 'd'.repeat(40);
+
+  it('needs a key to sign with: its own entry or the shared secret, naming both variables', () => {
+    const err = configError(() => readMeshKeyring('keys', { SWITCHBOARD_MESH_KEYS: `gateway:${gatewayKey}` }));
+    expect(err.message).toContain('SWITCHBOARD_MESH_SECRET');
+    expect(err.message).toContain('SWITCHBOARD_MESH_KEYS');
+    expect(err.message).not.toContain(gatewayKey);
+    expect(readMeshKeyring('gateway', { SWITCHBOARD_MESH_KEYS: `gateway:${gatewayKey}` }).signs('gateway')).toBe(true);
+    expect(readMeshKeyring('keys', { SWITCHBOARD_MESH_SECRET: gatewayKey }).signs('keys')).toBe(true);
+    expect(configError(() => readMeshKeyring('keys', {})).message).toContain('SWITCHBOARD_MESH_SECRET');
+  });
+
+  it('keeps each component to its own keys, the current first, and the shared secret for the others', () => {
+    const shared = 's'.repeat(32);
+    const keyring = readMeshKeyring('keys', {
+      SWITCHBOARD_MESH_KEYS: ` gateway:${gatewayKey}, data-plane:${dataPlaneKey},data-plane:${'o'.repeat(32)} `,
+      SWITCHBOARD_MESH_SECRET: shared,
+    });
+    const text = (keys: readonly Uint8Array[]) => keys.map((key) => new TextDecoder().decode(key));
+    expect(text(keyring.keysOf('gateway'))).toEqual([gatewayKey]);
+    expect(text(keyring.keysOf('data-plane'))).toEqual([dataPlaneKey, 'o'.repeat(32)]);
+    expect(text(keyring.keysOf('keys'))).toEqual([shared]);
+  });
+
+  it('refuses an unknown component, a missing colon or a short key, never echoing a key', () => {
+    const short = 'short-key';
+    for (const [value, expected] of [
+      [`gatway:${gatewayKey}`, '"gatway"'],
+      [gatewayKey, 'entry 1 must be component:secret'],
+      [`gateway:${gatewayKey},keys:${short}`, 'the key of keys (entry 2) must be at least 32 bytes'],
+    ]) {
+      const err = configError(() => readMeshKeyring('gateway', { SWITCHBOARD_MESH_KEYS: value, SWITCHBOARD_MESH_SECRET: 'x'.repeat(32) }));
+      expect(err.message).toContain(expected);
+      expect(err.message).not.toContain(gatewayKey);
+      expect(err.message).not.toContain(short);
+    }
   });
 });
 

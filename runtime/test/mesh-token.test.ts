@@ -1,6 +1,6 @@
 import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { type MeshClaims, MeshTokenError, MeshTokens } from '../src/mesh-token.js';
+import { type MeshClaims, MeshKeyring, MeshTokenError, MeshTokens } from '../src/mesh-token.js';
 
 const secret = 'a-mesh-secret-of-at-least-32-bytes!!';
 const key = new TextEncoder().encode(secret);
@@ -103,7 +103,7 @@ describe('MeshTokens.mint', () => {
     const forIdentity = await tokens.mint('identity', fullClaims);
     const variants: Array<[string, MeshClaims]> = [
       ['keys', fullClaims],
-      ['identity', { ...fullClaims, caller: 'billing' }],
+      ['identity', { caller: 'billing' }],
       ['identity', { ...fullClaims, principalId: 'usr_other' }],
       ['identity', { ...fullClaims, principalType: 'key', keyId: 'key_1', sessionId: undefined }],
       ['identity', { ...fullClaims, workspaceId: 'org_other' }],
@@ -246,5 +246,86 @@ describe('MeshTokens.verify', () => {
       workspaceId: undefined,
       role: undefined,
     });
+  });
+});
+
+describe('per-component keys (docs/api/internal-calls.md#mesh-keys)', () => {
+  const keyOf = {
+    gateway: 'the-gateway-key-of-at-least-32-bytes!',
+    dataPlane: 'the-data-plane-key-of-at-least-32-bytes',
+    next: 'the-next-data-plane-key-of-32-bytes-or-more',
+  };
+  /** What identity holds in the per-component mode: its callers' keys, never a shared secret. */
+  const identityKeyring = (dataPlane: string[] = [keyOf.dataPlane]) =>
+    new MeshKeyring({
+      components: [
+        ['gateway', [keyOf.gateway]],
+        ['data-plane', dataPlane],
+      ],
+    });
+  const dataPlaneTokens = (key = keyOf.dataPlane, c = clock()) => new MeshTokens(new MeshKeyring({ components: [['data-plane', [key]]] }), c.now);
+
+  it("verifies a token with the key of the component it names, so the data plane's key cannot claim the gateway", async () => {
+    const c = clock();
+    const verifier = new MeshTokens(identityKeyring(), c.now);
+    expect(await verifier.verify(await dataPlaneTokens(keyOf.dataPlane, c).mint('identity', { caller: 'data-plane' }), 'identity')).toEqual(
+      normalized({ caller: 'data-plane' }),
+    );
+    // Signed with the data plane's key, claiming the gateway: refused (and by hand, since the minter signs with the caller's own key).
+    const now = t0 / 1000;
+    const forged = await handMade({ iss: 'switchboard', sub: 'gateway', aud: 'identity', exp: now + 60 }, { key: new TextEncoder().encode(keyOf.dataPlane) });
+    await refused(verifier.verify(forged, 'identity'));
+    // A caller without keys here (another service, no shared secret): refused.
+    const keysService = new MeshTokens(new MeshKeyring({ components: [['keys', ['the-keys-service-key-of-32-bytes-or-more']]] }), c.now);
+    expect((await refused(verifier.verify(await keysService.mint('identity', { caller: 'keys' }), 'identity'))).message).toMatch(/no key/);
+    // The gateway's own key works for the gateway.
+    const gateway = new MeshTokens(new MeshKeyring({ components: [['gateway', [keyOf.gateway]]] }), c.now);
+    expect(await verifier.verify(await gateway.mint('identity', fullClaims), 'identity')).toEqual(fullClaims);
+  });
+
+  it('refuses a principal, a role or any request claim from any caller but the gateway, even signed with the right key', async () => {
+    const c = clock();
+    const verifier = new MeshTokens(identityKeyring(), c.now);
+    const dataPlane = dataPlaneTokens(keyOf.dataPlane, c);
+    for (const claims of [
+      { principalId: 'usr_1' },
+      { workspaceId: 'org_1', role: 'owner' },
+      { keyId: 'key_1' },
+      { scopes: ['manage'] },
+      { clientIp: '10.0.0.1' },
+    ]) {
+      const err = await refused(verifier.verify(await dataPlane.mint('identity', { caller: 'data-plane', ...claims }), 'identity'));
+      expect(err.message).toMatch(/only the gateway acts for principals/);
+    }
+    // Also in the single-secret mode, where every component holds the same key.
+    const single = new MeshTokens(secret, c.now);
+    await refused(single.verify(await single.mint('identity', { caller: 'data-plane', principalId: 'usr_1' }), 'identity'));
+  });
+
+  it('accepts the previous key of a component during its rotation, signs with the new one, and keeps the others unchanged', async () => {
+    const c = clock();
+    const oldToken = await dataPlaneTokens(keyOf.dataPlane, c).mint('identity', { caller: 'data-plane' });
+    // Step 1: the verifiers learn the next key, the current kept; tokens of either pass.
+    const rolling = new MeshTokens(identityKeyring([keyOf.next, keyOf.dataPlane]), c.now);
+    const newToken = await dataPlaneTokens(keyOf.next, c).mint('identity', { caller: 'data-plane' });
+    expect((await rolling.verify(oldToken, 'identity')).caller).toBe('data-plane');
+    expect((await rolling.verify(newToken, 'identity')).caller).toBe('data-plane');
+    // A component that rolled signs with its first key.
+    const rolled = new MeshTokens(new MeshKeyring({ components: [['data-plane', [keyOf.next, keyOf.dataPlane]]] }), c.now);
+    expect(
+      (await new MeshTokens(identityKeyring([keyOf.next]), c.now).verify(await rolled.mint('identity', { caller: 'data-plane' }), 'identity')).caller,
+    ).toBe('data-plane');
+    // Step 2: the old key dropped: its tokens are refused.
+    await refused(new MeshTokens(identityKeyring([keyOf.next]), c.now).verify(oldToken, 'identity'));
+  });
+
+  it('uses the shared secret for components without keys of their own, never for those with', async () => {
+    const c = clock();
+    const mixed = new MeshTokens(new MeshKeyring({ components: [['gateway', [keyOf.gateway]]], secret }), c.now);
+    const single = new MeshTokens(secret, c.now);
+    // A data plane still on the shared secret (an external one of docs/api/internal-calls.md) keeps working…
+    expect((await mixed.verify(await single.mint('keys', { caller: 'data-plane' }), 'keys')).caller).toBe('data-plane');
+    // …but the shared secret no longer speaks for the gateway once it has its own key.
+    await refused(mixed.verify(await single.mint('keys', fullClaims), 'keys'));
   });
 });

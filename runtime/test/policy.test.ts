@@ -177,6 +177,18 @@ describe('guardRpc', () => {
     expect(await outcome(run(internal, { caller: 'data-plane' }))).toBe('ok');
   });
 
+  it('lets only the front door call the RPCs of the REST surface, whatever their rule (docs/api/internal-calls.md#mesh-keys)', async () => {
+    const rules: RpcRule[] = [{ kind: 'public', userSession: false }, { kind: 'account', userSession: false }, topup, manageKey];
+    for (const rule of rules) {
+      for (const caller of ['data-plane', 'keys', 'identity', 'unknown']) {
+        let ran = false;
+        expect(await outcome(run(rule, { caller }, () => (ran = true))), `${rule.kind} from ${caller}`).toBe('PermissionDenied forbidden');
+        expect(ran).toBe(false);
+      }
+    }
+    expect(await outcome(run({ kind: 'public', userSession: false }, { caller: 'gateway' }))).toBe('ok');
+  });
+
   it('answers an API key on a user-session rule with user_session_required, before the handler', async () => {
     const sessionOnly: RpcRule = { kind: 'account', userSession: true };
     let ran = false;
