@@ -1,6 +1,8 @@
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { eventDurable, natsRoles, workDurable } from '@switchboard/contracts/nats-permissions';
+import { readEventsConfig } from '@switchboard/runtime/config';
 import { type CredentialsState, componentNames, createCredentials, credentialsEnv, publicKeyOf } from '@switchboard/runtime/dev/component-credentials';
 import { writeCredentials } from '@switchboard/runtime/dev/credentials';
 import { createLocalCertificate } from '@switchboard/runtime/dev/local-certificate';
@@ -21,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  */
 
 const namespace = 'natscredentials';
+const events = readEventsConfig({ SWITCHBOARD_NAMESPACE: namespace });
 let state: CredentialsState;
 let dir: string;
 let nats: Awaited<ReturnType<typeof startNatsServer>>;
@@ -43,6 +46,11 @@ beforeAll(async () => {
     {
       NATS_URL: nats.url,
       SWITCHBOARD_NAMESPACE: namespace,
+      // The generator's names are the namespace's defaults: the test run's own prefixes (global-setup) give way.
+      EVENTS_SUBJECT_PREFIX: events.eventsSubjectPrefix,
+      EVENTS_STREAM: events.eventsStream,
+      WORK_SUBJECT_PREFIX: events.workSubjectPrefix,
+      WORK_STREAM: events.workStream,
       DEMO_UPSTREAM: 'true',
       WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true',
       NODE_EXTRA_CA_CERTS: certificate.certFile,
@@ -78,7 +86,7 @@ describe('a mesh with per-component credentials', () => {
     const verified = await call('POST', '/v1/auth/verify-email', {
       body: { token: tokenOf(await waitForMail(mesh.env.MAILBOX_DIR, user.email, 'email_verification')) },
     });
-    expect(verified.status, verified.text).toBe(200);
+    expect(verified.status, verified.text).toBe(204);
     const login = await call('POST', '/v1/auth/login', { body: { email: user.email, password: user.password } });
     expect(login.status, login.text).toBe(200);
     const token = login.json.session.access_token as string;
@@ -113,6 +121,25 @@ describe('a mesh with per-component credentials', () => {
     const usage = await call('GET', '/v1/billing/usage?days=1', { token });
     expect(usage.status, usage.text).toBe(200);
     expect(usage.json.data, usage.text).toEqual([expect.objectContaining({ requests: 1 })]);
+  });
+
+  it('runs exactly the durable consumers the contracts name (docs/operations.md#nats-credentials)', async () => {
+    const expected = componentNames
+      .flatMap((component) => [
+        ...natsRoles[component].consumes.map((type) => eventDurable(component, type)),
+        ...natsRoles[component].consumesWork.map((subject) => workDurable(component, subject)),
+      ])
+      .sort();
+    const running = async () => {
+      const response = await fetch(`http://127.0.0.1:${monitorPort}/jsz?accounts=true&streams=true&consumers=true`);
+      const jsz = (await response.json()) as { account_details?: { stream_detail?: { name: string; consumer_detail?: { name: string }[] }[] }[] };
+      return (jsz.account_details ?? [])
+        .flatMap((account) => account.stream_detail ?? [])
+        .filter((stream) => stream.name === events.eventsStream || stream.name === events.workStream)
+        .flatMap((stream) => (stream.consumer_detail ?? []).map((consumer) => consumer.name))
+        .sort();
+    };
+    await eventually(async () => JSON.stringify(await running()) === JSON.stringify(expected), 'every durable consumer', 10_000, 100);
   });
 
   it('leaves no permission violation in the NATS log: every subject and consumer the components used is theirs', async () => {
