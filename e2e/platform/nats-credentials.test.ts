@@ -1,14 +1,18 @@
+import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { create } from '@bufbuild/protobuf';
+import { meshComponents } from '@switchboard/contracts/components';
+import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as ServingStatus } from '@switchboard/contracts/grpc/health/v1/health_pb';
 import { eventDurable, natsRoles, workDurable } from '@switchboard/contracts/nats-permissions';
 import { readEventsConfig } from '@switchboard/runtime/config';
 import { type CredentialsState, componentNames, createCredentials, credentialsEnv, publicKeyOf } from '@switchboard/runtime/dev/component-credentials';
 import { writeCredentials } from '@switchboard/runtime/dev/credentials';
 import { createLocalCertificate } from '@switchboard/runtime/dev/local-certificate';
-import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { type Mesh, repoRoot } from '@switchboard/runtime/dev/mesh';
 import { freePort, startNatsServer } from '@switchboard/runtime/infra';
-import { eventually } from '@switchboard/runtime/testing';
+import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { tokenOf, waitForMail } from '@switchboard/testkit/mailbox';
 import { bootMesh, type RestCall, restClient, signUp } from '@switchboard/testkit/mesh';
 import { verifyDelivery, WebhookReceiver } from '@switchboard/testkit/webhook-receiver';
@@ -141,6 +145,82 @@ describe('a mesh with per-component credentials', () => {
     };
     await eventually(async () => JSON.stringify(await running()) === JSON.stringify(expected), 'every durable consumer', 10_000, 100);
   });
+
+  it('turns a component whose NATS credentials are refused unready, says so once, and keeps it alive', async () => {
+    // A seed of other credentials: a user this NATS does not know.
+    const stranger = createCredentials(namespace, false).components.keys.natsSeeds[0];
+    const strangerKey = publicKeyOf(stranger);
+    const started = await Promise.all(
+      (['data-plane', 'keys', 'gateway'] as const).map(async (component) => {
+        const port = await freePort();
+        const dir = meshComponents.find((candidate) => candidate.name === component)?.dir ?? '';
+        const child = spawn(process.execPath, [path.join(repoRoot, dir, 'dist/src/main.js')], {
+          env: {
+            ...process.env,
+            ...mesh.env,
+            ...credentialsEnv(state, component),
+            SWITCHBOARD_MESH_SECRET: '',
+            NATS_NKEY_SEED: stranger,
+            PORT: String(port),
+            METRICS_PORT: '0',
+          },
+          stdio: ['ignore', 'pipe', 'inherit'],
+        });
+        const lines: string[] = [];
+        child.stdout.setEncoding('utf8').on('data', (chunk: string) => lines.push(...chunk.split('\n')));
+        return { component, port, child, lines };
+      }),
+    );
+    try {
+      const [dataPlane, keys, gateway] = started;
+      const dataPlaneUrl = `http://127.0.0.1:${dataPlane.port}`;
+      await eventually(
+        async () =>
+          (
+            await fetch(`${dataPlaneUrl}/readyz`).then(
+              (response) => response.text(),
+              () => '',
+            )
+          ).includes('nats_credentials_refused'),
+        'the data plane unready',
+        20_000,
+        100,
+      );
+      expect((await fetch(`${dataPlaneUrl}/healthz`)).status).toBe(200);
+      const gatewayUrl = `http://127.0.0.1:${gateway.port}`;
+      await eventually(
+        async () =>
+          (
+            await fetch(`${gatewayUrl}/readyz?scope=self`).then(
+              (response) => response.text(),
+              () => '',
+            )
+          ).includes('nats_credentials_refused'),
+        'the gateway unready',
+        20_000,
+        100,
+      );
+      expect((await fetch(`${gatewayUrl}/healthz`)).status).toBe(200);
+      const health = meshClient(Health, `http://127.0.0.1:${keys.port}`, 'keys', null, { meshSecret: 'x'.repeat(32) });
+      const status = (service: string) =>
+        health.check(create(HealthCheckRequestSchema, { service }), { timeoutMs: 2000 }).then(
+          (answer) => answer.status,
+          () => undefined,
+        );
+      await eventually(async () => (await status('')) === ServingStatus.NOT_SERVING, 'keys NOT_SERVING', 30_000, 100);
+      expect(await status('liveness')).toBe(ServingStatus.SERVING);
+      for (const { component, lines } of started) {
+        const refusals = lines.filter((line) => line.includes('NATS_NKEY_SEED'));
+        expect(refusals, component).toHaveLength(1);
+        expect(refusals[0]).toContain(strangerKey);
+        expect(lines.join('\n')).not.toContain(stranger);
+      }
+    } finally {
+      await Promise.all(
+        started.map(({ child }) => new Promise((resolve) => (child.exitCode === null ? (child.once('exit', resolve), child.kill('SIGTERM')) : resolve(null)))),
+      );
+    }
+  }, 60_000);
 
   it('leaves no permission violation in the NATS log: every subject and consumer the components used is theirs', async () => {
     const log = await readFile(path.join(dir, 'nats.log'), 'utf8');

@@ -13,6 +13,9 @@ export interface NatsAccess {
   onRefused?(refused: boolean): void;
 }
 
+/** The NATS users of this process whose refusal was logged and not yet followed by an acceptance. */
+const refusalsReported = new Set<string>();
+
 /** How long a first connection waits before trying again. */
 const firstConnectRetryMs = 250;
 
@@ -31,7 +34,11 @@ export async function connectNats(url: string, name: string, log: Logger, access
     if (now === refused) return;
     refused = now;
     access.onRefused?.(now);
-    if (now)
+    // One line per process, however many connections it holds (the gateway has two).
+    const reported = refusalsReported.has(user ?? '');
+    if (now) refusalsReported.add(user ?? '');
+    else refusalsReported.delete(user ?? '');
+    if (now && !reported)
       log.error(
         { nats_user: user ?? null },
         user
