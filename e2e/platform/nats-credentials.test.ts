@@ -217,7 +217,14 @@ describe('a mesh with per-component credentials', () => {
       }
     } finally {
       await Promise.all(
-        started.map(({ child }) => new Promise((resolve) => (child.exitCode === null ? (child.once('exit', resolve), child.kill('SIGTERM')) : resolve(null)))),
+        started.map(
+          ({ child }) =>
+            new Promise((resolve) => {
+              if (child.exitCode !== null) return resolve(null);
+              child.once('exit', resolve);
+              child.kill('SIGTERM');
+            }),
+        ),
       );
     }
   }, 60_000);
