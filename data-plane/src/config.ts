@@ -47,7 +47,7 @@ export interface DataPlaneConfig {
    */
   demoRegions: ReadonlySet<Region>;
   /** NATS, the event subjects (key changes) and the work stream usage goes to. */
-  events: Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream'>;
+  events: Pick<CommonConfig, 'natsUrl' | 'natsSeed' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream'>;
   /** KEY_STATES_REFRESH: how often the key replica asks for changes (the revocation bound's backstop). */
   keyStatesRefreshMs: number;
   /** KEY_STATES_MAX_STALE: after this long without reaching the keys service, requests are refused with 503. */

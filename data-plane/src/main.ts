@@ -47,7 +47,14 @@ try {
   const metrics = new Metrics('data-plane');
 
   // Started without waiting: with NATS down the data plane still serves, its usage queued (docs/money-path.md#usage).
-  const natsReady = connectNats(config.events.natsUrl, 'data-plane', log);
+  // Refused NATS credentials make it unready (docs/operations.md#nats-credentials): its usage could not be settled.
+  const nats = { refused: false };
+  const natsReady = connectNats(config.events.natsUrl, 'data-plane', log, {
+    seed: config.events.natsSeed,
+    onRefused: (refused) => {
+      nats.refused = refused;
+    },
+  });
   natsReady
     .then((nc) => ensureWorkStream(nc, config.events.workStream, config.events.workSubjectPrefix))
     .catch((err: unknown) => log.warn({ err: errorMessage(err) }, 'could not make sure of the work stream; its consumers create it too'));
@@ -113,7 +120,7 @@ try {
   const lifecycle = { ready: true, draining: false };
   const server = http.createServer(
     { keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 30_000 },
-    createHandler({ log, completions, metrics, lifecycle, idleTimeoutMs: config.idleTimeoutMs }),
+    createHandler({ log, completions, metrics, lifecycle, nats, idleTimeoutMs: config.idleTimeoutMs }),
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

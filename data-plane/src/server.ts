@@ -27,6 +27,8 @@ export interface ServerDeps {
   completions: Completions;
   /** Where a shutdown stands: unready (/healthz 503) first, then draining (answers close their connection). */
   lifecycle: { ready: boolean; draining: boolean };
+  /** Whether NATS refuses the data plane's credentials: /readyz answers 503 while it does (docs/operations.md#nats-credentials). */
+  nats?: { refused: boolean };
   /**
    * UPSTREAM_IDLE_TIMEOUT: how long a stream's client may leave what was written unread before it
    * is dropped (main.ts passes config.idleTimeoutMs). Unset, a client that stops reading holds its
@@ -85,7 +87,7 @@ function sendJson(res: http.ServerResponse, overhead: Overhead, status: number, 
 }
 
 /** The paths this server answers; any other is counted as "other" (labels stay bounded). */
-const knownPaths = new Set(['/healthz', '/v1/chat/completions', '/v1/models']);
+const knownPaths = new Set(['/healthz', '/readyz', '/v1/chat/completions', '/v1/models']);
 
 export function createHandler(deps: ServerDeps): http.RequestListener {
   const duration = deps.metrics.histogram('http_server_duration_seconds', 'Requests answered, by method, path and status.', ['method', 'route', 'status']);
@@ -135,6 +137,13 @@ async function handle(deps: ServerDeps, req: http.IncomingMessage, res: http.Ser
   if (path === '/healthz' && req.method === 'GET') {
     if (!deps.lifecycle.ready) sendJson(res, overhead, 503, {}, '{"status":"shutting_down"}');
     else sendJson(res, overhead, 200, {}, '{"status":"ok"}');
+    return;
+  }
+  // Readiness: /healthz, and NATS taking the data plane's credentials (a refusal needs a fix, not a restart: /healthz stays the liveness).
+  if (path === '/readyz' && req.method === 'GET') {
+    if (!deps.lifecycle.ready) sendJson(res, overhead, 503, {}, '{"status":"shutting_down"}');
+    else if (deps.nats?.refused) sendJson(res, overhead, 503, {}, '{"status":"nats_credentials_refused"}');
+    else sendJson(res, overhead, 200, {}, '{"status":"ready"}');
     return;
   }
   if (path === '/v1/models') {

@@ -1,4 +1,5 @@
 import { type ServiceName, serviceNames, servicePorts } from '@switchboard/contracts/components';
+import { idempotencyBucketOf } from '@switchboard/contracts/nats-permissions';
 import {
   type CommonConfig,
   readDuration,
@@ -32,7 +33,7 @@ export interface GatewayConfig {
    * NATS and keys their fingerprints, and nothing else (docs/conventions.md#idempotency).
    */
   idempotencySecret: string;
-  events: Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream'>;
+  events: Pick<CommonConfig, 'natsUrl' | 'natsSeed' | 'eventsSubjectPrefix' | 'eventsStream'>;
   /** <SERVICE>_URL: where each service answers. */
   serviceUrls: Record<ServiceName, string>;
   /** GATEWAY_KEY_CACHE_TTL: how long an API key's standing is cached. */
@@ -73,6 +74,6 @@ export function readGatewayConfig(env: Env = process.env): GatewayConfig {
       perPrincipal: readInt('REST_RATE_LIMIT_PER_MINUTE', 1200, env, 1),
       perAddress: readInt('REST_RATE_LIMIT_PER_IP_PER_MINUTE', 600, env, 1),
     },
-    idempotencyBucket: `${readNamespace(env)}-idempotency`,
+    idempotencyBucket: idempotencyBucketOf(readNamespace(env)),
   };
 }

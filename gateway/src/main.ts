@@ -38,6 +38,12 @@ async function main() {
   const asGateway = { caller: 'gateway' };
   const identityAuth = createPeerClient(AuthService, { name: 'identity', url: urls.identity }, meshTokens, asGateway);
   const revokedSessions = new RevokedSessions();
+  // While NATS refuses the gateway's credentials on either connection, the replica is unready (docs/operations.md#nats-credentials).
+  const natsRefusedBy = new Set<string>();
+  const natsAccess = (connection: string) => ({
+    seed: events.natsSeed,
+    onRefused: (refused: boolean) => void (refused ? natsRefusedBy.add(connection) : natsRefusedBy.delete(connection)),
+  });
   const authenticator = new Authenticator(
     identityAuth,
     createPeerClient(OrganizationService, { name: 'identity', url: urls.identity }, meshTokens, asGateway),
@@ -50,6 +56,7 @@ async function main() {
     revoked: revokedSessions,
     identity: identityAuth,
     natsUrl: events.natsUrl,
+    natsAccess: natsAccess('revocations'),
     subjectPrefix: events.eventsSubjectPrefix,
     log,
     pollIntervalMs: config.revocationPollIntervalMs,
@@ -66,7 +73,7 @@ async function main() {
   /** From the listener's close: answers end their connection. */
   let draining = false;
   const readiness = async () => {
-    const dataPlaneState = fetch(`${dataPlaneUrl}/healthz`, { signal: AbortSignal.timeout(1500) })
+    const dataPlaneState = fetch(`${dataPlaneUrl}/readyz`, { signal: AbortSignal.timeout(1500) })
       .then((response) => (response.ok ? 'serving' : 'not_serving'))
       .catch(() => 'unreachable');
     const states = await Promise.all(
@@ -88,7 +95,7 @@ async function main() {
   const metrics = new Metrics('gateway');
   // The gateway's own refusals go to the audit log straight over JetStream (it has no outbox): best
   // effort. The Idempotency-Key answers are kept there too (a POST with the header is a 503 until it is reached).
-  const nats = connectNats(events.natsUrl, 'gateway', log);
+  const nats = connectNats(events.natsUrl, 'gateway', log, natsAccess('events'));
   nats.catch((err) => log.warn({ err: (err as Error).message }, 'NATS unavailable: the gateway audit records wait in memory'));
   const idempotency = new IdempotencyStore({
     nats,
@@ -125,6 +132,10 @@ async function main() {
       if (pathname === '/readyz') {
         if (shuttingDown) {
           sendJson(res, 503, { status: 'shutting_down' });
+          return true;
+        }
+        if (natsRefusedBy.size > 0) {
+          sendJson(res, 503, { status: 'nats_credentials_refused' });
           return true;
         }
         // The load balancer's probe: whether this replica takes requests. The services' state is

@@ -5,7 +5,7 @@ import type { AuthService } from '@switchboard/contracts/switchboard/identity/v1
 import { decodeEvent, parseEventEnvelope } from '@switchboard/runtime/consumer';
 import { eventTypeOf } from '@switchboard/runtime/event-data';
 import type { Logger } from '@switchboard/runtime/log';
-import { connectNats, type NatsConnection } from '@switchboard/runtime/nats';
+import { connectNats, type NatsAccess, type NatsConnection } from '@switchboard/runtime/nats';
 import { startPeriodic } from '@switchboard/runtime/periodic';
 
 /**
@@ -60,6 +60,8 @@ export interface RevocationFeedOptions {
   revoked: RevokedSessions;
   identity: Client<typeof AuthService>;
   natsUrl: string;
+  /** How the feed's connection authenticates (the gateway's NATS user). */
+  natsAccess: NatsAccess;
   subjectPrefix: string;
   log: Logger;
   pollIntervalMs: number;
@@ -85,7 +87,7 @@ export async function startRevocationFeed(options: RevocationFeedOptions): Promi
   };
 
   let nc: NatsConnection | undefined;
-  const natsReady = connectNats(options.natsUrl, 'gateway', log).then((connection) => {
+  const natsReady = connectNats(options.natsUrl, 'gateway', log, options.natsAccess).then((connection) => {
     if (stopped) return connection.close().then(() => undefined);
     nc = connection;
     connection.subscribe(`${options.subjectPrefix}.${eventTypeOf(SessionRevokedSchema)}`, {

@@ -1,3 +1,4 @@
+import { nkeys } from '@nats-io/transport-node';
 import { meshComponents } from '@switchboard/contracts/components';
 import { MeshKeyring } from './mesh-token.js';
 import { DataKeyRing, SecretError } from './secrets.js';
@@ -66,6 +67,8 @@ export function serviceUrl(name: string, defaultPort: number, env: Env = process
 export interface CommonConfig {
   databaseUrl: string;
   natsUrl: string;
+  /** NATS_NKEY_SEED: the NKey user seed this process authenticates with; none on an open NATS (docs/operations.md#nats-credentials). */
+  natsSeed?: string;
   /**
    * SWITCHBOARD_MESH_SECRET, if set: the shared mesh key of every component without one of its own
    * (readMeshKeyring), and the key of data encrypted before data keys existed.
@@ -184,15 +187,28 @@ export function namespaceOf(name: string): string {
   return namespace || 'switchboard';
 }
 
+/** NATS_NKEY_SEED, if set: an NKey user seed (`SU…`), checked at start so a pasted public key or a truncated seed is named at once. */
+export function readNatsSeed(env: Env = process.env): string | undefined {
+  const seed = env.NATS_NKEY_SEED?.trim();
+  if (seed === undefined || seed === '') return undefined;
+  try {
+    if (nkeys.fromSeed(new TextEncoder().encode(seed)).getPublicKey().startsWith('U')) return seed;
+  } catch {
+    // Named below.
+  }
+  throw new ConfigError('NATS_NKEY_SEED must be an NKey user seed (SU…), as `npm run credentials` writes it (docs/operations.md#nats-credentials)');
+}
+
 /** Where events are: NATS, and the streams and subject prefixes of the namespace (each overridable alone). */
 export function readEventsConfig(
   env: Env = process.env,
-): Pick<CommonConfig, 'natsUrl' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream' | 'batchLingerMs'> {
+): Pick<CommonConfig, 'natsUrl' | 'natsSeed' | 'eventsSubjectPrefix' | 'eventsStream' | 'workSubjectPrefix' | 'workStream' | 'batchLingerMs'> {
   const namespace = readNamespace(env);
   // Upper-casing keeps distinct namespaces distinct (`a-b` and `a_b` get streams of their own).
   const streamPrefix = namespace.toUpperCase();
   return {
     natsUrl: readString('NATS_URL', 'nats://127.0.0.1:4222', env),
+    natsSeed: readNatsSeed(env),
     eventsSubjectPrefix: readString('EVENTS_SUBJECT_PREFIX', `${namespace}.events`, env),
     eventsStream: readString('EVENTS_STREAM', `${streamPrefix}_EVENTS`, env),
     workSubjectPrefix: readString('WORK_SUBJECT_PREFIX', namespace, env),

@@ -1,6 +1,7 @@
 import { type DescMessage, fromJson, type JsonObject, type JsonValue, type MessageShape, toJson } from '@bufbuild/protobuf';
 import { TimestampSchema } from '@bufbuild/protobuf/wkt';
 import type { JsMsg } from '@nats-io/jetstream';
+import { eventDurable } from '@switchboard/contracts/nats-permissions';
 import { EventSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import type { Knex } from './db.js';
 import { type DurableConsumer, type DurableSettings, runDurableConsumer } from './durable-consumer.js';
@@ -169,7 +170,7 @@ function subscription<E extends EnvelopeIds>(
         concurrency: options.concurrency,
         maxBatch: options.maxBatch,
         lingerMs: options.maxBatch && options.maxBatch > 1 && options.linger !== false ? host.config.batchLingerMs : undefined,
-        durable: `${host.name}-${type.replaceAll('.', '-')}`,
+        durable: eventDurable(host.name, type),
         filterSubjects: [`${host.config.eventsSubjectPrefix}.${type}`],
         parse: (msg) => read(parse(msg)),
         skip: options.skip,

@@ -175,11 +175,15 @@ export async function resolveNats(options: { dataDir: string; log: Logger; allow
   return startNatsServer(path.join(options.dataDir, 'nats'));
 }
 
-/** Starts `nats-server -js` on a free port (or `port`), storing JetStream data under `storeDir`. */
-export async function startNatsServer(storeDir: string, port?: number): Promise<Dependency & { process: ChildProcess; port: number }> {
+/**
+ * Starts `nats-server -js` on a free port (or `port`), storing JetStream data under `storeDir`;
+ * with `configFile` (e.g. the authorization `npm run credentials` writes, included), under that configuration.
+ */
+export async function startNatsServer(storeDir: string, port?: number, configFile?: string): Promise<Dependency & { process: ChildProcess; port: number }> {
   await mkdir(storeDir, { recursive: true });
   const listenPort = port ?? (await freePort());
-  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(listenPort), '-js', '-sd', storeDir], { stdio: 'ignore' });
+  const config = configFile ? ['-c', configFile] : [];
+  const child = spawn('nats-server', [...config, '-a', '127.0.0.1', '-p', String(listenPort), '-js', '-sd', storeDir], { stdio: 'ignore' });
   const spawnError = new Promise<never>((_, reject) =>
     child.once('error', (err: NodeJS.ErrnoException) =>
       reject(

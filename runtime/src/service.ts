@@ -96,7 +96,15 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
       await db.destroy();
       process.exit(0);
     }
-    const nats = connectNats(config.natsUrl, name, log).then(async (nc) => {
+    // Refused NATS credentials make the service unready (docs/operations.md#nats-credentials): its events could not leave.
+    let natsRefused = false;
+    const natsAccess = {
+      seed: config.natsSeed,
+      onRefused: (refused: boolean) => {
+        natsRefused = refused;
+      },
+    };
+    const nats = connectNats(config.natsUrl, name, log, natsAccess).then(async (nc) => {
       // JetStream may not be ready yet (a server still starting): keep trying, events wait in the outbox.
       for (let attempt = 1; ; attempt++) {
         try {
@@ -138,7 +146,7 @@ export async function runService<Prepared = void>(definition: ServiceDefinition<
       metrics,
       isHealthy: async () => {
         await db.raw('select 1').timeout(1000);
-        return true;
+        return !natsRefused;
       },
     });
     const metricsPort = readInt('METRICS_PORT', 0);

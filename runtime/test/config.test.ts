@@ -1,3 +1,4 @@
+import { nkeys } from '@nats-io/transport-node';
 import { servicePorts } from '@switchboard/contracts/components';
 import { describe, expect, it } from 'vitest';
 import {
@@ -180,6 +181,19 @@ describe('readCommonConfig', () => {
   it('refuses a namespace that is not one subject token, naming the variable', () => {
     for (const namespace of ['a.b', 'Upper', '-lead', 'a b', 'a>', 'x'.repeat(65)]) {
       expect(configError(() => readEventsConfig({ SWITCHBOARD_NAMESPACE: namespace })).message).toContain('SWITCHBOARD_NAMESPACE');
+    }
+  });
+
+  it('takes an NKey user seed as NATS_NKEY_SEED and refuses anything else, naming the variable (docs/operations.md#nats-credentials)', () => {
+    const user = nkeys.createUser();
+    const seed = new TextDecoder().decode(user.getSeed());
+    expect(readEventsConfig({ NATS_NKEY_SEED: seed }).natsSeed).toBe(seed);
+    expect(readEventsConfig({}).natsSeed).toBeUndefined();
+    const account = new TextDecoder().decode(nkeys.createAccount().getSeed());
+    for (const wrong of [user.getPublicKey(), account, seed.slice(0, -4), 'not-a-seed']) {
+      const message = configError(() => readEventsConfig({ NATS_NKEY_SEED: wrong })).message;
+      expect(message).toContain('NATS_NKEY_SEED');
+      expect(message).not.toContain(wrong);
     }
   });
 

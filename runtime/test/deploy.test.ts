@@ -10,6 +10,9 @@ import type { IContainer } from 'kubernetes-models/v1/Container';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import type { IProbe } from 'kubernetes-models/v1/Probe';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { componentNames, createCredentials, credentialsSecretName, publicKeyOf, renderSecrets } from '../src/dev/component-credentials.js';
+import { renderNatsHelmValues } from '../src/dev/nats-authorization.js';
 import { describeObject, isBuiltInKind, type KubernetesObject, parseObjects, validateObject } from './kubernetes-objects.js';
 
 /**
@@ -227,5 +230,73 @@ describe('deploy/ examples', () => {
     // Custom resources (the CloudNativePG Cluster) have no schema here; Kubernetes' own kinds must validate.
     for (const object of objects.filter(isBuiltInKind)) validateObject(object, 'deploy/README.md');
     expect(objects.filter((object) => !isBuiltInKind(object)).map((object) => object.apiVersion)).toEqual(['postgresql.cnpg.io/v1']);
+  });
+});
+
+/** Who may call whom (the access rules of the protos): the components each keyring holds keys of. */
+const keyringMembers: Record<string, string[]> = {
+  gateway: ['gateway'],
+  'data-plane': ['data-plane'],
+  identity: ['gateway', 'identity'],
+  keys: ['billing', 'data-plane', 'gateway', 'identity', 'keys', 'webhooks'],
+  billing: ['billing', 'conversations', 'data-plane', 'gateway'],
+  conversations: ['conversations', 'data-plane', 'gateway', 'identity'],
+  webhooks: ['data-plane', 'gateway', 'webhooks'],
+};
+
+describe('per-component credentials (npm run credentials)', () => {
+  const state = createCredentials('switchboard', true);
+  const secrets = parseObjects(renderSecrets(state, 'switchboard'), 'secrets.yaml');
+  const secretOf = (name: string) => secrets.find((object) => object.metadata?.name === name) as { stringData?: Record<string, string> } | undefined;
+  const entries = (keyring = '') => keyring.split(',').map((entry) => [entry.slice(0, entry.indexOf(':')), entry.slice(entry.indexOf(':') + 1)]);
+
+  it('renders a valid Secret per component (and the agent), each keyring holding exactly the keys of its callers', () => {
+    for (const object of secrets) validateObject(object, 'secrets.yaml');
+    expect(secrets.map((object) => object.metadata?.name).sort()).toEqual([...componentNames, 'agent'].map(credentialsSecretName).sort());
+    for (const component of componentNames) {
+      const data = secretOf(credentialsSecretName(component))?.stringData ?? {};
+      const keyring = entries(data.SWITCHBOARD_MESH_KEYS);
+      expect(keyring[0][0], `${component} signs with its own key`).toBe(component);
+      expect([...new Set(keyring.map(([member]) => member))].sort(), component).toEqual(keyringMembers[component]);
+      // Each caller's key is the one that caller signs with.
+      for (const [member, key] of keyring)
+        expect(entries(secretOf(credentialsSecretName(member))?.stringData?.SWITCHBOARD_MESH_KEYS)[0]).toEqual([member, key]);
+      expect(data.NATS_NKEY_SEED).toMatch(/^SU[A-Z2-7]+$/);
+    }
+  });
+
+  it('renders NATS Helm values with one user per component and the agent, by the public key of its Secret’s seed', () => {
+    const values = parseYaml(renderNatsHelmValues(state)) as {
+      config: { merge: { authorization: { users: { nkey: string; permissions: { publish: { allow: string[] }; subscribe: { allow: string[] } } }[] } } };
+    };
+    const users = values.config.merge.authorization.users;
+    const seeds = [...componentNames, 'agent'].map((name) => secretOf(credentialsSecretName(name))?.stringData?.NATS_NKEY_SEED ?? '');
+    expect(users.map((user) => user.nkey).sort()).toEqual(seeds.map(publicKeyOf).sort());
+    for (const user of users) {
+      expect(user.permissions.publish.allow.length).toBeGreaterThan(0);
+      // Nobody may publish or subscribe to everything, nor to another one's replies.
+      expect(
+        [...user.permissions.publish.allow, ...user.permissions.subscribe.allow].filter((subject) => subject === '>' || subject.startsWith('_INBOX.')),
+      ).toEqual([]);
+    }
+  });
+
+  it.skipIf(!hasKubectl && !process.env.CI)('has every Deployment read its own credentials Secret, optional beside the shared mesh secret', () => {
+    const deployments = render('base').filter((object): object is IDeployment => Deployment.is(object));
+    expect(deployments.map((deployment) => deployment.metadata?.name).sort()).toEqual([...componentNames].sort());
+    for (const deployment of deployments) {
+      const name = deployment.metadata?.name ?? '';
+      const env = deployment.spec?.template.spec?.containers[0].env ?? [];
+      const from = (variable: string) => env.find((entry) => entry.name === variable)?.valueFrom?.secretKeyRef;
+      for (const variable of ['SWITCHBOARD_MESH_KEYS', 'NATS_NKEY_SEED']) {
+        expect(from(variable), `${name} ${variable}`).toEqual({ name: credentialsSecretName(name), key: variable, optional: true });
+      }
+      expect(from('SWITCHBOARD_MESH_SECRET'), name).toEqual({ name: 'switchboard-secrets', key: 'SWITCHBOARD_MESH_SECRET', optional: true });
+      const others = env.filter(
+        (entry) =>
+          /^switchboard-.*-credentials$/.test(entry.valueFrom?.secretKeyRef?.name ?? '') && entry.valueFrom?.secretKeyRef?.name !== credentialsSecretName(name),
+      );
+      expect(others, name).toEqual([]);
+    }
   });
 });

@@ -1,7 +1,7 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { type Mesh, startMesh } from '@switchboard/runtime/dev/mesh';
+import { type Mesh, type MeshOptions, startMesh } from '@switchboard/runtime/dev/mesh';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { expectSuccessKeepsContract } from './contract-check.js';
 import { relaxedRateLimits } from './rate-limits.js';
@@ -29,13 +29,14 @@ export const sandboxBilling: Record<string, string> = {
   SANDBOX_OPENING_CREDIT_USD: '1.00',
 };
 
-/** Boots the whole mesh (every service and the gateway) on free ports for one test file. */
-export async function bootMesh(env: Record<string, string> = {}): Promise<Mesh> {
+/** Boots the whole mesh (every service and the gateway) on free ports for one test file; `componentEnv` adds to one component's environment. */
+export async function bootMesh(env: Record<string, string> = {}, componentEnv?: MeshOptions['componentEnv']): Promise<Mesh> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'switchboard-mesh-'));
   return startMesh({
     dataDir,
     randomPorts: true,
     allowContainers: true,
+    componentEnv,
     env: { LOG_LEVEL: 'info', ...relaxedActionLimits, ...relaxedRateLimits, ...sandboxBilling, ...env },
   });
 }

@@ -48,6 +48,8 @@ export interface MeshOptions {
   onLine?: (component: Component, line: string) => void;
   /** Extra environment for every component. */
   env?: Record<string, string>;
+  /** Extra environment for one component (its own credentials: `npm run credentials`), over `env`. */
+  componentEnv?: Partial<Record<Component, Record<string, string>>>;
   /** Node flags for every component (e.g. --cpu-prof when profiling). */
   nodeFlags?: string[];
   /** Let tests use a testcontainer when a Docker engine runs and nothing local answers. */
@@ -193,7 +195,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const start = (component: Component) => {
     const child = spawn(process.execPath, [...componentNodeFlags, ...(options.nodeFlags ?? []), '--import', tracingEntry, entryOf(component)], {
       cwd: repoRoot,
-      env: { ...process.env, ...env, PORT: String(ports[component]), METRICS_PORT: String(metricsPorts[component]) },
+      env: { ...process.env, ...env, ...options.componentEnv?.[component], PORT: String(ports[component]), METRICS_PORT: String(metricsPorts[component]) },
       // The IPC channel is how a component notices that its runner died (it stops then).
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       // A process group of its own: Ctrl-C at the terminal reaches the runner alone, which stops

@@ -1,3 +1,4 @@
+import { workDurable } from '@switchboard/contracts/nats-permissions';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { createPeerClient } from '@switchboard/runtime/clients';
 import { ConsumerBarrier } from '@switchboard/runtime/consumer-barrier';
@@ -36,7 +37,7 @@ export type BillingRuntime = Pick<ServiceRuntime, 'db' | 'log' | 'recordEvent' |
 };
 
 /** The durable consumer that settles the data planes' usage (main.ts), which reads wait for. */
-export const usageDurable = 'billing-usage';
+export const usageDurable = workDurable('billing', 'usage');
 
 /** How long a payment-method setup page accepts a card (Stripe's longest Checkout Session). */
 const setupTtlMs = 24 * 3_600_000;

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { fromBinary } from '@bufbuild/protobuf';
 import { servicePorts } from '@switchboard/contracts/components';
+import { workDurable } from '@switchboard/contracts/nats-permissions';
 import { ExchangeRecordSchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { UsageRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { consumeEvents, onEventBatch } from '@switchboard/runtime/consumer';
@@ -30,7 +31,7 @@ await runService({
     ]),
     // The data planes' conversation exchanges (docs/money-path.md#conversation-appends), a transaction per batch.
     consumeWork(runtime, {
-      durable: 'conversations-exchanges',
+      durable: workDurable('conversations', 'exchanges'),
       subject: workSubjects(runtime.config.workSubjectPrefix).exchanges,
       decode: (msg) => fromBinary(ExchangeRecordSchema, msg.data),
       async handle(records, trx) {
