@@ -73,3 +73,8 @@ export const meshComponents: readonly MeshComponent[] = [
     frontDoor: true,
   },
 ];
+
+/** Every component's name, in start order. */
+export const componentNames: readonly ComponentName[] = meshComponents.map((component) => component.name);
+
+export const isComponentName = (name: string): name is ComponentName => (componentNames as readonly string[]).includes(name);

@@ -1,5 +1,5 @@
 import { nkeys } from '@nats-io/transport-node';
-import { meshComponents } from '@switchboard/contracts/components';
+import { componentNames, isComponentName } from '@switchboard/contracts/components';
 import { MeshKeyring } from './mesh-token.js';
 import { DataKeyRing, SecretError } from './secrets.js';
 
@@ -109,8 +109,6 @@ export function readPreviousMeshSecret(env: Env = process.env): string | undefin
   return previous;
 }
 
-const componentNames = new Set<string>(meshComponents.map(({ name }) => name));
-
 /**
  * The mesh keys of `component`'s process (docs/api/internal-calls.md#mesh-keys):
  * SWITCHBOARD_MESH_KEYS, `component:secret` entries (comma-separated; a component's first entry is
@@ -125,9 +123,9 @@ export function readMeshKeyring(component: string, env: Env = process.env): Mesh
     const colon = entry.indexOf(':');
     const name = colon > 0 ? entry.slice(0, colon).trim() : '';
     // Never echo the entry: it holds a secret.
-    if (!componentNames.has(name))
+    if (!isComponentName(name))
       throw new ConfigError(
-        `SWITCHBOARD_MESH_KEYS entry ${index + 1} must be component:secret with a component among ${[...componentNames].join(', ')}${name ? `, got "${name}"` : ''}`,
+        `SWITCHBOARD_MESH_KEYS entry ${index + 1} must be component:secret with a component among ${componentNames.join(', ')}${name ? `, got "${name}"` : ''}`,
       );
     const secret = entry.slice(colon + 1).trim();
     if (Buffer.byteLength(secret) < 32) throw new ConfigError(`SWITCHBOARD_MESH_KEYS: the key of ${name} (entry ${index + 1}) must be at least 32 bytes`);

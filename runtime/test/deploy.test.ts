@@ -1,6 +1,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { componentNames } from '@switchboard/contracts/components';
 import { componentNodeFlags, repoRoot } from '@switchboard/runtime/dev/mesh';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler, type IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
@@ -11,7 +12,7 @@ import { Namespace } from 'kubernetes-models/v1/Namespace';
 import type { IProbe } from 'kubernetes-models/v1/Probe';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { componentNames, createCredentials, credentialsSecretName, publicKeyOf, renderSecrets } from '../src/dev/component-credentials.js';
+import { createCredentials, credentialsSecretName, publicKeyOf, renderSecrets } from '../src/dev/component-credentials.js';
 import { renderNatsHelmValues } from '../src/dev/nats-authorization.js';
 import { describeObject, isBuiltInKind, type KubernetesObject, parseObjects, validateObject } from './kubernetes-objects.js';
 

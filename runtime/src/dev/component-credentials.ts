@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { nkeys } from '@nats-io/transport-node';
-import { type ComponentName, meshComponents, type ServiceName, serviceNames } from '@switchboard/contracts/components';
+import { type ComponentName, componentNames, type ServiceName, serviceNames } from '@switchboard/contracts/components';
 import { meshCallersOf } from './mesh-callers.js';
 
 /**
@@ -19,8 +19,6 @@ export interface CredentialsState {
   /** The optional NATS user of an external agent runtime publishing agent.completed. */
   agent?: { natsSeeds: string[] };
 }
-
-export const componentNames: readonly ComponentName[] = meshComponents.map((component) => component.name);
 
 function newSeed(): string {
   return new TextDecoder().decode(nkeys.createUser().getSeed());

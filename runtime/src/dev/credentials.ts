@@ -2,9 +2,9 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { ComponentName } from '@switchboard/contracts/components';
+import { type ComponentName, componentNames, isComponentName } from '@switchboard/contracts/components';
 import { readNamespace } from '../config.js';
-import { type CredentialsState, componentNames, createCredentials, renderSecrets, retire, rotate } from './component-credentials.js';
+import { type CredentialsState, createCredentials, renderSecrets, retire, rotate } from './component-credentials.js';
 import { renderNatsAuthorization, renderNatsHelmValues } from './nats-authorization.js';
 
 /**
@@ -23,7 +23,7 @@ const stateFile = 'credentials.json';
 
 function componentArg(value: string | undefined): ComponentName | undefined {
   if (value === undefined) return undefined;
-  if (!(componentNames as readonly string[]).includes(value)) throw new Error(`unknown component "${value}": one of ${componentNames.join(', ')}`);
+  if (!isComponentName(value)) throw new Error(`unknown component "${value}": one of ${componentNames.join(', ')}`);
   return value as ComponentName;
 }
 

@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type ComponentName, type MeshComponent, meshComponents, type ServiceName } from '@switchboard/contracts/components';
+import { type ComponentName, componentNames, type MeshComponent, meshComponents, type ServiceName } from '@switchboard/contracts/components';
 import { ConfigError, namespaceOf, readEventsConfig, readInt } from '../config.js';
 import { canListen, type Dependency, freePort, isPortOpen, portHolder, resolveNats, resolvePostgres } from '../infra.js';
 import { createLogger } from '../log.js';
@@ -16,7 +16,7 @@ import { readShutdownSettings } from '../shutdown.js';
  * (contracts/src/components.ts): their directories, ports, and which one is the front door.
  */
 export type Component = ComponentName;
-export const components: Component[] = meshComponents.map((component) => component.name);
+export const components: readonly Component[] = componentNames;
 const rpcServices = meshComponents.filter((component) => component.rpcService);
 const frontDoor = meshComponents.find((component) => component.frontDoor) as MeshComponent;
 const isService = (component: Component) => rpcServices.some(({ name }) => name === component);

@@ -1,7 +1,8 @@
+import { componentNames } from '@switchboard/contracts/components';
 import { agentNatsPermissions, idempotencyBucketOf, type NatsNames, type NatsPermissions, natsPermissionsOf } from '@switchboard/contracts/nats-permissions';
 import { readEventsConfig } from '../config.js';
 import { workSubjects } from '../nats.js';
-import { type CredentialsState, componentNames, publicKeyOf } from './component-credentials.js';
+import { type CredentialsState, publicKeyOf } from './component-credentials.js';
 
 /** The NATS names of a namespace, as the components derive them (readEventsConfig's defaults). */
 export function natsNamesOf(namespace: string): NatsNames {
