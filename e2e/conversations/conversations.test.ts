@@ -4,6 +4,7 @@ import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { EventBus } from '@switchboard/testkit/events';
 import { Mailbox } from '@switchboard/testkit/mailbox';
 import { type ApiResponse, bootMesh, expectErrorBody, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -816,58 +817,75 @@ describe('feedback', () => {
   it('rates a generation right after RecordUsage, before billing.usage.recorded reaches the service (asked of billing)', async () => {
     const ws = await workspaceWithKey();
     const backlogWorkspace = await workspaceWithKey();
-    // A backlog of usage events ahead of ours (free, for another workspace), so the service's
-    // consumer is certainly behind when we rate; the events go out the way billing's relay sends them.
-    const bus = await EventBus.connect();
-    // Large enough that the consumer is still on it while RecordUsage (its ledger entry included) and the rating run.
-    const backlog = Array.from({ length: 12_000 }, (_, i) => `gen_backlog_${Date.now().toString(36)}_${i}`);
+    // The service's consumer is held behind a usage event ahead of ours: the test inserts that
+    // event's generation row in a transaction it keeps open, so the consumer's batch (one insert,
+    // in stream order, one batch at a time) waits on the row lock until the test lets go.
+    const backlogId = `gen_backlog_${Date.now().toString(36)}`;
+    const db = new pg.Client({ connectionString: mesh.env.DATABASE_URL });
+    await db.connect();
+    let held = true;
     try {
-      for (let start = 0; start < backlog.length; start += 500) {
-        await Promise.all(
-          backlog.slice(start, start + 500).map((generationId) =>
-            bus.publish('billing.usage.recorded', backlogWorkspace.workspaceId, {
-              generation_id: generationId,
-              workspace_id: backlogWorkspace.workspaceId,
-              key_id: backlogWorkspace.keyId,
-              model: 'service/fast',
-              routed_model: 'backlog-model',
-              tier: 'fast',
-              cost_usd: '0',
-              occurred_at: new Date().toISOString(),
-            }),
-          ),
-        );
+      await db.query('BEGIN');
+      await db.query(
+        "INSERT INTO conversations.generations (generation_id, workspace_id, tier, model, occurred_at) VALUES ($1, $2, 'fast', 'held-model', now())",
+        [backlogId, backlogWorkspace.workspaceId],
+      );
+      const bus = await EventBus.connect();
+      try {
+        // Sent the way billing's relay sends it.
+        await bus.publish('billing.usage.recorded', backlogWorkspace.workspaceId, {
+          generation_id: backlogId,
+          workspace_id: backlogWorkspace.workspaceId,
+          key_id: backlogWorkspace.keyId,
+          model: 'service/fast',
+          routed_model: 'backlog-model',
+          tier: 'fast',
+          cost_usd: '0',
+          occurred_at: new Date().toISOString(),
+        });
+      } finally {
+        await bus.close();
       }
+      // The consumer has taken the held event and waits on its row.
+      await eventually(async () => {
+        const { rows } = await db.query<{ waiting: number }>(
+          "SELECT count(*)::int AS waiting FROM pg_locks WHERE NOT granted AND locktype = 'transactionid' AND transactionid = txid_current()::text::xid",
+        );
+        return rows[0].waiting > 0 || undefined;
+      }, 'the consumer to wait on the held generation');
+      const generationId = await recordGeneration(ws);
+      const rated = await call('POST', '/v1/feedback', { token: ws.token, body: { generation_id: generationId, rating: 1, tags: ['early'] } });
+      expect(rated.status, rated.text).toBe(201);
+      expect(rated.json).toMatchObject({ generation_id: generationId, model: 'gpt-4o-mini', rating: 1 });
+      // Billing was asked for the generation (its event had not reached the service: the consumer
+      // was held behind), under the rating's request id (docs/conventions.md#response-headers:
+      // logs share it).
+      const requestId = rated.headers.get('x-request-id')!;
+      await eventually(
+        () =>
+          mesh
+            .output('billing')
+            .split('\n')
+            .find((line) => line.includes(requestId) && line.includes('"rpc":"GetGeneration"')),
+        'the GetGeneration call in the billing log',
+      );
+      await db.query('ROLLBACK');
+      held = false;
     } finally {
-      await bus.close();
+      if (held) await db.query('ROLLBACK').catch(() => undefined);
+      await db.end();
     }
-    const generationId = await recordGeneration(ws);
-    const rated = await call('POST', '/v1/feedback', { token: ws.token, body: { generation_id: generationId, rating: 1, tags: ['early'] } });
-    expect(rated.status, rated.text).toBe(201);
-    expect(rated.json).toMatchObject({ generation_id: generationId, model: 'gpt-4o-mini', rating: 1 });
-    // Billing was asked for the generation (its event had not reached the service: the consumer,
-    // which takes the backlog in batches, was behind), under the rating's request id
-    // (docs/conventions.md#response-headers: logs share it).
-    const requestId = rated.headers.get('x-request-id')!;
-    await eventually(
-      () =>
-        mesh
-          .output('billing')
-          .split('\n')
-          .find((line) => line.includes(requestId) && line.includes('"rpc":"GetGeneration"')),
-      'the GetGeneration call in the billing log',
-    );
-    // Once the backlog is consumed, generations known from events alone can be rated too.
+    // Once the consumer goes on, generations known from events alone can be rated too.
     const last = await eventually(
       async () => {
         const response = await call('POST', '/v1/feedback', {
           token: backlogWorkspace.token,
-          body: { generation_id: backlog[backlog.length - 1], rating: -1 },
+          body: { generation_id: backlogId, rating: -1 },
         });
         return response.status === 201 ? response : undefined;
       },
-      'the backlog to be consumed',
-      60_000,
+      'the held event to be consumed',
+      30_000,
       200,
     );
     expect(last.json).toMatchObject({ model: 'backlog-model', rating: -1 });
