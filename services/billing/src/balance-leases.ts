@@ -4,6 +4,7 @@ import type { LeaseBalanceResponseSchema } from '@switchboard/contracts/switchbo
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
+import { holderMarginMs } from '@switchboard/runtime/lease-ttl';
 import { formatMoney, Money, parsePlainDecimal } from '@switchboard/runtime/money';
 import type { Pricing } from '@switchboard/runtime/pricing';
 import type { Accounts } from './accounts.js';
@@ -73,10 +74,11 @@ export class BalanceLeases {
       if (!live && headroom.isZero()) return { ...answer, leaseId: '', grantedUsd: '0' };
       const id = live?.id ?? newId('lse');
       const grantedUsd = formatMoney(usedOfLease.plus(headroom));
-      // The row holds for a second TTL past the holder's deadline (docs/money-path.md#leases): usage of
-      // requests still in flight when a holder lost touch is settled before its room is granted again.
-      const holdsUntil = await upsertLease(trx, { id, workspaceId, holder, grantedUsd, ttlMs: 2 * leaseTtlMs });
-      return { ...answer, leaseId: id, grantedUsd, expiresAt: timestampFromDate(new Date(holdsUntil.getTime() - leaseTtlMs)) };
+      // The row holds for LEASE_TTL, the holder's deadline is half of it (docs/money-path.md#leases):
+      // a lease not renewed returns at its TTL, and usage of requests still in flight when a holder
+      // lost touch has the other half to settle before its room is granted again.
+      const holdsUntil = await upsertLease(trx, { id, workspaceId, holder, grantedUsd, ttlMs: leaseTtlMs });
+      return { ...answer, leaseId: id, grantedUsd, expiresAt: timestampFromDate(new Date(holdsUntil.getTime() - holderMarginMs(leaseTtlMs))) };
     });
   }
 

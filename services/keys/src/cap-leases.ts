@@ -5,6 +5,7 @@ import { type Clock, systemClock } from '@switchboard/runtime/clock';
 import type { Knex } from '@switchboard/runtime/db';
 import { invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
+import { holderMarginMs } from '@switchboard/runtime/lease-ttl';
 import { formatMoney, Money } from '@switchboard/runtime/money';
 import { refusalReason } from './authorization.js';
 import { parseEstimate } from './key-input.js';
@@ -38,8 +39,8 @@ import {
  *   headroom = 0 when room < min, else min(want, room ÷ (other leases holding room + 1)), at least min
  * so concurrent replicas share what is left fairly, down to one request each. The period that
  * leaves the least room is the answer's (the facts of a 402). The lease allows `used + headroom`
- * until its TTL or the end of the earliest limited period, whichever comes first; a new lease
- * without headroom is not created. A lease not renewed by then stops counting one TTL later: what
+ * until half its TTL or the end of the earliest limited period, whichever comes first; a new lease
+ * without headroom is not created. A lease not renewed by then stops counting half a TTL later: what
  * it did not spend returns (usage of requests in flight when its holder lost touch settles first,
  * also when they end in the next period: the lease counts against it meanwhile).
  * An unexpired lease counts against every period: it was granted within each one's current span.
@@ -153,8 +154,8 @@ export class CapLeases {
         resetsAt: resetsAt ? timestampFromDate(resetsAt) : undefined,
       };
       const deadline = this.deadline(kind, now, limits);
-      // The row holds for a second TTL past the holder's deadline (docs/money-path.md#leases).
-      const holdsUntil = new Date(deadline.getTime() + this.deps.leaseTtlMs);
+      // The row holds for half a TTL past the holder's deadline (docs/money-path.md#leases).
+      const holdsUntil = new Date(deadline.getTime() + holderMarginMs(this.deps.leaseTtlMs));
       const month = monthOf(now);
       if (lease) {
         const grantedUsd = formatMoney(used.plus(headroom));
@@ -176,9 +177,10 @@ export class CapLeases {
     await releaseLease(this.deps.db, leaseId, amount(usedUsd, 'used_usd'), this.clock());
   }
 
-  /** Until when the holder may spend from the lease: its TTL, cut at the end of the earliest limited period. */
+  /** Until when the holder may spend from the lease: half its TTL, cut at the end of the earliest limited period. */
   private deadline(kind: LeaseKind, now: Date, limits: Array<{ period: Period }>): Date {
-    const ttl = kind === 'workspace' ? Math.min(this.deps.leaseTtlMs, workspaceLeaseMs) : this.deps.leaseTtlMs;
+    const holderTtl = this.deps.leaseTtlMs - holderMarginMs(this.deps.leaseTtlMs);
+    const ttl = kind === 'workspace' ? Math.min(holderTtl, workspaceLeaseMs) : holderTtl;
     let deadline = now.getTime() + ttl;
     for (const { period } of limits) deadline = Math.min(deadline, periodEnd(period, now)?.getTime() ?? deadline);
     return new Date(deadline);

@@ -128,14 +128,14 @@ const iso = (at: unknown) => (at ? timestampDate(at as Timestamp).toISOString() 
 
 describe('periodic budgets of a key', () => {
   it('a daily limit resets at 00:00 UTC: refused at 23:59:50, granted again at 00:00:01', async () => {
-    now = new Date('2026-11-25T23:59:40Z');
+    now = new Date('2026-11-25T23:59:50Z');
     const key = await newKey({ limits: [['day', '1.00']] });
     const lease = await ask({ keyId: key.id }, '1', '1');
     expect(lease).toMatchObject({ grantedUsd: '1', scope: 'key', period: 'day', capUsd: '1.00', spendUsd: '0' });
-    // The lease ends with the day, not 30 s later.
+    // The lease ends with the day, not half a LEASE_TTL (15 s) later.
     expect(iso(lease.expiresAt)).toBe('2026-11-26T00:00:00.000Z');
-    await record(usage(key, '1.00', new Date('2026-11-25T23:59:45Z'), { cap_lease_id: lease.leaseId! }));
-    now = new Date('2026-11-25T23:59:50Z');
+    await record(usage(key, '1.00', new Date('2026-11-25T23:59:52Z'), { cap_lease_id: lease.leaseId! }));
+    now = new Date('2026-11-25T23:59:55Z');
     const refused = await ask({ keyId: key.id }, '0.01', '0.01');
     expect(refused).toMatchObject({ leaseId: '', grantedUsd: '0', scope: 'key', period: 'day', capUsd: '1.00', spendUsd: '1' });
     expect(iso(refused.resetsAt)).toBe('2026-11-26T00:00:00.000Z');
@@ -345,7 +345,7 @@ describe('workspace budgets', () => {
       capUsd: '1',
       spendUsd: '1.15',
     });
-    // Past their second, the leases stop counting a TTL later; removing the limits needs no lease.
+    // Past their second, the leases stop counting half a TTL later; removing the limits needs no lease.
     await spendLimits.update(caller(workspaceId), []);
     expect(await ask({ workspaceId }, '1', '0.1')).toMatchObject({ leaseId: '', scope: 'workspace' });
   });
