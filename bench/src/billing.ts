@@ -5,7 +5,7 @@
  * applied by the keys service until every key's month-to-date spend is visible through REST;
  * against the raw Postgres insert rate measured in the same run (measure/inserts.ts runInsertLoop,
  * the settings of `npm run bench`). Then the same end to end through
- * `switchboard.billing.v1.UsageService/RecordUsage` (the §8 contract other data planes use), as
+ * `switchboard.billing.v1.UsageService/RecordUsage` (the contract other data planes use: docs/api/internal-calls.md#recordusage), as
  * a second line.
  *
  *   npm run bench:billing   (BENCH_DURATION_SECONDS, default 10: seconds of usages per feed;

@@ -35,7 +35,7 @@ export async function workStreamFeed(session: BenchSession, mesh: Mesh): Promise
   };
 }
 
-/** RecordUsage as an external data plane calls it (§8): one h2c connection (Connect binary), a mesh token of caller "data-plane". */
+/** RecordUsage as an external data plane calls it (docs/api/internal-calls.md#recordusage): one h2c connection (Connect binary), a mesh token of caller "data-plane". */
 export async function recordUsageFeed(session: BenchSession, mesh: Mesh): Promise<Feed> {
   // One token for the whole run: minted tokens live 5 minutes (runtime/src/mesh-token.ts).
   const meshToken = await new MeshTokens(mesh.env.SWITCHBOARD_MESH_SECRET).mint('billing', { caller: 'data-plane' });
