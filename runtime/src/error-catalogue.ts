@@ -200,7 +200,8 @@ export const errorCatalogue = {
     when: 'The body is larger than 1 MiB.',
   },
 
-  // Requests Node refuses before any route is read (gateway/src/rest.ts answerClientError).
+  // Requests Node refuses before any route is read (gateway/src/rest.ts answerClientError): no
+  // operation of the OpenAPI document lists them, since none is reached.
   headersTooLarge: {
     status: 431,
     code: 'headers_too_large',
