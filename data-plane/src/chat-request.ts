@@ -1,4 +1,4 @@
-import { ApiError } from '@switchboard/runtime/api-error';
+import type { ApiError } from '@switchboard/runtime/api-error';
 import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 
 /**
@@ -57,7 +57,7 @@ export const supportedParameters: ReadonlySet<string> = new Set([
 const maxParamChars = 100;
 
 function invalid(field: string, message: string): ApiError {
-  return new ApiError(400, 'invalid_request', message, { field: field || undefined });
+  return catalogued(errorCatalogue.invalidRequest, { problem: message }, { field: field || undefined }, 'front-door');
 }
 
 /** Choices one request may ask for: each is generated and billed. */

@@ -23,6 +23,7 @@ import type { ConversationDirectory } from './conversation-directory.js';
 import { hasKeyBudget, type KeyReplica, type ReplicatedKey } from './key-replica.js';
 import type { BalanceFacts, CapFacts } from './lease-owners.js';
 import { modelList } from './model-list.js';
+import { streamErrorEvent } from './openai-error.js';
 import { type Prices, upstreamCost } from './prices.js';
 import type { RateHold, RateLimiter } from './rate-limits.js';
 import type { RoutingReplica } from './routing-replica.js';
@@ -149,14 +150,7 @@ export class Completions {
     const tier = serviceTierOf(request.model);
     const passthrough = tier ? undefined : catalog.models.filter((model) => model.id === request.model);
     if (passthrough && passthrough.length === 0) {
-      throw new ApiError(
-        400,
-        'model_unavailable',
-        `The model ${JSON.stringify(request.model.slice(0, 100))} is not served here; GET /v1/models lists the models.`,
-        {
-          field: 'model',
-        },
-      );
+      throw catalogued(errorCatalogue.modelUnavailable, { model: request.model }, { field: 'model' }, 'front-door');
     }
     const candidates = this.allowedCandidates(key, tier, request.model);
     const bound: Tokens = { input: promptTokenBound(request), output: (request.maxTokens ?? this.deps.settings.defaultMaxTokens) * request.choices };
@@ -337,12 +331,12 @@ export class Completions {
     if (failure) {
       // Cut here (STREAM_MAX_DURATION, a shutdown), or ended early by the upstream: the client is told which.
       const error = this.stopping.signal.aborted
-        ? { code: 'service_unavailable', message: 'The data plane is shutting down; what was produced is billed. Retry the request.' }
+        ? catalogued(errorCatalogue.serviceUnavailable, { because: 'shutdown' }, {}, 'front-door')
         : signal.aborted
-          ? { code: 'stream_too_long', message: 'The stream ran past its longest duration (STREAM_MAX_DURATION) and was cut; what was produced is billed.' }
-          : { code: 'upstream_error', message: 'The upstream stream ended early.' };
+          ? catalogued(errorCatalogue.streamTooLong, {}, 'front-door')
+          : catalogued(errorCatalogue.upstreamError, { streamEndedEarly: true }, {}, 'front-door');
       this.deps.log.warn({ err: (failure as Error).message, generation_id: generationId, code: error.code }, 'a stream ended before its end');
-      await reply.write(`data: ${JSON.stringify({ error: { ...error, type: 'api_error', param: null } })}\n\n`);
+      await reply.write(`data: ${JSON.stringify(streamErrorEvent(error))}\n\n`);
       reply.end();
       return;
     }
@@ -442,16 +436,14 @@ export class Completions {
     if (tier) return this.deps.routing.pick(tier, policy, candidates);
     const allowed = passthrough?.find((model) => policyAllows(policy, model.region));
     if (!allowed) {
-      throw new ApiError(403, 'routing_policy_violation', `The model ${requested} is served only in a region this key's ${policy} routing policy excludes.`, {
-        field: 'model',
-      });
+      throw catalogued(errorCatalogue.routingPolicyViolation, { model: requested, policy }, { field: 'model' }, 'front-door');
     }
     return this.target(allowed);
   }
 
   private target(model: CatalogModel | undefined): Target {
     const region = model && this.deps.catalog.regions.get(model.region);
-    if (!model || !region) throw new ApiError(503, 'service_unavailable', 'The routed model is not in this data plane’s catalog; try again shortly.');
+    if (!model || !region) throw catalogued(errorCatalogue.serviceUnavailable, { because: 'routedModelMissing' }, {}, 'front-door');
     return { model, region };
   }
 
@@ -469,7 +461,7 @@ export class Completions {
     try {
       return { response: await callUpstream(first, request.body, settings), target: first };
     } catch (err) {
-      if (err instanceof UpstreamRejected) throw new ApiError(400, 'upstream_rejected', `The model provider refused the request: ${err.message}`);
+      if (err instanceof UpstreamRejected) throw upstreamRejected(err);
       if (!(err instanceof UpstreamUnavailable)) throw err;
       const second = tier
         ? this.deps.catalog
@@ -485,7 +477,7 @@ export class Completions {
       try {
         return { response: await callUpstream(target, request.body, settings), target };
       } catch (again) {
-        if (again instanceof UpstreamRejected) throw new ApiError(400, 'upstream_rejected', `The model provider refused the request: ${again.message}`);
+        if (again instanceof UpstreamRejected) throw upstreamRejected(again);
         if (again instanceof UpstreamUnavailable) throw upstreamError(again);
         throw again;
       }
@@ -511,7 +503,11 @@ function count(value: number | undefined): number {
 }
 
 function upstreamError(err: UpstreamUnavailable): ApiError {
-  return new ApiError(502, 'upstream_error', `The model provider failed: ${err.message}.`);
+  return catalogued(errorCatalogue.upstreamError, { failure: err.message }, {}, 'front-door');
+}
+
+function upstreamRejected(err: UpstreamRejected): ApiError {
+  return catalogued(errorCatalogue.upstreamRejected, { reason: err.message }, {}, 'front-door');
 }
 
 /** A lease owner that cannot answer while this replica has no room left: 503, the request is not made. */

@@ -31,3 +31,11 @@ export function toErrorResponse(err: unknown, requestId: string): { status: numb
   // A mesh service that is away (a restart, an outage) comes back within seconds: say when to retry.
   return { status, body: { error: { ...error, type: openAiErrorType(status), param: error.field } }, retryAfterSeconds: status === 503 ? 1 : undefined };
 }
+
+/**
+ * The last event of a stream that ends with `err` after its first byte (docs/api/front-door.md#streams):
+ * the status is sent already, so the body has no request id or field, only what OpenAI SDKs read.
+ */
+export function streamErrorEvent(err: ApiError): { error: { code: string; message: string; type: string; param: null } } {
+  return { error: { code: err.code, message: err.message, type: openAiErrorType(err.status), param: null } };
+}

@@ -1,6 +1,6 @@
 import type { Client } from '@connectrpc/connect';
 import type { ExplainRouteResponse, RoutingService } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
-import { ApiError } from '@switchboard/runtime/api-error';
+import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { errorMessage, type Logger } from '@switchboard/runtime/log';
 import {
   type CatalogModel,
@@ -12,7 +12,7 @@ import {
   serviceTiers,
 } from '@switchboard/runtime/model-catalog';
 import { startPeriodic } from '@switchboard/runtime/periodic';
-import { defaultExploration, noAllowedCandidateMessage, pickCandidate, posterior, Sampler } from '@switchboard/runtime/routing-sampler';
+import { defaultExploration, pickCandidate, posterior, Sampler } from '@switchboard/runtime/routing-sampler';
 import type { BackgroundTask } from '@switchboard/runtime/service';
 
 /**
@@ -88,7 +88,7 @@ export class RoutingReplica {
     const scores = this.tiers.get(tier)!;
     const candidates = allowed ? scores.candidates.filter((candidate) => allowed(candidate.target.model)) : scores.candidates;
     const chosen = pickCandidate(candidates, policy, scores.exploration, this.sampler);
-    if (!chosen) throw new ApiError(403, 'routing_policy_violation', noAllowedCandidateMessage(tier, policy), { field: 'model' });
+    if (!chosen) throw catalogued(errorCatalogue.routingPolicyViolation, { tier, policy }, { field: 'model' }, 'front-door');
     return chosen.target;
   }
 

@@ -5,7 +5,7 @@ import { lastUserMessage, parseChatRequest, promptTokenBound, textOf } from '@sw
 import { readDataPlaneConfig } from '@switchboard/data-plane/config';
 import { demoUpstream } from '@switchboard/data-plane/demo-upstream';
 import { modelList } from '@switchboard/data-plane/model-list';
-import { toErrorResponse } from '@switchboard/data-plane/openai-error';
+import { streamErrorEvent, toErrorResponse } from '@switchboard/data-plane/openai-error';
 import { createHandler, maxBodyBytes } from '@switchboard/data-plane/server';
 import { readEvents } from '@switchboard/data-plane/upstream';
 import { ApiError } from '@switchboard/runtime/api-error';
@@ -128,6 +128,19 @@ describe('errors and models', () => {
     expect(field.body.error).toMatchObject({ type: 'invalid_request_error', param: 'model', field: 'model' });
     const mesh = toErrorResponse(new ConnectError('down', Code.Unavailable), 'req_3');
     expect(mesh).toMatchObject({ status: 503, body: { error: { code: 'service_unavailable', type: 'api_error' } } });
+  });
+
+  it('ends a cut stream with an error event of the catalogue: code, message, OpenAI’s api_error type, no param', () => {
+    const event = (err: ApiError) => JSON.stringify(streamErrorEvent(err));
+    expect(event(catalogued(errorCatalogue.streamTooLong, {}, 'front-door'))).toBe(
+      '{"error":{"code":"stream_too_long","message":"The stream ran past its longest duration (STREAM_MAX_DURATION) and was cut; what was produced is billed.","type":"api_error","param":null}}',
+    );
+    expect(event(catalogued(errorCatalogue.upstreamError, { streamEndedEarly: true }, {}, 'front-door'))).toBe(
+      '{"error":{"code":"upstream_error","message":"The upstream stream ended early.","type":"api_error","param":null}}',
+    );
+    expect(event(catalogued(errorCatalogue.serviceUnavailable, { because: 'shutdown' }, {}, 'front-door'))).toBe(
+      '{"error":{"code":"service_unavailable","message":"The data plane is shutting down; what was produced is billed. Retry the request.","type":"api_error","param":null}}',
+    );
   });
 
   it('lists the service tiers and each catalog model once, priced for the plan, the demo marked', () => {

@@ -10,7 +10,7 @@ import { ApiError } from '@switchboard/runtime/api-error';
 import { type AuditRecord, audit } from '@switchboard/runtime/audit';
 import type { UnaryClient } from '@switchboard/runtime/clients';
 import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
-import { type ErrorBody, errorBody, toHttpError } from '@switchboard/runtime/errors';
+import { type ErrorBody, toHttpError } from '@switchboard/runtime/errors';
 import { readBody } from '@switchboard/runtime/http-body';
 import { newId } from '@switchboard/runtime/ids';
 import { type AddressRanges, forwardedClientIp } from '@switchboard/runtime/ip';
@@ -155,7 +155,7 @@ async function handle(options: RestOptions, req: http.IncomingMessage, res: http
     // Concatenated, not resolved: a path like //host/x must stay a path, never name a host.
     url = new URL(`http://gateway${req.url?.startsWith('/') ? req.url : `/${req.url ?? ''}`}`);
   } catch {
-    throw new ApiError(400, 'invalid_request', 'The request URL is malformed.');
+    throw catalogued(errorCatalogue.invalidRequest, { problem: 'The request URL is malformed.' });
   }
   const builtIn = await options.builtIn(req, res, url.pathname, requestId, facts.clientIp);
   if (builtIn) {
@@ -534,6 +534,7 @@ function sendError(res: http.ServerResponse, err: unknown, requestId: string, lo
 
 /** The answer of a refusal or a failure, with the error body of docs/conventions.md#errors. */
 function errorAnswer(err: unknown, requestId: string, log: Logger): Answer {
+  if (err instanceof InputError) return errorAnswer(catalogued(errorCatalogue.invalidRequest, { problem: err.message }, { field: err.field }), requestId, log);
   let status: number;
   let body: ErrorBody;
   let headers: Record<string, string> = {};
@@ -541,9 +542,6 @@ function errorAnswer(err: unknown, requestId: string, log: Logger): Answer {
     status = err.status;
     body = err.body(requestId);
     headers = { ...err.options.headers };
-  } else if (err instanceof InputError) {
-    status = 400;
-    body = errorBody('invalid_request', err.message, requestId, err.field);
   } else {
     let connectError = ConnectError.from(err);
     if (connectError.code === Code.Unauthenticated && !refusedCredentials(connectError)) {
@@ -573,16 +571,16 @@ function errorAnswer(err: unknown, requestId: string, log: Logger): Answer {
  */
 export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (socket.writable && !socket.destroyed) {
-    const [status, code, message] =
+    const error =
       err.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'headers_too_large', 'The request headers are too large.']
+        ? catalogued(errorCatalogue.headersTooLarge)
         : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? [408, 'request_timeout', 'The request was not received in time.']
-          : [400, 'invalid_request', 'The request is not valid HTTP.'];
+          ? catalogued(errorCatalogue.requestTimeout)
+          : catalogued(errorCatalogue.invalidRequest, { problem: 'The request is not valid HTTP.' });
     const requestId = newId('req');
-    const text = JSON.stringify(errorBody(code, message, requestId));
+    const text = JSON.stringify(error.body(requestId));
     socket.end(
-      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\nCache-Control: no-store\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `HTTP/1.1 ${error.status} ${http.STATUS_CODES[error.status]}\r\nConnection: close\r\nCache-Control: no-store\r\nContent-Type: application/json; charset=utf-8\r\n` +
         `Content-Length: ${Buffer.byteLength(text)}\r\nX-Request-Id: ${requestId}\r\n\r\n${text}`,
     );
   }

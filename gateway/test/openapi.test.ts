@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { webhookEventCatalog } from '@switchboard/contracts/webhook-events';
+import { errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import formats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -520,6 +521,42 @@ describe('OpenAPI document', () => {
     expect(models.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/ModelList' });
     expect(Object.keys(models.responses).sort()).toEqual(['200', '401', '403', '503', 'default']);
     expect(shared.components.schemas.Model.properties.owned_by.enum).toEqual(['switchboard', 'upstream', 'switchboard-demo']);
+  });
+
+  it('describes the front door’s own errors as the error catalogue has them (runtime/src/error-catalogue.ts)', () => {
+    const catalogue = new Map<string, { status: number; when: string }>(Object.values(errorCatalogue).map((e) => [e.code, e]));
+    // The conversations service's refusal, declared in its proto, not answered by the data plane itself.
+    const fromServices = new Set(['conversation_not_found']);
+    const completions = doc.paths['/v1/chat/completions'].post;
+    const seen = new Set<string>();
+    for (const op of [completions, doc.paths['/v1/models'].get]) {
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        if (status === '200') continue;
+        for (const example of Object.values(response.content['application/json'].examples as Record<string, Json>)) {
+          const { code } = example.value.error;
+          seen.add(code);
+          if (fromServices.has(code)) continue;
+          expect(catalogue.get(code)?.status, code).toBe(status === 'default' ? 500 : Number(status));
+        }
+      }
+    }
+    expect([...seen]).toEqual(
+      expect.arrayContaining(['invalid_request', 'model_unavailable', 'upstream_rejected', 'routing_policy_violation', 'upstream_error']),
+    );
+    // The same words as the catalogue's, where the front door has no more precise ones.
+    const examples = (status: string) => Object.values(completions.responses[status].content['application/json'].examples as Record<string, Json>);
+    for (const entry of [
+      errorCatalogue.modelUnavailable,
+      errorCatalogue.upstreamRejected,
+      errorCatalogue.routingPolicyViolation,
+      errorCatalogue.upstreamError,
+    ]) {
+      expect(examples(String(entry.status)), entry.code).toContainEqual(expect.objectContaining({ summary: entry.when }));
+    }
+    // A stream's last event has no status of its own: its codes are in the description.
+    for (const entry of [errorCatalogue.streamTooLong, errorCatalogue.upstreamError, errorCatalogue.serviceUnavailable]) {
+      expect(completions.description).toContain(`\`${entry.code}\``);
+    }
   });
 
   it('lists every event type of the catalog under webhooks, with its schema, an example that fits it, and the signature headers', () => {

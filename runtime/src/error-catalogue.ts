@@ -2,6 +2,8 @@ import type { JsonObject } from '@bufbuild/protobuf';
 import { type Timestamp, timestampDate } from '@bufbuild/protobuf/wkt';
 import { KeyRefusal, KeyRefusalSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { ApiError, type ApiErrorExtras } from './api-error.js';
+import type { RoutingPolicy } from './model-catalog.js';
+import { noAllowedCandidateMessage } from './routing-sampler.js';
 import { enumFromWire } from './wire-enum.js';
 
 /**
@@ -41,6 +43,14 @@ export interface CataloguedErrorOf<Facts> extends CatalogueEntry {
 export interface AuthorizationFacts {
   headerSent: boolean;
 }
+
+/** The data plane's own reasons to be unavailable, rather than a dependency's. */
+const unavailableBecause = {
+  // The last event of a stream cut by a shutdown (SIGTERM).
+  shutdown: 'The data plane is shutting down; what was produced is billed. Retry the request.',
+  // A routed model this replica's catalog does not hold (a catalog change in flight).
+  routedModelMissing: 'The routed model is not in this data plane’s catalog; try again shortly.',
+} as const;
 
 export const errorCatalogue = {
   invalidToken: { status: 401, code: 'invalid_token', message: 'The access token is not valid.', when: 'The access token is not valid.' },
@@ -160,6 +170,13 @@ export const errorCatalogue = {
     message: ({ method, allowed }: { method: string | undefined; allowed: readonly string[] }) => `${method} is not allowed here; use ${allowed.join(', ')}.`,
     when: 'The path has routes, none for this method; `Allow` lists them.',
   },
+  // What is wrong with which input, in the words of the check that found it (the field's reader).
+  invalidRequest: {
+    status: 400,
+    code: 'invalid_request',
+    message: ({ problem }: { problem: string }) => problem,
+    when: 'A parameter or body field is malformed or of the wrong type (`field` names it).',
+  },
   invalidJson: { status: 400, code: 'invalid_json', message: 'The request body is not valid JSON.', when: 'The body is not valid JSON.' },
   // The front door's allow-list (docs/api/front-door.md#parameters): what the price list cannot bill never goes upstream.
   unsupportedParameter: {
@@ -181,6 +198,61 @@ export const errorCatalogue = {
     message: ({ limitBytes }: { limitBytes: number }) => `The request body is larger than ${limitBytes} bytes.`,
     // Both surfaces read at most 1 MiB (maxBodyBytes of gateway/src/rest.ts and data-plane/src/server.ts).
     when: 'The body is larger than 1 MiB.',
+  },
+
+  // Requests Node refuses before any route is read (gateway/src/rest.ts answerClientError): no
+  // operation of the OpenAPI document lists them, since none is reached.
+  headersTooLarge: {
+    status: 431,
+    code: 'headers_too_large',
+    message: 'The request headers are too large.',
+    when: 'The request headers are larger than the server reads.',
+  },
+  requestTimeout: {
+    status: 408,
+    code: 'request_timeout',
+    message: 'The request was not received in time.',
+    when: 'The request (its headers or its body) did not arrive in time.',
+  },
+
+  // The front door's model requests: the model, its route and its upstream (docs/api/front-door.md#errors).
+  modelUnavailable: {
+    status: 400,
+    code: 'model_unavailable',
+    // The name comes from the client: the answer repeats at most 100 characters of it.
+    message: ({ model }: { model: string }) => `The model ${JSON.stringify(model.slice(0, 100))} is not served here; GET /v1/models lists the models.`,
+    when: 'A concrete model the catalog does not serve (changed).',
+  },
+  // A service tier none of whose candidates the policy allows, or a concrete model served only outside it.
+  routingPolicyViolation: {
+    status: 403,
+    code: 'routing_policy_violation',
+    message: (facts: { policy: RoutingPolicy } & ({ tier: string } | { model: string })) =>
+      'tier' in facts
+        ? noAllowedCandidateMessage(facts.tier, facts.policy)
+        : `The model ${facts.model} is served only in a region this key's ${facts.policy} routing policy excludes.`,
+    when: "The model is served only in regions the key's routing policy excludes.",
+  },
+  upstreamRejected: {
+    status: 400,
+    code: 'upstream_rejected',
+    message: ({ reason }: { reason: string }) => `The model provider refused the request: ${reason}`,
+    when: "The model provider refused the request (an upstream 400 or 422); the message is the provider's.",
+  },
+  // Before the first byte a 502; after it, the last event of a stream the upstream ended early.
+  upstreamError: {
+    status: 502,
+    code: 'upstream_error',
+    message: (facts: { failure: string } | { streamEndedEarly: true }) =>
+      'failure' in facts ? `The model provider failed: ${facts.failure}.` : 'The upstream stream ended early.',
+    when: 'The upstream failed before the first byte, on the retry too (another candidate of the tier).',
+  },
+  // Only ever the last event of a stream (its 200 is sent): the status gives its OpenAI `type`, api_error.
+  streamTooLong: {
+    status: 504,
+    code: 'stream_too_long',
+    message: 'The stream ran past its longest duration (STREAM_MAX_DURATION) and was cut; what was produced is billed.',
+    when: 'A stream ran past `STREAM_MAX_DURATION` and was cut (its last event; what was produced is billed).',
   },
 
   // The REST surface's own limits and its Idempotency-Key header (docs/conventions.md#rate-limits, #idempotency).
@@ -212,8 +284,12 @@ export const errorCatalogue = {
   serviceUnavailable: {
     status: 503,
     code: 'service_unavailable',
-    message: ({ dependency }: { dependency?: string }) =>
-      dependency ? `The ${dependency} is unavailable; try again shortly.` : 'A service this request needs is unavailable; try again shortly.',
+    message: (facts: { dependency?: string } | { because: keyof typeof unavailableBecause }) =>
+      'because' in facts
+        ? unavailableBecause[facts.because]
+        : facts.dependency
+          ? `The ${facts.dependency} is unavailable; try again shortly.`
+          : 'A service this request needs is unavailable; try again shortly.',
     when: 'A service this request needs is unavailable; retry shortly.',
   },
   // A 5xx never shows internals: the message a service wrote for an unexpected failure stays in its log.

@@ -124,6 +124,61 @@ describe('the catalogue', () => {
     }
     expect(errorCatalogue.serviceUnavailable.message({})).toBe('A service this request needs is unavailable; try again shortly.');
     expect(errorCatalogue.serviceUnavailable.message({ dependency: 'data plane' })).toBe('The data plane is unavailable; try again shortly.');
+    expect(errorCatalogue.serviceUnavailable.message({ because: 'shutdown' })).toBe(
+      'The data plane is shutting down; what was produced is billed. Retry the request.',
+    );
+    expect(errorCatalogue.serviceUnavailable.message({ because: 'routedModelMissing' })).toBe(
+      'The routed model is not in this data plane’s catalog; try again shortly.',
+    );
+  });
+
+  it('answers the input errors and the refusals Node makes before any route with their status and sentence', () => {
+    const answer = (err: ApiError) => [err.status, err.code, err.message, err.options.field];
+    expect(answer(catalogued(errorCatalogue.invalidRequest, { problem: 'n must be an integer from 1 to 16.' }, { field: 'n' }))).toEqual([
+      400,
+      'invalid_request',
+      'n must be an integer from 1 to 16.',
+      'n',
+    ]);
+    expect(answer(catalogued(errorCatalogue.headersTooLarge))).toEqual([431, 'headers_too_large', 'The request headers are too large.', undefined]);
+    expect(answer(catalogued(errorCatalogue.requestTimeout))).toEqual([408, 'request_timeout', 'The request was not received in time.', undefined]);
+  });
+
+  it('answers the front door’s model, routing and upstream errors as it did before the catalogue (docs/api/front-door.md#errors)', () => {
+    const answer = (err: ApiError) => [err.status, err.code, err.message];
+    expect(answer(catalogued(errorCatalogue.modelUnavailable, { model: 'gpt-9' }, {}, 'front-door'))).toEqual([
+      400,
+      'model_unavailable',
+      'The model "gpt-9" is not served here; GET /v1/models lists the models.',
+    ]);
+    // The client's name is repeated at most 100 characters long.
+    expect(errorCatalogue.modelUnavailable.message({ model: 'x'.repeat(500) })).toBe(
+      `The model "${'x'.repeat(100)}" is not served here; GET /v1/models lists the models.`,
+    );
+    expect(answer(catalogued(errorCatalogue.routingPolicyViolation, { model: 'qwen-max', policy: 'overseas-only' }, {}, 'front-door'))).toEqual([
+      403,
+      'routing_policy_violation',
+      "The model qwen-max is served only in a region this key's overseas-only routing policy excludes.",
+    ]);
+    expect(errorCatalogue.routingPolicyViolation.message({ tier: 'fast', policy: 'cn-only' })).toBe(
+      'No model of the fast tier is allowed by the cn-only routing policy.',
+    );
+    expect(answer(catalogued(errorCatalogue.upstreamRejected, { reason: 'context too long' }, {}, 'front-door'))).toEqual([
+      400,
+      'upstream_rejected',
+      'The model provider refused the request: context too long',
+    ]);
+    expect(answer(catalogued(errorCatalogue.upstreamError, { failure: 'HTTP 500' }, {}, 'front-door'))).toEqual([
+      502,
+      'upstream_error',
+      'The model provider failed: HTTP 500.',
+    ]);
+    expect(errorCatalogue.upstreamError.message({ streamEndedEarly: true })).toBe('The upstream stream ended early.');
+    expect(answer(catalogued(errorCatalogue.streamTooLong, {}, 'front-door'))).toEqual([
+      504,
+      'stream_too_long',
+      'The stream ran past its longest duration (STREAM_MAX_DURATION) and was cut; what was produced is billed.',
+    ]);
   });
 
   it('is what toHttpError answers for a service that is away or failed without saying why', () => {

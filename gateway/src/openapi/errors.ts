@@ -59,8 +59,7 @@ const edgeErrors = {
   rateLimited: fromCatalogue(errorCatalogue.rateLimited)[0],
   // A malformed header is an input error like any other, named by `field`.
   invalidIdempotencyKey: {
-    status: 400,
-    code: 'invalid_request',
+    ...fromCatalogue(errorCatalogue.invalidRequest)[0],
     key: 'invalid_idempotency_key',
     when: 'The `Idempotency-Key` header is empty, longer than 255 characters, or not printable ASCII (`field` is `Idempotency-Key`).',
     field: 'Idempotency-Key',
@@ -69,8 +68,7 @@ const edgeErrors = {
   idempotentResultUnavailable: fromCatalogue(errorCatalogue.idempotentResultUnavailable)[0],
   // The catalogue's service_unavailable, in the case of the Idempotency-Key store.
   idempotencyUnavailable: {
-    status: 503,
-    code: 'service_unavailable',
+    ...fromCatalogue(errorCatalogue.serviceUnavailable)[0],
     key: 'idempotency_unavailable',
     when: 'The store of `Idempotency-Key` answers (NATS) is unavailable: a request with the header is never run unprotected; retry shortly.',
   },
@@ -81,9 +79,7 @@ const edgeErrors = {
  * route's shape; the protos declare only what their handlers add (RestRule.errors).
  */
 function derivedErrors(route: Route): ErrorCase[] {
-  const errors: ErrorCase[] = [
-    { status: 400, code: 'invalid_request', when: 'A parameter or body field is malformed or of the wrong type (`field` names it).' },
-  ];
+  const errors: ErrorCase[] = fromCatalogue(errorCatalogue.invalidRequest);
   if (route.body !== '' && !rawBody(route)) {
     errors.push(...fromCatalogue(errorCatalogue.invalidJson, errorCatalogue.unsupportedMediaType));
   }

@@ -256,26 +256,28 @@ const tail = (): ErrorCase[] => fromCatalogue(errorCatalogue.serviceUnavailable,
 function completionErrors(): ErrorCase[] {
   return [
     {
-      status: 400,
-      code: 'invalid_request',
+      ...fromCatalogue(errorCatalogue.invalidRequest)[0],
       when: 'A parameter the platform checks is missing or of the wrong type (`field` and `param` name it).',
       field: 'messages',
     },
     ...fromCatalogue(errorCatalogue.invalidJson),
     { ...fromCatalogue(errorCatalogue.unsupportedParameter)[0], field: 'audio' },
-    { status: 400, code: 'model_unavailable', when: 'A concrete model the catalog does not serve.', field: 'model' },
-    { status: 400, code: 'upstream_rejected', when: "The model provider refused the request (an upstream 400 or 422); the message is the provider's." },
+    { ...fromCatalogue(errorCatalogue.modelUnavailable)[0], field: 'model' },
+    ...fromCatalogue(errorCatalogue.upstreamRejected),
     ...keyErrors(),
     { ...fromCatalogue(errorCatalogue.spendCapExceeded)[0] },
     { ...fromCatalogue(errorCatalogue.insufficientBalance)[0], metadata: { balance_usd: '0.40', required_usd: '0.52' } },
     { ...fromCatalogue(errorCatalogue.modelNotAllowed)[0], field: 'model' },
-    { status: 403, code: 'routing_policy_violation', when: "The model is served only in regions the key's routing policy excludes.", field: 'model' },
+    { ...fromCatalogue(errorCatalogue.routingPolicyViolation)[0], field: 'model' },
     { status: 404, code: 'conversation_not_found', when: "`X-Service-Conversation-Id` names no conversation of the key's workspace." },
     ...fromCatalogue(errorCatalogue.payloadTooLarge, errorCatalogue.unsupportedMediaType, errorCatalogue.rateLimitExceeded),
-    { status: 502, code: 'upstream_error', when: 'The upstream failed before the first byte, on the retry too (another candidate of the tier).' },
+    ...fromCatalogue(errorCatalogue.upstreamError),
     ...tail(),
   ];
 }
+
+/** The codes of a stream's last `error` event (data-plane/src/completions.ts), which no status carries. */
+const streamErrorCodes = `\`${errorCatalogue.streamTooLong.code}\`, \`${errorCatalogue.upstreamError.code}\`, or \`${errorCatalogue.serviceUnavailable.code}\` when the data plane shuts down`;
 
 const apiKeyOnly = [{ apiKey: [] }];
 
@@ -300,7 +302,7 @@ export function frontDoorPaths(errors: ErrorResponses): Record<string, Json> {
         operationId: 'FrontDoor_CreateChatCompletion',
         summary: 'Create a chat completion (OpenAI-compatible)',
         description: access(
-          "OpenAI's chat completion at the platform's prices and limits: the official `openai` client works unchanged with `baseURL` set to this gateway's `/v1`. The key's allowed models, rate limits, budgets and the workspace's balance are checked before anything goes upstream; the answer is billed before its last byte. Not streamed, the body is the upstream's completion with `service` added; streamed, the upstream's events pass through as they come, the last chunk carries `service`, then `data: [DONE]`. A stream that ends early sends an `error` event (`stream_too_long`, `upstream_error`, or `service_unavailable` when the data plane shuts down). The REST surface's `Idempotency-Key` and `RateLimit` headers do not apply here: the key's own `rate_limits` do (the `x-ratelimit-*` headers).",
+          `OpenAI's chat completion at the platform's prices and limits: the official \`openai\` client works unchanged with \`baseURL\` set to this gateway's \`/v1\`. The key's allowed models, rate limits, budgets and the workspace's balance are checked before anything goes upstream; the answer is billed before its last byte. Not streamed, the body is the upstream's completion with \`service\` added; streamed, the upstream's events pass through as they come, the last chunk carries \`service\`, then \`data: [DONE]\`. A stream that ends early sends an \`error\` event (${streamErrorCodes}). The REST surface's \`Idempotency-Key\` and \`RateLimit\` headers do not apply here: the key's own \`rate_limits\` do (the \`x-ratelimit-*\` headers).`,
         ),
         parameters: [
           {
