@@ -207,6 +207,12 @@ export class UnaryClient {
     // (connect-es #1561): a ping unanswered within its timeout ends the session, and the next
     // call connects anew.
     const pinger = setInterval(() => {
+      // Destroyed (a ping unanswered, the peer gone) before its 'close' came: ping() would throw
+      // out of this timer and end the process (a money-path chaos run lost the gateway so).
+      if (session.destroyed) {
+        clearInterval(pinger);
+        return;
+      }
       const timeout = setTimeout(() => session.destroy(), pingTimeoutMs);
       const sent = session.ping((err) => {
         clearTimeout(timeout);

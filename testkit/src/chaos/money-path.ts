@@ -231,10 +231,12 @@ export async function checkMoneyInvariants(world: ChaosWorld, load: MoneyLoad, o
   }
 }
 
-const overlaps = (attempt: MoneyAttempt, windows: Array<[number, number]>) => windows.some(([from, to]) => attempt.at <= to && attempt.at + attempt.ms >= from);
+/** Whether `attempt` was under way during one of `windows` (Date.now() intervals). */
+export const overlapsWindows = (attempt: MoneyAttempt, windows: Array<[number, number]>) =>
+  windows.some(([from, to]) => attempt.at <= to && attempt.at + attempt.ms >= from);
 
 function answeredCleanly(load: MoneyLoad, cutWindows: Array<[number, number]>): InvariantResult {
-  const bad = load.attempts.filter((attempt) => attempt.outcome === 'bad' || (attempt.outcome === 'cut' && !overlaps(attempt, cutWindows)));
+  const bad = load.attempts.filter((attempt) => attempt.outcome === 'bad' || (attempt.outcome === 'cut' && !overlapsWindows(attempt, cutWindows)));
   const counts: Record<string, number> = {};
   for (const attempt of load.attempts) counts[attempt.outcome] = (counts[attempt.outcome] ?? 0) + 1;
   return {
@@ -287,7 +289,7 @@ async function usageOnce(db: pg.Client, load: MoneyLoad, options: MoneyInvariant
   ).catch(() => undefined);
   const left = missing(rows);
   const cutIds = new Set(load.attempts.flatMap((attempt) => (attempt.outcome === 'cut' && attempt.generationId ? [attempt.generationId] : [])));
-  const lostAnswers = load.attempts.filter((attempt) => attempt.outcome === 'unavailable' && overlaps(attempt, options.cutWindows)).length;
+  const lostAnswers = load.attempts.filter((attempt) => attempt.outcome === 'unavailable' && overlapsWindows(attempt, options.cutWindows)).length;
   const others = rows.filter((row) => !answered.has(row.generation_id));
   const unexplained = others.filter((row) => !cutIds.has(row.generation_id));
   const holds = left.length === 0 && unexplained.length <= lostAnswers;
