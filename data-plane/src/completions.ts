@@ -285,10 +285,7 @@ export class Completions {
     let firstContentMs: number | undefined;
     try {
       for await (const event of readEvents(response.body!, this.deps.settings.idleTimeoutMs, signal)) {
-        if (event.data === '[DONE]') {
-          completed = true;
-          break;
-        }
+        if (event.data === '[DONE]') break;
         await reply.write(event.raw);
         firstChunkMs ??= reply.timing().elapsedMs;
         try {
@@ -311,13 +308,16 @@ export class Completions {
           // Not JSON (a comment, a keep-alive): passed on, nothing to learn from it.
         }
       }
+      // Its `[DONE]`, or a clean close without it: readEvents throws for a client gone, a stream
+      // cut here and an upstream that failed, so what reaches this line is a complete stream.
+      completed = true;
     } catch (err) {
       failure = err;
     }
-    // What is billed: the upstream's usage when it came; a stream that ended without it, at the
-    // estimate's bounds (docs/money-path.md#what-is-billed); a stream cut short (the client left,
-    // it ran too long, the upstream failed), the prompt at the usual 4 bytes a token and a token
-    // per delta.
+    // What is billed: the upstream's usage when it came; a complete stream without it (ended by
+    // `[DONE]` or closed cleanly), at the estimate's bounds (docs/money-path.md#what-is-billed); a
+    // stream cut short (the client left, it ran too long, the upstream failed), the prompt at the
+    // usual 4 bytes a token and a token per delta.
     const billed = usage ?? (completed ? bound : { input: Math.ceil(request.bodyBytes / 4), output: deltas });
     const cut = signal.aborted || failure !== undefined;
     const service = await bill(billed, cut ? undefined : answer, {

@@ -22,7 +22,7 @@ import { balanceOwner, capOwner, rateOwner } from './lease-owners.js';
 import { Prices } from './prices.js';
 import { RateLimiter, rateLeases } from './rate-limits.js';
 import { RoutingReplica } from './routing-replica.js';
-import { createHandler } from './server.js';
+import { answerFrontDoorClientError, createHandler } from './server.js';
 import { WorkPublisher } from './work-publisher.js';
 
 /**
@@ -122,6 +122,7 @@ try {
     { keepAliveTimeout: 65_000, headersTimeout: 20_000, requestTimeout: 30_000 },
     createHandler({ log, completions, metrics, lifecycle, nats, idleTimeoutMs: config.idleTimeoutMs }),
   );
+  server.on('clientError', answerFrontDoorClientError);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, resolve);

@@ -1,5 +1,7 @@
 import type http from 'node:http';
+import type { Duplex } from 'node:stream';
 import { ApiError } from '@switchboard/runtime/api-error';
+import { answerClientError } from '@switchboard/runtime/client-error';
 import { catalogued, errorCatalogue } from '@switchboard/runtime/error-catalogue';
 import { readBody } from '@switchboard/runtime/http-body';
 import { newId } from '@switchboard/runtime/ids';
@@ -19,6 +21,15 @@ export const maxBodyBytes = 1024 * 1024;
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The shape of an API key: sb_ and 49 base62 characters (the format of docs/api/keys.md#the-full-key, checksum included). */
 const keyShape = /^sb_[A-Za-z0-9]{49}$/;
+
+/**
+ * The requests Node refuses before any handler runs (malformed, headers too large, too slow), for
+ * the server's 'clientError': the front door's error body (OpenAI's `type` and `param` included)
+ * and `Cache-Control: no-store`, as its other errors (docs/conventions.md#errors).
+ */
+export function answerFrontDoorClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  answerClientError(err, socket, (error, requestId) => toErrorResponse(error, requestId).body);
+}
 
 export interface ServerDeps {
   log: Logger;

@@ -1,12 +1,12 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { lastUserMessage, parseChatRequest, promptTokenBound, textOf } from '@switchboard/data-plane/chat-request';
 import { readDataPlaneConfig } from '@switchboard/data-plane/config';
 import { demoUpstream } from '@switchboard/data-plane/demo-upstream';
 import { modelList } from '@switchboard/data-plane/model-list';
 import { streamErrorEvent, toErrorResponse } from '@switchboard/data-plane/openai-error';
-import { createHandler, maxBodyBytes } from '@switchboard/data-plane/server';
+import { answerFrontDoorClientError, createHandler, maxBodyBytes } from '@switchboard/data-plane/server';
 import { readEvents } from '@switchboard/data-plane/upstream';
 import { ApiError } from '@switchboard/runtime/api-error';
 import { ConfigError } from '@switchboard/runtime/config';
@@ -325,6 +325,66 @@ describe('the errors the front door answers before a key is checked', () => {
         `The request body is larger than ${maxBodyBytes} bytes.`,
       ]);
     } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
+
+describe('the requests Node refuses before any handler runs', () => {
+  it('answers them with the front door’s error body, a request id and Cache-Control: no-store (docs/conventions.md#errors)', async () => {
+    const server = http.createServer(
+      createHandler({
+        log: createLogger('data-plane', 'silent'),
+        metrics: new Metrics('data-plane'),
+        completions: undefined as never,
+        lifecycle: { ready: true, draining: false },
+      }),
+    );
+    server.on('clientError', answerFrontDoorClientError);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    /** The whole answer to `request`, sent as is on a socket of its own, until the server closes it. */
+    const raw = (request: string) =>
+      new Promise<{ status: number; headers: Map<string, string>; body: { error: Record<string, unknown> } }>((resolve, reject) => {
+        const socket = net.connect(port, '127.0.0.1', () => socket.end(request));
+        let text = '';
+        socket.on('data', (chunk: Buffer) => {
+          text += chunk.toString('latin1');
+        });
+        socket.on('error', reject);
+        socket.on('close', () => {
+          const [head, body] = text.split('\r\n\r\n');
+          const [statusLine, ...lines] = head.split('\r\n');
+          const headers = new Map(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
+          try {
+            resolve({ status: Number(statusLine.split(' ')[1]), headers, body: JSON.parse(body) as { error: Record<string, unknown> } });
+          } catch {
+            reject(new Error(`the answer has no JSON body: ${JSON.stringify(text)}`));
+          }
+        });
+      });
+    try {
+      const cases: Array<[string, number, string]> = [
+        ['NOT A REQUEST LINE\r\n\r\n', 400, 'invalid_request'],
+        [`GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'headers_too_large'],
+      ];
+      for (const [request, status, code] of cases) {
+        const answer = await raw(request);
+        expect(answer.status).toBe(status);
+        expect(answer.headers.get('cache-control')).toBe('no-store');
+        expect(answer.headers.get('content-type')).toBe('application/json; charset=utf-8');
+        expect(answer.body.error).toMatchObject({
+          code,
+          message: expect.any(String),
+          type: 'invalid_request_error',
+          param: null,
+          field: null,
+          request_id: answer.headers.get('x-request-id'),
+        });
+        expect(answer.body.error.request_id).toMatch(/^req_/);
+      }
+    } finally {
+      server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });

@@ -75,12 +75,17 @@ const unlimited = <Facts>(facts: Facts): LeaseOwner<Facts> => ({
   release: async () => {},
 });
 
-/** The workspace budgets: org_poor's day limit is spent; org_rich has a lease with room. */
+/** How many times the workspace budgets' owner was asked for a lease. */
+let workspaceLeases = 0;
+
+/** The workspace budgets: org_poor's day limit is spent (a refusal leaves no live lease, as the keys service's); org_rich has a lease with room. */
 const workspaceOwner: LeaseOwner<CapFacts> = {
-  lease: async (workspaceId, request) =>
-    workspaceId === 'org_poor'
-      ? { leaseId: '', grantedUsd: '0', expiresAt: new Date(), facts: { capUsd: '1', spendUsd: '1', scope: 'workspace', period: 'day' } }
-      : { leaseId: 'lse_ws', grantedUsd: String(Number(request.usedUsd) + 100), expiresAt: new Date(Date.now() + 30_000), facts: { spendUsd: '0' } },
+  lease: async (workspaceId, request) => {
+    workspaceLeases += 1;
+    return workspaceId === 'org_poor'
+      ? { leaseId: '', grantedUsd: '0', expiresAt: new Date(0), facts: { capUsd: '1', spendUsd: '1', scope: 'workspace', period: 'day' } }
+      : { leaseId: 'lse_ws', grantedUsd: String(Number(request.usedUsd) + 100), expiresAt: new Date(Date.now() + 30_000), facts: { spendUsd: '0' } };
+  },
   release: async () => {},
 };
 
@@ -287,5 +292,17 @@ describe('keys II at the front door', () => {
     const record = fromBinary(UsageRecordSchema, published[0]);
     expect(record).toMatchObject({ generationId: ok.body.service.generation_id, workspaceLeaseId: 'lse_ws' });
     expect(record.capLeaseId).toBeUndefined();
+  });
+
+  it('lists the models to a key its budget refuses: the list reserves nothing and asks no owner', async () => {
+    expect((await complete(poor, { model: 'service/fast' })).status).toBe(402);
+    // Each refusal is the owner's answer: nothing live is left here that a list could read.
+    const asked = workspaceLeases;
+    expect((await complete(poor, { model: 'service/fast' })).status).toBe(402);
+    expect(workspaceLeases).toBe(asked + 1);
+    const list = await models(poor);
+    expect(list.status).toBe(200);
+    expect(list.body.data.map((model) => model.id)).toContain('service/fast');
+    expect(workspaceLeases).toBe(asked + 1);
   });
 });

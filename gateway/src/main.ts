@@ -5,6 +5,7 @@ import { Health, HealthCheckRequestSchema, HealthCheckResponse_ServingStatus as 
 import { AuthService, OrganizationService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { KeyService } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
 import { AuditPublisher } from '@switchboard/runtime/audit-publisher';
+import { answerClientError } from '@switchboard/runtime/client-error';
 import { createPeerClient, UnaryClient } from '@switchboard/runtime/clients';
 import { createLogger } from '@switchboard/runtime/log';
 import { MeshTokens } from '@switchboard/runtime/mesh-token';
@@ -22,7 +23,7 @@ import { handleDocs } from './docs.js';
 import { IdempotencyStore, takeoverDelayOf } from './idempotency.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { RateLimiter } from './rate-limits.js';
-import { answerClientError, callTimeoutMs, createRestHandler, sendJson } from './rest.js';
+import { callTimeoutMs, createRestHandler, sendJson } from './rest.js';
 import { RevokedSessions, startRevocationFeed } from './revocations.js';
 import { Router } from './router.js';
 import { buildRoutes } from './routes.js';

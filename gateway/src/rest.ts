@@ -1,6 +1,5 @@
-import http from 'node:http';
+import type http from 'node:http';
 import type http2 from 'node:http2';
-import type { Duplex } from 'node:stream';
 import { create, type DescField, type JsonValue, type Message } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { ServiceName } from '@switchboard/contracts/components';
@@ -563,26 +562,4 @@ function errorAnswer(err: unknown, requestId: string, log: Logger): Answer {
   if (status === 401 && !headers['WWW-Authenticate']) headers['WWW-Authenticate'] = 'Bearer';
   // docs/conventions.md#errors: no cache keeps an error (a stale 401 or 404 would outlive its cause).
   return { status, headers: { ...headers, ...noStore, 'Content-Type': jsonContentType }, body: Buffer.from(JSON.stringify(body)) };
-}
-
-/**
- * Requests Node refuses before any handler runs (malformed, headers too large, too slow) still
- * get the error body of docs/conventions.md#errors and a request id.
- */
-export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
-  if (socket.writable && !socket.destroyed) {
-    const error =
-      err.code === 'HPE_HEADER_OVERFLOW'
-        ? catalogued(errorCatalogue.headersTooLarge)
-        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? catalogued(errorCatalogue.requestTimeout)
-          : catalogued(errorCatalogue.invalidRequest, { problem: 'The request is not valid HTTP.' });
-    const requestId = newId('req');
-    const text = JSON.stringify(error.body(requestId));
-    socket.end(
-      `HTTP/1.1 ${error.status} ${http.STATUS_CODES[error.status]}\r\nConnection: close\r\nCache-Control: no-store\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(text)}\r\nX-Request-Id: ${requestId}\r\n\r\n${text}`,
-    );
-  }
-  socket.destroy();
 }

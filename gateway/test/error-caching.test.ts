@@ -3,11 +3,12 @@ import net, { type AddressInfo } from 'node:net';
 import type { Completions } from '@switchboard/data-plane/completions';
 import { createHandler } from '@switchboard/data-plane/server';
 import { createDataPlaneProxy } from '@switchboard/gateway/data-plane-proxy';
+import { answerClientError } from '@switchboard/runtime/client-error';
 import { createLogger } from '@switchboard/runtime/log';
 import { Metrics, startMetricsServer } from '@switchboard/runtime/metrics';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RateLimiter } from '../src/rate-limits.js';
-import { answerClientError, maxBodyBytes } from '../src/rest.js';
+import { maxBodyBytes } from '../src/rest.js';
 import { servicelessGateway } from './serviceless-gateway.js';
 
 /**

@@ -19,7 +19,9 @@ export type UpstreamMode =
   /** Streams with `delayMs` between tokens. */
   | { kind: 'slow'; delayMs: number }
   /** Streams `tokens` tokens, then drops the connection (a provider failing mid-stream). */
-  | { kind: 'break'; tokens: number };
+  | { kind: 'break'; tokens: number }
+  /** Streams without the usage chunk, whatever `stream_options` asks, and with `[DONE]` or not; the response then ends cleanly. */
+  | { kind: 'no-usage'; done: boolean };
 
 export interface UpstreamRequest {
   model: string;
@@ -76,11 +78,23 @@ export class OpenAiUpstream {
           .end(JSON.stringify({ error: { message: 'upstream failure', type: 'server_error' } }));
         return;
       }
-      void this.answer(body, mode.kind === 'slow' ? mode.delayMs : 0, res, mode.kind === 'break' ? mode.tokens : undefined);
+      void this.answer(
+        body,
+        mode.kind === 'slow' ? mode.delayMs : 0,
+        res,
+        mode.kind === 'break' ? mode.tokens : undefined,
+        mode.kind === 'no-usage' ? mode : undefined,
+      );
     });
   }
 
-  private async answer(body: Record<string, unknown>, delayMs: number, res: http.ServerResponse, breakAfter?: number): Promise<void> {
+  private async answer(
+    body: Record<string, unknown>,
+    delayMs: number,
+    res: http.ServerResponse,
+    breakAfter?: number,
+    noUsage?: { done: boolean },
+  ): Promise<void> {
     const answer = chatAnswer(
       body,
       Array.from({ length: this.words }, (_, i) => `w${i + 1}`),
@@ -91,7 +105,9 @@ export class OpenAiUpstream {
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     // The events after the first (the role) are the tokens: a slow upstream waits before each.
-    for (const [i, data] of [...streamEvents(answer, body)].entries()) {
+    let events = [...streamEvents(answer, noUsage ? { ...body, stream_options: undefined } : body)];
+    if (noUsage && !noUsage.done) events = events.filter((data) => data !== '[DONE]');
+    for (const [i, data] of events.entries()) {
       if (delayMs > 0 && i >= 1 && i <= answer.tokens.length) await new Promise((resolve) => setTimeout(resolve, delayMs));
       if (res.destroyed) return;
       if (breakAfter !== undefined && i === breakAfter + 1) {

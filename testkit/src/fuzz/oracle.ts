@@ -36,7 +36,7 @@ export interface Exchange {
   routed: boolean;
 }
 
-/** Answers of the gateway itself on any route (docs/conventions.md: versions and paths; rest.ts answerClientError). */
+/** Answers of the gateway itself on any route (docs/conventions.md: versions and paths; runtime/src/client-error.ts answerClientError). */
 const anyRoute: Record<number, string[]> = {
   400: ['invalid_request'],
   404: ['route_not_found'],
