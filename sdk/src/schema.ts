@@ -3561,8 +3561,9 @@ export interface components {
             balance_after_usd: string;
             /**
              * @description What the entry is about: the top-up's checkout id, the auto top-up's charge id, the
-             *     provider's refund or dispute id, `usage:<YYYY-MM-DD>:<tier>`, or the user the free credit was
-             *     granted for.
+             *     provider's charge a refund took money back from (Stripe's `ch_…`, shared by the partial
+             *     refunds of one charge), the provider's dispute id, `usage:<YYYY-MM-DD>:<tier>`, or the user
+             *     the free credit was granted for.
              */
             reference: string;
             /**
