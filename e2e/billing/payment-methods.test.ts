@@ -257,6 +257,37 @@ describe('saving a sandbox test card', () => {
     expect((await methodsOf(sandboxCall, ws)).map((m) => [m.last4, m.default])).toEqual([['0341', true]]);
   });
 
+  it('pages the list like every list: limit, has_more and next_cursor; a limit outside 1..100 is 400 naming it', async () => {
+    const ws = await workspace(sandboxCall);
+    const saved: string[] = [];
+    for (const card of ['4242', '0341', '4242']) {
+      const setup = await startSetup(sandboxCall, ws);
+      const completed = await sandboxCall('POST', `${pathOf(setup.setup_url)}/complete`, { body: { card } });
+      expect(completed.status, completed.text).toBe(200);
+      saved.unshift(completed.json.payment_method_id);
+    }
+    const all = await sandboxCall('GET', '/v1/billing/payment-methods', { token: ws.token });
+    expect(all.json).toMatchObject({ has_more: false, next_cursor: null });
+    expect(all.json.data.map((m: { payment_method_id: string }) => m.payment_method_id)).toEqual(saved);
+
+    const first = await sandboxCall('GET', '/v1/billing/payment-methods?limit=2', { token: ws.token });
+    expect(first.status, first.text).toBe(200);
+    expect(first.json.data.map((m: { payment_method_id: string; default: boolean }) => [m.payment_method_id, m.default])).toEqual([
+      [saved[0], true],
+      [saved[1], false],
+    ]);
+    expect(first.json).toMatchObject({ has_more: true, next_cursor: expect.any(String) });
+    const second = await sandboxCall('GET', `/v1/billing/payment-methods?limit=2&after=${encodeURIComponent(first.json.next_cursor)}`, { token: ws.token });
+    expect(second.status, second.text).toBe(200);
+    expect(second.json.data.map((m: { payment_method_id: string; default: boolean }) => [m.payment_method_id, m.default])).toEqual([[saved[2], false]]);
+    expect(second.json).toMatchObject({ has_more: false, next_cursor: null });
+
+    for (const limit of ['0', '101']) {
+      expectErrorBody(await sandboxCall('GET', `/v1/billing/payment-methods?limit=${limit}`, { token: ws.token }), 400, 'invalid_request', 'limit');
+    }
+    expectErrorBody(await sandboxCall('GET', '/v1/billing/payment-methods?after=nope', { token: ws.token }), 400, 'invalid_request', 'after');
+  });
+
   it('answers 404 setup_not_found to an unknown token and 409 setup_expired past the page expiry', async () => {
     const ws = await workspace(sandboxCall);
     expectErrorBody(await sandboxCall('GET', '/v1/billing/sandbox/setup/not-a-token'), 404, 'setup_not_found');

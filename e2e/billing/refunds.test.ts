@@ -1,10 +1,14 @@
+import { randomBytes } from 'node:crypto';
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import type { Mesh } from '@switchboard/runtime/dev/mesh';
+import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { Money } from '@switchboard/runtime/money';
 import { eventually } from '@switchboard/runtime/testing';
 import { EventBus } from '@switchboard/testkit/events';
 import { type Delivery, deliver, FakeStripe } from '@switchboard/testkit/fake-stripe';
 import { bootMesh, expectErrorBody, type RestCall, restClient, signUp } from '@switchboard/testkit/mesh';
+import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -12,18 +16,28 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * credited, then Stripe reports money taken back (`charge.refunded` with the cumulative refunded
  * amount, `charge.dispute.closed` lost). The balance is debited by exactly what is new, once,
  * whatever is replayed, redelivered concurrently or delivered out of order, and it may go below
- * zero.
+ * zero, which blocks the workspace's keys at the front door (a local OpenAI-compatible upstream).
  */
+
+/**
+ * Short, so that a balance lease the data plane was granted before a refund runs out soon
+ * after it (docs/money-path.md#leases): the refused request is awaited within twice this.
+ */
+const leaseTtlMs = 2000;
 
 let mesh: Mesh;
 let call: RestCall;
 let fake: FakeStripe;
 let bus: EventBus;
 let db: Knex;
+let upstream: OpenAiUpstream;
+let catalog: TestCatalog | undefined;
 
 beforeAll(async () => {
   fake = await FakeStripe.start();
-  mesh = await bootMesh(fake.env());
+  upstream = await OpenAiUpstream.start();
+  catalog = await writeTestCatalog({ overseas: upstream }, [catalogModel(`refund-fast-${randomBytes(3).toString('hex')}`, 'overseas', ['fast'])]);
+  mesh = await bootMesh({ ...fake.env(), ...catalog.env, LEASE_TTL: `${leaseTtlMs}ms` });
   call = restClient(mesh.gatewayUrl);
   bus = await EventBus.connect();
   db = createDb(mesh.env.DATABASE_URL, 'billing', 2);
@@ -34,6 +48,8 @@ afterAll(async () => {
   await bus?.close();
   await mesh?.stop();
   await fake?.close();
+  await upstream?.close();
+  await catalog?.remove();
 });
 
 interface Workspace {
@@ -95,14 +111,46 @@ describe('refunds', () => {
     expect(mine.map((e) => e.data.amount_usd)).toEqual(['5.50', '14.50']);
     expect(mine[0].data).toMatchObject({ topup_id: checkoutId, provider_charge_id: expect.stringMatching(/^ch_/) });
     expect(new Money(String(mine[1].data.balance_usd)).eq(start)).toBe(true);
+    // Both ledger entries reference the charge refunded (docs/api/billing.md#ledger).
+    const ledger = await call('GET', '/v1/billing/ledger', { token: ws.token });
+    expect(
+      ledger.json.data.filter((e: { type: string }) => e.type === 'refund').map((e: { amount_usd: string; reference: string }) => [e.amount_usd, e.reference]),
+    ).toEqual([
+      ['-14.50', mine[0].data.provider_charge_id],
+      ['-5.50', mine[0].data.provider_charge_id],
+    ]);
   });
 
-  it('takes the balance below zero when the credit was spent', async () => {
+  it('takes the balance below zero when the credit was spent, and the front door then refuses the workspace 402 insufficient_balance', async () => {
     const ws = await workspace();
+    const key = await call('POST', '/v1/keys', { token: ws.token, body: { name: 'refunded' } });
+    expect(key.status, key.text).toBe(201);
+    const client = new OpenAI({ apiKey: key.json.full_key, baseURL: `${mesh.gatewayUrl}/v1`, maxRetries: 0 });
+    const ask = () => client.chat.completions.create({ model: 'service/fast', messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 8 });
     const { paymentIntent } = await paidTopup(ws, '10');
+    await ask(); // served while the balance covers it
+
+    // The credit spent (but 2.00 of it), then refunded in full.
     await db('accounts').where({ workspace_id: ws.workspaceId }).update({ balance_usd: '2.00' });
     expect((await send(fake.refund(paymentIntent))).status).toBe(204);
     expect((await balanceOf(ws)).toFixed(2)).toBe('-8.00');
+
+    // A balance lease granted before the refund may serve until it runs out or expires.
+    const refused = await eventually(
+      () =>
+        ask().then(
+          () => undefined,
+          (err: unknown) => err instanceof OpenAI.APIError && err.status === 402 && err,
+        ),
+      '402 insufficient_balance',
+      2 * leaseTtlMs + 5000,
+    );
+    expect(refused.code).toBe('insufficient_balance');
+    expect(new Money((refused.error as { metadata: { balance_usd: string } }).metadata.balance_usd).lt(0)).toBe(true);
+    // Blocked before the upstream.
+    const upstreamCalls = upstream.requests.length;
+    await expect(ask()).rejects.toMatchObject({ status: 402, code: 'insufficient_balance' });
+    expect(upstream.requests.length).toBe(upstreamCalls);
   });
 
   it('answers 503 to a refund of a payment not recorded yet, and debits it once the payment is credited', async () => {

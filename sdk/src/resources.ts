@@ -188,7 +188,7 @@ export function createResources({ call, storeSession }: ResourceDeps) {
     paymentMethods: {
       setup: (body: BodyOf<'/v1/billing/payment-methods/setup', 'post'> = {}, options?: RequestOptions) =>
         typed('post', '/v1/billing/payment-methods/setup')({ body }, options),
-      list: (options?: RequestOptions) => typed('get', '/v1/billing/payment-methods')({}, options),
+      list: (query?: ListQuery<'/v1/billing/payment-methods'>, options?: RequestOptions) => list('/v1/billing/payment-methods')(undefined, query, options),
       delete: (paymentMethodId: string, options?: RequestOptions) =>
         typed('delete', '/v1/billing/payment-methods/{payment_method_id}')({ path: { payment_method_id: paymentMethodId } }, options),
     },

@@ -1512,7 +1512,8 @@ export interface paths {
         /**
          * The workspace's saved payment methods
          * @description Lists the workspace's saved payment methods, newest first. The newest is the default: the
-         *     one auto top-up charges.
+         *     one auto top-up charges. Pages of `limit` methods (default 20): pass `next_cursor` as `after`
+         *     for the next page.
          *
          *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
          *
@@ -3168,7 +3169,8 @@ export interface components {
             /** @description The method charged (the default); null without a saved method. */
             payment_method_id: string | null;
             /**
-             * @description What auto top-up charged (or is charging) in the current calendar month (UTC).
+             * @description What auto top-up charged (or is charging) in the current calendar month (UTC), counting a
+             *     charge left unanswered (the provider may still take it): the sum `monthly_limit_usd` bounds.
              *
              *     Decimal string (USD), e.g. "12.50".
              */
@@ -3559,8 +3561,9 @@ export interface components {
             balance_after_usd: string;
             /**
              * @description What the entry is about: the top-up's checkout id, the auto top-up's charge id, the
-             *     provider's refund or dispute id, `usage:<YYYY-MM-DD>:<tier>`, or the user the free credit was
-             *     granted for.
+             *     provider's charge a refund took money back from (Stripe's `ch_…`, shared by the partial
+             *     refunds of one charge), the provider's dispute id, `usage:<YYYY-MM-DD>:<tier>`, or the user
+             *     the free credit was granted for.
              */
             reference: string;
             /**
@@ -3642,7 +3645,7 @@ export interface components {
         };
         /**
          * ListPaymentMethodsResponse
-         * @description The saved payment methods, newest first.
+         * @description A page of saved payment methods, newest first.
          * @example {
          *       "data": [
          *         {
@@ -3654,12 +3657,18 @@ export interface components {
          *           "default": true,
          *           "created_at": "2026-11-24T09:30:00Z"
          *         }
-         *       ]
+         *       ],
+         *       "has_more": false,
+         *       "next_cursor": null
          *     }
          */
         "switchboard.billing.v1.ListPaymentMethodsResponse": {
-            /** @description The saved methods, newest (the default) first. */
+            /** @description The saved methods of this page, newest first (the default is the newest). */
             data: components["schemas"]["switchboard.billing.v1.PaymentMethod"][];
+            /** @description Whether more methods follow this page. */
+            has_more: boolean;
+            /** @description The cursor of the next page, to pass as `after`; null on the last page. */
+            next_cursor: string | null;
         };
         /**
          * ListTopupsResponse
@@ -13397,7 +13406,12 @@ export interface operations {
     };
     BillingService_ListPaymentMethods: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Page size, 1 to 100 (default 20). */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty for the first page. */
+                after?: string;
+            };
             header?: {
                 /** @description The workspace (organization id) a user request acts in; the caller must be a member. Default: the personal workspace. An API key always acts in its own workspace (another id is a 403). */
                 "X-Workspace-Id"?: components["parameters"]["WorkspaceId"];
@@ -13428,13 +13442,15 @@ export interface operations {
                      *           "default": true,
                      *           "created_at": "2026-11-24T09:30:00Z"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
                      *     }
                      */
                     "application/json": components["schemas"]["switchboard.billing.v1.ListPaymentMethodsResponse"];
                 };
             };
-            400: components["responses"]["BadRequest9"];
+            400: components["responses"]["BadRequest37"];
             401: components["responses"]["Unauthorized4"];
             402: components["responses"]["PaymentRequired"];
             403: components["responses"]["Forbidden8"];

@@ -61,7 +61,8 @@ function Billing({ checkoutId }: { checkoutId: string | null }) {
   const mayManage = can(role, 'billing.manage');
   const balance = useLoad(() => client.get('/v1/billing/balance'), [client]);
   const topups = usePages((after) => client.get('/v1/billing/topups', { params: { query: { limit: 20, after } } }), [client]);
-  const methods = useLoad(() => client.get('/v1/billing/payment-methods'), [client]);
+  // The first page of 100, the most a page holds: a workspace saves a handful of cards, not a hundred.
+  const methods = useLoad(() => client.get('/v1/billing/payment-methods', { params: { query: { limit: 100 } } }), [client]);
   const autoTopup = useLoad(() => (mayManage ? client.get('/v1/billing/auto-topup') : Promise.resolve(null)), [client, mayManage]);
   const ledger = usePages((after) => client.get('/v1/billing/ledger', { params: { query: { limit: ledgerPageSize, after } } }), [client]);
   const [statementRefresh, setStatementRefresh] = useState(0);

@@ -1,13 +1,14 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code } from '@connectrpc/connect';
-import type { PaymentMethodSchema, PaymentMethodSetupSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
+import type { ListPaymentMethodsResponseSchema, PaymentMethodSchema, PaymentMethodSetupSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { PaymentMethodRemovedSchema, PaymentMethodSavedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
 import { audit } from '@switchboard/runtime/audit';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
 import type { Logger } from '@switchboard/runtime/log';
+import { decodeCursor, pageOf, parseLimit } from '@switchboard/runtime/pagination';
 import { sha256Hex } from '@switchboard/runtime/secrets';
 import type { EventWriter } from '@switchboard/runtime/service';
 import type { Db } from '@switchboard/runtime/sql';
@@ -27,6 +28,7 @@ import {
   listPaymentMethods,
   lockSetup,
   markSetupCompleted,
+  newestPaymentMethod,
   type PaymentMethodRow,
   type SetupRow,
   setSetupDetails,
@@ -93,16 +95,19 @@ export class PaymentMethods {
     return { setupId: row.id, setupUrl: row.setup_url ?? this.deps.sandbox?.setupUrlOf(row) ?? '', expiresAt: timestampFromDate(row.expires_at) };
   }
 
-  async list(workspaceId: string): Promise<{ data: PaymentMethodRecord[] }> {
-    const rows = await listPaymentMethods(this.deps.db, workspaceId);
-    const defaultId = this.defaultIn(rows)?.id;
-    return { data: rows.map((row) => toRecord(row, row.id === defaultId)) };
+  async list(workspaceId: string, input: { limit?: number; after?: string }): Promise<MessageInitShape<typeof ListPaymentMethodsResponseSchema>> {
+    const limit = parseLimit(input.limit);
+    const after = decodeCursor(input.after);
+    const rows = await listPaymentMethods(this.deps.db, workspaceId, { limit, after });
+    const page = pageOf(rows, limit, (row) => ({ micros: row.cursor_micros, id: row.id }));
+    // The default is the newest of the whole list, which need not be on this page.
+    const defaultId = page.rows.length > 0 ? (await this.newestOf(this.deps.db, workspaceId))?.id : undefined;
+    return { data: page.rows.map((row) => toRecord(row, row.id === defaultId)), hasMore: page.hasMore, nextCursor: page.nextCursor };
   }
 
   /** The method auto top-up charges: the newest saved with the configured provider. */
   async defaultOf(db: Db, workspaceId: string): Promise<SavedMethodRef | undefined> {
-    if (!this.deps.provider) return undefined;
-    const [row] = await listPaymentMethods(db, workspaceId, this.deps.provider.name);
+    const row = await this.newestOf(db, workspaceId);
     return row && refOf(row);
   }
 
@@ -230,12 +235,13 @@ export class PaymentMethods {
   }
 
   private async recordOf(row: PaymentMethodRow): Promise<PaymentMethodRecord> {
-    const rows = await listPaymentMethods(this.deps.db, row.workspace_id);
-    return toRecord(row, this.defaultIn(rows)?.id === row.id);
+    return toRecord(row, (await this.newestOf(this.deps.db, row.workspace_id))?.id === row.id);
   }
 
-  private defaultIn(rows: PaymentMethodRow[]): PaymentMethodRow | undefined {
-    return rows.find((row) => row.provider === this.deps.provider?.name);
+  /** The default: the newest method saved with the configured provider (none without one). */
+  private async newestOf(db: Db, workspaceId: string): Promise<PaymentMethodRow | undefined> {
+    if (!this.deps.provider) return undefined;
+    return newestPaymentMethod(db, workspaceId, this.deps.provider.name);
   }
 }
 

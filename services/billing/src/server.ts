@@ -54,7 +54,7 @@ export function registerRoutes(router: ConnectRouter, handlers: BillingHandlers)
     listGenerations: (req, ctx) => generations.list(workspaceCaller(ctx), { limit: req.limit, after: req.after, keyId: req.keyId }),
     getGenerationRecord: (req, ctx) => generations.get(workspaceCaller(ctx), req.generationId),
     createPaymentMethodSetup: (_req, ctx) => paymentMethods.createSetup(workspaceCaller(ctx)),
-    listPaymentMethods: (_req, ctx) => paymentMethods.list(workspaceCaller(ctx).workspaceId),
+    listPaymentMethods: (req, ctx) => paymentMethods.list(workspaceCaller(ctx).workspaceId, { limit: req.limit, after: req.after }),
     deletePaymentMethod: async (req, ctx) => {
       await paymentMethods.remove(workspaceCaller(ctx), req.paymentMethodId);
       return {};

@@ -346,6 +346,33 @@ describe('auto top-up charges', () => {
     expect(await balance(workspaceId)).toBe('14.50');
   });
 
+  it('count a charge left unanswered (provider_unanswered) toward the monthly limit: the provider may still take it', async () => {
+    const workspaceId = await enabledWorkspace({ threshold: '5', amount: '10', limit: '15' }); // saved below: charge 1
+    provider.answer = async (id, of) => {
+      if (of === workspaceId) throw retryLater('payment_provider_unavailable', 'Stripe timed out', 5, Code.Unavailable);
+      return { status: 'succeeded', providerPaymentId: `pi_${id}` };
+    };
+    await autoTopups.drain();
+    const [unanswered] = await listCharges(service.runtime.db, workspaceId);
+    expect(unanswered).toMatchObject({ status: 'pending', attempts: 1 });
+    // 23 hours on, still unanswered: counted failed at its next attempt.
+    await service.runtime
+      .db('auto_topup_charges')
+      .where({ id: unanswered.id })
+      .update({ created_at: service.runtime.db.raw("now() - interval '24 hours'"), claimed_until: null });
+    await autoTopups.drain();
+    expect(await listCharges(service.runtime.db, workspaceId)).toMatchObject([{ status: 'failed', failure_reason: 'provider_unanswered' }]);
+    expect((await autoTopups.get(workspaceId)).chargedThisMonthUsd).toBe('10.00');
+
+    // A new crossing: a second charge would make 20 > 15.
+    await autoTopups.update({ workspaceId, userId: 'usr_owner' }, { enabled: true });
+    expect(await listCharges(service.runtime.db, workspaceId)).toHaveLength(1);
+    // The provider took it after all: credited, and the month stays within its limit.
+    expect(await autoTopups.chargeSucceeded(unanswered.id, `pi_${unanswered.id}`)).toBe(true);
+    expect(await balance(workspaceId)).toBe('11.00');
+    expect((await autoTopups.get(workspaceId)).chargedThisMonthUsd).toBe('10.00');
+  });
+
   it('report each failed charge and switch off after 3 in a row (reason charge_failures)', async () => {
     provider.answer = async (id) => ({ status: 'failed', reason: 'card_declined', providerPaymentId: `pi_${id}` });
     const workspaceId = await enabledWorkspace({ threshold: '5' }); // saved below: charge 1

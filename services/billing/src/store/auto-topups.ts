@@ -118,12 +118,19 @@ export interface ChargeRow {
   completed_at: Date | null;
 }
 
+/**
+ * The charges that count toward `monthly_limit_usd`: pending, succeeded, and those counted failed
+ * unanswered (`provider_unanswered`), which the provider may still have taken and report later,
+ * when they are credited (docs/api/billing.md#auto-top-up).
+ */
+const countedInMonth = "(status IN ('pending', 'succeeded') OR (status = 'failed' AND failure_reason = 'provider_unanswered'))";
+
 const chargeColumns = `id, workspace_id, amount_usd::text AS amount_usd, to_char(month, 'YYYY-MM-DD') AS month, provider, status,
   payment_method_id, provider_method_id, provider_customer_id, provider_payment_id, failure_reason, attempts, created_at, completed_at`;
 
 /**
  * Inserts a pending charge unless the workspace has one pending (the partial unique index), it
- * would take the month's charges (pending and succeeded) past `monthlyLimitUsd`, or the workspace
+ * would take the month's counted charges (`countedInMonth`) past `monthlyLimitUsd`, or the workspace
  * had `maxFailuresPerDay` charges fail in the last 24 hours; true when inserted.
  * Callers hold the account's lock, which serializes the month's sum.
  */
@@ -135,7 +142,7 @@ export async function insertPendingCharge(
     `INSERT INTO auto_topup_charges (id, workspace_id, amount_usd, month, provider)
      SELECT ?, ?, ?::numeric, ?::date, ?
       WHERE (SELECT coalesce(sum(amount_usd), 0) FROM auto_topup_charges
-              WHERE workspace_id = ? AND month = ?::date AND status IN ('pending', 'succeeded')) + ?::numeric <= ?::numeric
+              WHERE workspace_id = ? AND month = ?::date AND ${countedInMonth}) + ?::numeric <= ?::numeric
         AND (SELECT count(*) FROM auto_topup_charges
               WHERE workspace_id = ? AND status = 'failed' AND completed_at > now() - interval '24 hours'
                 AND failure_reason NOT IN ('auto_topup_disabled', 'provider_changed')) < ?
@@ -158,11 +165,11 @@ export async function insertPendingCharge(
   return rows.length === 1;
 }
 
-/** What the workspace's charges of `month` add up to (pending and succeeded), 2 decimals. */
+/** What the workspace's charges of `month` counted toward its limit (`countedInMonth`) add up to, 2 decimals. */
 export async function chargedInMonth(db: Db, workspaceId: string, month: string): Promise<string> {
   const { rows } = await db.raw<{ rows: Array<{ total: string }> }>(
     `SELECT round(coalesce(sum(amount_usd), 0), 2)::text AS total FROM auto_topup_charges
-      WHERE workspace_id = ? AND month = ?::date AND status IN ('pending', 'succeeded')`,
+      WHERE workspace_id = ? AND month = ?::date AND ${countedInMonth}`,
     [workspaceId, month],
   );
   return rows[0].total;

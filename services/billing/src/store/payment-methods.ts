@@ -1,5 +1,5 @@
 import type { Knex } from '@switchboard/runtime/db';
-import type { Db } from '@switchboard/runtime/sql';
+import { type Db, microsOf, type PageQuery, pageClause } from '@switchboard/runtime/sql';
 
 // Saved payment methods, the setups that save them, and the Stripe Customer of each workspace.
 
@@ -132,13 +132,24 @@ export async function findPaymentMethod(db: Db, workspaceId: string, id: string)
   return rows[0];
 }
 
-/** The workspace's methods, newest first (the first is the default). */
-export async function listPaymentMethods(db: Db, workspaceId: string, provider?: string): Promise<PaymentMethodRow[]> {
-  const { rows } = await db.raw<{ rows: PaymentMethodRow[] }>(
-    `SELECT ${methodColumns} FROM payment_methods WHERE workspace_id = ? ${provider ? 'AND provider = ?' : ''} ORDER BY created_at DESC, id DESC LIMIT 100`,
-    provider ? [workspaceId, provider] : [workspaceId],
+/** A page of the workspace's methods, newest first (`limit + 1` rows: see pageOf). */
+export async function listPaymentMethods(db: Db, workspaceId: string, page: PageQuery): Promise<Array<PaymentMethodRow & { cursor_micros: string }>> {
+  const { cursor, bindings } = pageClause(page, 'created_at', 'id', [workspaceId]);
+  const { rows } = await db.raw<{ rows: Array<PaymentMethodRow & { cursor_micros: string }> }>(
+    `SELECT ${methodColumns}, ${microsOf('created_at')} AS cursor_micros FROM payment_methods WHERE workspace_id = ? ${cursor}
+     ORDER BY created_at DESC, id DESC LIMIT ?`,
+    bindings,
   );
   return rows;
+}
+
+/** The workspace's newest method saved with `provider`: the default, the one auto top-up charges. */
+export async function newestPaymentMethod(db: Db, workspaceId: string, provider: string): Promise<PaymentMethodRow | undefined> {
+  const { rows } = await db.raw<{ rows: PaymentMethodRow[] }>(
+    `SELECT ${methodColumns} FROM payment_methods WHERE workspace_id = ? AND provider = ? ORDER BY created_at DESC, id DESC LIMIT 1`,
+    [workspaceId, provider],
+  );
+  return rows[0];
 }
 
 /**
