@@ -5,6 +5,7 @@ import { eventually } from '@switchboard/runtime/testing';
 import { EventBus } from '@switchboard/testkit/events';
 import { type Delivery, deliver, FakeStripe } from '@switchboard/testkit/fake-stripe';
 import { bootMesh, expectErrorBody, type RestCall, restClient, signUp } from '@switchboard/testkit/mesh';
+import { EventTap } from '@switchboard/testkit/webhook-receiver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -20,10 +21,12 @@ let call: RestCall;
 let fake: FakeStripe;
 let bus: EventBus;
 let db: Knex;
+let tap: EventTap;
 
 beforeAll(async () => {
   fake = await FakeStripe.start();
-  mesh = await bootMesh(fake.env());
+  tap = await EventTap.start();
+  mesh = await bootMesh({ ...fake.env(), ...tap.env() });
   call = restClient(mesh.gatewayUrl);
   bus = await EventBus.connect();
   db = createDb(mesh.env.DATABASE_URL, 'billing', 2);
@@ -34,6 +37,7 @@ afterAll(async () => {
   await bus?.close();
   await mesh?.stop();
   await fake?.close();
+  await tap?.close();
 });
 
 interface Workspace {
@@ -69,6 +73,7 @@ describe('refunds', () => {
   it('debits each refunded amount once: replays and older cumulative amounts debit nothing', async () => {
     const ws = await workspace();
     const recorded = bus.observe('billing.refund.recorded');
+    const endpoint = await tap.subscribe(call, ws, ['billing.refund.recorded']);
     await bus.flush();
     const start = await balanceOf(ws);
     const { paymentIntent, checkoutId } = await paidTopup(ws, '20.00');
@@ -95,6 +100,9 @@ describe('refunds', () => {
     expect(mine.map((e) => e.data.amount_usd)).toEqual(['5.50', '14.50']);
     expect(mine[0].data).toMatchObject({ topup_id: checkoutId, provider_charge_id: expect.stringMatching(/^ch_/) });
     expect(new Money(String(mine[1].data.balance_usd)).eq(start)).toBe(true);
+    // Delivered to the workspace's endpoint too, each refund once.
+    await endpoint.delivered('billing.refund.recorded', (payload) => payload.data.amount_usd === '14.50');
+    expect(endpoint.all('billing.refund.recorded').map((payload) => payload.data.amount_usd)).toEqual(['5.50', '14.50']);
   });
 
   it('takes the balance below zero when the credit was spent', async () => {
@@ -140,6 +148,7 @@ describe('lost disputes', () => {
   it('debits a lost dispute once, however often it is delivered; a won one debits nothing', async () => {
     const ws = await workspace();
     const lost = bus.observe('billing.dispute.lost');
+    const endpoint = await tap.subscribe(call, ws, ['billing.dispute.lost']);
     await bus.flush();
     const start = await balanceOf(ws);
     const { paymentIntent } = await paidTopup(ws, '12.34');
@@ -161,5 +170,6 @@ describe('lost disputes', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(lost.filter((e) => e.data.workspace_id === ws.workspaceId)).toHaveLength(1);
     expect(mine.data).toMatchObject({ workspace_id: ws.workspaceId, amount_usd: '12.34', provider_charge_id: expect.stringMatching(/^ch_/) });
+    expect((await endpoint.delivered('billing.dispute.lost')).data).toEqual(mine.data);
   });
 });
