@@ -5,6 +5,7 @@ import { Money } from '@switchboard/runtime/money';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
 import { deliver, FakeStripe } from '@switchboard/testkit/fake-stripe';
 import { bootMesh, expectErrorBody, newUser, restClient } from '@switchboard/testkit/mesh';
+import { EventTap } from '@switchboard/testkit/webhook-receiver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -21,11 +22,13 @@ let mesh: Mesh;
 let call: ReturnType<typeof restClient>;
 let dataPlane: ReturnType<typeof meshClient<typeof UsageService>>;
 let db: Knex;
+let tap: EventTap;
 
 beforeAll(async () => {
   fake = await FakeStripe.start();
+  tap = await EventTap.start();
   // Unanswered charges are attempted again after a second.
-  mesh = await bootMesh({ ...fake.env(), AUTO_TOPUP_RETRY_INTERVAL: '1s' });
+  mesh = await bootMesh({ ...fake.env(), ...tap.env(), AUTO_TOPUP_RETRY_INTERVAL: '1s' });
   call = restClient(mesh.gatewayUrl);
   dataPlane = meshClient(UsageService, mesh.urls.billing, 'billing', { caller: 'data-plane' });
   db = createDb(mesh.env.DATABASE_URL, 'billing', 2);
@@ -35,6 +38,7 @@ afterAll(async () => {
   await db?.destroy();
   await mesh?.stop();
   await fake?.close();
+  await tap?.close();
 });
 
 interface Workspace {
@@ -146,6 +150,19 @@ describe('auto top-up settings', () => {
     const cleared = await putAutoTopup(ws, { low_balance_threshold_usd: null });
     expect(cleared.json).toMatchObject({ threshold_usd: '5.00', low_balance_threshold_usd: null });
   });
+
+  it('send billing.balance.low to the workspace’s endpoints when the balance falls below the low-balance threshold', async () => {
+    const ws = await workspace();
+    const endpoint = await tap.subscribe(call, ws, ['billing.balance.low']);
+    // The threshold is the balance itself: any spend crosses it.
+    const threshold = new Money(await balance(ws)).toFixed(2);
+    expect((await putAutoTopup(ws, { enabled: false, low_balance_threshold_usd: threshold })).status).toBe(200);
+    await spend(ws, '0.10');
+    const low = await endpoint.delivered('billing.balance.low');
+    expect(low.data.workspace_id).toBe(ws.workspaceId);
+    expect(same(String(low.data.balance_usd), await balance(ws))).toBe(true);
+    expect(same(String(low.data.threshold_usd), threshold)).toBe(true);
+  });
 });
 
 describe('auto top-up charges through Stripe', () => {
@@ -216,6 +233,7 @@ describe('auto top-up charges through Stripe', () => {
 
   it('report each declined charge and switch off after 3 in a row', async () => {
     const ws = await workspace();
+    const endpoint = await tap.subscribe(call, ws, ['billing.payment_method.saved', 'billing.auto_topup.updated', 'billing.auto_topup.failed']);
     await saveCard(ws, '0341'); // saves fine, declines every charge
     const opening = await balance(ws);
     for (let failure = 1; failure <= 3; failure += 1) {
@@ -233,10 +251,15 @@ describe('auto top-up charges through Stripe', () => {
     ]);
     expect((await outboxEvents('billing.auto_topup.updated', ws)).at(-1)).toMatchObject({ enabled: false, reason: 'charge_failures' });
     expect(same(await balance(ws), opening)).toBe(true);
+    // The workspace's endpoint gets them too.
+    expect((await endpoint.delivered('billing.auto_topup.failed', (payload) => payload.data.disabled === true)).data).toEqual(failed[2]);
+    await endpoint.delivered('billing.auto_topup.updated', (payload) => payload.data.reason === 'charge_failures');
+    await endpoint.delivered('billing.payment_method.saved');
   });
 
   it('switch off when the last payment method is removed', async () => {
     const ws = await workspace();
+    const endpoint = await tap.subscribe(call, ws, ['billing.payment_method.removed', 'billing.auto_topup.updated']);
     const methodId = await saveCard(ws, '4242');
     await putAutoTopup(ws, { ...settings, threshold_usd: '0.01' });
     const removed = await call('DELETE', `/v1/billing/payment-methods/${methodId}`, { token: ws.token });
@@ -247,6 +270,8 @@ describe('auto top-up charges through Stripe', () => {
       payment_method_id: null,
     });
     expect((await outboxEvents('billing.auto_topup.updated', ws)).at(-1)).toMatchObject({ enabled: false, reason: 'payment_method_removed' });
+    await endpoint.delivered('billing.payment_method.removed', (payload) => payload.data.payment_method_id === methodId);
+    await endpoint.delivered('billing.auto_topup.updated', (payload) => payload.data.reason === 'payment_method_removed');
     expectErrorBody(await putAutoTopup(ws, { enabled: true }), 422, 'payment_method_required', 'enabled');
   });
 

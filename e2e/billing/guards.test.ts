@@ -5,6 +5,7 @@ import { eventually, startService } from '@switchboard/runtime/testing';
 import { tokenOf, waitForMail } from '@switchboard/testkit/account-helpers';
 import { EventBus } from '@switchboard/testkit/events';
 import { bootMesh, expectErrorBody, type RestCall, restClient, type SignedUp, signUp } from '@switchboard/testkit/mesh';
+import { EventTap } from '@switchboard/testkit/webhook-receiver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
@@ -60,9 +61,11 @@ describe('billing in a mesh whose accounts open at 0', () => {
   let mesh: Mesh;
   let call: RestCall;
   let bus: EventBus;
+  let tap: EventTap;
 
   beforeAll(async () => {
-    mesh = await bootMesh({ BILLING_SANDBOX: 'true', SANDBOX_OPENING_CREDIT_USD: '0', FREE_CREDIT_USD: '1.00' });
+    tap = await EventTap.start();
+    mesh = await bootMesh({ ...tap.env(), BILLING_SANDBOX: 'true', SANDBOX_OPENING_CREDIT_USD: '0', FREE_CREDIT_USD: '1.00' });
     call = restClient(mesh.gatewayUrl);
     bus = await EventBus.connect();
   });
@@ -70,6 +73,7 @@ describe('billing in a mesh whose accounts open at 0', () => {
   afterAll(async () => {
     await bus?.close();
     await mesh?.stop();
+    await tap?.close();
   });
 
   async function balanceOf(user: SignedUp, workspaceId?: string): Promise<string> {
@@ -100,6 +104,7 @@ describe('billing in a mesh whose accounts open at 0', () => {
     const granted = bus.observe('billing.free_credit.granted');
     await bus.flush();
     const user = await signUp(call);
+    const endpoint = await tap.subscribe(call, user, ['billing.free_credit.granted']);
     const token = await verificationToken(user);
     expect(await balanceOf(user)).toBe('0');
 
@@ -125,6 +130,7 @@ describe('billing in a mesh whose accounts open at 0', () => {
       workspace_id: user.workspaceId,
       data: { workspace_id: user.workspaceId, user_id: user.userId, amount_usd: '1.00', balance_usd: '1.00' },
     });
+    expect((await endpoint.delivered('billing.free_credit.granted')).data).toEqual(mine[0].data);
   });
 
   it('starts an organization at 0, also for a verified owner', async () => {

@@ -8,6 +8,7 @@ import { EventBus } from '@switchboard/testkit/events';
 import { type Delivery, deliver, FakeStripe } from '@switchboard/testkit/fake-stripe';
 import { bootMesh, expectErrorBody, type RestCall, restClient, signUp } from '@switchboard/testkit/mesh';
 import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
+import { EventTap } from '@switchboard/testkit/webhook-receiver';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -32,12 +33,14 @@ let bus: EventBus;
 let db: Knex;
 let upstream: OpenAiUpstream;
 let catalog: TestCatalog | undefined;
+let tap: EventTap;
 
 beforeAll(async () => {
   fake = await FakeStripe.start();
+  tap = await EventTap.start();
   upstream = await OpenAiUpstream.start();
   catalog = await writeTestCatalog({ overseas: upstream }, [catalogModel(`refund-fast-${randomBytes(3).toString('hex')}`, 'overseas', ['fast'])]);
-  mesh = await bootMesh({ ...fake.env(), ...catalog.env, LEASE_TTL: `${leaseTtlMs}ms` });
+  mesh = await bootMesh({ ...fake.env(), ...tap.env(), ...catalog.env, LEASE_TTL: `${leaseTtlMs}ms` });
   call = restClient(mesh.gatewayUrl);
   bus = await EventBus.connect();
   db = createDb(mesh.env.DATABASE_URL, 'billing', 2);
@@ -50,6 +53,7 @@ afterAll(async () => {
   await fake?.close();
   await upstream?.close();
   await catalog?.remove();
+  await tap?.close();
 });
 
 interface Workspace {
@@ -85,6 +89,7 @@ describe('refunds', () => {
   it('debits each refunded amount once: replays and older cumulative amounts debit nothing', async () => {
     const ws = await workspace();
     const recorded = bus.observe('billing.refund.recorded');
+    const endpoint = await tap.subscribe(call, ws, ['billing.refund.recorded']);
     await bus.flush();
     const start = await balanceOf(ws);
     const { paymentIntent, checkoutId } = await paidTopup(ws, '20.00');
@@ -119,6 +124,9 @@ describe('refunds', () => {
       ['-14.50', mine[0].data.provider_charge_id],
       ['-5.50', mine[0].data.provider_charge_id],
     ]);
+    // Delivered to the workspace's endpoint too, each refund once.
+    await endpoint.delivered('billing.refund.recorded', (payload) => payload.data.amount_usd === '14.50');
+    expect(endpoint.all('billing.refund.recorded').map((payload) => payload.data.amount_usd)).toEqual(['5.50', '14.50']);
   });
 
   it('takes the balance below zero when the credit was spent, and the front door then refuses the workspace 402 insufficient_balance', async () => {
@@ -188,6 +196,7 @@ describe('lost disputes', () => {
   it('debits a lost dispute once, however often it is delivered; a won one debits nothing', async () => {
     const ws = await workspace();
     const lost = bus.observe('billing.dispute.lost');
+    const endpoint = await tap.subscribe(call, ws, ['billing.dispute.lost']);
     await bus.flush();
     const start = await balanceOf(ws);
     const { paymentIntent } = await paidTopup(ws, '12.34');
@@ -209,5 +218,6 @@ describe('lost disputes', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(lost.filter((e) => e.data.workspace_id === ws.workspaceId)).toHaveLength(1);
     expect(mine.data).toMatchObject({ workspace_id: ws.workspaceId, amount_usd: '12.34', provider_charge_id: expect.stringMatching(/^ch_/) });
+    expect((await endpoint.delivered('billing.dispute.lost')).data).toEqual(mine.data);
   });
 });

@@ -160,6 +160,43 @@ describe('endpoints', () => {
     expectErrorBody(await call('POST', `${one}/deliveries/dlv_nope/redeliver`, { token: owner.token }), 404, 'delivery_not_found');
   });
 
+  it('refuses a 51st endpoint of a workspace with 422 endpoint_limit_reached', async () => {
+    const org = (await call('POST', '/v1/organizations', { token: owner.token, body: { name: `Crowded ${Date.now().toString(36)}` } })).json.organization;
+    const base = `/v1/workspaces/${org.org_id}/webhooks`;
+    // 50 per workspace (docs/webhooks.md#limits).
+    for (let i = 0; i < 50; i++) {
+      const created = await call('POST', base, { token: owner.token, body: { url: `https://example.com/crowded/${i}` } });
+      expect(created.status, created.text).toBe(201);
+    }
+    const refused = await call('POST', base, { token: owner.token, body: { url: 'https://example.com/crowded/50' } });
+    expectErrorBody(refused, 422, 'endpoint_limit_reached');
+    expect(refused.json.error.metadata).toEqual({ limit: 50 });
+  });
+
+  it('rate-limits the tests, redeliveries and recoveries of an endpoint together: 429 rate_limited with Retry-After', async () => {
+    const created = await register(owner, { url: receiver.url(newPath()) });
+    const base = `/v1/workspaces/${owner.workspaceId}/webhooks/${created.webhook_id}`;
+    const tested = await call('POST', `${base}/test`, { token: owner.token });
+    expect(tested.status, tested.text).toBe(202);
+    // Attempted before it is redelivered (a delivery in flight would answer 409 instead).
+    await delivery(owner, created.webhook_id, tested.json.delivery_id, (d) => d.status === 'succeeded');
+    // 30 in any minute, whichever of the three (docs/webhooks.md#limits): 29 more tests use it up.
+    for (let i = 0; i < 29; i++) expect((await call('POST', `${base}/test`, { token: owner.token })).status).toBe(202);
+    const since = new Date(Date.now() - 60_000).toISOString();
+    for (const [path, body] of [
+      [`${base}/test`, undefined],
+      [`${base}/deliveries/${tested.json.delivery_id}/redeliver`, undefined],
+      [`${base}/recover`, { since }],
+    ] as const) {
+      const refused = await call('POST', path, { token: owner.token, body });
+      expectErrorBody(refused, 429, 'rate_limited');
+      const retryAfter = Number(refused.headers.get('retry-after'));
+      expect(retryAfter).toBeGreaterThanOrEqual(1);
+      expect(retryAfter).toBeLessThanOrEqual(60);
+      expect(refused.json.error.metadata).toEqual({ retry_after_seconds: retryAfter });
+    }
+  });
+
   it('keeps webhooks inside their workspace: 404 for non-members and foreign keys, 403 for developers', async () => {
     const created = await register(owner, { url: 'https://example.com/private' });
     const stranger = await signUp(call);

@@ -4,9 +4,9 @@ import path from 'node:path';
 import { setTimeout } from 'node:timers/promises';
 import { EventService, WebhookService } from '@switchboard/contracts/switchboard/webhooks/v1/webhooks_pb';
 import { createLocalCertificate } from '@switchboard/runtime/dev/local-certificate';
-import { WebhookReceiver } from '@switchboard/runtime/dev/webhook-receiver';
 import { newId } from '@switchboard/runtime/ids';
 import { eventually, ServiceUnderTest } from '@switchboard/runtime/testing';
+import { WebhookReceiver } from '@switchboard/testkit/webhook-receiver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
