@@ -136,15 +136,16 @@ describe('recording usage', () => {
       routedModel: 'acme/balanced-1',
       tier: 'balanced',
     });
-    for (const request of [
-      { generationId: recorded.generationId, workspaceId: other.workspaceId },
-      { generationId: 'gen_unknown', workspaceId: ws.workspaceId },
-    ]) {
+    // Another workspace's is told apart from an unknown id, so conversations can record the probe.
+    for (const [request, code] of [
+      [{ generationId: recorded.generationId, workspaceId: other.workspaceId }, Code.PermissionDenied],
+      [{ generationId: 'gen_unknown', workspaceId: ws.workspaceId }, Code.NotFound],
+    ] as const) {
       const err = await conversations.getGeneration(request).then(
         () => undefined,
         (e: unknown) => ConnectError.from(e),
       );
-      expect(err?.code).toBe(Code.NotFound);
+      expect(err?.code).toBe(code);
     }
     // Only the conversations service may ask.
     await expect(dataPlane.getGeneration({ generationId: recorded.generationId, workspaceId: ws.workspaceId })).rejects.toThrow(/not available/);

@@ -5,7 +5,7 @@ import type { Mesh } from '@switchboard/runtime/dev/mesh';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
 import { Money } from '@switchboard/runtime/money';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
-import { bootMesh, restClient, signUp } from '@switchboard/testkit/mesh';
+import { bootMesh, expectErrorBody, restClient, signUp } from '@switchboard/testkit/mesh';
 import { catalogModel, type TestCatalog, writeTestCatalog } from '@switchboard/testkit/model-catalog-file';
 import OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
@@ -654,9 +654,9 @@ describe('feedback', () => {
 });
 
 describe('generations', () => {
-  it("lists a workspace's generations newest first by pages, an API key its own; another workspace's is a 404; feedback and prices show", async () => {
+  it("lists a workspace's generations newest first by pages, an inference key its own, a read key all; another workspace's is a 404; feedback and prices show", async () => {
     const ws = await account({ routing_policy: 'overseas-only' });
-    const second = await call('POST', '/v1/keys', { token: ws.token, body: { name: 'second' } });
+    const second = await call('POST', '/v1/keys', { token: ws.token, body: { name: 'second', scopes: ['inference'] } });
     expect(second.status, second.text).toBe(201);
     const secondKey = { keyId: second.json.key.key_id as string, fullKey: second.json.full_key as string };
     const conversation = await call('POST', '/v1/conversations', { token: ws.token, body: {} });
@@ -713,13 +713,39 @@ describe('generations', () => {
       expect(refused.json.error.code).toBe('invalid_request');
     }
 
-    // An API key sees its own generations only; another key's is not found.
+    // A key with `inference` but not `read` sees its own generations only; another key's is not found.
     const asKey = await call('GET', '/v1/generations', { token: secondKey.fullKey });
     expect(asKey.status, asKey.text).toBe(200);
     expect(asKey.json.data.map((g: GenerationRecord) => g.generation_id)).toEqual([ids[2]]);
     expect((await call('GET', `/v1/generations?key_id=${ws.keyId}`, { token: secondKey.fullKey })).json.data).toEqual([]);
-    expect((await call('GET', `/v1/generations/${ids[0]}`, { token: secondKey.fullKey })).status).toBe(404);
+    expectErrorBody(await call('GET', `/v1/generations/${ids[0]}`, { token: secondKey.fullKey }), 404, 'generation_not_found');
     expect((await call('GET', `/v1/generations/${ids[2]}`, { token: secondKey.fullKey })).status).toBe(200);
+    // A key with `read` (with or without `inference`) sees the workspace's, as its creator's session does.
+    for (const scopes of [['inference', 'read'], ['read']]) {
+      const created = await call('POST', '/v1/keys', { token: ws.token, body: { name: scopes.join('+'), scopes } });
+      expect(created.status, created.text).toBe(201);
+      const token = created.json.full_key as string;
+      const listed = await call('GET', '/v1/generations', { token });
+      expect(listed.status, `${scopes}: ${listed.text}`).toBe(200);
+      expect(
+        listed.json.data.map((g: GenerationRecord) => g.generation_id),
+        `${scopes}`,
+      ).toEqual([ids[2], ids[1], ids[0]]);
+      const byOtherKey = await call('GET', `/v1/generations?key_id=${secondKey.keyId}`, { token });
+      expect(
+        byOtherKey.json.data.map((g: GenerationRecord) => g.generation_id),
+        `${scopes}`,
+      ).toEqual([ids[2]]);
+      const one = await call('GET', `/v1/generations/${ids[0]}`, { token });
+      expect(one.status, `${scopes}: ${one.text}`).toBe(200);
+      expect(one.json).toMatchObject({ generation_id: ids[0], key_id: ws.keyId });
+    }
+    // A key with neither is refused, naming the scope the route states.
+    const manager = await call('POST', '/v1/keys', { token: ws.token, body: { name: 'manage only', scopes: ['manage'] } });
+    expect(manager.status, manager.text).toBe(201);
+    const refused = await call('GET', `/v1/generations/${ids[0]}`, { token: manager.json.full_key as string });
+    expectErrorBody(refused, 403, 'insufficient_scope');
+    expect(refused.json.error.metadata).toEqual({ required_scope: 'inference' });
 
     // Another workspace sees none of them.
     const other = await account();
@@ -739,8 +765,8 @@ describe('generations', () => {
     await eventually(async () => (await generationOf(ws.token, ids[1])).feedback?.rating === 1, 'the latest rating to show');
     expect((await generationOf(ws.token, ids[1])).feedback).toEqual({ rating: 1, tags: ['accurate'] });
 
-    // Prices as the workspace's plan (payg) bills them: the tiers as listed, catalog models plus 5%.
-    for (const token of [ws.token, secondKey.fullKey]) {
+    // Prices as the workspace's plan (payg) bills them: the tiers as listed, catalog models plus 5%. A key reads them with `read`.
+    for (const token of [ws.token, ws.fullKey]) {
       const prices = await call('GET', '/v1/billing/prices', { token });
       expect(prices.status, prices.text).toBe(200);
       expect(prices.json.tiers).toEqual([

@@ -190,7 +190,7 @@ describe('access.denied records', () => {
     expect(event.data.metadata).toMatchObject({ reason: 'insufficient_scope', required_scope: 'inference' });
   });
 
-  it('records a lookup of another workspace’s key, webhook and conversation in the caller’s workspace, answered the same 404', async () => {
+  it('records a lookup of another workspace’s key, webhook, conversation and generation in the caller’s workspace, answered the same 404', async () => {
     const key = await suite.call('POST', '/v1/keys', { token: owner.token, body: { name: 'probed' } });
     const hook = await suite.call('POST', `/v1/workspaces/${owner.workspaceId}/webhooks`, {
       token: owner.token,
@@ -220,6 +220,10 @@ describe('access.denied records', () => {
     expectErrorBody(missing, 404, 'key_not_found');
     const missingGeneration = await suite.call('GET', '/v1/generations/gen_doesnotexist', { token: stranger.token });
     expectErrorBody(missingGeneration, 404, 'generation_not_found');
+    const missingRated = await suite.call('POST', '/v1/feedback', { token: stranger.token, body: { generation_id: 'gen_doesnotexist', rating: 1 } });
+    expectErrorBody(missingRated, 404, 'generation_not_found');
+    const missingConversation = await suite.call('PATCH', '/v1/conversations/conv_doesnotexist', { token: stranger.token, body: { title: 'x' } });
+    expectErrorBody(missingConversation, 404, 'conversation_not_found');
 
     const probes: Array<[ApiResponse, string, string, string]> = [
       [await suite.call('GET', `/v1/keys/${keyId}`, { token: stranger.token }), 'key_not_found', 'api_key', keyId],
@@ -238,7 +242,32 @@ describe('access.denied records', () => {
         webhookId,
       ],
       [await suite.call('GET', `/v1/conversations/${conversationId}`, { token: stranger.token }), 'conversation_not_found', 'conversation', conversationId],
+      [
+        await suite.call('PATCH', `/v1/conversations/${conversationId}`, { token: stranger.token, body: { title: 'mine now' } }),
+        'conversation_not_found',
+        'conversation',
+        conversationId,
+      ],
+      [
+        await suite.call('GET', `/v1/conversations/${conversationId}/messages`, { token: stranger.token }),
+        'conversation_not_found',
+        'conversation',
+        conversationId,
+      ],
+      [
+        await suite.call('POST', `/v1/conversations/${conversationId}/messages`, { token: stranger.token, body: { role: 'user', content: 'hi' } }),
+        'conversation_not_found',
+        'conversation',
+        conversationId,
+      ],
+      [await suite.call('DELETE', `/v1/conversations/${conversationId}`, { token: stranger.token }), 'conversation_not_found', 'conversation', conversationId],
       [await suite.call('GET', `/v1/generations/${generationId}`, { token: stranger.token }), 'generation_not_found', 'generation', generationId],
+      [
+        await suite.call('POST', '/v1/feedback', { token: stranger.token, body: { generation_id: generationId, rating: -1 } }),
+        'generation_not_found',
+        'generation',
+        generationId,
+      ],
     ];
     for (const [response, code, type, id] of probes) {
       expectErrorBody(response, 404, code);
@@ -251,7 +280,8 @@ describe('access.denied records', () => {
       });
       expect(event.data.metadata).toMatchObject({ reason: 'not_found' });
     }
-    for (const plain of [missing, missingGeneration]) expect(seen.filter((event) => event.request_id === requestIdOf(plain))).toEqual([]);
+    for (const plain of [missing, missingGeneration, missingRated, missingConversation])
+      expect(seen.filter((event) => event.request_id === requestIdOf(plain))).toEqual([]);
     // The owner's workspace holds nothing of the stranger's probes.
     expect(seen.filter((event) => event.workspace_id === owner.workspaceId && event.data.actor_id === stranger.userId)).toEqual([]);
   });

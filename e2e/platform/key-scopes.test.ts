@@ -25,7 +25,7 @@ beforeAll(async () => {
 });
 
 /** The routes an API key may not call with `inference` alone. */
-const routes = buildRoutes().filter((route) => route.credentials !== 'none' && route.scope !== 'inference');
+const routes = buildRoutes().filter((route) => route.credentials !== 'none' && !route.acceptedScopes.includes('inference'));
 
 describe('a key with the inference scope only', () => {
   it('makes model requests: chat completions and the model list', async () => {
@@ -52,6 +52,10 @@ describe('a key with the inference scope only', () => {
   it('reaches the services on the other inference routes (they answer for the object, not the scope)', async () => {
     // Nothing to find: the service's 404, past the gateway's and the service's scope checks.
     expectErrorBody(await suite.call('GET', '/v1/generations/gen_none', { token: inferenceKey.fullKey }), 404, 'generation_not_found');
+    // The list takes inference too, and shows the key's own generations only.
+    const listed = await suite.call('GET', '/v1/generations', { token: inferenceKey.fullKey });
+    expect(listed.status, listed.text).toBe(200);
+    for (const generation of listed.json.data) expect(generation.key_id).toBe(inferenceKey.keyId);
     expectErrorBody(
       await suite.call('POST', '/v1/feedback', { token: inferenceKey.fullKey, body: { generation_id: 'gen_none', rating: 1 } }),
       404,

@@ -71,7 +71,7 @@ async function walkKey(routeCase: RouteCase, scope: (typeof walkedScopes)[number
     expect(response.json.error.code, context(response.text)).toBe('user_session_required');
     return;
   }
-  const allowed = scope === required;
+  const allowed = scope === required || (routeCase.alsoScopes ?? []).includes(scope);
   const ws = allowed && routeCase.mutates ? await world.workspace() : shared;
   const before = await readSubject(routeCase, ws, 'owner');
   const response = await call(ws);
@@ -118,7 +118,10 @@ describe('the permission table, route by route', () => {
   }
 
   it("states each row's scope as the gateway derives it", () => {
-    for (const routeCase of routeCases) expect(routeOf(routeCase).scope, `${routeCase.method} ${routeCase.template}`).toBe(scopeOfRow(routeCase));
+    for (const routeCase of routeCases) {
+      expect(routeOf(routeCase).scope, `${routeCase.method} ${routeCase.template}`).toBe(scopeOfRow(routeCase));
+      expect(routeOf(routeCase).acceptedScopes, `${routeCase.method} ${routeCase.template}`).toEqual([scopeOfRow(routeCase), ...(routeCase.alsoScopes ?? [])]);
+    }
   });
 
   it('logs each decision at debug level', async () => {

@@ -319,9 +319,9 @@ async function callService(
   return resultAnswer(route, status, response.message, pagePolicyOf(response.header));
 }
 
-/** 403 `insufficient_scope` for an API key without the route's scope (docs/api/keys.md#scopes). */
+/** 403 `insufficient_scope` for an API key without any scope the route accepts (docs/api/keys.md#scopes), naming its own. */
 function assertScope(options: Pick<RestOptions, 'log' | 'audit'>, route: Route, principal: Principal, clientIp: string | undefined, requestId: string): void {
-  if (principal.scopes?.includes(route.scope)) return;
+  if (route.acceptedScopes.some((scope) => principal.scopes?.includes(scope))) return;
   refusedKey(options, route, principal, clientIp, requestId, errorCatalogue.insufficientScope.code, { required_scope: route.scope });
   throw catalogued(errorCatalogue.insufficientScope, { metadata: { required_scope: route.scope } });
 }

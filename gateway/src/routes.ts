@@ -3,7 +3,7 @@ import type { ServiceName } from '@switchboard/contracts/components';
 import { http } from '@switchboard/contracts/google/api/annotations_pb';
 import type { HttpRule } from '@switchboard/contracts/google/api/http_pb';
 import { field as fieldRule, rest } from '@switchboard/contracts/switchboard/api/v1/options_pb';
-import { type Credentials, credentialsOf, type KeyScopeName, type RpcRule, requiredScope, ruleOf } from '@switchboard/runtime/policy';
+import { acceptedScopes, type Credentials, credentialsOf, type KeyScopeName, type RpcRule, requiredScope, ruleOf } from '@switchboard/runtime/policy';
 import { meshServices } from './services.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -32,6 +32,8 @@ export interface Route {
   credentials: Credentials;
   /** The scope an API key needs (docs/api/keys.md#scopes), from the rule or the HTTP method. */
   scope: KeyScopeName;
+  /** The scopes any one of which admits a key: `scope` first, then the rule's `also_scopes`. */
+  acceptedScopes: readonly KeyScopeName[];
   summary: string;
   /** Declared but not built yet (RestRule.unbuilt): it answers 501 and the document marks it. */
   unbuilt: boolean;
@@ -72,6 +74,7 @@ export function buildRoutes(): Route[] {
         rule: accessRule,
         credentials: credentialsOf(accessRule),
         scope: requiredScope(method),
+        acceptedScopes: acceptedScopes(method),
         summary: restRule?.summary ?? '',
         unbuilt: restRule?.unbuilt ?? false,
         owner,

@@ -117,7 +117,7 @@ describe("an API key's scopes at the gateway", () => {
   it('refuses every route outside the scopes with 403 insufficient_scope naming the one it needs, before any service call', async () => {
     expect(keyRoutes.length).toBeGreaterThan(30);
     for (const route of keyRoutes) {
-      const others = keyScopes.filter((scope) => scope !== route.scope);
+      const others = keyScopes.filter((scope) => !route.acceptedScopes.includes(scope));
       const response = await callRoute(route, keyWith(others));
       expect(response.status, `${label(route)}: ${response.text}`).toBe(403);
       expect(response.json.error, label(route)).toMatchObject({ code: 'insufficient_scope', field: null, metadata: { required_scope: route.scope } });
@@ -143,6 +143,11 @@ describe("an API key's scopes at the gateway", () => {
     expect(scopeOf('POST', '/v1/feedback')).toBe('inference');
     expect(scopeOf('GET', '/v1/generations')).toBe('read');
     expect(scopeOf('GET', '/v1/keys')).toBe('read');
+    // The generation routes also admit the other of inference and read (a key's own, the workspace's).
+    const acceptedOf = (method: string, template: string) => routes.find((route) => route.httpMethod === method && route.template === template)?.acceptedScopes;
+    expect(acceptedOf('GET', '/v1/generations/{generation_id}')).toEqual(['inference', 'read']);
+    expect(acceptedOf('GET', '/v1/generations')).toEqual(['read', 'inference']);
+    for (const route of keyRoutes) if (!route.template.startsWith('/v1/generations')) expect(route.acceptedScopes, label(route)).toEqual([route.scope]);
     expect(scopeOf('POST', '/v1/keys')).toBe('manage');
     expect(scopeOf('PUT', '/v1/billing/spend-limits')).toBe('manage');
     for (const route of keyRoutes) if (route.scope !== 'inference') expect(route.scope, label(route)).toBe(route.httpMethod === 'GET' ? 'read' : 'manage');

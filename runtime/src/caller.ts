@@ -23,6 +23,8 @@ export interface Caller {
   sessionId?: string;
   /** The API key of the call (API keys only). */
   keyId?: string;
+  /** The API key's scopes (API keys only; docs/api/keys.md#scopes). */
+  scopes?: readonly string[];
   requestId: string;
 }
 
@@ -41,6 +43,7 @@ const callerWith = (ctx: HandlerContext, claims: MeshClaims, userId: string) => 
   role: claims.role,
   sessionId: claims.sessionId,
   keyId: claims.keyId,
+  scopes: claims.scopes,
   requestId: requestIdOf(ctx),
 });
 

@@ -208,6 +208,8 @@ export function parseAccessRule(option: AccessRule | undefined): RpcRule | strin
   // Only a principal's call can be an API key's: a scope elsewhere would mean nothing.
   if (option.scope !== KeyScope.UNSPECIFIED && (option.kind === AccessKind.PUBLIC || option.kind === AccessKind.INTERNAL || userSession))
     problems.push('a scope is for rules an API key may pass (not public, internal or user-session rules)');
+  if (option.alsoScopes.length > 0 && (option.scope === KeyScope.UNSPECIFIED || option.alsoScopes.includes(KeyScope.UNSPECIFIED)))
+    problems.push('also_scopes name scopes beside a stated scope');
   let rule: RpcRule | undefined;
   switch (option.kind) {
     case AccessKind.PUBLIC:
@@ -268,6 +270,7 @@ export const isKeyScope = (name: string): name is KeyScopeName => (keyScopes as 
 
 /** Read once per method: services check it on every call of an API key. */
 const scopesOfMethods = new WeakMap<DescMethod, KeyScopeName>();
+const acceptedOfMethods = new WeakMap<DescMethod, readonly KeyScopeName[]>();
 
 /**
  * The scope an API key needs to call `method` (docs/api/keys.md#scopes): the `scope` of its access
@@ -284,6 +287,25 @@ export function requiredScope(method: DescMethod): KeyScopeName {
     scopesOfMethods.set(method, scope);
   }
   return scope;
+}
+
+/**
+ * The scopes any one of which admits an API key to `method`: `requiredScope` first, then the
+ * rule's `also_scopes` (the generation routes: `inference` or `read`).
+ */
+export function acceptedScopes(method: DescMethod): readonly KeyScopeName[] {
+  let accepted = acceptedOfMethods.get(method);
+  if (!accepted) {
+    const also = hasOption(method, access) ? getOption(method, access).alsoScopes : [];
+    accepted = [requiredScope(method), ...also.map((scope) => enumToWire(KeyScopeSchema, scope) as KeyScopeName)];
+    acceptedOfMethods.set(method, accepted);
+  }
+  return accepted;
+}
+
+/** Whether `scopes` (an API key's) admit it to `method`; none (a token without the claim) admit nothing. */
+export function scopesAdmit(method: DescMethod, scopes: readonly string[] | undefined): boolean {
+  return acceptedScopes(method).some((scope) => scopes?.includes(scope));
 }
 
 /** The 403 of an API key whose scopes lack `required` (docs/api/keys.md#scopes), naming it in metadata. */
@@ -339,7 +361,7 @@ export async function guardRpc<T>(rule: RpcRule | undefined, method: DescMethod,
     // key's token without the claim has no scope (fail closed).
     if (claims.principalType === 'key') {
       const required = requiredScope(method);
-      if (!claims.scopes?.includes(required)) {
+      if (!scopesAdmit(method, claims.scopes)) {
         refused(ctx, errorCatalogue.insufficientScope.code, { rpc: name, required_scope: required, scopes: claims.scopes?.join(' ') });
         throw insufficientScope(required);
       }

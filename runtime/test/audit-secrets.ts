@@ -55,15 +55,30 @@ export function findSecretsInAuditRows(rows: Array<Record<string, unknown>>): Au
 
 /**
  * Reads every audit record of the database at `databaseUrl` and throws, naming each record and
- * what it holds, when one holds a secret. Returns how many records were checked (0: no table).
+ * what it holds, when one holds a secret. Returns how many records were checked (0: none).
+ * `outboxes`: also the `audit.recorded` events in every schema's outbox (published ones stay a
+ * day), for a test's private database: its service publishes its records to the run's stream,
+ * where an identity of another database may consume them, so they may be only there.
  */
-export async function checkAuditRecordsForSecrets(databaseUrl: string): Promise<number> {
+export async function checkAuditRecordsForSecrets(databaseUrl: string, options: { outboxes?: boolean } = {}): Promise<number> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
+    const rows: Array<Record<string, unknown>> = [];
     const { rows: tables } = await client.query<{ table: string | null }>("SELECT to_regclass('identity.audit_events')::text AS table");
-    if (!tables[0]?.table) return 0;
-    const { rows } = await client.query<Record<string, unknown>>('SELECT * FROM identity.audit_events');
+    if (tables[0]?.table) rows.push(...(await client.query<Record<string, unknown>>('SELECT * FROM identity.audit_events')).rows);
+    if (options.outboxes) {
+      const { rows: outboxes } = await client.query<{ schema: string }>(
+        "SELECT table_schema AS schema FROM information_schema.tables WHERE table_name = 'outbox' ORDER BY table_schema",
+      );
+      for (const { schema } of outboxes) {
+        const { rows: events } = await client.query<{ payload: { event_id: string; producer: string; data: Record<string, unknown> } }>(
+          `SELECT payload FROM ${client.escapeIdentifier(schema)}.outbox WHERE payload->>'type' = 'audit.recorded'`,
+        );
+        // The record as identity would store it: the event's data, named by the event's id.
+        rows.push(...events.map(({ payload }) => ({ ...payload.data, id: payload.event_id, producer: payload.producer })));
+      }
+    }
     const findings = findSecretsInAuditRows(rows);
     if (findings.length > 0) {
       const lines = findings.map((f) => `  ${f.id} (${f.action}, written by ${f.producer}): ${f.kind}`);

@@ -9,6 +9,7 @@ import { callerKey } from '../src/call-context.js';
 import type { MeshClaims } from '../src/mesh-token.js';
 import {
   type Action,
+  acceptedScopes,
   allows,
   authorize,
   credentialsOf,
@@ -111,6 +112,8 @@ describe('the access rules of the protos', () => {
     ])
       expect(parse(rule)).toEqual([expect.stringMatching(/a scope is for rules an API key may pass/)]);
     expect(parse({ kind: AccessKind.ACCOUNT, scope: KeyScope.INFERENCE })).toEqual({ kind: 'account', userSession: false });
+    // Further scopes only beside a stated one (the method's default is never widened).
+    expect(parse({ kind: AccessKind.ACCOUNT, alsoScopes: [KeyScope.READ] })).toEqual([expect.stringMatching(/also_scopes name scopes beside a stated scope/)]);
   });
 
   it('refuse to start a server with an RPC without a rule, naming it', async () => {
@@ -138,6 +141,13 @@ describe('requiredScope', () => {
       expect(requiredScope(method), method.name).toBe('manage');
     // No REST route (an internal RPC): the strictest.
     expect(requiredScope(KeyService.method.authenticateKey)).toBe('manage');
+  });
+
+  it('is the first of the scopes a rule accepts, any one of which admits a key', () => {
+    expect(acceptedScopes(BillingService.method.getGenerationRecord)).toEqual(['inference', 'read']);
+    expect(acceptedScopes(BillingService.method.listGenerations)).toEqual(['read', 'inference']);
+    expect(acceptedScopes(KeyService.method.getKey)).toEqual(['read']);
+    expect(acceptedScopes(KeyService.method.authenticateKey)).toEqual(['manage']);
   });
 });
 
@@ -222,6 +232,8 @@ describe('guardRpc', () => {
         [KeyService.method.revokeKey, ['read']],
         [KeyService.method.getCurrentKey, ['read', 'manage']],
         [FeedbackService.method.recordFeedback, ['manage']],
+        [BillingService.method.getGenerationRecord, ['manage']],
+        [BillingService.method.listGenerations, ['manage']],
       ];
       for (const [method, scopes] of cases) {
         const contextValues = createContextValues();
@@ -240,6 +252,9 @@ describe('guardRpc', () => {
       expect(await call(KeyService.method.getKey, asKey(['read']))).toEqual({ result: 'ok', ran: true });
       expect(await call(KeyService.method.getCurrentKey, asKey(['inference']))).toEqual({ result: 'ok', ran: true });
       expect(await call(KeyService.method.revokeKey, asKey(['manage']))).toEqual({ result: 'ok', ran: true });
+      // Any one scope the rule accepts (docs/api/keys.md#scopes: the generation routes take inference or read).
+      for (const method of [BillingService.method.getGenerationRecord, BillingService.method.listGenerations])
+        for (const scope of ['inference', 'read']) expect(await call(method, asKey([scope])), `${method.name} ${scope}`).toEqual({ result: 'ok', ran: true });
       // The scope allows what the creator's role allows, never more.
       const topupKey = { ...asKey(['manage']), role: 'developer' };
       expect((await call(BillingService.method.createTopup, topupKey)).result).toBe('PermissionDenied forbidden');

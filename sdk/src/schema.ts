@@ -1656,11 +1656,12 @@ export interface paths {
          * The workspace's generations, newest first
          * @description Lists the workspace's generations (one per model request answered by the data plane), newest
          *     first, with their tokens, cost, timing, how they ended and the feedback given on them. An API
-         *     key sees only its own generations; `key_id` narrows the list to one key. Every request answered
+         *     key with the `read` scope sees the workspace's, one with `inference` but not `read` its own
+         *     only; `key_id` narrows the list to one key. Every request answered
          *     before the call is listed. Pages of `limit` generations (default 20): pass `next_cursor` as
          *     `after` for the next page.
          *
-         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads); a user's session needs none.
+         *     Credentials: A user access token or an API key. API keys need the `read` scope (reads) or `inference`; a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -1711,9 +1712,10 @@ export interface paths {
         /**
          * One generation
          * @description Returns one generation of the workspace by the id its answer carried (`X-Service-Generation-Id`,
-         *     `service.generation_id`). An API key sees only its own generations.
+         *     `service.generation_id`). An API key with the `read` scope sees the workspace's, one with
+         *     `inference` but not `read` its own only.
          *
-         *     Credentials: A user access token or an API key. API keys need the `inference` scope (model requests and what they need); a user's session needs none.
+         *     Credentials: A user access token or an API key. API keys need the `inference` scope (model requests and what they need) or `read`; a user's session needs none.
          *
          *     Access: in the workspace of the request, the owner, admin or developer may read billing (balance, usage, plan, hint, top-ups, ledger, statements, payment methods).
          */
@@ -8337,11 +8339,47 @@ export interface components {
         /**
          * @description Authenticated but not allowed.
          *
-         *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
+         *     - `insufficient_scope`: The API key lacks the `read` scope this operation needs (or `inference`) (`metadata.required_scope`).
          *     - `forbidden`: The caller's role in the workspace does not allow this.
          *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
          */
         Forbidden15: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (or `read`) (`metadata.required_scope`).
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden16: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Authenticated but not allowed.
+         *
+         *     - `insufficient_scope`: The API key lacks the `inference` scope this operation needs (`metadata.required_scope`).
+         *     - `forbidden`: The caller's role in the workspace does not allow this.
+         *     - `workspace_mismatch`: An API key was sent with another workspace's `X-Workspace-Id`.
+         */
+        Forbidden17: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -8807,7 +8845,7 @@ export interface components {
          * @description Not found, or not visible to the caller (another workspace's objects are 404, never 403).
          *
          *     - `workspace_not_found`: The `X-Workspace-Id` names no workspace the caller is a member of.
-         *     - `generation_not_found`: No generation of this workspace has this id (or, for an API key, none of its own).
+         *     - `generation_not_found`: No generation of this workspace has this id (or, for an API key without the `read` scope, none of its own).
          */
         NotFound10: {
             headers: {
@@ -13783,7 +13821,7 @@ export interface operations {
             400: components["responses"]["BadRequest40"];
             401: components["responses"]["Unauthorized4"];
             402: components["responses"]["PaymentRequired"];
-            403: components["responses"]["Forbidden8"];
+            403: components["responses"]["Forbidden15"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests4"];
             503: components["responses"]["ServiceUnavailable2"];
@@ -13907,7 +13945,7 @@ export interface operations {
             400: components["responses"]["BadRequest9"];
             401: components["responses"]["Unauthorized4"];
             402: components["responses"]["PaymentRequired"];
-            403: components["responses"]["Forbidden15"];
+            403: components["responses"]["Forbidden16"];
             404: components["responses"]["NotFound10"];
             429: components["responses"]["TooManyRequests4"];
             503: components["responses"]["ServiceUnavailable2"];
@@ -14639,7 +14677,7 @@ export interface operations {
             400: components["responses"]["BadRequest49"];
             401: components["responses"]["Unauthorized4"];
             402: components["responses"]["PaymentRequired"];
-            403: components["responses"]["Forbidden15"];
+            403: components["responses"]["Forbidden17"];
             404: components["responses"]["NotFound18"];
             409: components["responses"]["Conflict2"];
             413: components["responses"]["PayloadTooLarge"];

@@ -122,6 +122,8 @@ export interface RouteCase {
    * GET, `manage` for any other): the `inference` routes.
    */
   scope?: KeyScopeName;
+  /** Other scopes that also admit a key (the rule's `also_scopes`): the generation routes. */
+  alsoScopes?: KeyScopeName[];
   /**
    * What the owner's key with the route's scope gets, where it differs from the owner (it acts as
    * the owner, after the owner's call of the row): by default the owner's status and the row's
@@ -643,16 +645,19 @@ export const routeCases: RouteCase[] = [
       if (as === 'outsider') expect(ids).not.toContain(ws.generationId);
       else expect(ids).toContain(ws.generationId);
     },
-    // docs/api/generations.md#who-sees-what: an API key lists the generations made with it only (the read key made none).
-    asKey: { status: 200, check: (response) => expect(response.json.data).toEqual([]) },
+    // docs/api/generations.md#who-sees-what: a `read` key lists the workspace's generations, an
+    // `inference` key those made with it (the workspace's generation is the inference key's).
+    alsoScopes: ['inference'],
   },
   {
     rpc: 'GetGenerationRecord',
     method: 'GET',
     template: '/v1/generations/{generation_id}',
     path: (ws) => `/v1/generations/${ws.generationId}`,
-    // docs/api/keys.md#scopes: a key's own generations need inference only (the workspace's generation is the inference key's).
+    // docs/api/keys.md#scopes: a key's own generations need inference only (the workspace's generation is the inference key's),
+    // and a `read` key sees the workspace's.
     scope: 'inference',
+    alsoScopes: ['read'],
     expect: everyMember,
     notFoundCode: 'generation_not_found',
     check: (response, ws) => {

@@ -107,7 +107,10 @@ function derivedErrors(route: Route): ErrorCase[] {
     errors.push({
       status: errorCatalogue.insufficientScope.status,
       code: errorCatalogue.insufficientScope.code,
-      when: `The API key lacks the \`${route.scope}\` scope this operation needs${grants ? ', or `scopes` names one it lacks itself' : ''} (\`metadata.required_scope\`).`,
+      when: `The API key lacks the \`${route.scope}\` scope this operation needs${route.acceptedScopes
+        .slice(1)
+        .map((scope) => ` (or \`${scope}\`)`)
+        .join('')}${grants ? ', or `scopes` names one it lacks itself' : ''} (\`metadata.required_scope\`).`,
       metadata: { required_scope: route.scope },
     });
   }

@@ -62,7 +62,8 @@ export function accessLine(rule: RpcRule): string {
 export function scopeLine(route: Route): string | undefined {
   if (route.credentials !== 'user_session_or_api_key') return undefined;
   const what = { inference: 'model requests and what they need', read: 'reads', manage: 'changes' }[route.scope];
-  return `API keys need the \`${route.scope}\` scope (${what}); a user's session needs none.`;
+  const also = route.acceptedScopes.filter((scope) => scope !== route.scope).map((scope) => ` or \`${scope}\``);
+  return `API keys need the \`${route.scope}\` scope (${what})${also.join('')}; a user's session needs none.`;
 }
 
 /** The machine-readable form of a route's rule: the `x-switchboard-access` extension. */

@@ -19,8 +19,8 @@ import { workspaceOfGeneration } from './store/usage.js';
  * the data planes publish, with the facts they report beside the usage and the latest feedback,
  * projected here from `feedback.recorded` into a table of its own keyed by generation id (a
  * rating that arrives before its usage row waits there, and joins once the row is settled). A
- * user's session sees the workspace's generations; an API key its own only, and another key's,
- * like another workspace's, is not found. Reads wait for the usage published before them to be
+ * user's session and an API key with `read` see the workspace's generations; a key with only
+ * `inference` its own, and another key's, like another workspace's, is not found. Reads wait for the usage published before them to be
  * settled, as the balance does.
  */
 
@@ -39,9 +39,12 @@ type GenerationView = MessageInitShape<typeof GenerationRecordSchema>;
 
 const notFound = () => apiError(Code.NotFound, 'generation_not_found', 'No such generation in this workspace.');
 
-/** What the caller may see: an API key its own generations only. */
+/**
+ * What the caller may see (docs/api/generations.md#who-sees-what): a session and an API key with
+ * `read` the workspace's generations, a key with `inference` but not `read` its own only.
+ */
 function scopeOf(caller: WorkspaceCaller): GenerationScope {
-  if (caller.principalType !== 'key') return { workspaceId: caller.workspaceId };
+  if (caller.principalType !== 'key' || caller.scopes?.includes('read')) return { workspaceId: caller.workspaceId };
   // A key's mesh token always names it; one that does not sees nothing rather than every key's.
   return { workspaceId: caller.workspaceId, keyId: caller.keyId ?? '' };
 }
@@ -80,7 +83,7 @@ export class Generations {
     const after = decodeCursor(input.after);
     const wanted = optionalId(input.keyId, 'key_id');
     const scope = scopeOf(caller);
-    // A key asking for another key's generations sees none (another key is never named).
+    // A key limited to its own asking for another key's sees none (another key is never named).
     if (wanted !== undefined && scope.keyId !== undefined && wanted !== scope.keyId) return { data: [], hasMore: false };
     await this.deps.usageSettled?.();
     const rows = await listGenerations(this.deps.db, { ...scope, keyId: wanted ?? scope.keyId }, { limit, after });

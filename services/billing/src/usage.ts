@@ -143,7 +143,11 @@ export class UsageLedger {
     return answerOf(winner, true);
   }
 
-  /** A generation of `workspaceId` (another workspace's is not found), for feedback. */
+  /**
+   * A generation of `workspaceId`, for feedback. Another workspace's is refused apart from an
+   * unknown id (permission_denied, not not_found), so the conversations service records the probe
+   * (docs/api/audit.md, `access.denied`) while its client gets the same 404 as for an unknown id.
+   */
   async generation(generationId: string, workspaceId: string): Promise<MessageInitShape<typeof GenerationSchema>> {
     requiredId(generationId, 'generation_id');
     requiredId(workspaceId, 'workspace_id');
@@ -153,7 +157,9 @@ export class UsageLedger {
       await this.deps.usageSettled();
       row = await findUsageByGeneration(this.deps.db, generationId);
     }
-    if (!row || row.workspace_id !== workspaceId) throw apiError(Code.NotFound, 'generation_not_found', 'No such generation in this workspace.');
+    if (!row) throw apiError(Code.NotFound, 'generation_not_found', 'No such generation in this workspace.');
+    if (row.workspace_id !== workspaceId)
+      throw apiError(Code.PermissionDenied, 'generation_of_another_workspace', 'The generation belongs to another workspace.');
     return {
       generationId: row.generation_id,
       usageId: row.id,

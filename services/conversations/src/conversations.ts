@@ -1,6 +1,6 @@
 import type { JsonObject, JsonValue, MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { Code } from '@connectrpc/connect';
+import { Code, type ConnectError } from '@connectrpc/connect';
 import type {
   AppendExchangeResponseSchema,
   ConversationSchema,
@@ -134,15 +134,22 @@ export class Conversations {
     return { data: page.rows.map(toConversation), hasMore: page.hasMore, nextCursor: page.nextCursor };
   }
 
-  /** One conversation of the workspace; `caller` (a client's call): a miss that names another workspace's is recorded. */
+  /**
+   * The 404 of a conversation the workspace cannot see. With `caller` (a client's call, which every
+   * method below takes last), a miss that names another workspace's conversation is recorded
+   * (docs/api/audit.md, `access.denied`).
+   */
+  private notFound(conversationId: string, caller: WorkspaceCaller | undefined): ConnectError {
+    const { audit, db } = this.deps;
+    if (audit && caller)
+      void recordForeignObjectProbe(audit, caller, { type: 'conversation', id: conversationId }, () => conversationExists(db, conversationId));
+    return conversationNotFound();
+  }
+
+  /** One conversation of the workspace. */
   async get(workspaceId: string, conversationId: string, caller?: WorkspaceCaller): Promise<MessageInitShape<typeof ConversationSchema>> {
     const row = conversationId ? await findConversation(this.deps.db, conversationId, workspaceId) : undefined;
-    if (!row) {
-      const { audit, db } = this.deps;
-      if (audit && caller)
-        void recordForeignObjectProbe(audit, caller, { type: 'conversation', id: conversationId }, () => conversationExists(db, conversationId));
-      throw conversationNotFound();
-    }
+    if (!row) throw this.notFound(conversationId, caller);
     return toConversation(row);
   }
 
@@ -151,26 +158,32 @@ export class Conversations {
     workspaceId: string,
     conversationId: string,
     input: { title?: string; metadata?: JsonObject },
+    caller?: WorkspaceCaller,
   ): Promise<MessageInitShape<typeof ConversationSchema>> {
     // Visibility first (404), then the input (400).
-    if (!conversationId || !(await findConversation(this.deps.db, conversationId, workspaceId))) throw conversationNotFound();
+    if (!conversationId || !(await findConversation(this.deps.db, conversationId, workspaceId))) throw this.notFound(conversationId, caller);
     const changes = {
       title: input.title === undefined ? undefined : parseTitle(input.title),
       metadata: input.metadata === undefined ? undefined : parseMetadata(input.metadata),
     };
     const row = await updateConversation(this.deps.db, conversationId, workspaceId, changes);
-    if (!row) throw conversationNotFound();
+    if (!row) throw this.notFound(conversationId, caller);
     return toConversation(row);
   }
 
-  async delete(workspaceId: string, conversationId: string): Promise<void> {
-    if (!conversationId || !(await deleteConversation(this.deps.db, conversationId, workspaceId))) throw conversationNotFound();
+  async delete(workspaceId: string, conversationId: string, caller?: WorkspaceCaller): Promise<void> {
+    if (!conversationId || !(await deleteConversation(this.deps.db, conversationId, workspaceId))) throw this.notFound(conversationId, caller);
   }
 
-  async append(workspaceId: string, conversationId: string, input: { role: string; content: string }): Promise<MessageInitShape<typeof MessageSchema>> {
+  async append(
+    workspaceId: string,
+    conversationId: string,
+    input: { role: string; content: string },
+    caller?: WorkspaceCaller,
+  ): Promise<MessageInitShape<typeof MessageSchema>> {
     if (!conversationId) throw conversationNotFound();
-    await this.refuse(workspaceId, conversationId, messageProblem(input));
-    return toMessage(await this.store(this.deps.db, workspaceId, conversationId, input));
+    await this.refuse(workspaceId, conversationId, messageProblem(input), caller);
+    return toMessage(await this.store(this.deps.db, workspaceId, conversationId, input, caller));
   }
 
   /**
@@ -204,17 +217,23 @@ export class Conversations {
    * for a conversation the caller cannot see is a 404. The handlers also pass the 400 of the input
    * rules here (docs/conventions.md#input-rules).
    */
-  async refuse(workspaceId: string, conversationId: string, problem: ReturnType<typeof invalidArgument> | undefined): Promise<void> {
+  async refuse(workspaceId: string, conversationId: string, problem: ReturnType<typeof invalidArgument> | undefined, caller?: WorkspaceCaller): Promise<void> {
     if (!problem) return;
-    if (!(await findConversation(this.deps.db, conversationId, workspaceId))) throw conversationNotFound();
+    if (!(await findConversation(this.deps.db, conversationId, workspaceId))) throw this.notFound(conversationId, caller);
     throw problem;
   }
 
   /** Stores one checked message at the conversation's next position; 404 when the conversation is not the workspace's. */
-  private async store(db: Db, workspaceId: string, conversationId: string, message: { role: string; content: string }): Promise<MessageRow> {
+  private async store(
+    db: Db,
+    workspaceId: string,
+    conversationId: string,
+    message: { role: string; content: string },
+    caller?: WorkspaceCaller,
+  ): Promise<MessageRow> {
     // The statement itself checks the conversation is the workspace's: one round trip per append.
     const row = await appendMessage(db, { id: newId('msg'), conversationId, workspaceId, role: message.role, content: message.content });
-    if (!row) throw conversationNotFound();
+    if (!row) throw this.notFound(conversationId, caller);
     return row;
   }
 
@@ -223,8 +242,9 @@ export class Conversations {
     workspaceId: string,
     conversationId: string,
     input: { limit?: number; after?: string; order: string },
+    caller?: WorkspaceCaller,
   ): Promise<MessageInitShape<typeof ListMessagesResponseSchema>> {
-    if (!conversationId || !(await findConversation(this.deps.db, conversationId, workspaceId))) throw conversationNotFound();
+    if (!conversationId || !(await findConversation(this.deps.db, conversationId, workspaceId))) throw this.notFound(conversationId, caller);
     const limit = parseLimit(input.limit);
     const order = input.order === '' ? 'asc' : input.order;
     if (order !== 'asc' && order !== 'desc') throw invalidArgument('order', 'order must be asc or desc.');

@@ -3,6 +3,8 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, type ConnectError } from '@connectrpc/connect';
 import type { FeedbackSchema, FeedbackSummarySchema } from '@switchboard/contracts/switchboard/conversations/v1/conversations_pb';
 import { FeedbackRecordedSchema } from '@switchboard/contracts/switchboard/events/v1/events_pb';
+import { type AuditTrail, recordForeignObjectProbe } from '@switchboard/runtime/audit';
+import type { WorkspaceCaller } from '@switchboard/runtime/caller';
 import type { Knex } from '@switchboard/runtime/db';
 import { apiError, invalidArgument } from '@switchboard/runtime/errors';
 import { newId } from '@switchboard/runtime/ids';
@@ -47,21 +49,29 @@ export interface FeedbackDeps {
   generations: GenerationDirectory;
   router: Router;
   recordEvent: EventWriter;
+  /** Where a rating of another workspace's generation is recorded (access.denied). */
+  audit?: AuditTrail;
 }
 
 export class FeedbackLedger {
   constructor(private readonly deps: FeedbackDeps) {}
 
   async record(
-    workspaceId: string,
+    caller: WorkspaceCaller,
     input: { generationId: string; rating: number; comment?: string; tags: string[] },
-    requestId?: string,
     /** The 400 of the input rules (docs/conventions.md#input-rules), thrown once the generation is found. */
     inputProblem?: () => ConnectError | undefined,
   ): Promise<{ feedback: MessageInitShape<typeof FeedbackSchema>; created: boolean }> {
+    const { workspaceId, requestId } = caller;
     if (input.generationId.trim() === '') throw invalidArgument('generation_id', 'generation_id is required (the X-Service-Generation-Id of a response).');
-    const generation = await this.deps.generations.find(input.generationId, workspaceId, requestId);
-    if (!generation) throw generationNotFound();
+    const lookup = await this.deps.generations.find(input.generationId, workspaceId, requestId);
+    if (lookup.generation === undefined) {
+      // The lookup already knows whether the id names another workspace's generation.
+      const { audit } = this.deps;
+      if (audit && lookup.elsewhere) void recordForeignObjectProbe(audit, caller, { type: 'generation', id: input.generationId }, async () => true);
+      throw generationNotFound();
+    }
+    const { generation } = lookup;
     const problem = inputProblem?.();
     if (problem) throw problem;
     if (input.rating !== 1 && input.rating !== -1) throw invalidArgument('rating', 'rating must be 1 (thumbs up) or -1 (thumbs down).');

@@ -26,7 +26,7 @@ export function prepareConversations(runtime: ConversationsRuntime, config: Conv
   log.info({ models: catalog.models.length, fast: catalog.candidates('fast').length, balanced: catalog.candidates('balanced').length }, 'model catalog loaded');
   return {
     conversations: new Conversations({ db, audit: runtime.audit }),
-    feedback: new FeedbackLedger({ db, generations, router, recordEvent }),
+    feedback: new FeedbackLedger({ db, generations, router, recordEvent, audit: runtime.audit }),
     router,
     db,
     generations,

@@ -34,23 +34,24 @@ export function registerRoutes(router: ConnectRouter, handlers: ConversationsHan
     },
     // These three find the conversation before their input is judged (docs/conventions.md#order-of-checks).
     updateConversation: inputCheckedInHandler(async (req, ctx) => {
-      const { workspaceId } = workspaceCaller(ctx);
-      await conversations.refuse(workspaceId, req.conversationId, inputProblem(ctx));
-      return conversations.update(workspaceId, req.conversationId, { title: req.title, metadata: req.metadata });
+      const caller = workspaceCaller(ctx);
+      await conversations.refuse(caller.workspaceId, req.conversationId, inputProblem(ctx), caller);
+      return conversations.update(caller.workspaceId, req.conversationId, { title: req.title, metadata: req.metadata }, caller);
     }),
     async deleteConversation(req, ctx) {
-      await conversations.delete(workspaceCaller(ctx).workspaceId, req.conversationId);
+      const caller = workspaceCaller(ctx);
+      await conversations.delete(caller.workspaceId, req.conversationId, caller);
       return {};
     },
     createMessage: inputCheckedInHandler(async (req, ctx) => {
-      const { workspaceId } = workspaceCaller(ctx);
-      await conversations.refuse(workspaceId, req.conversationId, inputProblem(ctx));
-      return conversations.append(workspaceId, req.conversationId, { role: req.role, content: req.content });
+      const caller = workspaceCaller(ctx);
+      await conversations.refuse(caller.workspaceId, req.conversationId, inputProblem(ctx), caller);
+      return conversations.append(caller.workspaceId, req.conversationId, { role: req.role, content: req.content }, caller);
     }),
     listMessages: inputCheckedInHandler(async (req, ctx) => {
-      const { workspaceId } = workspaceCaller(ctx);
-      await conversations.refuse(workspaceId, req.conversationId, inputProblem(ctx));
-      return conversations.messages(workspaceId, req.conversationId, { limit: req.limit, after: req.after, order: req.order });
+      const caller = workspaceCaller(ctx);
+      await conversations.refuse(caller.workspaceId, req.conversationId, inputProblem(ctx), caller);
+      return conversations.messages(caller.workspaceId, req.conversationId, { limit: req.limit, after: req.after, order: req.order }, caller);
     }),
     // Identity's data export names the user's personal workspace: no member acts here.
     exportUserConversations: (req) => exportWorkspace(handlers.db, req),
@@ -59,11 +60,9 @@ export function registerRoutes(router: ConnectRouter, handlers: ConversationsHan
   const feedbackService: ServiceImpl<typeof FeedbackService> = {
     // The generation is found (404) before the rating is judged (docs/conventions.md#order-of-checks).
     recordFeedback: inputCheckedInHandler(async (req, ctx) => {
-      const { workspaceId, requestId } = workspaceCaller(ctx);
       const result = await feedback.record(
-        workspaceId,
+        workspaceCaller(ctx),
         { generationId: req.generationId, rating: req.rating, comment: req.comment, tags: req.tags },
-        requestId,
         () => inputProblem(ctx),
       );
       // A replaced rating is no new resource (docs/api/conversations.md#feedback: 200, not 201).

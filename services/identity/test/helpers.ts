@@ -4,8 +4,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DescService } from '@bufbuild/protobuf';
 import type { Client } from '@connectrpc/connect';
+import { dropDatabase } from '@switchboard/runtime/infra';
 import { type MeshClaims, MeshTokens } from '@switchboard/runtime/mesh-token';
 import { eventually, type RunningService, requireEnv, meshClient as serviceClient, startService } from '@switchboard/runtime/testing';
+
+import { AuditSecretsError, checkAuditRecordsForSecrets } from '../../../runtime/test/audit-secrets.js';
 
 export { eventually, requireEnv };
 
@@ -42,6 +45,21 @@ export function mintMeshToken(audience: string, claims: MeshClaims): Promise<str
 }
 
 /** A unique address for one test. */
+/**
+ * Drops a test's private database once its audit records are checked for secrets, as the run's
+ * teardown checks the shared database (runtime/test/global-setup.ts, docs/api/audit.md#no-secrets):
+ * a finding fails the file; a database that cannot be read (never created) is only dropped.
+ */
+export async function dropCheckedDatabase(databaseUrl: string): Promise<void> {
+  try {
+    await checkAuditRecordsForSecrets(databaseUrl, { outboxes: true });
+  } catch (err) {
+    if (err instanceof AuditSecretsError) throw err;
+  } finally {
+    await dropDatabase(databaseUrl).catch(() => undefined);
+  }
+}
+
 export function uniqueEmail(tag = 'user'): string {
   return `${tag}.${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}@example.com`;
 }

@@ -2,13 +2,13 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { AccountService, AuthService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { createDb } from '@switchboard/runtime/db';
-import { dropDatabase, ensureDatabase } from '@switchboard/runtime/infra';
+import { ensureDatabase } from '@switchboard/runtime/infra';
 import { DataKeyRing } from '@switchboard/runtime/secrets';
 import { meshClient, outcomeOf } from '@switchboard/runtime/testing';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import * as OTPAuth from 'otpauth';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { identityMain, type RunningIdentity, requireEnv, startIdentity, uniqueEmail } from './helpers.js';
+import { dropCheckedDatabase, identityMain, type RunningIdentity, requireEnv, startIdentity, uniqueEmail } from './helpers.js';
 
 /**
  * docs/api/internal-calls.md#mesh-tokens and the data-key ring: the mesh secret only authenticates calls, so changing it (with
@@ -79,7 +79,7 @@ describe('secret rotation', () => {
 
   afterAll(async () => {
     await service?.stop();
-    await dropDatabase(databaseUrl).catch(() => undefined);
+    await dropCheckedDatabase(databaseUrl);
   });
 
   it('keeps accounts, sessions, 2FA and the signing key working when the mesh secret changes', async () => {

@@ -3,11 +3,11 @@ import path from 'node:path';
 import { AuthService } from '@switchboard/contracts/switchboard/identity/v1/identity_pb';
 import { SigningKeys } from '@switchboard/identity/signing-keys';
 import { createDb, migrate } from '@switchboard/runtime/db';
-import { dropDatabase, ensureDatabase } from '@switchboard/runtime/infra';
+import { ensureDatabase } from '@switchboard/runtime/infra';
 import { createLogger } from '@switchboard/runtime/log';
 import { DataKeyRing } from '@switchboard/runtime/secrets';
 import { afterAll, describe, expect, it } from 'vitest';
-import { meshClient, type RunningIdentity, repoRoot, requireEnv, startIdentity } from './helpers.js';
+import { dropCheckedDatabase, meshClient, type RunningIdentity, repoRoot, requireEnv, startIdentity } from './helpers.js';
 
 const migrationsDir = path.join(repoRoot, 'services/identity/dist/migrations');
 
@@ -23,7 +23,7 @@ describe('signing key on concurrent first starts', () => {
 
   afterAll(async () => {
     await Promise.all(replicas.map((replica) => replica.stop()));
-    await dropDatabase(databaseUrl).catch(() => undefined);
+    await dropCheckedDatabase(databaseUrl);
   });
 
   it('converges on one active key when many loaders race in one schema', async () => {
