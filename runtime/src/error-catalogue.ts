@@ -221,7 +221,7 @@ export const errorCatalogue = {
     code: 'model_unavailable',
     // The name comes from the client: the answer repeats at most 100 characters of it.
     message: ({ model }: { model: string }) => `The model ${JSON.stringify(model.slice(0, 100))} is not served here; GET /v1/models lists the models.`,
-    when: 'A concrete model the catalog does not serve (changed).',
+    when: 'A concrete model the catalog does not serve.',
   },
   // A service tier none of whose candidates the policy allows, or a concrete model served only outside it.
   routingPolicyViolation: {
