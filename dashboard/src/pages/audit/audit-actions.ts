@@ -1,7 +1,4 @@
-import type { components } from '@switchboard/sdk';
-
-/** An action of the audit log's catalogue: the proto's closed set, as the OpenAPI document states it. */
-export type AuditAction = components['schemas']['switchboard.identity.v1.AuditEvent']['action'];
+import type { AuditAction } from '../../closed-sets';
 
 /**
  * The label of every action (docs/api/audit.md#actions), in the filter's order: what a person did,
