@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { linksOf, waitForMail } from '@switchboard/testkit/mailbox';
 import { type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
@@ -266,6 +267,21 @@ describe('the Usage, Generation and Audit log pages, and the data export', () =>
     expect(JSON.parse(document)).toBeTypeOf('object');
     expect(document).toContain(owner.email);
     expect(await exportSection.getByTestId('data-export').innerText()).toMatch(/Status\s+Ready/);
+
+    // The mail's link, opened directly by the signed-in reader: the account page with that export, downloaded with the session.
+    const [link, ...otherLinks] = linksOf(await waitForMail(suite.mailboxDir, owner.email, 'data_export_ready')).text;
+    expect(otherLinks).toEqual([]);
+    expect(new URL(link).pathname).toBe(`/app/account/exports/${exportId}`);
+    // On this origin: the mesh's PUBLIC_BASE_URL says localhost, the dashboard (and its session's cookie) is on 127.0.0.1.
+    await page.goto(new URL(new URL(link).pathname, page.url()).href);
+    await expectHeading(page, 'Account');
+    const linked = page.getByRole('region', { name: 'Export my data' });
+    expect(await linked.getByTestId('data-export').innerText()).toMatch(new RegExp(`^Export id\\s+${exportId}$`));
+    await checkPage(dashboard, 'account-export-link');
+    const savedAgain = page.waitForEvent('download', { timeout: 20_000 });
+    await linked.getByRole('button', { name: 'Download the export' }).click();
+    expect((await savedAgain).suggestedFilename()).toBe(`switchboard-export-${exportId}.json`);
+    expect(await linked.getByTestId('data-export').innerText()).toMatch(/Status\s+Ready/);
     await dashboard.context.close();
   }, 60_000);
 });

@@ -11,3 +11,4 @@ export type KeyStatus = Schemas['switchboard.keys.v1.Key']['status'];
 export type GrantableRole = Schemas['switchboard.identity.v1.CreateInvitationRequest']['role'];
 export type DeliveryStatus = Schemas['switchboard.webhooks.v1.Delivery']['status'];
 export type EventType = NonNullable<Schemas['switchboard.webhooks.v1.CreateWebhookRequest']['events']>[number];
+export type AuditAction = Schemas['switchboard.identity.v1.AuditEvent']['action'];

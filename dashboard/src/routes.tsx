@@ -50,6 +50,8 @@ export const routes: Route[] = [
   { path: '/invitations/accept', page: AcceptInvitationPage, audience: 'anyone' },
   { path: '/overview', page: OverviewPage, nav: 'Overview' },
   { path: '/account', page: AccountPage, nav: 'Account' },
+  // The data-export mail's link (services/identity/src/data-exports.ts): the account page, that export shown.
+  { path: '/account/exports/:exportId', page: AccountPage },
   { path: '/sessions', page: SessionsPage, nav: 'Sessions' },
   { path: '/organization', page: OrganizationPage, nav: 'Organization', action: 'members.read' },
   { path: '/keys', page: KeysPage, nav: 'Keys', action: 'keys.read' },

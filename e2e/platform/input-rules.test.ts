@@ -1,5 +1,5 @@
 import { type DescField, type DescMessage, getOption, hasOption, ScalarType } from '@bufbuild/protobuf';
-import { type FieldRules, field as fieldRules } from '@switchboard/contracts/buf/validate/validate_pb';
+import { type FieldRules, field as fieldRules, Ignore } from '@switchboard/contracts/buf/validate/validate_pb';
 import { field as fieldOption } from '@switchboard/contracts/switchboard/api/v1/options_pb';
 import { buildRoutes, type Route } from '@switchboard/gateway/routes';
 import { eventually } from '@switchboard/runtime/testing';
@@ -32,7 +32,8 @@ function validValue(rules: FieldRules): unknown {
   switch (type.case) {
     case 'string':
       if (type.value.in.length > 0) return type.value.in[0];
-      if (type.value.pattern) return '1';
+      // A pattern skipped when empty (group_by) keeps its rule left out; the others are the decimal pattern.
+      if (type.value.pattern) return rules.ignore === Ignore.IF_ZERO_VALUE ? undefined : '1';
       return 'x';
     case 'int32':
       if (type.value.in.length > 0) return type.value.in[0];

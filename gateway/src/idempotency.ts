@@ -49,9 +49,12 @@ export interface IdempotentRequest {
   key: string;
   /** Whose key it is: the principal and workspace, or the client address (docs/conventions.md#idempotency). */
   scope: string;
-  /** The route's method and template (POST /v1/keys/{key_id}/rotate). */
+  /** The route's method and template (POST /v1/keys/{key_id}/rotate), for the logs: a key is not per route. */
   route: string;
-  /** What the fingerprint covers besides the route: the path as sent, the query and the body's bytes. */
+  /**
+   * What the fingerprint covers: the path as sent, the query and the body's bytes. Only POSTs carry
+   * a key, so the path names the route, and the same key on another route is a 422.
+   */
   path: string;
   query: string;
   body: Buffer | undefined;
@@ -137,7 +140,8 @@ export class IdempotencyStore {
    */
   async run(request: IdempotentRequest, execute: () => Promise<Answer>, signal: AbortSignal): Promise<{ answer: Answer; replayed: boolean }> {
     const kv = await this.bucket();
-    const storeKey = createHash('sha256').update(`${request.scope}\n${request.route}\n${request.key}`).digest('hex');
+    // docs/conventions.md#idempotency: a key belongs to its scope, whatever the route; the fingerprint tells requests apart.
+    const storeKey = createHash('sha256').update(`${request.scope}\n${request.key}`).digest('hex');
     const digest = createHash('sha256')
       .update(`${request.path}?${request.query}\n`)
       .update(request.body ?? Buffer.alloc(0))

@@ -53,7 +53,7 @@ describe('Idempotency-Key', () => {
     expect((await suite.call('GET', '/v1/keys', { token: user.token })).json.data).toHaveLength(1);
   });
 
-  it('answers 422 idempotency_key_reused for the same key with another body, path or query', async () => {
+  it('answers 422 idempotency_key_reused for the same key with another body, path, query or route', async () => {
     const user = await signUp(suite.call);
     const key = newKey();
     const first = await suite.call('POST', '/v1/keys', { token: user.token, body: { name: 'first' }, headers: { 'idempotency-key': key } });
@@ -63,10 +63,10 @@ describe('Idempotency-Key', () => {
     // The same bytes but another query string is another request too.
     const withQuery = await suite.call('POST', '/v1/keys?x=1', { token: user.token, body: { name: 'first' }, headers: { 'idempotency-key': key } });
     expectErrorBody(withQuery, 422, 'idempotency_key_reused', 'Idempotency-Key');
-    // The key belongs to its route: on another route it is a new request.
+    // The key belongs to the principal and workspace, not to a route: on another route it is another request with the same key.
     const conversation = await suite.call('POST', '/v1/conversations', { token: user.token, body: {}, headers: { 'idempotency-key': key } });
-    expect(conversation.status, conversation.text).toBe(201);
-    expect(conversation.headers.get('idempotent-replayed')).toBeNull();
+    expectErrorBody(conversation, 422, 'idempotency_key_reused', 'Idempotency-Key');
+    expect((await suite.call('GET', '/v1/conversations', { token: user.token })).json.data).toEqual([]);
     expect((await suite.call('GET', '/v1/keys', { token: user.token })).json.data).toHaveLength(1);
   });
 

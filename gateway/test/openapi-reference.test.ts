@@ -39,6 +39,13 @@ function sourceText(): string {
 }
 
 /** Every `enum` of the document, by where it is: `Schema.property` (`[]` for items) or `METHOD path ?parameter`. */
+/** The actions of the audit log's catalogue, as docs/api/audit.md#actions lists them (the first column of its tables). */
+function catalogueOfAuditActions(): string[] {
+  const text = readFileSync(path.join(root, 'docs/api/audit.md'), 'utf8');
+  const section = text.slice(text.indexOf('\n## Actions\n'), text.indexOf('\n## ', text.indexOf('\n## Actions\n') + 1));
+  return [...section.matchAll(/^\| `([a-z_.]+)` /gm)].map((match) => match[1]);
+}
+
 function enumsOf(doc: Json): Record<string, unknown[]> {
   const found: Record<string, unknown[]> = {};
   const walk = (node: unknown, at: string): void => {
@@ -172,6 +179,8 @@ describe('API reference', () => {
   it("states every closed set as an enum, from the protos' rules (docs/conventions.md#input-rules)", () => {
     // The front door's sets are written in gateway/src/openapi/front-door.ts; the others are the protos' rules.
     const events = webhookEventCatalog().map((entry) => entry.type);
+    const auditActions = catalogueOfAuditActions();
+    expect(auditActions).toHaveLength(27);
     expect(enumsOf(shared)).toEqual({
       'ChatCompletionService.tier': ['fast', 'balanced', 'passthrough'],
       'ChatCompletionService.region': ['cn', 'overseas'],
@@ -193,11 +202,13 @@ describe('API reference', () => {
       'switchboard.billing.v1.Statement.currency': ['USD'],
       'switchboard.billing.v1.UsageReport.bucket': ['hour', 'day'],
       'switchboard.billing.v1.UsageReportRow.tier': ['fast', 'balanced', 'passthrough', 'byok'],
+      'switchboard.billing.v1.UsageReportRow.region': ['overseas', 'cn', ''],
       'switchboard.conversations.v1.CreateMessageRequest.role': ['user', 'assistant', 'system', 'tool'],
       'switchboard.conversations.v1.Feedback.rating': [1, -1],
       'switchboard.conversations.v1.Message.role': ['user', 'assistant', 'system', 'tool'],
       'switchboard.conversations.v1.RecordFeedbackRequest.rating': [1, -1],
       'switchboard.identity.v1.AuditActor.type': ['user', 'api_key', 'system'],
+      'switchboard.identity.v1.AuditEvent.action': auditActions,
       'switchboard.identity.v1.AuditEvent.outcome': ['success', 'denied', 'failed'],
       'switchboard.identity.v1.CreateInvitationRequest.role': ['admin', 'developer'],
       'switchboard.identity.v1.DataExport.status': ['pending', 'ready', 'expired'],
@@ -239,6 +250,7 @@ describe('API reference', () => {
       'GET /v1/keys ?status': ['active', 'revoked'],
       'GET /v1/usage ?bucket': ['hour', 'day'],
       'GET /v1/usage ?format': ['json', 'csv'],
+      'GET /v1/audit-events ?action': auditActions,
       'GET /v1/conversations/{conversation_id}/messages ?order': ['asc', 'desc'],
       'GET /v1/workspaces/{workspace_id}/webhooks/{webhook_id}/deliveries ?status': ['pending', 'succeeded', 'failed', 'exhausted'],
     });

@@ -109,6 +109,14 @@ export class NotFoundError extends SwitchboardError {
 export class ConflictError extends SwitchboardError {
   override readonly name: string = 'ConflictError';
 }
+/** 413 `payload_too_large`: the request body is larger than the surface reads (1 MiB); send less. */
+export class PayloadTooLargeError extends SwitchboardError {
+  override readonly name: string = 'PayloadTooLargeError';
+}
+/** 415 `unsupported_media_type`: the body was not sent as `application/json`. */
+export class UnsupportedMediaTypeError extends SwitchboardError {
+  override readonly name: string = 'UnsupportedMediaTypeError';
+}
 /** 422: a well-formed request that breaks a business rule. */
 export class UnprocessableEntityError extends SwitchboardError {
   override readonly name: string = 'UnprocessableEntityError';
@@ -167,6 +175,8 @@ const byStatus: Record<number, new (init: SwitchboardErrorInit) => SwitchboardEr
   403: PermissionDeniedError,
   404: NotFoundError,
   409: ConflictError,
+  413: PayloadTooLargeError,
+  415: UnsupportedMediaTypeError,
   422: UnprocessableEntityError,
   429: RateLimitError,
   503: ServiceUnavailableError,

@@ -40,6 +40,7 @@ export {
   InternalServerError,
   isSwitchboardError,
   NotFoundError,
+  PayloadTooLargeError,
   PaymentRequiredError,
   PermissionDeniedError,
   RateLimitError,
@@ -48,6 +49,7 @@ export {
   SwitchboardError,
   type SwitchboardErrorInit,
   UnprocessableEntityError,
+  UnsupportedMediaTypeError,
 } from './errors.js';
 export { type FetchPage, type Page, type Paginated, paginate } from './pagination.js';
 export type { BodyOf, ItemOf, ListQuery, QueryOf, Resources, ResultOf } from './resources.js';

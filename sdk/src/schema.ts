@@ -4212,8 +4212,11 @@ export interface components {
              * @enum {string}
              */
             tier?: "fast" | "balanced" | "passthrough" | "byok";
-            /** @description The region that served; empty for usage recorded without one. */
-            region?: string;
+            /**
+             * @description The region that served, `overseas` or `cn` (with group_by region); empty for usage recorded without one.
+             * @enum {string}
+             */
+            region?: "overseas" | "cn" | "";
             /**
              * Format: int64
              * @description Requests settled in the bucket and group.
@@ -4739,8 +4742,11 @@ export interface components {
         "switchboard.identity.v1.AuditEvent": {
             /** @description "aud_…". */
             event_id: string;
-            /** @description What happened, from the catalogue of docs/api/audit.md. */
-            action: string;
+            /**
+             * @description What happened, from the catalogue of docs/api/audit.md#actions (the same list as the `action` filter's).
+             * @enum {string}
+             */
+            action: "user.signed_in" | "user.sign_in_failed" | "user.sign_in_throttled" | "user.two_factor_enabled" | "user.two_factor_disabled" | "user.recovery_codes_regenerated" | "user.password_changed" | "user.password_reset" | "session.revoked" | "member.invited" | "member.joined" | "member.removed" | "member.role_changed" | "organization.ownership_transferred" | "organization.deleted" | "account.export_requested" | "key.created" | "key.updated" | "key.rotated" | "key.revoked" | "spend_limits.updated" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "webhook.secret_rotated" | "topup.completed" | "access.denied";
             /** @description Who acted: a user, an API key, or the platform itself. */
             actor: components["schemas"]["switchboard.identity.v1.AuditActor"];
             /** @description What the action was about; null when it was about nothing in particular. */
@@ -7193,7 +7199,7 @@ export interface components {
         /**
          * @description Invalid input; `field` names it.
          *
-         *     - `invalid_request`: A parameter is invalid (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, `since` or `until` is not an RFC 3339 time, `since` is after `until`, or `action` or `actor_id` is longer than 200 characters.
+         *     - `invalid_request`: A parameter is invalid (`field` names it): `limit` is not from 1 to 100, `after` is not a `next_cursor` of this list, `since` or `until` is not an RFC 3339 time, `since` is after `until`, `action` is not an action of the catalogue, or `actor_id` is longer than 200 characters.
          */
         BadRequest19: {
             headers: {
@@ -7569,7 +7575,7 @@ export interface components {
         /**
          * @description Invalid input; `field` names it.
          *
-         *     - `invalid_request`: A parameter is invalid (`field` names it): `group_by` names something other than key, model, tier and region, `bucket` is not hour or day, `start` or `end` is not an RFC 3339 time, `start` is after `end`, the range is longer than 366 days (31 for hour buckets), `key_id` is longer than 200 characters, or `format` is not json or csv.
+         *     - `invalid_request`: A parameter is invalid (`field` names it): `group_by` names something other than key, model, tier and region or names one twice, `bucket` is not hour or day, `start` or `end` is not an RFC 3339 time, `start` is after `end`, the range is longer than 366 days (31 for hour buckets), `key_id` is longer than 200 characters, or `format` is not json or csv.
          */
         BadRequest41: {
             headers: {
@@ -10881,8 +10887,8 @@ export interface operations {
                 limit?: number;
                 /** @description The `next_cursor` of the previous page; empty for the first page. */
                 after?: string;
-                /** @description Only records of this action (docs/api/audit.md lists them), e.g. `key.revoked`. */
-                action?: string;
+                /** @description Only records of this action (docs/api/audit.md#actions), e.g. `key.revoked`. */
+                action?: "user.signed_in" | "user.sign_in_failed" | "user.sign_in_throttled" | "user.two_factor_enabled" | "user.two_factor_disabled" | "user.recovery_codes_regenerated" | "user.password_changed" | "user.password_reset" | "session.revoked" | "member.invited" | "member.joined" | "member.removed" | "member.role_changed" | "organization.ownership_transferred" | "organization.deleted" | "account.export_requested" | "key.created" | "key.updated" | "key.rotated" | "key.revoked" | "spend_limits.updated" | "webhook.created" | "webhook.updated" | "webhook.deleted" | "webhook.secret_rotated" | "topup.completed" | "access.denied";
                 /** @description Only records whose actor is this user (`usr_…`) or API key (`key_…`). */
                 actor_id?: string;
                 /** @description Only records at or after this time (RFC 3339). */
@@ -13837,7 +13843,10 @@ export interface operations {
                 end?: string;
                 /** @description hour or day (default day). Buckets start on the UTC hour or day. */
                 bucket?: "hour" | "day";
-                /** @description Comma-separated: any of key, model, tier and region (default none: one total per bucket). */
+                /**
+                 * @description Comma-separated: any of key, model, tier and region, each at most once, spaces around a name
+                 *     allowed (default none: one total per bucket).
+                 */
                 group_by?: string;
                 /** @description Only this key's usage (`key_…`). */
                 key_id?: string;

@@ -5,12 +5,14 @@ import {
   InsufficientBalanceError,
   InternalServerError,
   NotFoundError,
+  PayloadTooLargeError,
   PaymentRequiredError,
   paginate,
   RateLimitError,
   type Session,
   SpendCapExceededError,
   SwitchboardError,
+  UnsupportedMediaTypeError,
 } from '../src/index.js';
 
 /** The SDK's own logic against a stub fetch: what the mesh cannot be made to do on demand. */
@@ -58,6 +60,8 @@ describe('SwitchboardError', () => {
       [402, 'insufficient_balance', InsufficientBalanceError],
       [402, 'something_new', PaymentRequiredError],
       [404, 'key_not_found', NotFoundError],
+      [413, 'payload_too_large', PayloadTooLargeError],
+      [415, 'unsupported_media_type', UnsupportedMediaTypeError],
       [422, 'idempotency_key_reused', IdempotencyKeyReusedError],
       [500, 'internal_error', InternalServerError],
       [418, 'teapot', SwitchboardError],

@@ -336,6 +336,8 @@ describe('GET /v1/usage', () => {
       [`key_id=${'k'.repeat(201)}`, 'key_id'],
     ];
     for (const [query, field] of cases) expectErrorBody(await get(`/v1/usage?${query}`), 400, 'invalid_request', field);
+    // Spaces around a name are allowed (the proto's pattern and the parser agree).
+    expect((await get(`/v1/usage?${range}&group_by=${encodeURIComponent(' model , tier ')}`)).status).toBe(200);
     // At the limits: 366 days, 31 days of hours.
     expect((await get(`/v1/usage?start=${dayIso(-366)}&end=${dayIso(0)}`)).status).toBe(200);
     expect((await get(`/v1/usage?start=${dayIso(-31)}&end=${dayIso(0)}&bucket=hour`)).status).toBe(200);

@@ -91,8 +91,6 @@ export interface DataExportsDeps {
   limits: Pick<ActionLimits, 'take'>;
   keys: Pick<Client<typeof KeyService>, 'exportUserKeys'>;
   conversations: Pick<Client<typeof ConversationService>, 'exportUserConversations'>;
-  /** PUBLIC_BASE_URL, without a trailing slash: the mailed link points there. */
-  publicUrl: string;
   clock?: Clock;
 }
 
@@ -247,7 +245,7 @@ export class DataExports {
       });
       if (!stored) return true;
       log.info({ bytes: Buffer.byteLength(json, 'utf8') }, 'data export ready');
-      await this.deps.mail.dataExportReady({ id: row.user_id, email, fullName }, `${this.deps.publicUrl}/v1/account/exports/${row.id}`, expiresAt);
+      await this.deps.mail.dataExportReady({ id: row.user_id, email, fullName }, row.id, expiresAt);
     } catch (err) {
       const last = row.attempts >= exportMaxAttempts;
       const reason = errorMessage(err).slice(0, 500);

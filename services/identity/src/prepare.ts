@@ -84,7 +84,6 @@ export async function prepareIdentity(runtime: IdentityRuntime, config: Identity
       conversations: createPeerClient(ConversationService, { name: 'conversations', url: config.dataExport.conversationsUrl }, runtime.meshTokens, {
         caller: 'identity',
       }),
-      publicUrl: config.publicUrl,
     }),
     organizations: new Organizations({ db, log, recordEvent, limits, audit }),
     members: new Members({ db, log, recordEvent, audit }),

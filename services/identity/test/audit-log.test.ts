@@ -465,6 +465,8 @@ describe('the list', () => {
       ['?since=yesterday', 'since'],
       ['?until=2026-02-30T00:00:00Z', 'until'],
       ['?since=2026-11-02T00:00:00Z&until=2026-11-01T00:00:00Z', 'since'],
+      // Only an action of the catalogue (docs/api/audit.md#actions): a typo is a 400, not an empty list.
+      ['?action=key.deleted', 'action'],
       [`?action=${'a'.repeat(201)}`, 'action'],
       [`?actor_id=${'u'.repeat(201)}`, 'actor_id'],
     ]) {

@@ -63,7 +63,6 @@ beforeAll(async () => {
       // biome-ignore lint/suspicious/noExplicitAny: a fake client.
       exportUserConversations: async () => ({ conversations: [], feedback: [] }) as any,
     },
-    publicUrl: 'https://switchboard.example',
     clock: () => now,
   });
 });
@@ -130,7 +129,7 @@ describe('the data export worker', () => {
     expect(row.expires_at.getTime() - row.ready_at.getTime()).toBe(7 * 24 * 3600 * 1000);
     const mail = sent.find((m) => m.to === user.email);
     expect(mail).toMatchObject({ kind: 'data_export_ready' });
-    expect(mail?.text).toContain(`https://switchboard.example/v1/account/exports/${exportId}`);
+    expect(mail?.text).toContain(`https://switchboard.example/app/account/exports/${exportId}`);
     const body = await exports.download(user.id, exportId, {} as never);
     expect(JSON.parse(Buffer.from(body.data as Uint8Array).toString('utf8'))).toMatchObject({ export_id: exportId, account: { user_id: user.id }, keys: [] });
 

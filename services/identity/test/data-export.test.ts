@@ -1,7 +1,7 @@
 import { UsageService } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { createDb, type Knex } from '@switchboard/runtime/db';
 import { eventually, meshClient } from '@switchboard/runtime/testing';
-import { Mailbox } from '@switchboard/testkit/mailbox';
+import { expectLinksOpen, linksOf, Mailbox } from '@switchboard/testkit/mailbox';
 import { createKey, expectErrorBody, meshSuiteOfFile, type SignedUp, signUp } from '@switchboard/testkit/mesh';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -144,10 +144,12 @@ describe('the data export', () => {
     exportId = requested.json.export_id;
   });
 
-  it('mails the link when it is ready, and the link answers the document', async () => {
-    const link = `${suite.mesh.env.PUBLIC_BASE_URL}/v1/account/exports/${exportId}`;
+  it('mails a link to the dashboard page of the export when it is ready, and the API route answers the document', async () => {
     const mail = await mailbox.waitFor((m) => m.kind === 'data_export_ready' && m.to === alice.email, 'the data export of alice', 20_000);
-    expect(mail.text).toContain(link);
+    // The link opens in a browser without credentials: the dashboard's page, which downloads with the session.
+    await expectLinksOpen(mail);
+    expect(linksOf(mail).text).toEqual([`${suite.mesh.env.PUBLIC_BASE_URL}/app/account/exports/${exportId}`]);
+    expect(mail.text).toContain(`GET /v1/account/exports/${exportId}`);
     const response = await suite.call('GET', `/v1/account/exports/${exportId}`, { token: alice.token });
     expect(response.status, response.text).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^application\/json/);

@@ -1,6 +1,6 @@
 import type { Schemas } from '@switchboard/sdk';
 import { SwitchboardError } from '@switchboard/sdk';
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { Form } from '../../components/form';
 import { Notice } from '../../components/notice';
 import { Section } from '../../components/section';
@@ -9,8 +9,11 @@ import { saveFile } from '../../save-file';
 import { useSignedIn } from '../../session';
 
 type DataExport = Schemas['switchboard.identity.v1.DataExport'];
-/** The export as shown: its record, or `failed`, which only its download's 410 `export_failed` says. */
-type ShownExport = Omit<DataExport, 'status'> & { status: DataExport['status'] | 'failed' };
+/**
+ * The export as shown: its record, or `failed`, which only its download's 410 `export_failed` says.
+ * Opened from the mail's link, only its id is known until the download answers.
+ */
+type ShownExport = Pick<DataExport, 'export_id'> & Partial<Omit<DataExport, 'export_id' | 'status'>> & { status?: DataExport['status'] | 'failed' };
 
 const statusBadges: Record<string, { label: string; badge: string }> = {
   pending: { label: 'Being prepared', badge: 'badge warn' },
@@ -21,19 +24,27 @@ const statusBadges: Record<string, { label: string; badge: string }> = {
 
 /**
  * "Export my data" (GDPR): asks for a copy of everything held about the account. It is built in
- * the background and a link is mailed; from here it can also be downloaded with this session once
- * it is ready (`GET /v1/account/exports/{id}` answers 202 while it is being built).
+ * the background and a link to this page is mailed (`/account/exports/{id}`: `exportId`); from
+ * here it is downloaded with this session once it is ready (`GET /v1/account/exports/{id}`
+ * answers 202 while it is being built), as the API route needs credentials a mail's link lacks.
  */
-export function ExportSection() {
+export function ExportSection({ exportId }: { exportId?: string }) {
   const { client, account } = useSignedIn();
-  const [requested, setRequested] = useState<ShownExport>();
+  const [requested, setRequested] = useState<ShownExport | undefined>(exportId ? { export_id: exportId } : undefined);
+  const [requestedHere, setRequestedHere] = useState(false);
   const [stillPending, setStillPending] = useState(false);
   const [downloaded, setDownloaded] = useState(false);
+  const facts = useRef<HTMLDListElement>(null);
+  // Opened from the mail: the export is the reason of the visit, further down the account page.
+  useEffect(() => {
+    if (exportId) facts.current?.scrollIntoView({ block: 'center' });
+  }, [exportId]);
 
   const request = async () => {
     setStillPending(false);
     setDownloaded(false);
     setRequested(await client.post('/v1/account/export', { body: {} }));
+    setRequestedHere(true);
   };
 
   const download = async () => {
@@ -62,7 +73,7 @@ export function ExportSection() {
     setDownloaded(true);
   };
 
-  const status = requested ? (statusBadges[requested.status] ?? { label: requested.status, badge: 'badge' }) : undefined;
+  const status = requested?.status ? (statusBadges[requested.status] ?? { label: requested.status, badge: 'badge' }) : undefined;
   return (
     <Section title="Export my data">
       <p>
@@ -72,20 +83,32 @@ export function ExportSection() {
       <Form onSubmit={request} submitLabel="Export my data" busyLabel="Requesting…" label="Export my data">
         <p className="hint">It is prepared in the background; a link to download it is mailed to {account.email} and works for 7 days.</p>
       </Form>
-      {requested && status && (
+      {requested && (
         <>
-          <Notice>Your export is requested. A link to download it will be mailed to {account.email} when it is ready.</Notice>
-          <dl className="facts" data-testid="data-export">
+          {requestedHere ? (
+            <Notice>Your export is requested. A link to download it will be mailed to {account.email} when it is ready.</Notice>
+          ) : (
+            <Notice>The export of the mail you received: download it below.</Notice>
+          )}
+          <dl className="facts" data-testid="data-export" ref={facts}>
             <dt>Export id</dt>
             <dd>
               <code>{requested.export_id}</code>
             </dd>
-            <dt>Status</dt>
-            <dd>
-              <span className={status.badge}>{status.label}</span>
-            </dd>
-            <dt>Requested</dt>
-            <dd>{formatDateTime(requested.created_at)}</dd>
+            {status && (
+              <>
+                <dt>Status</dt>
+                <dd>
+                  <span className={status.badge}>{status.label}</span>
+                </dd>
+              </>
+            )}
+            {requested.created_at && (
+              <>
+                <dt>Requested</dt>
+                <dd>{formatDateTime(requested.created_at)}</dd>
+              </>
+            )}
             {requested.expires_at && (
               <>
                 <dt>Link expires</dt>
