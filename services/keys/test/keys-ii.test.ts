@@ -272,10 +272,28 @@ describe('budgets and alert thresholds', () => {
     expect(set.monthlySpendCapUsd).toBe('75.50');
     const rows = await service.runtime.db('spend_limits').where({ subject: keyId }).orderBy('period').select('period');
     expect(rows.map((row) => row.period)).toEqual(['total', 'week']);
+    // The same budgets again, in another order, change nothing and send nothing.
+    await keys.updateKeySpendLimits({
+      keyId,
+      spendLimits: [
+        { period: 'week', amountUsd: v('20') },
+        { period: 'month', amountUsd: v('75.50') },
+        { period: 'total', amountUsd: v('1000') },
+      ],
+    });
+    await keys.updateKeySpendLimits({
+      keyId,
+      spendLimits: [
+        { period: 'week', amountUsd: v('25') },
+        { period: 'month', amountUsd: v('75.50') },
+      ],
+    });
     expect((await keys.updateKeySpendLimits({ keyId, spendLimits: [] })).monthlySpendCapUsd).toBeUndefined();
     expect(await service.runtime.db('spend_limits').where({ subject: keyId })).toEqual([]);
+    await keys.updateKeySpendLimits({ keyId, spendLimits: [] });
     expect((await eventsOf('key.updated', keyId)).map((data) => [data.change, data.changed_fields])).toEqual([
       ['spend_limits', ['spend_limits', 'monthly_spend_cap_usd']],
+      ['spend_limits', ['spend_limits']],
       ['spend_limits', ['spend_limits', 'monthly_spend_cap_usd']],
     ]);
     await expectField(
@@ -292,6 +310,22 @@ describe('budgets and alert thresholds', () => {
       'spend_limits',
     );
     await expectField(keys.updateKeySpendLimits({ keyId, spendLimits: [{ period: 'day', amountUsd: v('1e3') }] }), 'spend_limits[0].amount_usd');
+  });
+
+  it('PATCH …/spend-cap names both fields of a new cap, and sends nothing for the cap the key has', async () => {
+    const keys = owner();
+    const { key } = await keys.createKey({ name: 'c', monthlySpendCapUsd: '50' });
+    const keyId = key!.keyId;
+    await keys.updateSpendCap({ keyId, monthlySpendCapUsd: '50' });
+    // Kept as given: "50.00" is another cap than "50".
+    expect(await keys.updateSpendCap({ keyId, monthlySpendCapUsd: '50.00' })).toMatchObject({ monthlySpendCapUsd: '50.00' });
+    await keys.updateSpendCap({ keyId, monthlySpendCapUsd: '50.00' });
+    await keys.updateSpendCap({ keyId, clear: true });
+    await keys.updateSpendCap({ keyId, clear: true });
+    expect((await eventsOf('key.updated', keyId)).map((data) => [data.change, data.changed_fields])).toEqual([
+      ['spend_cap', ['monthly_spend_cap_usd', 'spend_limits']],
+      ['spend_cap', ['monthly_spend_cap_usd', 'spend_limits']],
+    ]);
   });
 
   it('takes thresholds_pct (sorted), or threshold_pct alone as [n, 100], or neither as [80, 100]; alert_threshold_pct is the first', async () => {
