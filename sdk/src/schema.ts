@@ -6176,7 +6176,8 @@ export interface components {
             threshold_pct?: number;
             /**
              * @description 1 to 10 distinct percents (1 to 100) of each budget at which an alert is sent, once per
-             *     budget period each; default `[80, 100]`. Not together with `threshold_pct`.
+             *     budget period each; absent: `[80, 100]` (an empty array is refused). Not together with
+             *     `threshold_pct`.
              */
             thresholds_pct?: number[];
         };
@@ -7357,7 +7358,7 @@ export interface components {
          * @description Invalid input; `field` names it.
          *
          *     - `invalid_json`: The body is not valid JSON.
-         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `url` is missing, not an absolute `https://` URL with a host, carries credentials or is longer than 2048 characters, or `threshold_pct` is not a whole number from 1 to 100.
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `url` is missing, not an absolute `https://` URL with a host, carries credentials or is longer than 2048 characters, `threshold_pct` is not a whole number from 1 to 100, `thresholds_pct` is not an array of 1 to 10 distinct whole numbers from 1 to 100 (an element is named by index), or both are sent.
          */
         BadRequest29: {
             headers: {

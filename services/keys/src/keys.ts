@@ -327,7 +327,7 @@ export class Keys {
   async setAlertWebhook(
     caller: Caller,
     keyId: string,
-    input: { url: string; thresholdPct?: number; thresholdsPct: readonly number[] },
+    input: { url: string; thresholdPct?: number; thresholdsPct?: Value },
   ): Promise<KeyRecord & { signingSecret: string }> {
     const signingSecret = newSigningSecret();
     const key = await this.change(caller, keyId, () => {
