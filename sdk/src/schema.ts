@@ -6324,8 +6324,9 @@ export interface components {
          */
         "switchboard.keys.v1.UpdateSpendCapRequest": {
             /**
-             * @description The new monthly cap in USD: a non-negative plain decimal string, kept exactly as given ("0"
-             *     blocks the key at once). Leave it out when sending `clear: true`.
+             * @description The new monthly cap in USD: a non-negative plain decimal string (at most 15 digits before the
+             *     point and 12 after), kept exactly as given ("0" blocks the key at once). Leave it out when
+             *     sending `clear: true`.
              *
              *     Decimal string (USD), e.g. "12.50".
              */
