@@ -331,8 +331,9 @@ export class Keys {
   ): Promise<KeyRecord & { signingSecret: string }> {
     const signingSecret = newSigningSecret();
     const key = await this.change(caller, keyId, () => {
-      const url = parseHttpsUrl(input.url, 'url');
+      // The thresholds first: a value of the wrong JSON type is named before the URL is checked.
       const thresholds = parseThresholds(input.thresholdsPct, input.thresholdPct);
+      const url = parseHttpsUrl(input.url, 'url');
       return {
         change: 'alert_webhook',
         fields: alertFields,
