@@ -256,7 +256,7 @@ describe('budgets and alert thresholds', () => {
     );
   });
 
-  it('PUT …/alert-webhook takes thresholds_pct, or threshold_pct alone, not both', async () => {
+  it('PUT …/alert-webhook takes thresholds_pct (never empty), or threshold_pct alone, not both', async () => {
     const { token } = await signUp(suite.call);
     const { key } = await createKey(token);
     const path = `/v1/keys/${key.key_id}/alert-webhook`;
@@ -269,6 +269,8 @@ describe('budgets and alert thresholds', () => {
     expectErrorBody(await suite.call('PUT', path, { token, body: { url, threshold_pct: 50, thresholds_pct: [50] } }), 400, 'invalid_request', 'thresholds_pct');
     expectErrorBody(await suite.call('PUT', path, { token, body: { url, thresholds_pct: [50, 101] } }), 400, 'invalid_request', 'thresholds_pct[1]');
     expectErrorBody(await suite.call('PUT', path, { token, body: { url, thresholds_pct: [50, 50] } }), 400, 'invalid_request', 'thresholds_pct[1]');
+    // An empty array is a 400, not the default (which is leaving thresholds_pct out).
+    expectErrorBody(await suite.call('PUT', path, { token, body: { url, thresholds_pct: [] } }), 400, 'invalid_request', 'thresholds_pct');
     expectErrorBody(
       await suite.call('PUT', path, { token, body: { url, thresholds_pct: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] } }),
       400,

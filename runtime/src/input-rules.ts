@@ -171,7 +171,8 @@ export function fieldPath(path: Path): string {
   return text;
 }
 
-const plainDecimalPattern = '^\\d+(\\.\\d+)?$';
+/** The pattern of a plain decimal amount with at most I digits before the point and F after it (docs/conventions.md#money). */
+const plainDecimalPattern = /^\^\\d\{1,(\d+)\}\(\\\.\\d\{1,(\d+)\}\)\?\$$/;
 
 /** The rules of the violated value: the field's, or its items' for an element of a list. */
 function rulesOf(path: Path): FieldRules | undefined {
@@ -201,10 +202,12 @@ function messageOf(field: string, violation: Violation): string {
     case 'string.max_len':
       if (rules?.case === 'string') return `${field} may be at most ${rules.value.maxLen} characters.`;
       break;
-    case 'string.pattern':
-      if (rules?.case === 'string' && rules.value.pattern === plainDecimalPattern)
-        return `${field} must be a decimal string such as "12.50" (digits, optionally a point and more digits; no sign, exponent or spaces).`;
+    case 'string.pattern': {
+      const digits = rules?.case === 'string' ? plainDecimalPattern.exec(rules.value.pattern) : null;
+      if (digits)
+        return `${field} must be a decimal string such as "12.50" (digits, optionally a point and more digits; no sign, exponent or spaces), with at most ${digits[1]} digits before the point and ${digits[2]} after it.`;
       break;
+    }
     case 'int32.gte_lte':
       if (rules?.case === 'int32' && rules.value.greaterThan.case === 'gte' && rules.value.lessThan.case === 'lte')
         return `${field} must be an integer from ${rules.value.greaterThan.value} to ${rules.value.lessThan.value}.`;

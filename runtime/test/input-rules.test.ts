@@ -69,7 +69,12 @@ describe('the annotations', () => {
       [
         violationOf(keys.UpdateSpendCapRequestSchema, create(keys.UpdateSpendCapRequestSchema, { monthlySpendCapUsd: '1e3' })),
         'monthly_spend_cap_usd',
-        'monthly_spend_cap_usd must be a decimal string such as "12.50" (digits, optionally a point and more digits; no sign, exponent or spaces).',
+        'monthly_spend_cap_usd must be a decimal string such as "12.50" (digits, optionally a point and more digits; no sign, exponent or spaces), with at most 15 digits before the point and 12 after it.',
+      ],
+      [
+        violationOf(keys.CreateKeyRequestSchema, create(keys.CreateKeyRequestSchema, { name: 'k', monthlySpendCapUsd: `${'9'.repeat(16)}.5` })),
+        'monthly_spend_cap_usd',
+        'monthly_spend_cap_usd must be a decimal string such as "12.50" (digits, optionally a point and more digits; no sign, exponent or spaces), with at most 15 digits before the point and 12 after it.',
       ],
       [violationOf(identity.VerifyEmailRequestSchema, create(identity.VerifyEmailRequestSchema)), 'token', 'token is required.'],
       [

@@ -192,31 +192,36 @@ describe('npm start', () => {
 
       // Mesh A: a key, usage billed to it (as billing publishes it), then its revocation.
       const userA = await userWithKey(gatewayA);
-      const eventId = newId('evt');
-      const usage = {
-        usage_id: 'usg_side_by_side',
-        generation_id: 'gen_side_by_side',
-        key_id: userA.keyId,
-        workspace_id: userA.workspaceId,
-        model: 'service/fast',
-        tier: 'fast',
-        cost_usd: '0.25',
-        input_tokens: '100',
-        output_tokens: '50',
-        occurred_at: new Date().toISOString(),
-        balance_usd: '4.75',
+      /** Usage of 0.25 for `user`'s key billed in `namespace` (as billing publishes it), counted by that mesh. */
+      const billUsage = async (user: typeof userA, namespace: string, what: string) => {
+        const eventId = newId('evt');
+        const usage = {
+          usage_id: newId('usg'),
+          generation_id: newId('gen'),
+          key_id: user.keyId,
+          workspace_id: user.workspaceId,
+          model: 'service/fast',
+          tier: 'fast',
+          cost_usd: '0.25',
+          input_tokens: '100',
+          output_tokens: '50',
+          occurred_at: new Date().toISOString(),
+          balance_usd: '4.75',
+        };
+        const payload = buildEventPayload(eventId, { type: 'billing.usage.recorded', workspaceId: user.workspaceId, data: usage }, 'billing');
+        await jetstream(nc).publish(`${namespace}.events.billing.usage.recorded`, JSON.stringify(payload), { msgID: eventId });
+        await eventually(
+          async () => (await user.call('GET', `/v1/keys/${user.keyId}`, undefined, user.token)).month_to_date_spend_usd === '0.25',
+          what,
+          20_000,
+        );
       };
-      const payload = buildEventPayload(eventId, { type: 'billing.usage.recorded', workspaceId: userA.workspaceId, data: usage }, 'billing');
-      await jetstream(nc).publish(`${namespaces[0]}.events.billing.usage.recorded`, JSON.stringify(payload), { msgID: eventId });
-      await eventually(
-        async () => (await userA.call('GET', `/v1/keys/${userA.keyId}`, undefined, userA.token)).month_to_date_spend_usd === '0.25',
-        'mesh A to count the usage',
-        20_000,
-      );
+      await billUsage(userA, namespaces[0]!, 'mesh A to count the usage');
       await userA.call('DELETE', `/v1/keys/${userA.keyId}`, undefined, userA.token);
 
-      // Mesh B, afterwards: its own key, whose event is the last B's subjects carry.
+      // Mesh B, afterwards: its own key, then usage billed to it, which B counts: the last of B's events.
       const userB = await userWithKey(gatewayB);
+      await billUsage(userB, namespaces[1]!, 'mesh B to count the usage');
       await eventually(() => seen.a.some((line) => line.includes('.events.key.revoked ')), 'mesh A to publish the revocation', 20_000);
       await eventually(() => seen.b.some((line) => line.includes('.events.key.created ') && line.includes(userB.keyId)), "mesh B's key event", 20_000);
 
@@ -226,6 +231,12 @@ describe('npm start', () => {
       expect(seen.b.join('\n')).not.toContain(userA.workspaceId);
       expect(b.output()).not.toContain(userA.keyId);
       expect(b.output()).not.toContain('unknown key');
+      // Nor anything of B A's, while A still runs: B's key and its usage stayed on B's subjects.
+      expect(seen.b.join('\n')).toContain(userB.keyId);
+      expect(seen.a.join('\n')).not.toContain(userB.keyId);
+      expect(seen.a.join('\n')).not.toContain(userB.workspaceId);
+      expect(a.output()).not.toContain(userB.keyId);
+      expect(a.output()).not.toContain('unknown key');
       // Each stream holds its own namespace's subjects alone.
       const jsm = await jetstreamManager(nc);
       for (const [index, namespace] of namespaces.entries()) {

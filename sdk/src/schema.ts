@@ -6193,7 +6193,8 @@ export interface components {
             threshold_pct?: number;
             /**
              * @description 1 to 10 distinct percents (1 to 100) of each budget at which an alert is sent, once per
-             *     budget period each; default `[80, 100]`. Not together with `threshold_pct`.
+             *     budget period each; absent: `[80, 100]` (an empty array is refused). Not together with
+             *     `threshold_pct`.
              */
             thresholds_pct?: number[];
         };
@@ -6340,8 +6341,9 @@ export interface components {
          */
         "switchboard.keys.v1.UpdateSpendCapRequest": {
             /**
-             * @description The new monthly cap in USD: a non-negative plain decimal string, kept exactly as given ("0"
-             *     blocks the key at once). Leave it out when sending `clear: true`.
+             * @description The new monthly cap in USD: a non-negative plain decimal string (at most 15 digits before the
+             *     point and 12 after), kept exactly as given ("0" blocks the key at once). Leave it out when
+             *     sending `clear: true`.
              *
              *     Decimal string (USD), e.g. "12.50".
              */
@@ -7374,7 +7376,7 @@ export interface components {
          * @description Invalid input; `field` names it.
          *
          *     - `invalid_json`: The body is not valid JSON.
-         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `url` is missing, not an absolute `https://` URL with a host, carries credentials or is longer than 2048 characters, or `threshold_pct` is not a whole number from 1 to 100.
+         *     - `invalid_request`: A field is invalid or of the wrong type (`field` names it): `url` is missing, not an absolute `https://` URL with a host, carries credentials or is longer than 2048 characters, `threshold_pct` is not a whole number from 1 to 100, `thresholds_pct` is not an array of 1 to 10 distinct whole numbers from 1 to 100 (an element is named by index), or both are sent.
          */
         BadRequest29: {
             headers: {

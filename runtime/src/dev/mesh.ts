@@ -169,8 +169,10 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     SWITCHBOARD_DATA_KEYS: dataKeys.value,
     SWITCHBOARD_IDEMPOTENCY_SECRET: idempotencySecret.value,
     MAILBOX_DIR: process.env.MAILBOX_DIR ?? path.join(options.dataDir, 'mailbox'),
-    // Links the mesh hands out (the sandbox checkout page) point at this gateway.
-    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://localhost:${ports[frontDoor.name]}`,
+    // Links the mesh hands out (mailed links, the sandbox checkout page) point at this gateway, by
+    // the address it listens on and the ready line prints: the dashboard's session cookie is kept
+    // per host, so a link to localhost would sign out a user of 127.0.0.1 (docs/api/identity.md#the-dashboards-session-cookie).
+    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? localUrl(frontDoor.name),
     // Where each component finds the others (KEYS_URL, DATA_PLANE_URL, …).
     ...Object.fromEntries(meshComponents.flatMap(({ name, urlVariable }) => (urlVariable ? [[urlVariable, localUrl(name)]] : []))),
     // The NATS names of a mesh follow its database, so meshes on their own databases (two

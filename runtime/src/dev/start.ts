@@ -66,11 +66,14 @@ try {
       void stop(`${component} exited`, 1);
     },
   });
+  // The dashboard and docs at the address mailed links and payment pages return to (PUBLIC_BASE_URL,
+  // by default the gateway's): the session cookie is kept per host.
+  const publicUrl = mesh.env.PUBLIC_BASE_URL!.replace(/\/+$/, '');
   log.info(
     {
       gateway: mesh.gatewayUrl,
-      dashboard: `${mesh.gatewayUrl}/app/`,
-      docs: `${mesh.gatewayUrl}/docs`,
+      dashboard: `${publicUrl}/app/`,
+      docs: `${publicUrl}/docs`,
       mailbox: mesh.env.MAILBOX_DIR,
       namespace: mesh.env.SWITCHBOARD_NAMESPACE,
     },

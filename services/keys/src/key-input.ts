@@ -163,17 +163,23 @@ export const defaultThresholdsPct: readonly number[] = [defaultThresholdPct, 100
 
 /**
  * The alert thresholds of PUT …/alert-webhook, ascending: `thresholds_pct` (1..10 distinct whole
- * percents 1..100), or `threshold_pct` alone (that one and 100), not both; neither is [80, 100].
+ * percents 1..100; an empty array is refused, not read as none), or `threshold_pct` alone (that
+ * one and 100), not both; neither is [80, 100].
  */
-export function parseThresholds(thresholdsPct: readonly number[], thresholdPct: number | undefined, field = 'thresholds_pct'): number[] {
-  if (thresholdsPct.length > 0 && thresholdPct !== undefined) throw invalidArgument(field, `Send ${field} or threshold_pct, not both.`);
-  if (thresholdsPct.length === 0) return thresholdPct === undefined ? [...defaultThresholdsPct] : [...new Set([parseThresholdPct(thresholdPct), 100])];
-  if (thresholdsPct.length > maxThresholds) throw invalidArgument(field, `${field} may hold at most ${maxThresholds} percents.`);
-  thresholdsPct.forEach((pct, i) => {
-    parseThresholdPct(pct, `${field}[${i}]`);
-    if (thresholdsPct.indexOf(pct) !== i) throw invalidArgument(`${field}[${i}]`, `${field}[${i}] repeats ${pct}.`);
+export function parseThresholds(thresholdsPct: Value | undefined, thresholdPct: number | undefined, field = 'thresholds_pct'): number[] {
+  if (thresholdsPct === undefined) return thresholdPct === undefined ? [...defaultThresholdsPct] : [...new Set([parseThresholdPct(thresholdPct), 100])];
+  if (thresholdPct !== undefined) throw invalidArgument(field, `Send ${field} or threshold_pct, not both.`);
+  if (thresholdsPct.kind.case !== 'listValue') throw invalidArgument(field, `${field} must be an array of whole percents, not ${describe(thresholdsPct)}.`);
+  const items = thresholdsPct.kind.value.values;
+  if (items.length === 0 || items.length > maxThresholds)
+    throw invalidArgument(field, `${field} must hold 1 to ${maxThresholds} percents (leave it out for the default, 80 and 100).`);
+  const percents: number[] = [];
+  items.forEach((item, i) => {
+    const pct = parseThresholdPct(item.kind.case === 'numberValue' ? item.kind.value : Number.NaN, `${field}[${i}]`);
+    if (percents.includes(pct)) throw invalidArgument(`${field}[${i}]`, `${field}[${i}] repeats ${pct}.`);
+    percents.push(pct);
   });
-  return [...thresholdsPct].sort((a, b) => a - b);
+  return percents.sort((a, b) => a - b);
 }
 
 export const defaultGracePeriodSeconds = 86_400;

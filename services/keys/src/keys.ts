@@ -38,7 +38,7 @@ import {
 import { keyNotFound, toKey } from './key-record.js';
 import { monthOf } from './months.js';
 import { rotateKey } from './rotation.js';
-import { budgetStatuses, setKeySpendLimits } from './store/budget-spend.js';
+import { budgetLimits, budgetStatuses, setKeySpendLimits } from './store/budget-spend.js';
 import {
   budgetOf,
   findKey,
@@ -285,33 +285,37 @@ export class Keys {
     });
   }
 
-  /** Sets (exactly as given) or clears the cap: exactly one of a cap and `clear: true`. */
+  /** Sets (exactly as given) or clears the cap: exactly one of a cap and `clear: true`. The cap it has already: no event. */
   setSpendCap(caller: Caller, keyId: string, input: { capUsd?: string; clear: boolean }): Promise<KeyRecord> {
-    return this.change(caller, keyId, () => {
+    return this.change(caller, keyId, (key) => {
       if (input.clear && input.capUsd !== undefined) {
         throw invalidArgument('monthly_spend_cap_usd', 'Send either monthly_spend_cap_usd or clear: true, not both.');
       }
-      const decided = (cap: string | null): Decision => ({
-        change: 'spend_cap',
-        fields: ['monthly_spend_cap_usd', 'spend_limits'],
-        changes: { monthly_spend_cap_usd: cap },
-      });
+      // The cap is the month's entry of spend_limits: a new cap changes both fields, the same one neither.
+      const decided = (cap: string | null): Decision | undefined =>
+        cap === key.monthly_spend_cap_usd
+          ? undefined
+          : { change: 'spend_cap', fields: ['monthly_spend_cap_usd', 'spend_limits'], changes: { monthly_spend_cap_usd: cap } };
       if (input.clear) return decided(null);
       if (input.capUsd === undefined) throw invalidArgument('monthly_spend_cap_usd', 'Send monthly_spend_cap_usd (a decimal string) or clear: true.');
       return decided(parseSpendCap(input.capUsd));
     });
   }
 
-  /** PUT …/spend-limits: replaces every budget of the key, its month's (the cap) included. */
+  /** PUT …/spend-limits: replaces every budget of the key, its month's (the cap) included. The budgets it has already: no event. */
   setSpendLimits(caller: Caller, keyId: string, raw: Array<{ period: string; amountUsd?: Value }>): Promise<KeyRecord> {
-    return this.change(caller, keyId, (key) => {
+    return this.change(caller, keyId, async (key, trx) => {
       const limits = parseSpendLimits(raw);
       const cap = limits.find((limit) => limit.period === 'month')?.amountUsd ?? null;
+      // Both lists in period order, each amount as given: the same budgets again change nothing.
+      const old = await budgetLimits(trx, { keyId, budgetId: key.budget_id ?? keyId }, key.monthly_spend_cap_usd);
+      const same = old.length === limits.length && old.every((limit, i) => limit.period === limits[i]!.period && limit.amountUsd === limits[i]!.amountUsd);
+      if (same) return undefined;
       return {
         change: 'spend_limits',
         fields: cap === key.monthly_spend_cap_usd ? ['spend_limits'] : ['spend_limits', 'monthly_spend_cap_usd'],
         changes: {},
-        write: (trx) => setKeySpendLimits(trx, keyId, limits),
+        write: () => setKeySpendLimits(trx, keyId, limits),
       };
     });
   }
@@ -323,12 +327,13 @@ export class Keys {
   async setAlertWebhook(
     caller: Caller,
     keyId: string,
-    input: { url: string; thresholdPct?: number; thresholdsPct: readonly number[] },
+    input: { url: string; thresholdPct?: number; thresholdsPct?: Value },
   ): Promise<KeyRecord & { signingSecret: string }> {
     const signingSecret = newSigningSecret();
     const key = await this.change(caller, keyId, () => {
-      const url = parseHttpsUrl(input.url, 'url');
+      // The thresholds first: a value of the wrong JSON type is named before the URL is checked.
       const thresholds = parseThresholds(input.thresholdsPct, input.thresholdPct);
+      const url = parseHttpsUrl(input.url, 'url');
       return {
         change: 'alert_webhook',
         fields: alertFields,
@@ -489,12 +494,16 @@ export class Keys {
   }
 
   /** A change of one key, in the order of the class comment; `decide` answers undefined when nothing differs. */
-  private async change(caller: Caller, keyId: string, decide: (key: KeyRow) => Decision | undefined): Promise<KeyRecord> {
+  private async change(
+    caller: Caller,
+    keyId: string,
+    decide: (key: KeyRow, trx: Knex.Transaction) => Decision | undefined | Promise<Decision | undefined>,
+  ): Promise<KeyRecord> {
     const { db, recordEvent } = this.deps;
     const { row } = await db.transaction(async (trx) => {
       const key = await this.lockVisible(trx, caller, keyId);
       authorize(caller.ctx, 'keys.manage', { ownerId: key.created_by, workspaceId: caller.workspaceId });
-      const decision = decide(key);
+      const decision = await decide(key, trx);
       if (key.status === 'revoked') throw keyRevoked();
       if (decision) {
         await updateKey(trx, keyId, decision.changes);

@@ -246,7 +246,7 @@ describe('PATCH /v1/keys/{key_id}', () => {
       () => stranger.updateKey({ keyId, scopes: v(['read']) }),
       () => stranger.updateKeySpendLimits({ keyId, spendLimits: [] }),
       () => stranger.rotateKey({ keyId }),
-      () => stranger.setAlertWebhook({ keyId, url: 'https://a.example.com', thresholdsPct: [10] }),
+      () => stranger.setAlertWebhook({ keyId, url: 'https://a.example.com', thresholdsPct: v([10]) }),
     ]) {
       expect(await refusalOf(call())).toEqual({ code: Code.NotFound, error: 'key_not_found', field: '' });
     }
@@ -272,10 +272,28 @@ describe('budgets and alert thresholds', () => {
     expect(set.monthlySpendCapUsd).toBe('75.50');
     const rows = await service.runtime.db('spend_limits').where({ subject: keyId }).orderBy('period').select('period');
     expect(rows.map((row) => row.period)).toEqual(['total', 'week']);
+    // The same budgets again, in another order, change nothing and send nothing.
+    await keys.updateKeySpendLimits({
+      keyId,
+      spendLimits: [
+        { period: 'week', amountUsd: v('20') },
+        { period: 'month', amountUsd: v('75.50') },
+        { period: 'total', amountUsd: v('1000') },
+      ],
+    });
+    await keys.updateKeySpendLimits({
+      keyId,
+      spendLimits: [
+        { period: 'week', amountUsd: v('25') },
+        { period: 'month', amountUsd: v('75.50') },
+      ],
+    });
     expect((await keys.updateKeySpendLimits({ keyId, spendLimits: [] })).monthlySpendCapUsd).toBeUndefined();
     expect(await service.runtime.db('spend_limits').where({ subject: keyId })).toEqual([]);
+    await keys.updateKeySpendLimits({ keyId, spendLimits: [] });
     expect((await eventsOf('key.updated', keyId)).map((data) => [data.change, data.changed_fields])).toEqual([
       ['spend_limits', ['spend_limits', 'monthly_spend_cap_usd']],
+      ['spend_limits', ['spend_limits']],
       ['spend_limits', ['spend_limits', 'monthly_spend_cap_usd']],
     ]);
     await expectField(
@@ -294,20 +312,44 @@ describe('budgets and alert thresholds', () => {
     await expectField(keys.updateKeySpendLimits({ keyId, spendLimits: [{ period: 'day', amountUsd: v('1e3') }] }), 'spend_limits[0].amount_usd');
   });
 
-  it('takes thresholds_pct (sorted), or threshold_pct alone as [n, 100], or neither as [80, 100]; alert_threshold_pct is the first', async () => {
+  it('PATCH …/spend-cap names both fields of a new cap, and sends nothing for the cap the key has', async () => {
+    const keys = owner();
+    const { key } = await keys.createKey({ name: 'c', monthlySpendCapUsd: '50' });
+    const keyId = key!.keyId;
+    await keys.updateSpendCap({ keyId, monthlySpendCapUsd: '50' });
+    // Kept as given: "50.00" is another cap than "50".
+    expect(await keys.updateSpendCap({ keyId, monthlySpendCapUsd: '50.00' })).toMatchObject({ monthlySpendCapUsd: '50.00' });
+    await keys.updateSpendCap({ keyId, monthlySpendCapUsd: '50.00' });
+    await keys.updateSpendCap({ keyId, clear: true });
+    await keys.updateSpendCap({ keyId, clear: true });
+    expect((await eventsOf('key.updated', keyId)).map((data) => [data.change, data.changed_fields])).toEqual([
+      ['spend_cap', ['monthly_spend_cap_usd', 'spend_limits']],
+      ['spend_cap', ['monthly_spend_cap_usd', 'spend_limits']],
+    ]);
+  });
+
+  it('takes thresholds_pct (sorted, never empty), or threshold_pct alone as [n, 100], or neither as [80, 100]; alert_threshold_pct is the first', async () => {
     const keys = owner();
     const { key } = await keys.createKey({ name: 't' });
     const keyId = key!.keyId;
     const url = 'https://alerts.example.com/h';
-    expect(await keys.setAlertWebhook({ keyId, url, thresholdsPct: [90, 25, 50] })).toMatchObject({ alertThresholdsPct: [25, 50, 90], alertThresholdPct: 25 });
+    expect(await keys.setAlertWebhook({ keyId, url, thresholdsPct: v([90, 25, 50]) })).toMatchObject({
+      alertThresholdsPct: [25, 50, 90],
+      alertThresholdPct: 25,
+    });
     expect(await keys.setAlertWebhook({ keyId, url, thresholdPct: 60 })).toMatchObject({ alertThresholdsPct: [60, 100], alertThresholdPct: 60 });
     expect(await keys.setAlertWebhook({ keyId, url, thresholdPct: 100 })).toMatchObject({ alertThresholdsPct: [100], alertThresholdPct: 100 });
     expect(await keys.setAlertWebhook({ keyId, url })).toMatchObject({ alertThresholdsPct: [80, 100], alertThresholdPct: 80 });
-    await expectField(keys.setAlertWebhook({ keyId, url, thresholdPct: 50, thresholdsPct: [50] }), 'thresholds_pct');
-    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: [50, 0] }), 'thresholds_pct[1]');
-    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: [101] }), 'thresholds_pct[0]');
-    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: [10, 20, 10] }), 'thresholds_pct[2]');
-    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: Array.from({ length: 11 }, (_, i) => i + 1) }), 'thresholds_pct');
+    await expectField(keys.setAlertWebhook({ keyId, url, thresholdPct: 50, thresholdsPct: v([50]) }), 'thresholds_pct');
+    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: v([50, 0]) }), 'thresholds_pct[1]');
+    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: v([101]) }), 'thresholds_pct[0]');
+    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: v([10, 20, 10]) }), 'thresholds_pct[2]');
+    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: v(Array.from({ length: 11 }, (_, i) => i + 1)) }), 'thresholds_pct');
+    // An empty list is refused, not read as the default (that is leaving it out), nor as no alerts.
+    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: v([]) }), 'thresholds_pct');
+    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: v([]), thresholdPct: 50 }), 'thresholds_pct');
+    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: v(null) }), 'thresholds_pct');
+    await expectField(keys.setAlertWebhook({ keyId, url, thresholdsPct: v(['50']) }), 'thresholds_pct[0]');
     const removed = await keys.deleteAlertWebhook({ keyId });
     expect([removed.alertThresholdsPct, removed.alertThresholdPct]).toEqual([[], undefined]);
   });
@@ -330,7 +372,7 @@ describe('rotation', () => {
       ],
     });
     const oldId = old.key!.keyId;
-    const webhook = await keys.setAlertWebhook({ keyId: oldId, url: 'https://alerts.example.com/h', thresholdsPct: [50, 100] });
+    const webhook = await keys.setAlertWebhook({ keyId: oldId, url: 'https://alerts.example.com/h', thresholdsPct: v([50, 100]) });
     const before = Date.now();
     const rotated = await clientAs(KeyService, member('owner')).rotateKey({ keyId: oldId, gracePeriodSeconds: v(3600) });
     expect(rotated.fullKey).toMatch(/^sb_/);
