@@ -118,17 +118,18 @@ export class AccountMail {
     ]);
   }
 
-  /** The data export is ready (docs/api/identity.md#data-export): its link, never its content. */
   /**
-   * The export is ready: a link to the dashboard page that downloads it with the reader's session
-   * (docs/api/identity.md#data-export); the API route needs a bearer token, which a link cannot carry.
+   * The export is ready (docs/api/identity.md#data-export), never its content: a link to the
+   * dashboard page that downloads it with the reader's session, and the URL of
+   * `GET /v1/account/exports/{id}` the contract names, for a program with a user session's token
+   * (a link cannot carry the bearer token that route needs, so it is text, not a button).
    */
   async dataExportReady(user: MailRecipient, exportId: string, expiresAt: Date): Promise<void> {
     await this.send(user, 'Your data export is ready', 'data_export_ready', [
       greeting(user),
       'the copy of your Switchboard data you asked for is ready. Download it, signed in as yourself, at:',
       { link: `${this.deps.publicUrl}/app/account/exports/${encodeURIComponent(exportId)}`, label: 'Download your data' },
-      `A program downloads it with GET /v1/account/exports/${exportId} and a user session's bearer token.`,
+      `A program downloads it with GET ${this.deps.publicUrl}/v1/account/exports/${encodeURIComponent(exportId)} and a user session's bearer token.`,
       `The link works until ${expiresAt.toISOString()} (7 days); then the copy is deleted and you can ask for a new one.`,
       'If you did not ask for this, change your password and contact support.',
     ]);

@@ -149,7 +149,7 @@ describe('the data export', () => {
     // The link opens in a browser without credentials: the dashboard's page, which downloads with the session.
     await expectLinksOpen(mail);
     expect(linksOf(mail).text).toEqual([`${suite.mesh.env.PUBLIC_BASE_URL}/app/account/exports/${exportId}`]);
-    expect(mail.text).toContain(`GET /v1/account/exports/${exportId}`);
+    expect(mail.text).toContain(`GET ${suite.mesh.env.PUBLIC_BASE_URL}/v1/account/exports/${exportId} `);
     const response = await suite.call('GET', `/v1/account/exports/${exportId}`, { token: alice.token });
     expect(response.status, response.text).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^application\/json/);

@@ -1,11 +1,12 @@
 import { useState } from 'react';
+import type { AuditAction } from '../../closed-sets';
 import { Field } from '../../components/field';
 import { Form, fieldError } from '../../components/form';
 import { auditActions } from './audit-actions';
 
 /** The filters of `GET /v1/audit-events`, as the API names them; absent = not filtered. */
 export interface AuditFilter {
-  action?: string;
+  action?: AuditAction;
   actor_id?: string;
   since?: string;
   until?: string;
@@ -30,7 +31,8 @@ export function AuditFilters({ apply }: { apply(filter: AuditFilter): Promise<vo
   const [until, setUntil] = useState('');
   const submit = async () => {
     const filter: AuditFilter = {
-      action: action || undefined,
+      // The select offers only catalogued actions ('' is every action).
+      action: auditActions.find((known) => known.value === action)?.value,
       actor_id: actorId.trim() || undefined,
       since: instant('since', 'From', since),
       until: instant('until', 'Until', until),
