@@ -1,25 +1,14 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { create, fromBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
 import { UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { type KeyService, type KeyState, KeyStateSchema, RateLimitsSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
-import { BudgetLeases, type LeaseOwner } from '@switchboard/data-plane/budget-leases';
-import { Completions } from '@switchboard/data-plane/completions';
-import { KeyReplica } from '@switchboard/data-plane/key-replica';
-import type { BalanceFacts, CapFacts, RateFacts } from '@switchboard/data-plane/lease-owners';
-import { Prices } from '@switchboard/data-plane/prices';
-import { RateLimiter, rateLeases } from '@switchboard/data-plane/rate-limits';
-import { RoutingReplica } from '@switchboard/data-plane/routing-replica';
-import { createHandler } from '@switchboard/data-plane/server';
-import { WorkPublisher } from '@switchboard/data-plane/work-publisher';
+import type { LeaseOwner } from '@switchboard/data-plane/budget-leases';
+import type { CapFacts, RateFacts } from '@switchboard/data-plane/lease-owners';
 import { generateFullKey, hashKey } from '@switchboard/runtime/api-key-format';
-import { createLogger } from '@switchboard/runtime/log';
-import { Metrics } from '@switchboard/runtime/metrics';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
-import { defaultPricingPath, Pricing } from '@switchboard/runtime/pricing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type InProcessFrontDoor, startInProcessFrontDoor } from './in-process-front-door.js';
 
 /**
  * Keys II at the front door, in this process (docs/api/front-door.md#order-of-checks): the key
@@ -29,7 +18,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * refuses with its own scope. The owners are fakes; their real rules are e2e/data-plane/key-limits.test.ts's.
  */
 
-const log = createLogger('data-plane', 'silent');
 const catalog = ModelCatalog.parse(
   JSON.stringify({
     regions: { overseas: { base_url: 'https://o.example/v1', api_key_env: 'KEY_LIMITS_O' } },
@@ -41,13 +29,10 @@ const catalog = ModelCatalog.parse(
     ],
   }),
 );
-const pricing = Pricing.load(defaultPricingPath);
 const states: KeyState[] = [];
 let version = 0n;
-const published: Uint8Array[] = [];
+let frontDoor: InProcessFrontDoor;
 let base: string;
-let server: http.Server;
-let replica: KeyReplica;
 
 function key(fields: Partial<Omit<KeyState, '$typeName'>>): string {
   const fullKey = generateFullKey();
@@ -69,11 +54,6 @@ function key(fields: Partial<Omit<KeyState, '$typeName'>>): string {
   );
   return fullKey;
 }
-
-const unlimited = <Facts>(facts: Facts): LeaseOwner<Facts> => ({
-  lease: async () => ({ leaseId: '', grantedUsd: '0', expiresAt: new Date(Date.now() + 1000), unlimited: true, facts }),
-  release: async () => {},
-});
 
 /** How many times the workspace budgets' owner was asked for a lease. */
 let workspaceLeases = 0;
@@ -123,54 +103,13 @@ beforeAll(async () => {
       version,
       hasMore: false,
     }),
-  } as unknown as Client<typeof KeyService>;
-  replica = new KeyReplica({ log, keys, refreshMs: 60_000, maxStaleMs: 120_000 });
-  await replica.start();
-  const completions = new Completions({
-    log,
-    catalog,
-    prices: new Prices(pricing),
-    pricing,
-    keys: replica,
-    caps: new BudgetLeases({ name: 'cap', log, owner: unlimited<CapFacts>({ spendUsd: '0' }) }),
-    workspaces: new BudgetLeases({ name: 'workspace budget', log, owner: workspaceOwner }),
-    rates: new RateLimiter(rateLeases(log, () => rateOwner)),
-    balances: new BudgetLeases({
-      name: 'balance',
-      log,
-      owner: unlimited<BalanceFacts>({ balanceUsd: '100', planId: pricing.defaultPlan, pricingVersion: pricing.version }),
-    }),
-    routing: new RoutingReplica({ log, catalog, routing: {} as never, refreshMs: 60_000 }),
-    conversations: undefined as never,
-    publisher: new WorkPublisher({
-      log,
-      js: {
-        publish: async (_subject: string, data: Uint8Array) => {
-          published.push(data);
-          return { seq: published.length, duplicate: false, stream: 'work' };
-        },
-      } as never,
-      maxQueued: 100,
-    }),
-    subjects: { usage: 'test.usage', exchanges: 'test.exchanges' },
-    settings: {
-      headersTimeoutMs: 5000,
-      idleTimeoutMs: 5000,
-      streamMaxDurationMs: 60_000,
-      defaultMaxTokens: 100,
-      upstreamApiKeys: {},
-      demoRegions: new Set(['overseas']),
-    },
-  });
-  server = http.createServer(createHandler({ log, metrics: new Metrics('data-plane'), completions, lifecycle: { ready: true, draining: false } }));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  } as unknown as Pick<Client<typeof KeyService>, 'listKeyStates'>;
+  frontDoor = await startInProcessFrontDoor({ catalog, keys, workspaceOwner, rateOwner, demoRegions: new Set(['overseas']) });
+  base = frontDoor.base;
 });
 
 afterAll(async () => {
-  await replica?.stop();
-  server?.closeAllConnections();
-  await new Promise<void>((resolve) => server?.close(() => resolve()) ?? resolve());
+  await frontDoor?.close();
 });
 
 /** The parts of an answer's body the tests read (an error, a completion's service block, a model list). */
@@ -286,10 +225,10 @@ describe('keys II at the front door', () => {
       code: 'spend_cap_exceeded',
       metadata: { scope: 'workspace', period: 'day', cap_usd: '1', spend_usd: '1', resets_at: null },
     });
-    published.length = 0;
+    frontDoor.published.length = 0;
     const ok = await complete(plain, { model: 'service/fast' });
     expect(ok.status).toBe(200);
-    const record = fromBinary(UsageRecordSchema, published[0]);
+    const record = fromBinary(UsageRecordSchema, frontDoor.published[0]);
     expect(record).toMatchObject({ generationId: ok.body.service.generation_id, workspaceLeaseId: 'lse_ws' });
     expect(record.capLeaseId).toBeUndefined();
   });

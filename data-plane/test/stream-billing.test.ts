@@ -1,25 +1,12 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { create, fromBinary } from '@bufbuild/protobuf';
 import type { Client } from '@connectrpc/connect';
 import { type UsageRecord, UsageRecordSchema } from '@switchboard/contracts/switchboard/billing/v1/billing_pb';
 import { type KeyService, KeyStateSchema } from '@switchboard/contracts/switchboard/keys/v1/keys_pb';
-import { BudgetLeases, type LeaseOwner } from '@switchboard/data-plane/budget-leases';
-import { Completions } from '@switchboard/data-plane/completions';
-import { KeyReplica } from '@switchboard/data-plane/key-replica';
-import type { BalanceFacts, CapFacts, RateFacts } from '@switchboard/data-plane/lease-owners';
-import { Prices } from '@switchboard/data-plane/prices';
-import { RateLimiter, rateLeases } from '@switchboard/data-plane/rate-limits';
-import { RoutingReplica } from '@switchboard/data-plane/routing-replica';
-import { createHandler } from '@switchboard/data-plane/server';
-import { WorkPublisher } from '@switchboard/data-plane/work-publisher';
 import { generateFullKey, hashKey } from '@switchboard/runtime/api-key-format';
 import { OpenAiUpstream } from '@switchboard/runtime/dev/openai-upstream';
-import { createLogger } from '@switchboard/runtime/log';
-import { Metrics } from '@switchboard/runtime/metrics';
 import { ModelCatalog } from '@switchboard/runtime/model-catalog';
-import { defaultPricingPath, Pricing } from '@switchboard/runtime/pricing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type InProcessFrontDoor, startInProcessFrontDoor } from './in-process-front-door.js';
 
 /**
  * What a stream is billed (docs/api/front-door.md#what-is-billed), through the front door's
@@ -29,19 +16,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * record published to the work stream is what billing settles.
  */
 
-const log = createLogger('data-plane', 'silent');
-const pricing = Pricing.load(defaultPricingPath);
 const fullKey = generateFullKey();
-const published: Uint8Array[] = [];
 let upstream: OpenAiUpstream;
-let replica: KeyReplica;
-let server: http.Server;
+let frontDoor: InProcessFrontDoor;
 let base: string;
-
-const unlimited = <Facts>(facts: Facts): LeaseOwner<Facts> => ({
-  lease: async () => ({ leaseId: '', grantedUsd: '0', expiresAt: new Date(Date.now() + 1000), unlimited: true, facts }),
-  release: async () => {},
-});
 
 beforeAll(async () => {
   upstream = await OpenAiUpstream.start();
@@ -70,61 +48,20 @@ beforeAll(async () => {
     allModels: true,
     version: 1n,
   });
-  const keys = { listKeyStates: async () => ({ states: [state], version: 1n, hasMore: false }) } as unknown as Client<typeof KeyService>;
-  replica = new KeyReplica({ log, keys, refreshMs: 60_000, maxStaleMs: 120_000 });
-  await replica.start();
-  const completions = new Completions({
-    log,
-    catalog,
-    prices: new Prices(pricing),
-    pricing,
-    keys: replica,
-    caps: new BudgetLeases({ name: 'cap', log, owner: unlimited<CapFacts>({ spendUsd: '0' }) }),
-    workspaces: new BudgetLeases({ name: 'workspace budget', log, owner: unlimited<CapFacts>({ spendUsd: '0' }) }),
-    rates: new RateLimiter(rateLeases(log, () => unlimited<RateFacts>({ limit: 0, remaining: 0, resetsAt: new Date() }))),
-    balances: new BudgetLeases({
-      name: 'balance',
-      log,
-      owner: unlimited<BalanceFacts>({ balanceUsd: '100', planId: pricing.defaultPlan, pricingVersion: pricing.version }),
-    }),
-    routing: new RoutingReplica({ log, catalog, routing: {} as never, refreshMs: 60_000 }),
-    conversations: undefined as never,
-    publisher: new WorkPublisher({
-      log,
-      js: {
-        publish: async (_subject: string, data: Uint8Array) => {
-          published.push(data);
-          return { seq: published.length, duplicate: false, stream: 'work' };
-        },
-      } as never,
-      maxQueued: 100,
-    }),
-    subjects: { usage: 'test.usage', exchanges: 'test.exchanges' },
-    settings: {
-      headersTimeoutMs: 5000,
-      idleTimeoutMs: 5000,
-      streamMaxDurationMs: 60_000,
-      defaultMaxTokens: 100,
-      upstreamApiKeys: {},
-      demoRegions: new Set(),
-    },
-  });
-  server = http.createServer(createHandler({ log, metrics: new Metrics('data-plane'), completions, lifecycle: { ready: true, draining: false } }));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const keys = { listKeyStates: async () => ({ states: [state], version: 1n, hasMore: false }) } as unknown as Pick<Client<typeof KeyService>, 'listKeyStates'>;
+  frontDoor = await startInProcessFrontDoor({ catalog, keys });
+  base = frontDoor.base;
 });
 
 afterAll(async () => {
-  await replica?.stop();
-  server?.closeAllConnections();
-  await new Promise<void>((resolve) => server?.close(() => resolve()) ?? resolve());
+  await frontDoor?.close();
   await upstream?.close();
 });
 
 /** A stream of `model` (8 tokens upstream, under max_tokens), as the client reads it, and the usage record it published. */
 async function stream(model: string) {
   const body = JSON.stringify({ model, messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 50, stream: true });
-  const before = published.length;
+  const before = frontDoor.published.length;
   const response = await fetch(`${base}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${fullKey}`, 'content-type': 'application/json' },
@@ -135,8 +72,8 @@ async function stream(model: string) {
     .split('\n\n')
     .filter((event) => event.startsWith('data: '))
     .map((event) => event.slice('data: '.length));
-  expect(published.length).toBe(before + 1);
-  const record: UsageRecord = fromBinary(UsageRecordSchema, published[before]);
+  expect(frontDoor.published.length).toBe(before + 1);
+  const record: UsageRecord = fromBinary(UsageRecordSchema, frontDoor.published[before]);
   return { bodyBytes: Buffer.byteLength(body), events, record };
 }
 
