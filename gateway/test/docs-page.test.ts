@@ -97,7 +97,7 @@ describe('/docs in Chromium', () => {
     // Limits read from the protos' rules, shown beside each property.
     await expect.poll(() => body.innerText(), { timeout: 15_000 }).toContain('≥ 1 characters');
     expect(await body.innerText()).toContain('≤ 4 items');
-    expect(await body.innerText()).toContain('matches ^\\d+(\\.\\d+)?$');
+    expect(await body.innerText()).toContain('matches ^\\d{1,15}(\\.\\d{1,12})?$');
     // A closed set, once its property is opened.
     for (const name of ['routing_policy', 'scopes']) {
       const property = body.locator(
