@@ -266,7 +266,8 @@ describe('the Usage, Generation and Audit log pages, and the data export', () =>
     const document = await readFile((await file.path()) as string, 'utf8');
     expect(JSON.parse(document)).toBeTypeOf('object');
     expect(document).toContain(owner.email);
-    expect(await exportSection.getByTestId('data-export').innerText()).toMatch(/Status\s+Ready/);
+    // The status shows once the download's answer is in: the file may be saved a moment before.
+    await expect.poll(() => exportSection.getByTestId('data-export').innerText(), { timeout: 10_000 }).toMatch(/Status\s+Ready/);
 
     // The mail's link, opened directly by the signed-in reader: the account page with that export, downloaded with the session.
     const [link, ...otherLinks] = linksOf(await waitForMail(suite.mailboxDir, owner.email, 'data_export_ready')).text;
@@ -281,7 +282,7 @@ describe('the Usage, Generation and Audit log pages, and the data export', () =>
     const savedAgain = page.waitForEvent('download', { timeout: 20_000 });
     await linked.getByRole('button', { name: 'Download the export' }).click();
     expect((await savedAgain).suggestedFilename()).toBe(`switchboard-export-${exportId}.json`);
-    expect(await linked.getByTestId('data-export').innerText()).toMatch(/Status\s+Ready/);
+    await expect.poll(() => linked.getByTestId('data-export').innerText(), { timeout: 10_000 }).toMatch(/Status\s+Ready/);
     await dashboard.context.close();
   }, 60_000);
 });
