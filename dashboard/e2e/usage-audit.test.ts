@@ -277,7 +277,7 @@ describe('the Usage, Generation and Audit log pages, and the data export', () =>
     await page.goto(new URL(new URL(link).pathname, page.url()).href);
     await expectHeading(page, 'Account');
     const linked = page.getByRole('region', { name: 'Export my data' });
-    expect(await linked.getByTestId('data-export').innerText()).toMatch(new RegExp(`^Export id\\s+${exportId}$`));
+    await expect.poll(() => linked.getByTestId('data-export').innerText(), { timeout: 10_000 }).toMatch(new RegExp(`^Export id\\s+${exportId}$`));
     await checkPage(dashboard, 'account-export-link');
     const savedAgain = page.waitForEvent('download', { timeout: 20_000 });
     await linked.getByRole('button', { name: 'Download the export' }).click();
