@@ -532,8 +532,8 @@ function sendError(res: http.ServerResponse, err: unknown, requestId: string, lo
 }
 
 /** The answer of a refusal or a failure, with the error body of docs/conventions.md#errors. */
-function errorAnswer(err: unknown, requestId: string, log: Logger): Answer {
-  if (err instanceof InputError) return errorAnswer(catalogued(errorCatalogue.invalidRequest, { problem: err.message }, { field: err.field }), requestId, log);
+function errorAnswer(thrown: unknown, requestId: string, log: Logger): Answer {
+  const err = thrown instanceof InputError ? catalogued(errorCatalogue.invalidRequest, { problem: thrown.message }, { field: thrown.field }) : thrown;
   let status: number;
   let body: ErrorBody;
   let headers: Record<string, string> = {};

@@ -200,7 +200,7 @@ export const errorCatalogue = {
     when: 'The body is larger than 1 MiB.',
   },
 
-  // Requests Node refuses before any route is read (gateway/src/rest.ts answerClientError): no
+  // Requests Node refuses before any route is read (runtime/src/client-error.ts): no
   // operation of the OpenAPI document lists them, since none is reached.
   headersTooLarge: {
     status: 431,

@@ -1,4 +1,4 @@
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLocalCertificate, type LocalCertificate } from '@switchboard/runtime/dev/local-certificate';
@@ -38,11 +38,13 @@ export class EventTap {
   private constructor(
     private readonly receiver: WebhookReceiver,
     private readonly certificate: LocalCertificate,
+    private readonly dir: string,
   ) {}
 
   static async start(): Promise<EventTap> {
-    const certificate = await createLocalCertificate(await mkdtemp(path.join(tmpdir(), 'switchboard-tap-')));
-    return new EventTap(await WebhookReceiver.start(certificate), certificate);
+    const dir = await mkdtemp(path.join(tmpdir(), 'switchboard-tap-'));
+    const certificate = await createLocalCertificate(dir);
+    return new EventTap(await WebhookReceiver.start(certificate), certificate, dir);
   }
 
   /** What the mesh needs to deliver to a receiver on this machine, trusting its certificate. */
@@ -66,8 +68,9 @@ export class EventTap {
     };
   }
 
-  close(): Promise<void> {
-    return this.receiver.close();
+  async close(): Promise<void> {
+    await this.receiver.close();
+    await rm(this.dir, { recursive: true, force: true });
   }
 }
 

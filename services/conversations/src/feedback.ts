@@ -68,7 +68,7 @@ export class FeedbackLedger {
     if (lookup.generation === undefined) {
       // The lookup already knows whether the id names another workspace's generation.
       const { audit } = this.deps;
-      if (audit && lookup.elsewhere) void recordForeignObjectProbe(audit, caller, { type: 'generation', id: input.generationId }, async () => true);
+      if (audit) void recordForeignObjectProbe(audit, caller, { type: 'generation', id: input.generationId }, async () => lookup.elsewhere);
       throw generationNotFound();
     }
     const { generation } = lookup;
