@@ -350,6 +350,9 @@ describe('auto top-up with the sandbox provider', () => {
     await eventually(
       async () => (await sandboxCall('GET', '/v1/billing/auto-topup', { token: declining.token })).json.consecutive_failures === 1,
       'the sandbox charge to be declined',
+      // The whole suite on 2 cores once took longer than the default 10 s for the charge's
+      // claim, attempt and settlement (a suite run of 2026-11-27; it passes alone in seconds).
+      30_000,
     );
     expect(same(await sandboxBalance(declining.token), before)).toBe(true);
   });
